@@ -1,0 +1,241 @@
+"""Pretraining corpora: each reads documents and splits them into train / validation by document.
+
+Every corpus reports a `fingerprint` (its settings plus the size and mtime of the files it reads) that
+keys the tokenizer and token caches, so a changed file or setting is never served from a stale cache.
+"""
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+Splits = dict[str, list[str]]  # "train" / "validation" -> documents
+EMBEDDED_WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def file_fingerprint(path: Path) -> list[Any]:
+    stat = path.stat()
+    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def split_by_document(docs: list[tuple[str, str]], val_fraction: float) -> Splits:
+    """Deterministic split: the documents whose key hashes lowest go to validation (order-independent)."""
+    docs = [(key, text) for key, text in docs if text.strip()]
+    ranked = sorted(docs, key=lambda d: hashlib.sha1(d[0].encode()).hexdigest())
+    n_val = round(len(docs) * val_fraction)
+    if val_fraction > 0 and len(docs) >= 2:
+        n_val = min(max(n_val, 1), len(docs) - 1)
+    val_keys = {key for key, _ in ranked[:n_val]}
+    return {
+        "train": [text for key, text in docs if key not in val_keys],
+        "validation": [text for key, text in docs if key in val_keys],
+    }
+
+
+class Corpus(ABC):
+    """A source of documents. Subclasses implement `read_documents` (then split here) or `load`."""
+
+    def __init__(self, val_fraction: float = 0.05) -> None:
+        if not 0.0 <= val_fraction < 1.0:
+            raise ValueError(f"data.corpus.val_fraction={val_fraction} must be in [0, 1)")
+        self.val_fraction = val_fraction
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"corpus": self.name, "val_fraction": self.val_fraction}
+
+    def read_documents(self) -> list[tuple[str, str]]:
+        """(stable key, text) pairs; the key decides the split."""
+        raise NotImplementedError
+
+    def load(self) -> Splits:
+        splits = split_by_document(self.read_documents(), self.val_fraction)
+        if not splits["train"]:
+            raise ValueError(f"{self.describe()} contains no non-empty documents; point it at real text")
+        return splits
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Human-readable origin, used in error messages."""
+
+
+class EmbeddedWikipedia(Corpus):
+    """The English Wikipedia excerpt shipped inside gensim's wheel (107 articles, ~3.1M characters),
+    extracted with gensim's own Wikipedia utilities so it works on a fresh offline machine."""
+
+    def path(self) -> Path:
+        import gensim  # gensim.test.utils.datapath would also build gensim's test fixtures
+
+        return Path(gensim.__file__).parent / "test" / "test_data" / EMBEDDED_WIKI
+
+    def describe(self) -> str:
+        return f"the embedded Wikipedia excerpt ({self.path()})"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "file": file_fingerprint(self.path())}
+
+    def read_documents(self) -> list[tuple[str, str]]:
+        from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+
+        docs = []
+        with bz2.open(self.path(), "rb") as f:
+            for title, markup, _ in extract_pages(f, filter_namespaces=("0",)):
+                if markup.lstrip().lower().startswith("#redirect"):
+                    continue
+                docs.append((title, tidy_wiki_text(filter_wiki(markup))))
+        return docs
+
+
+def tidy_wiki_text(text: str) -> str:
+    """gensim's filter_wiki leaves bold/italic quotes, heading equals signs and runs of blank lines."""
+    text = re.sub(r"'{2,}", "", text)
+    text = re.sub(r"^\s*=+\s*(.*?)\s*=+\s*$", r"\1", text, flags=re.MULTILINE)
+    text = re.sub(r"^[*#:;]+\s*$", "", text, flags=re.MULTILINE)  # list bullets left empty by the filter
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+class TextFiles(Corpus):
+    """Local UTF-8 text: files and/or folders (every non-hidden file below them).
+
+    Each file is one document, or, with `blank_line_documents`, blank lines separate documents."""
+
+    def __init__(self, paths: list[str] | str, val_fraction: float = 0.05, blank_line_documents: bool = False) -> None:
+        super().__init__(val_fraction)
+        self.paths = [Path(p) for p in ([paths] if isinstance(paths, str) else paths)]
+        self.blank_line_documents = blank_line_documents
+
+    def files(self) -> list[Path]:
+        found: list[Path] = []
+        for path in self.paths:
+            if path.is_dir():
+                found += sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            elif path.is_file():
+                found.append(path)
+            else:
+                raise FileNotFoundError(f"data.corpus.paths: {path} does not exist; give existing files or folders")
+        if not found:
+            raise ValueError(f"data.corpus.paths {[str(p) for p in self.paths]} contain no files")
+        return found
+
+    def describe(self) -> str:
+        return f"text files {[str(p) for p in self.paths]}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "blank_line_documents": self.blank_line_documents,
+                "files": [file_fingerprint(p) for p in self.files()]}
+
+    def read_documents(self) -> list[tuple[str, str]]:
+        docs = []
+        for path in self.files():
+            text = read_utf8(path)
+            if self.blank_line_documents:
+                parts = re.split(r"\n\s*\n", text)
+                docs += [(f"{path}#{i}", part) for i, part in enumerate(parts)]
+            else:
+                docs.append((str(path), text))
+        return docs
+
+
+def read_utf8(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}); convert it or leave it out") from err
+
+
+class BrownCorpus(Corpus):
+    """NLTK's Brown corpus (Form C): one sentence per line of `word/tag` tokens; one document per file."""
+
+    FILE_NAME = re.compile(r"^c[a-r]\d\d$")
+
+    def __init__(self, path: str, val_fraction: float = 0.05) -> None:
+        super().__init__(val_fraction)
+        self.path = Path(path)
+
+    def files(self) -> list[Path]:
+        if not self.path.is_dir():
+            raise FileNotFoundError(
+                f"Brown corpus folder {self.path} not found; set ARMLM_DATA_DIR or data.corpus.path"
+            )
+        files = sorted(p for p in self.path.iterdir() if self.FILE_NAME.match(p.name))
+        if not files:
+            raise ValueError(f"{self.path} has no Brown files (ca01 ... cr09)")
+        return files
+
+    def describe(self) -> str:
+        return f"the Brown corpus at {self.path}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "files": [file_fingerprint(p) for p in self.files()]}
+
+    def read_documents(self) -> list[tuple[str, str]]:
+        return [(path.name, brown_to_text(read_utf8(path))) for path in self.files()]
+
+
+def brown_to_text(tagged: str) -> str:
+    """`The/at jury/nn said/vbd ./.` -> `The jury said .`, one sentence per line."""
+    quotes = {"``": '"', "''": '"'}
+    sentences = []
+    for line in tagged.splitlines():
+        words = [token.rsplit("/", 1)[0] for token in line.split()]
+        if words:
+            sentences.append(" ".join(quotes.get(w, w) for w in words))
+    return "\n".join(sentences)
+
+
+WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")
+
+
+def split_wikitext_articles(lines: list[str]) -> list[str]:
+    """WikiText release files: an article starts at each ` = Title = ` line (subsections use `= =`)."""
+    articles: list[list[str]] = []
+    for line in lines:
+        if WIKITEXT_TITLE.match(line.rstrip("\n")) or not articles:
+            articles.append([])
+        articles[-1].append(line.rstrip("\n"))
+    return ["\n".join(a).strip() for a in articles if "".join(a).strip()]
+
+
+class WikiText(Corpus):
+    """WikiText release files (`wiki.{train,valid,test}.{tokens,raw}`), articles split on their headings.
+
+    With no `valid_file`, validation articles are drawn from `train_file` by `val_fraction`."""
+
+    def __init__(self, train_file: str, valid_file: str | None = None, val_fraction: float = 0.05) -> None:
+        super().__init__(val_fraction)
+        self.train_file = Path(train_file)
+        self.valid_file = Path(valid_file) if valid_file else None
+
+    def describe(self) -> str:
+        return f"WikiText {self.train_file}"
+
+    def _files(self) -> list[Path]:
+        files = [self.train_file] + ([self.valid_file] if self.valid_file else [])
+        for f in files:
+            if not f.is_file():
+                raise FileNotFoundError(f"WikiText file {f} not found; set data.corpus.train_file/valid_file")
+        return files
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "files": [file_fingerprint(p) for p in self._files()]}
+
+    def _articles(self, path: Path) -> list[str]:
+        return split_wikitext_articles(read_utf8(path).splitlines())
+
+    def load(self) -> Splits:
+        self._files()
+        if self.valid_file is None:
+            articles = self._articles(self.train_file)
+            splits = split_by_document([(f"{i}:{a[:200]}", a) for i, a in enumerate(articles)], self.val_fraction)
+        else:
+            splits = {"train": self._articles(self.train_file), "validation": self._articles(self.valid_file)}
+        if not splits["train"]:
+            raise ValueError(f"{self.describe()} contains no articles")
+        return splits

@@ -1,0 +1,78 @@
+"""Any Hugging Face dataset as a pretraining corpus: by hub name (online) or a packaged builder
+(`text`, `json`, `parquet`, ...) with local `data_files`, which works offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from datamodules.corpora import Corpus, Splits, file_fingerprint, split_by_document, split_wikitext_articles
+
+
+class HuggingFaceCorpus(Corpus):
+    """Rows of `text_column` are documents, or, with `wikitext_articles`, lines regrouped into articles
+    on WikiText's ` = Title = ` headings (the hub's `wikitext` stores one line per row).
+
+    With no `val_split`, validation documents are drawn from the training split by `val_fraction`."""
+
+    def __init__(
+        self,
+        name: str,
+        config: str | None = None,
+        text_column: str = "text",
+        train_split: str = "train",
+        val_split: str | None = "validation",
+        data_files: Any = None,
+        wikitext_articles: bool = False,
+        val_fraction: float = 0.05,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(val_fraction)
+        self.dataset_name, self.config, self.text_column = name, config, text_column
+        self.train_split, self.val_split = train_split, val_split
+        self.data_files, self.wikitext_articles, self.revision = data_files, wikitext_articles, revision
+
+    def describe(self) -> str:
+        return f"Hugging Face dataset {self.dataset_name!r} (config {self.config!r})"
+
+    def fingerprint(self) -> dict[str, Any]:
+        files = self.data_files
+        if files is not None:  # local files: their content must key the cache too
+            flat = [files] if isinstance(files, str) else list(files.values() if isinstance(files, dict) else files)
+            files = [file_fingerprint(Path(f)) for f in flat if Path(str(f)).exists()] or files
+        return {**super().fingerprint(), "name": self.dataset_name, "config": self.config,
+                "text_column": self.text_column, "splits": [self.train_split, self.val_split],
+                "data_files": files, "wikitext_articles": self.wikitext_articles, "revision": self.revision}
+
+    def _split(self, split: str) -> list[str]:
+        import datasets
+
+        try:
+            dataset = datasets.load_dataset(
+                self.dataset_name, self.config, split=split, data_files=self.data_files, revision=self.revision
+            )
+        except (ConnectionError, OSError) as err:
+            raise RuntimeError(
+                f"could not load {self.describe()} split {split!r}: {err}. Offline? Either connect once so the "
+                "Hugging Face cache fills, set HF_DATASETS_OFFLINE=1 to use that cache, or use a local corpus "
+                "(data=text / data=wikitext / data=brown)."
+            ) from err
+        if self.text_column not in dataset.column_names:
+            raise ValueError(
+                f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to one of "
+                f"{dataset.column_names}"
+            )
+        rows = [t for t in dataset[self.text_column] if isinstance(t, str)]
+        if self.wikitext_articles:
+            return split_wikitext_articles([r.rstrip("\n") for r in rows])
+        return [r for r in rows if r.strip()]
+
+    def load(self) -> Splits:
+        train = self._split(self.train_split)
+        if self.val_split is None:
+            splits = split_by_document([(f"{i}:{d[:200]}", d) for i, d in enumerate(train)], self.val_fraction)
+        else:
+            splits = {"train": train, "validation": self._split(self.val_split)}
+        if not splits["train"]:
+            raise ValueError(f"{self.describe()} has no non-empty text in split {self.train_split!r}")
+        return splits

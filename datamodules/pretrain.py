@@ -1,0 +1,152 @@
+"""The pretraining DataModule: corpus -> tokenizer (trained once) -> memory-mapped token cache -> batches.
+
+It knows nothing about objectives; an objective only says which input format it needs ("blocks" or
+"segment_pairs"), and both formats are read from the same cache with the same tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader, Dataset
+
+from datamodules.blocks import PackedBlocks, SegmentPairs
+from datamodules.cache import atomic_directory, settings_key
+from datamodules.corpora import Corpus
+from datamodules.tokenizer import (
+    TokenizerSettings,
+    encode_documents,
+    read_token_cache,
+    train_tokenizer,
+    vocabulary_of,
+    write_token_cache,
+)
+from datamodules.vocabulary import Vocabulary
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "validation")
+INPUT_FORMATS = ("blocks", "segment_pairs")
+
+
+def default_cache_dir() -> str:
+    return os.environ.get("ARMLM_CACHE_DIR", str(Path.home() / ".cache" / "armlm"))
+
+
+@dataclass(frozen=True)
+class CachePaths:
+    tokenizer: Path  # folder holding tokenizer.json
+    splits: dict[str, Path]  # split -> folder holding tokens.npy, doc_offsets.npy
+
+    def complete(self) -> bool:
+        return (self.tokenizer / "tokenizer.json").is_file() and all(
+            (p / "tokens.npy").is_file() for p in self.splits.values()
+        )
+
+
+class PretrainDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        corpus: Corpus,
+        tokenizer: TokenizerSettings | dict | None = None,
+        cache_dir: str | None = None,
+        block_size: int = 128,
+        batch_size: int = 32,
+        val_batch_size: int | None = None,
+        num_workers: int = 0,
+        input_format: str = "blocks",
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format={input_format!r}; choose one of {INPUT_FORMATS}")
+        if block_size < 8:
+            raise ValueError(f"data.block_size={block_size} is too small; use at least 8")
+        if batch_size < 1 or num_workers < 0:
+            raise ValueError(f"data.batch_size={batch_size} must be >= 1 and data.num_workers={num_workers} >= 0")
+        self.corpus = corpus
+        self.tokenizer_settings = (
+            tokenizer if isinstance(tokenizer, TokenizerSettings) else TokenizerSettings(**(tokenizer or {}))
+        )
+        self.cache_dir = Path(cache_dir or default_cache_dir()).expanduser()
+        self.block_size, self.batch_size = block_size, batch_size
+        self.val_batch_size = val_batch_size or batch_size
+        self.num_workers, self.input_format, self.seed = num_workers, input_format, seed
+        self.tokenizer: Tokenizer | None = None
+        self.vocabulary: Vocabulary | None = None
+        self.unigram_baseline: float | None = None
+        self.datasets: dict[str, Dataset] = {}
+
+    def cache_paths(self) -> CachePaths:
+        corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
+        root = corpus_dir / f"wordpiece-{settings_key(self.tokenizer_settings.to_dict())}"
+        return CachePaths(root / "tokenizer", {split: root / split for split in SPLITS})
+
+    def prepare_data(self) -> None:
+        """Build whatever part of the cache is missing (Lightning runs this on one process per node)."""
+        paths = self.cache_paths()
+        if paths.complete():
+            log.info("reusing tokenizer and token cache in %s", paths.tokenizer.parent)
+            return
+        log.info("reading %s", self.corpus.describe())
+        documents = self.corpus.load()
+        tokenizer_file = paths.tokenizer / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            log.info("training a WordPiece tokenizer (%s) on %d documents", self.tokenizer_settings,
+                     len(documents["train"]))
+            tokenizer = train_tokenizer(documents["train"], self.tokenizer_settings)
+            with atomic_directory(paths.tokenizer) as tmp:
+                tokenizer.save(str(tmp / "tokenizer.json"))
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        for split, folder in paths.splits.items():
+            if (folder / "tokens.npy").is_file():
+                continue
+            tokens, offsets = encode_documents(tokenizer, documents[split], desc=split)
+            if len(tokens) == 0:
+                raise ValueError(f"the {split} split of {self.corpus.describe()} is empty after tokenization; "
+                                 "add text or change data.corpus.val_fraction")
+            write_token_cache(folder, tokens, offsets)
+        log.info("token cache written to %s", paths.tokenizer.parent)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.vocabulary is not None:
+            return
+        paths = self.cache_paths()
+        if not paths.complete():
+            self.prepare_data()  # direct use outside a Trainer
+        self.tokenizer = Tokenizer.from_file(str(paths.tokenizer / "tokenizer.json"))
+        caches = {split: read_token_cache(folder) for split, folder in paths.splits.items()}
+        vocab_size = self.tokenizer.get_vocab_size()
+        counts = np.bincount(caches["train"][0], minlength=vocab_size).astype(np.int64)
+        self.vocabulary = vocabulary_of(self.tokenizer, counts)
+        for split, (tokens, offsets) in caches.items():
+            if len(tokens) < self.block_size:
+                raise ValueError(
+                    f"the {split} split of {self.corpus.describe()} has {len(tokens)} tokens, fewer than one "
+                    f"block of data.block_size={self.block_size}; use a smaller block size or more text"
+                    + (" (or a larger data.corpus.val_fraction)" if split == "validation" else "")
+                )
+            if self.input_format == "blocks":
+                self.datasets[split] = PackedBlocks(tokens, self.block_size, self.vocabulary)
+            else:
+                self.datasets[split] = SegmentPairs(tokens, offsets, self.block_size, self.vocabulary, self.seed)
+        self.unigram_baseline = self.vocabulary.unigram_nll(np.asarray(caches["validation"][0]))
+
+    @property
+    def tokenizer_json(self) -> str:
+        if self.tokenizer is None:
+            raise RuntimeError("call setup() first")
+        return self.tokenizer.to_str()
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.datasets["train"], batch_size=self.batch_size, shuffle=True,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.datasets["validation"], batch_size=self.val_batch_size, shuffle=False,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)

@@ -1,0 +1,190 @@
+"""The one Transformer backbone shared by every objective.
+
+The same weights run causal or bidirectional attention per call, so an objective is only a choice of
+input corruption, attention mode, heads and loss. The LM head is tied to the token embedding and lives
+here because every language-modelling objective shares it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+NORM_POSITIONS = ("pre", "post")
+POSITION_KINDS = ("learned", "rope")
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 8192
+    max_len: int = 512
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 1024
+    dropout: float = 0.1
+    type_vocab_size: int = 2
+    norm_position: str = "pre"  # "pre" (GPT-2 style) or "post" (BERT style)
+    positions: str = "learned"  # "learned" absolute embeddings or "rope" rotary
+    layer_norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.norm_position not in NORM_POSITIONS:
+            raise ValueError(f"model.norm_position={self.norm_position!r}; choose one of {NORM_POSITIONS}")
+        if self.positions not in POSITION_KINDS:
+            raise ValueError(f"model.positions={self.positions!r}; choose one of {POSITION_KINDS}")
+        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff", "type_vocab_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"model.{name} must be a positive integer, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
+        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError("rope needs an even head dimension (model.d_model / model.n_heads)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (Su et al. 2021) in the rotate-half form."""
+
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0) -> None:
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)
+        # Derived from the config, so not worth storing in checkpoints.
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # x: (B, H, T, hd)
+        t = x.shape[-2]
+        x1, x2 = x.chunk(2, dim=-1)
+        rotated = torch.cat([-x2, x1], dim=-1)
+        return x * self.cos[:t].to(x.dtype) + rotated * self.sin[:t].to(x.dtype)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = cfg.dropout
+        self.rotary = Rotary(cfg.d_model // cfg.n_heads, cfg.max_len) if cfg.positions == "rope" else None
+
+    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None) -> Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        dropout = self.dropout if self.training else 0.0
+        if mask is None:
+            # No padding: let SDPA pick its fastest kernel (flash / efficient) with no dense mask.
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+        else:
+            # The mask already folds in causality; SDPA must not get is_causal as well.
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm = cfg.norm_position == "pre"
+        self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.attn = SelfAttention(cfg)
+        self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model), nn.Dropout(cfg.dropout)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None) -> Tensor:
+        if self.pre_norm:
+            x = x + self.drop(self.attn(self.norm1(x), causal=causal, mask=mask))
+            return x + self.mlp(self.norm2(x))
+        x = self.norm1(x + self.drop(self.attn(x, causal=causal, mask=mask)))
+        return self.norm2(x + self.mlp(x))
+
+
+def build_attention_mask(attention_mask: Tensor, *, causal: bool) -> Tensor:
+    """One boolean mask (True = may attend) combining key padding and, if asked, causality."""
+    keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): broadcast over heads and queries
+    if not causal:
+        return keep
+    t = attention_mask.shape[-1]
+    lower = torch.ones(t, t, dtype=torch.bool, device=attention_mask.device).tril()
+    return keep & lower  # (B, 1, T, T)
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model) if cfg.positions == "learned" else None
+        self.type_embedding = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
+        post = cfg.norm_position == "post"
+        # BERT normalises the embeddings; pre-LN models normalise once after the last block instead.
+        self.embedding_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if post else nn.Identity()
+        self.final_norm = nn.Identity() if post else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.lm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.apply(self._init_weights)
+        # GPT-2: scale the residual output projections so the residual stream does not grow with depth.
+        for block in self.blocks:
+            for proj in (block.attn.proj, block.mlp[2]):
+                nn.init.normal_(proj.weight, std=cfg.init_std / math.sqrt(2 * cfg.n_layers))
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=self.config.init_std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        *,
+        causal: bool,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """Hidden states (B, T, d). `attention_mask` is 1 for real tokens and 0 for padding."""
+        t = input_ids.shape[1]
+        if t > self.config.max_len:
+            raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
+        x = self.token_embedding(input_ids)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding.weight[:t]
+        if token_type_ids is None:
+            x = x + self.type_embedding.weight[0]
+        else:
+            x = x + self.type_embedding(token_type_ids)
+        x = self.drop(self.embedding_norm(x))
+        mask = None if attention_mask is None else build_attention_mask(attention_mask, causal=causal)
+        for block in self.blocks:
+            x = block(x, causal=causal, mask=mask)
+        return self.final_norm(x)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""
+        return F.linear(hidden, self.token_embedding.weight, self.lm_bias)
+
+    def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            n -= self.token_embedding.weight.numel()
+            if self.position_embedding is not None:
+                n -= self.position_embedding.weight.numel()
+        return n

@@ -1,0 +1,130 @@
+"""One thin LightningModule for every objective: it calls `objective.loss(batch, model)` and logs.
+
+Hyperparameters are plain dicts (model config, objective config with its `_target_`, optimiser), so
+checkpoints load with `torch.load(..., weights_only=True)` and rebuild the same model and objective.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from torch import Tensor
+from torch.optim.lr_scheduler import LambdaLR
+from torchmetrics import MeanMetric
+
+from models.backbone import ModelConfig, Transformer
+from objectives.base import Batch, Objective
+
+TRAIN_STREAM, VAL_STREAM = 0, 1  # separate random streams for training and validation corruption
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised before the optimiser step, so no checkpoint ever holds the weights a NaN/inf produced."""
+
+
+def warmup_then_linear_decay(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return 1.0 - (1.0 - min_lr_ratio) * progress
+
+
+class PretrainModule(L.LightningModule):
+    def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = Transformer(ModelConfig(**model))
+        self.objective: Objective = instantiate(objective)
+        self.val_lm_nll = MeanMetric()
+        self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})
+        self.tokenizer_json: str | None = None
+        self.unigram_baseline: float | None = None
+        self.last_finite_loss: float | None = None
+
+    # -- data-dependent state --------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and datamodule.vocabulary is not None:
+            if datamodule.vocabulary.size != self.model.config.vocab_size:
+                raise ValueError(
+                    f"tokenizer has {datamodule.vocabulary.size} tokens but model.vocab_size="
+                    f"{self.model.config.vocab_size}; they must match (the checkpoint and data disagree)"
+                )
+            self.objective.set_vocabulary(datamodule.vocabulary)
+            self.tokenizer_json = datamodule.tokenizer_json
+            self.unigram_baseline = datamodule.unigram_baseline
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
+        checkpoint["tokenizer_json"] = self.tokenizer_json
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokenizer_json = checkpoint.get("tokenizer_json")
+
+    # -- steps ------------------------------------------------------------------------------------------
+    def corruption_generator(self, stream: int, *indices: int) -> torch.Generator:
+        """A generator on the model's device seeded from (run seed, stream, indices, rank): the same batch
+        gets the same corruption on every run and after a resume, and DDP ranks differ."""
+        seed = np.random.SeedSequence([self.hparams.seed, stream, *indices, self.global_rank]).generate_state(1)[0]
+        return torch.Generator(device=self.device).manual_seed(int(seed))
+
+    def training_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor]:
+        generator = self.corruption_generator(TRAIN_STREAM, self.current_epoch, batch_idx)
+        out = self.objective.loss(batch, self.model, generator)
+        loss_value = float(out.loss.detach())
+        if not math.isfinite(loss_value):
+            raise NonFiniteLossError(
+                f"training loss is {loss_value} at step {self.global_step} (epoch {self.current_epoch}, batch "
+                f"{batch_idx}); last finite loss {self.last_finite_loss}. Stopped before the optimiser step: the "
+                "last saved checkpoint is intact. Lower optim.lr, raise optim.warmup_steps or check the data."
+            )
+        self.last_finite_loss = loss_value
+        n_pred = out.predicted_tokens
+        self.log("train/loss", out.loss, prog_bar=True)
+        self.log("train/lm_loss", out.lm_nll_sum / n_pred.clamp(min=1))
+        for name, (value, _) in out.extras.items():
+            self.log(f"train/{name}", value)
+        return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred}
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_STREAM, batch_idx))
+        if out.predicted_tokens > 0:
+            self.val_lm_nll.update(out.lm_nll_sum / out.predicted_tokens, weight=out.predicted_tokens)
+        for name, (value, count) in out.extras.items():
+            self.val_extras[name].update(value, weight=count)
+
+    def on_validation_epoch_end(self) -> None:
+        # val/loss is the LM NLL per predicted token for every objective, so runs overlay; val/ppl = exp of it.
+        if self.val_lm_nll.update_count:
+            nll = self.val_lm_nll.compute()
+            self.log("val/loss", nll, prog_bar=True)
+            self.log("val/ppl", torch.exp(nll))
+        for name, metric in self.val_extras.items():
+            if metric.update_count:
+                self.log(f"val/{name}", metric.compute())
+            metric.reset()
+        self.val_lm_nll.reset()
+        if self.unigram_baseline is not None:
+            self.log("val/unigram_baseline", self.unigram_baseline)
+
+    # -- optimisation -----------------------------------------------------------------------------------
+    def configure_optimizers(self) -> dict[str, Any]:
+        cfg = self.hparams.optim
+        # Decay matrices only; biases, norms and the LM bias are left alone (as in BERT and GPT-2).
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg["weight_decay"]},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(
+            groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=cfg["eps"], fused=self.device.type == "cuda"
+        )
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup, min_ratio = int(cfg["warmup_steps"]), float(cfg["min_lr_ratio"])
+        schedule = LambdaLR(optimizer, lambda step: warmup_then_linear_decay(step, warmup, total, min_ratio))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

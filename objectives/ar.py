@@ -1,0 +1,30 @@
+"""Autoregressive LM: next-token prediction with causal attention."""
+
+from __future__ import annotations
+
+import torch
+
+from models.backbone import Transformer
+from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+
+
+class AutoregressiveLM(Objective):
+    causal = True
+
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask")
+        hidden = model(
+            input_ids, causal=True, attention_mask=attention_mask, token_type_ids=batch.get("token_type_ids")
+        )
+        # Position t predicts token t + 1; the last position has no target inside the block.
+        targets = input_ids[:, 1:]
+        if attention_mask is not None:
+            targets = targets.masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
+        nll_sum, n_predicted = summed_token_nll(model.logits(hidden[:, :-1]), targets)
+        return LossOutput(
+            loss=mean_or_zero(nll_sum, n_predicted),
+            lm_nll_sum=nll_sum.detach(),
+            predicted_tokens=n_predicted,
+            input_tokens=self.input_token_count(batch),
+        )

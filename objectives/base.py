@@ -1,0 +1,72 @@
+"""What every pretraining objective provides: an attention mode, an input format, heads and a loss."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from datamodules.vocabulary import Vocabulary
+from models.backbone import Transformer
+
+Batch = dict[str, Tensor]
+IGNORE_INDEX = -100
+
+INPUT_FORMATS = ("blocks", "segment_pairs")
+
+
+@dataclass
+class LossOutput:
+    """The loss to optimise plus what the training loop logs under the same tags for every objective."""
+
+    loss: Tensor  # scalar that is back-propagated
+    lm_nll_sum: Tensor  # summed NLL (nats) of every token that carried an LM loss, detached
+    predicted_tokens: Tensor  # how many tokens carried an LM loss
+    input_tokens: Tensor  # non-padding input positions fed to the backbone
+    # Objective-specific metrics as (mean over the batch, number of items it averages).
+    extras: dict[str, tuple[Tensor, int]] = field(default_factory=dict)
+
+
+class Objective(nn.Module, ABC):
+    """An objective owns its input corruption, any extra heads, and its loss.
+
+    The backbone (and its tied LM head) is passed to `loss`, so an objective never holds a second copy
+    of the model and the same backbone can be trained or evaluated under any objective.
+    """
+
+    causal: ClassVar[bool]
+    # What the DataModule must deliver: packed fixed-length "blocks" or "[CLS] A [SEP] B [SEP]" pairs.
+    input_format: ClassVar[str] = "blocks"
+    # Names of the objective-specific entries of `LossOutput.extras`, logged as train/<name>, val/<name>.
+    extra_metrics: ClassVar[tuple[str, ...]] = ()
+
+    def set_vocabulary(self, vocab: Vocabulary) -> None:
+        """Receive corpus statistics (special ids, unigram counts) once the tokenizer exists."""
+
+    @abstractmethod
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        """Compute the loss of one batch; `generator` drives any random corruption reproducibly."""
+
+    @staticmethod
+    def input_token_count(batch: Batch) -> Tensor:
+        mask = batch.get("attention_mask")
+        if mask is None:
+            return torch.tensor(batch["input_ids"].numel(), device=batch["input_ids"].device)
+        return mask.sum()
+
+
+def summed_token_nll(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """Summed cross-entropy in fp32 (stable under bf16 autocast) and the number of non-ignored targets."""
+    nll_sum = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+    return nll_sum, (targets != IGNORE_INDEX).sum()
+
+
+def mean_or_zero(total: Tensor, count: Tensor) -> Tensor:
+    """total / count, or a zero that keeps the graph when a batch happens to have nothing to predict."""
+    return total / count.clamp(min=1)

@@ -1,0 +1,106 @@
+"""Masked LM (BERT): corrupt a share of the positions, predict the originals with bidirectional attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from datamodules.vocabulary import Vocabulary
+from models.backbone import Transformer
+from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+
+REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
+
+
+class MaskedLM(Objective):
+    """Select `mask_rate` of the ordinary positions; of those, replace with [MASK] / a random token / keep
+    with probabilities `mask_prob / random_prob / keep_prob`. Only selected positions carry a loss, and the
+    vocabulary projection is computed only for them (never B x T x V logits)."""
+
+    causal = False
+
+    def __init__(
+        self,
+        mask_rate: float = 0.15,
+        mask_prob: float = 0.8,
+        random_prob: float = 0.1,
+        keep_prob: float = 0.1,
+        replacement: str = "unigram",
+    ) -> None:
+        super().__init__()
+        for name, value in (("mask_rate", mask_rate), ("mask_prob", mask_prob),
+                            ("random_prob", random_prob), ("keep_prob", keep_prob)):
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"objective.{name}={value} is outside [0, 1]; set it to a probability")
+        total = mask_prob + random_prob + keep_prob
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            raise ValueError(
+                f"objective.mask_prob + random_prob + keep_prob = {mask_prob} + {random_prob} + {keep_prob} "
+                f"= {total:g}, but they must sum to 1 (e.g. 0.8/0.1/0.1)"
+            )
+        if replacement not in REPLACEMENT_DISTRIBUTIONS:
+            raise ValueError(f"objective.replacement={replacement!r}; choose one of {REPLACEMENT_DISTRIBUTIONS}")
+        self.mask_rate, self.mask_prob, self.random_prob = mask_rate, mask_prob, random_prob
+        self.replacement = replacement
+        self.mask_id: int | None = None
+
+    def set_vocabulary(self, vocab: Vocabulary) -> None:
+        is_special = torch.zeros(vocab.size, dtype=torch.bool)
+        is_special[list(vocab.special_ids)] = True
+        if self.replacement == "unigram":
+            weights = torch.as_tensor(vocab.unigram_counts, dtype=torch.float64)
+        else:
+            weights = torch.ones(vocab.size, dtype=torch.float64)
+        weights[is_special] = 0.0
+        if weights.sum() <= 0:
+            raise ValueError("the training corpus has no ordinary tokens to draw random replacements from")
+        # Derived from the data module on every run, so kept out of checkpoints.
+        self.register_buffer("is_special", is_special, persistent=False)
+        self.register_buffer("replacement_cdf", (weights.cumsum(0) / weights.sum()).float(), persistent=False)
+        self.last_replaceable_id = int(torch.nonzero(weights).max())
+        self.mask_id = vocab.mask_id
+
+    def corrupt(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """Return (corrupted inputs, labels): labels hold the original token at selected positions and
+        IGNORE_INDEX everywhere else. Runs on the inputs' device."""
+        if self.mask_id is None:
+            raise RuntimeError("MaskedLM.set_vocabulary must be called before corrupting inputs")
+        shape, device = input_ids.shape, input_ids.device
+        selected = (torch.rand(shape, generator=generator, device=device) < self.mask_rate)
+        selected &= ~self.is_special[input_ids]
+        action = torch.rand(shape, generator=generator, device=device)
+        to_mask = selected & (action < self.mask_prob)
+        to_random = selected & (action >= self.mask_prob) & (action < self.mask_prob + self.random_prob)
+        # Inverse-CDF sampling keeps the draw on the device; special tokens have zero mass.
+        u = torch.rand(shape, generator=generator, device=device)
+        random_ids = torch.searchsorted(self.replacement_cdf, u, right=True).clamp_(max=self.last_replaceable_id)
+        corrupted = torch.where(to_mask, torch.full_like(input_ids, self.mask_id), input_ids)
+        corrupted = torch.where(to_random, random_ids, corrupted)
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+        return corrupted, labels
+
+    def masked_lm(
+        self, batch: Batch, model: Transformer, generator: torch.Generator | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Corrupt, encode bidirectionally, score the selected positions: (hidden, nll_sum, n_predicted)."""
+        corrupted, labels = self.corrupt(batch["input_ids"], generator)
+        hidden = model(
+            corrupted,
+            causal=False,
+            attention_mask=batch.get("attention_mask"),
+            token_type_ids=batch.get("token_type_ids"),
+        )
+        selected = labels != IGNORE_INDEX
+        nll_sum, n_predicted = summed_token_nll(model.logits(hidden[selected]), labels[selected])
+        return hidden, nll_sum, n_predicted
+
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        _, nll_sum, n_predicted = self.masked_lm(batch, model, generator)
+        return LossOutput(
+            loss=mean_or_zero(nll_sum, n_predicted),
+            lm_nll_sum=nll_sum.detach(),
+            predicted_tokens=n_predicted,
+            input_tokens=self.input_token_count(batch),
+        )

@@ -1,0 +1,50 @@
+"""BERT's original pretraining: masked LM plus next-sentence prediction on [CLS] A [SEP] B [SEP] pairs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from models.backbone import Transformer
+from models.heads import ClassificationHead
+from objectives.base import Batch, LossOutput, mean_or_zero
+from objectives.mlm import MaskedLM
+
+
+class MaskedLMWithNSP(MaskedLM):
+    input_format = "segment_pairs"
+    extra_metrics = ("mlm_loss", "nsp_loss", "nsp_acc")
+
+    def __init__(
+        self,
+        d_model: int,
+        mlm_weight: float = 1.0,
+        nsp_weight: float = 1.0,
+        mask_rate: float = 0.15,
+        mask_prob: float = 0.8,
+        random_prob: float = 0.1,
+        keep_prob: float = 0.1,
+        replacement: str = "unigram",
+    ) -> None:
+        super().__init__(mask_rate, mask_prob, random_prob, keep_prob, replacement)
+        if mlm_weight < 0 or nsp_weight < 0 or mlm_weight + nsp_weight == 0:
+            raise ValueError(f"objective.mlm_weight={mlm_weight}, nsp_weight={nsp_weight}: use weights >= 0, not both 0")
+        self.mlm_weight, self.nsp_weight = mlm_weight, nsp_weight
+        self.nsp_head = ClassificationHead(d_model, 2)
+
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        hidden, nll_sum, n_predicted = self.masked_lm(batch, model, generator)
+        mlm_loss = mean_or_zero(nll_sum, n_predicted)
+        nsp_logits = self.nsp_head(hidden[:, 0]).float()  # the [CLS] state
+        labels = batch["nsp_labels"]
+        nsp_loss = F.cross_entropy(nsp_logits, labels)
+        nsp_acc = (nsp_logits.argmax(-1) == labels).float().mean()
+        n = labels.numel()
+        return LossOutput(
+            loss=self.mlm_weight * mlm_loss + self.nsp_weight * nsp_loss,
+            lm_nll_sum=nll_sum.detach(),
+            predicted_tokens=n_predicted,
+            input_tokens=self.input_token_count(batch),
+            extras={"mlm_loss": (mlm_loss.detach(), int(n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
+                    "nsp_acc": (nsp_acc, n)},
+        )

@@ -1,0 +1,122 @@
+"""Pretrain the shared backbone with any objective.
+
+    python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
+        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 trainer.max_steps=500 ckpt_path=<file to resume>
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from datamodules.cache import atomic_write_text
+from models.backbone import ModelConfig
+from models.lit_module import NonFiniteLossError, PretrainModule
+from training.callbacks import TokenAccounting
+
+log = logging.getLogger("armlm.train")
+
+
+def output_dir(cfg: DictConfig) -> Path:
+    if cfg.get("output_dir"):
+        return Path(cfg.output_dir)
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
+    """Everything that can be checked without data, so bad settings fail before any data processing."""
+    objective = instantiate(cfg.objective)  # validates mask rates and probabilities
+    model_config = instantiate(cfg.model)  # validates sizes
+    if cfg.data.block_size > model_config.max_len:
+        raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
+    optim = cfg.optim
+    if not optim.lr > 0 or optim.warmup_steps < 0 or not 0 <= optim.min_lr_ratio <= 1:
+        raise ValueError(f"optim: need lr > 0, warmup_steps >= 0 and min_lr_ratio in [0, 1]; got {dict(optim)}")
+    if cfg.ckpt_path and not Path(cfg.ckpt_path).is_file():
+        raise FileNotFoundError(f"ckpt_path={cfg.ckpt_path} does not exist; give a checkpoint file to resume")
+    return objective, model_config
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Train one run and return its summary (also written to <run folder>/summary.json)."""
+    started = time.perf_counter()
+    objective, model_config = check_config(cfg)
+    out = output_dir(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+
+    datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
+    datamodule.prepare_data()
+    datamodule.setup("fit")  # the tokenizer decides the vocabulary size
+    model_config.vocab_size = datamodule.vocabulary.size
+    module = PretrainModule(
+        model=asdict(model_config),
+        objective=OmegaConf.to_container(cfg.objective, resolve=True),
+        optim=OmegaConf.to_container(cfg.optim, resolve=True),
+        seed=cfg.seed,
+    )
+    tokens = TokenAccounting(cfg.max_tokens)
+    checkpoints = ModelCheckpoint(
+        dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
+        monitor="val/loss", mode="min", save_top_k=1, save_last=True,
+    )
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, checkpoints],
+        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
+    )
+    if cfg.max_tokens:
+        # The budget is counted in input positions; TokenAccounting stops at it exactly, and the LR
+        # schedule spans the steps the budget needs.
+        per_step = datamodule.batch_size * datamodule.block_size * trainer.world_size
+        per_step *= trainer.accumulate_grad_batches
+        trainer.fit_loop.max_steps = math.ceil(cfg.max_tokens / per_step)
+    log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
+             module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    summary = {
+        "objective": type(module.objective).__name__,
+        "steps": trainer.global_step,
+        "tokens_seen": tokens.tokens_seen,
+        "pred_tokens_seen": tokens.pred_tokens_seen,
+        "val_loss": metrics.get("val/loss"),
+        "val_ppl": metrics.get("val/ppl"),
+        "unigram_baseline": datamodule.unigram_baseline,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "best_checkpoint": checkpoints.best_model_path,
+        "last_checkpoint": checkpoints.last_model_path,
+        "metrics": metrics,
+    }
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s",
+             summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
+             summary["tokens_seen"], summary["wall_seconds"])
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+def main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except (ValueError, FileNotFoundError, NonFiniteLossError) as err:
+        # Configuration and data errors: the message names the problem and the fix; no traceback needed.
+        log.error("%s: %s", type(err).__name__, err)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Training-loop pieces shared by pretraining and fine-tuning runs (callbacks)."""

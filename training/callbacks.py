@@ -1,0 +1,63 @@
+"""Token accounting shared by every objective: tokens seen, throughput, learning rate, token budget."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+
+
+class TokenAccounting(Callback):
+    """Logs train/tokens_seen (input tokens), train/pred_tokens_seen (tokens that carried a loss),
+    train/tokens_per_s and train/lr under the same tags for every objective, and stops training once
+    `max_tokens` input tokens (summed over all ranks) have been seen, so AR and MLM runs end at equal
+    budgets. The counts are saved in checkpoints, so a resumed run keeps counting where it stopped."""
+
+    def __init__(self, max_tokens: int | None = None) -> None:
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError(f"max_tokens={max_tokens} must be positive (or null for no token budget)")
+        self.max_tokens = max_tokens
+        self.tokens_seen = 0
+        self.pred_tokens_seen = 0
+        # Throughput is wall time between consecutive training batches (data loading included),
+        # with validation and checkpointing pauses left out.
+        self._clock: float | None = None
+        self._window_seconds = 0.0
+        self._window_tokens = 0
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._clock is None:
+            self._clock = time.perf_counter()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._clock = None
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        counts = torch.stack([outputs["input_tokens"], outputs["predicted_tokens"]]).to(torch.float64)
+        input_tokens, predicted_tokens = (int(c) for c in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
+        self.tokens_seen += input_tokens
+        self.pred_tokens_seen += predicted_tokens
+        now = time.perf_counter()
+        self._window_seconds += now - (self._clock or now)
+        self._clock = now
+        self._window_tokens += input_tokens
+        pl_module.log("train/tokens_seen", float(self.tokens_seen))
+        pl_module.log("train/pred_tokens_seen", float(self.pred_tokens_seen))
+        pl_module.log("train/lr", trainer.optimizers[0].param_groups[0]["lr"])
+        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0 and self._window_seconds > 0:
+            pl_module.log("train/tokens_per_s", self._window_tokens / self._window_seconds, prog_bar=True)
+            self._window_seconds, self._window_tokens = 0.0, 0
+        if self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
+            trainer.should_stop = True
+
+    def state_dict(self) -> dict[str, int]:
+        return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self.tokens_seen = int(state_dict["tokens_seen"])
+        self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
