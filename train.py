@@ -17,7 +17,7 @@ from typing import Any
 
 import hydra
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -31,16 +31,21 @@ from training.callbacks import TokenAccounting
 log = logging.getLogger("armlm.train")
 
 
-def output_dir(cfg: DictConfig) -> Path:
-    if cfg.get("output_dir"):
-        return Path(cfg.output_dir)
-    return Path(HydraConfig.get().runtime.output_dir)
+def build(node: DictConfig, **kwargs: Any) -> Any:
+    """hydra.utils.instantiate, but our own configuration errors surface as themselves (their messages
+    name the key and the fix) instead of wrapped in Hydra's InstantiationException."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, (ValueError, FileNotFoundError)):
+            raise err.__cause__ from None
+        raise
 
 
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     """Everything that can be checked without data, so bad settings fail before any data processing."""
-    objective = instantiate(cfg.objective)  # validates mask rates and probabilities
-    model_config = instantiate(cfg.model)  # validates sizes
+    objective = build(cfg.objective)  # validates mask rates and probabilities
+    model_config = build(cfg.model)  # validates sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     optim = cfg.optim
@@ -55,10 +60,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Train one run and return its summary (also written to <run folder>/summary.json)."""
     started = time.perf_counter()
     objective, model_config = check_config(cfg)
-    out = output_dir(cfg)
+    out = Path(cfg.output_dir)
     L.seed_everything(cfg.seed, workers=True)
 
-    datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
+    datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.prepare_data()
     datamodule.setup("fit")  # the tokenizer decides the vocabulary size
     model_config.vocab_size = datamodule.vocabulary.size
@@ -82,7 +87,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         # schedule spans the steps the budget needs.
         per_step = datamodule.batch_size * datamodule.block_size * trainer.world_size
         per_step *= trainer.accumulate_grad_batches
-        trainer.fit_loop.max_steps = math.ceil(cfg.max_tokens / per_step)
+        trainer.fit_loop.epoch_loop.max_steps = math.ceil(cfg.max_tokens / per_step)
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
@@ -112,7 +117,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 def main(cfg: DictConfig) -> None:
     try:
         run(cfg)
-    except (ValueError, FileNotFoundError, NonFiniteLossError) as err:
+    except (ValueError, FileNotFoundError, ConnectionError, NonFiniteLossError) as err:
         # Configuration and data errors: the message names the problem and the fix; no traceback needed.
         log.error("%s: %s", type(err).__name__, err)
         sys.exit(1)

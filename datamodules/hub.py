@@ -52,7 +52,7 @@ class HuggingFaceCorpus(Corpus):
                 self.dataset_name, self.config, split=split, data_files=self.data_files, revision=self.revision
             )
         except (ConnectionError, OSError) as err:
-            raise RuntimeError(
+            raise ConnectionError(
                 f"could not load {self.describe()} split {split!r}: {err}. Offline? Either connect once so the "
                 "Hugging Face cache fills, set HF_DATASETS_OFFLINE=1 to use that cache, or use a local corpus "
                 "(data=text / data=wikitext / data=brown)."

@@ -81,6 +81,7 @@ class PretrainDataModule(L.LightningDataModule):
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
         self.datasets: dict[str, Dataset] = {}
+        self._announced_reuse = False
 
     def cache_paths(self) -> CachePaths:
         corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
@@ -91,7 +92,9 @@ class PretrainDataModule(L.LightningDataModule):
         """Build whatever part of the cache is missing (Lightning runs this on one process per node)."""
         paths = self.cache_paths()
         if paths.complete():
-            log.info("reusing tokenizer and token cache in %s", paths.tokenizer.parent)
+            if not self._announced_reuse:
+                log.info("reusing tokenizer and token cache in %s", paths.tokenizer.parent)
+                self._announced_reuse = True
             return
         log.info("reading %s", self.corpus.describe())
         documents = self.corpus.load()

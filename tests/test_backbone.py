@@ -1,0 +1,108 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.backbone import ModelConfig, Transformer
+
+VARIANTS = [("pre", "learned"), ("post", "learned"), ("pre", "rope"), ("post", "rope")]
+
+
+def tiny_model(norm: str = "pre", positions: str = "learned", **kw) -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=40, max_len=32, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                      norm_position=norm, positions=positions, **kw)
+    return Transformer(cfg).eval()
+
+
+@pytest.mark.parametrize("norm,positions", VARIANTS)
+def test_causal_outputs_ignore_later_tokens(norm, positions):
+    model = tiny_model(norm, positions)
+    ids = torch.randint(6, 40, (2, 16))
+    changed = ids.clone()
+    changed[:, 9:] = torch.randint(6, 40, (2, 7))
+    with torch.no_grad():
+        a = model(ids, causal=True)
+        b = model(changed, causal=True)
+    torch.testing.assert_close(a[:, :9], b[:, :9])
+    assert not torch.allclose(a[:, 9:], b[:, 9:])
+
+
+@pytest.mark.parametrize("norm,positions", VARIANTS)
+def test_bidirectional_outputs_see_later_tokens(norm, positions):
+    model = tiny_model(norm, positions)
+    ids = torch.randint(6, 40, (2, 16))
+    changed = ids.clone()
+    changed[:, 12] = (changed[:, 12] - 6 + 1) % 34 + 6
+    with torch.no_grad():
+        a = model(ids, causal=False)
+        b = model(changed, causal=False)
+    assert (a[:, :12] - b[:, :12]).abs().amax() > 1e-4
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("norm,positions", VARIANTS)
+def test_padding_mask_matches_unpadded_sequence(causal, norm, positions):
+    model = tiny_model(norm, positions)
+    ids = torch.randint(6, 40, (1, 10))
+    padded = torch.cat([ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 10), torch.zeros(1, 6)], dim=1).long()
+    with torch.no_grad():
+        plain = model(ids, causal=causal)
+        with_pad = model(padded, causal=causal, attention_mask=mask)
+    torch.testing.assert_close(with_pad[:, :10], plain, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_never_gets_a_mask_and_is_causal(monkeypatch):
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw):
+        calls.append((attn_mask is not None, is_causal))
+        assert not (attn_mask is not None and is_causal)
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    model = tiny_model()
+    ids = torch.randint(6, 40, (2, 8))
+    for causal in (True, False):
+        model(ids, causal=causal)
+        model(ids, causal=causal, attention_mask=torch.ones(2, 8, dtype=torch.long))
+    assert (False, True) in calls and (True, False) in calls and (False, False) in calls
+
+
+def test_token_type_ids_change_outputs():
+    model = tiny_model()
+    ids = torch.randint(6, 40, (1, 8))
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])
+    with torch.no_grad():
+        assert not torch.allclose(model(ids, causal=False), model(ids, causal=False, token_type_ids=types))
+        torch.testing.assert_close(model(ids, causal=False),
+                                   model(ids, causal=False, token_type_ids=torch.zeros_like(types)))
+
+
+def test_lm_head_is_tied_to_the_token_embedding():
+    model = tiny_model()
+    hidden = torch.randn(3, 32)
+    expected = hidden @ model.token_embedding.weight.T + model.lm_bias
+    torch.testing.assert_close(model.logits(hidden), expected)
+    model.logits(hidden).sum().backward()
+    assert model.token_embedding.weight.grad is not None
+
+
+def test_base_size_is_bert_base():
+    cfg = ModelConfig(vocab_size=30522, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    # BERT-base without its pooler and MLM transform: ~108.9M parameters.
+    assert abs(model.num_parameters() - 108.9e6) / 108.9e6 < 0.005
+
+
+def test_invalid_configs_are_rejected():
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="norm_position"):
+        ModelConfig(norm_position="middle")
+    with pytest.raises(ValueError, match="positions"):
+        ModelConfig(positions="alibi")
+    with pytest.raises(ValueError, match="max_len"):
+        tiny_model()(torch.zeros(1, 33, dtype=torch.long), causal=True)

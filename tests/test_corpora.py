@@ -1,0 +1,100 @@
+from pathlib import Path
+
+import pytest
+
+from datamodules.corpora import (
+    BrownCorpus,
+    EmbeddedWikipedia,
+    TextFiles,
+    WikiText,
+    brown_to_text,
+    split_by_document,
+    split_wikitext_articles,
+)
+
+
+@pytest.fixture(scope="module")
+def wiki_docs():
+    return EmbeddedWikipedia().read_documents()
+
+
+def test_embedded_wikipedia_has_the_107_articles(wiki_docs):
+    assert len(wiki_docs) == 107
+    # One page ("Wikipedia:Adding Wikipedia articles to Nupedia") is all markup and filters to nothing.
+    assert [title for title, text in wiki_docs if not text.strip()] == ["Wikipedia:Adding Wikipedia articles to Nupedia"]
+    chars = sum(len(text) for _, text in wiki_docs)
+    assert 2.9e6 < chars < 3.2e6
+    text = dict(wiki_docs)["Anarchism"]
+    assert text.startswith("Anarchism is a political philosophy")
+    assert "'''" not in text and "[[" not in text and "{{" not in text
+
+
+def test_split_is_by_document_deterministic_and_order_independent(wiki_docs):
+    a = split_by_document(wiki_docs, 0.05)
+    b = split_by_document(list(reversed(wiki_docs)), 0.05)
+    assert set(a["validation"]) == set(b["validation"]) and set(a["train"]) == set(b["train"])
+    assert len(a["validation"]) == round(106 * 0.05)
+    assert not set(a["train"]) & set(a["validation"])
+    assert len(a["train"]) + len(a["validation"]) == 106  # empty documents are dropped
+
+
+def test_brown_reader_strips_tags_and_keeps_every_word(data_dir):
+    corpus = BrownCorpus(str(data_dir / "brown"))
+    docs = corpus.read_documents()
+    assert len(docs) == 500
+    words = sum(len(text.split()) for _, text in docs)
+    sentences = sum(len(text.splitlines()) for _, text in docs)
+    assert (words, sentences) == (1_161_192, 57_340)  # NLTK's published figures
+    assert dict(docs)["ca01"].startswith('The Fulton County Grand Jury said Friday an investigation of')
+    splits = corpus.load()
+    assert len(splits["validation"]) == 25 and len(splits["train"]) == 475
+
+
+def test_brown_to_text_keeps_slashes_inside_words():
+    assert brown_to_text("\tand/cc 1/2/cd ``/`` hi/uh ''/''\n\n") == 'and 1/2 " hi "'
+
+
+def test_wikitext_articles_split_on_title_headings(data_dir):
+    corpus = WikiText(str(data_dir / "wikitext-2" / "wiki.valid.tokens"), val_fraction=0.1)
+    splits = corpus.load()
+    articles = splits["train"] + splits["validation"]
+    assert len(articles) == 60  # the valid split holds 60 articles
+    assert len(splits["validation"]) == 6
+    assert any(a.startswith("= Homarus gammarus =") for a in articles)
+
+
+def test_wikitext_subsections_stay_in_their_article():
+    lines = [" = A = ", " text a ", " = = Sub = = ", " more a ", " = B = ", " text b "]
+    assert split_wikitext_articles(lines) == ["= A = \n text a \n = = Sub = = \n more a", "= B = \n text b"]
+
+
+def test_text_files_one_document_per_file_or_per_blank_line(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.txt").write_text("first doc\nline two\n\nstill first")
+    (tmp_path / "sub" / "b.txt").write_text("second doc")
+    (tmp_path / ".hidden").write_text("ignored")
+    per_file = TextFiles([str(tmp_path)], val_fraction=0.0).load()
+    assert sorted(per_file["train"]) == ["first doc\nline two\n\nstill first", "second doc"]
+    per_block = TextFiles([str(tmp_path)], val_fraction=0.0, blank_line_documents=True).load()
+    assert sorted(per_block["train"]) == ["first doc\nline two", "second doc", "still first"]
+
+
+def test_empty_and_missing_corpora_get_clear_errors(tmp_path: Path):
+    (tmp_path / "empty.txt").write_text("  \n\n")
+    with pytest.raises(ValueError, match="no non-empty documents"):
+        TextFiles([str(tmp_path / "empty.txt")]).load()
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        TextFiles([str(tmp_path / "nope.txt")]).load()
+    with pytest.raises(FileNotFoundError, match="ARMLM_DATA_DIR"):
+        BrownCorpus(str(tmp_path / "no-brown")).load()
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(ValueError, match="not UTF-8"):
+        TextFiles([str(tmp_path / "latin1.txt")]).load()
+
+
+def test_fingerprint_changes_when_a_file_changes(tmp_path: Path):
+    f = tmp_path / "a.txt"
+    f.write_text("one")
+    before = TextFiles([str(f)]).fingerprint()
+    f.write_text("one two")
+    assert TextFiles([str(f)]).fingerprint() != before

@@ -1,0 +1,127 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.backbone import ModelConfig, Transformer
+from objectives.base import IGNORE_INDEX
+from objectives.mlm import MaskedLM
+
+TRIPLES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.8, 0.2, 0.0), (0.0, 0.2, 0.8), (0.0, 0.0, 1.0)]
+
+
+def within(observed: float, expected: float, n: int, sigmas: float = 5.0) -> bool:
+    return abs(observed - expected) <= sigmas * math.sqrt(max(expected * (1 - expected), 1e-12) / n) + 1e-12
+
+
+def sample_inputs(vocab, shape=(400, 256), seed=1):
+    """>= 100k positions, ~10% of them special tokens."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(6, vocab.size, shape, generator=g)
+    specials = torch.tensor(vocab.special_ids)[torch.randint(0, 6, shape, generator=g)]
+    return torch.where(torch.rand(shape, generator=g) < 0.1, specials, ids)
+
+
+def make_objective(vocab, **kw) -> MaskedLM:
+    objective = MaskedLM(**kw)
+    objective.set_vocabulary(vocab)
+    return objective
+
+
+@pytest.mark.parametrize("mask_prob,random_prob,keep_prob", TRIPLES)
+def test_selection_rate_and_split_match_the_configuration(vocab, mask_prob, random_prob, keep_prob):
+    objective = make_objective(vocab, mask_rate=0.15, mask_prob=mask_prob, random_prob=random_prob,
+                               keep_prob=keep_prob)
+    ids = sample_inputs(vocab)
+    corrupted, labels = objective.corrupt(ids, torch.Generator().manual_seed(0))
+    ordinary = ~torch.isin(ids, torch.tensor(vocab.special_ids))
+    selected = labels != IGNORE_INDEX
+    n_ordinary, n_sel = int(ordinary.sum()), int(selected.sum())
+    assert n_ordinary >= 90_000
+    assert within(n_sel / n_ordinary, 0.15, n_ordinary)
+
+    masked = selected & (corrupted == vocab.mask_id)
+    unchanged = selected & (corrupted == ids)
+    replaced = selected & ~masked & ~unchanged
+    # A random draw can hit the original token: P(unchanged) = keep + random * q(original).
+    q = torch.as_tensor(vocab.unigram_counts, dtype=torch.float64)
+    q[list(vocab.special_ids)] = 0
+    q /= q.sum()
+    hit = float(q[ids[selected]].mean())
+    assert within(masked.sum().item() / n_sel, mask_prob, n_sel)
+    assert within(unchanged.sum().item() / n_sel, keep_prob + random_prob * hit, n_sel)
+    assert within(replaced.sum().item() / n_sel, random_prob * (1 - hit), n_sel)
+
+
+def test_special_tokens_are_never_selected_and_labels_are_ignored_elsewhere(vocab):
+    objective = make_objective(vocab, mask_rate=0.9)
+    ids = sample_inputs(vocab)
+    corrupted, labels = objective.corrupt(ids, torch.Generator().manual_seed(0))
+    special = torch.isin(ids, torch.tensor(vocab.special_ids))
+    selected = labels != IGNORE_INDEX
+    assert not (selected & special).any()
+    assert torch.equal(corrupted[special], ids[special])
+    assert torch.equal(labels[selected], ids[selected])
+    assert torch.equal(corrupted[~selected], ids[~selected])  # unselected positions are untouched
+
+
+@pytest.mark.parametrize("replacement", ["unigram", "uniform"])
+def test_random_replacements_follow_the_distribution_and_skip_specials(vocab, replacement):
+    objective = make_objective(vocab, mask_rate=1.0, mask_prob=0.0, random_prob=1.0, keep_prob=0.0,
+                               replacement=replacement)
+    ids = torch.full((500, 400), 7)
+    corrupted, _ = objective.corrupt(ids, torch.Generator().manual_seed(3))
+    assert not torch.isin(corrupted, torch.tensor(vocab.special_ids)).any()
+    counts = np.bincount(corrupted.flatten().numpy(), minlength=vocab.size).astype(float)
+    weights = vocab.unigram_counts.astype(float) if replacement == "unigram" else np.ones(vocab.size)
+    weights[list(vocab.special_ids)] = 0
+    expected = weights / weights.sum()
+    observed = counts / counts.sum()
+    n = counts.sum()
+    assert np.all(np.abs(observed - expected) <= 5 * np.sqrt(expected * (1 - expected) / n) + 1e-9)
+
+
+def test_corruption_is_reproducible_from_the_generator_seed(vocab):
+    objective = make_objective(vocab)
+    ids = sample_inputs(vocab, shape=(8, 64))
+    a = objective.corrupt(ids, torch.Generator().manual_seed(5))
+    b = objective.corrupt(ids, torch.Generator().manual_seed(5))
+    c = objective.corrupt(ids, torch.Generator().manual_seed(6))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[1], c[1])
+
+
+def test_sparse_head_equals_dense_head_and_never_builds_full_logits(vocab, monkeypatch):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=64, d_model=32, n_layers=2, n_heads=2,
+                                    d_ff=64, dropout=0.0))
+    objective = make_objective(vocab)
+    ids = sample_inputs(vocab, shape=(6, 48))
+    shapes = []
+    real_logits = model.logits
+    monkeypatch.setattr(model, "logits", lambda h: shapes.append(tuple(h.shape)) or real_logits(h))
+    out = objective.loss({"input_ids": ids}, model, torch.Generator().manual_seed(9))
+    monkeypatch.undo()
+
+    corrupted, labels = objective.corrupt(ids, torch.Generator().manual_seed(9))
+    dense_logits = model.logits(model(corrupted, causal=False))  # B x T x V
+    dense = F.cross_entropy(dense_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(out.loss, dense)
+    n_selected = int((labels != IGNORE_INDEX).sum())
+    assert shapes == [(n_selected, 32)]
+    assert int(out.predicted_tokens) == n_selected
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"mask_prob": 0.8, "random_prob": 0.1, "keep_prob": 0.2}, "sum to 1"),
+    ({"mask_prob": 0.5, "random_prob": 0.1, "keep_prob": 0.1}, "sum to 1"),
+    ({"mask_rate": 1.5}, "outside"),
+    ({"mask_rate": -0.1}, "outside"),
+    ({"mask_prob": 1.2, "random_prob": -0.2, "keep_prob": 0.0}, "outside"),
+    ({"replacement": "zipf"}, "replacement"),
+])
+def test_invalid_masking_settings_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MaskedLM(**kwargs)

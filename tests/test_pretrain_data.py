@@ -1,0 +1,113 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import datamodules.pretrain as pretrain
+import datamodules.tokenizer as tok
+from datamodules.corpora import TextFiles
+from datamodules.pretrain import PretrainDataModule
+from datamodules.vocabulary import SPECIAL_TOKENS
+
+WORDS = ("the of and to in is was for on that with as by at from his an were are which this be "
+         "river city music war language king church team system science history island battle").split()
+
+
+def write_corpus(folder: Path, n_docs: int = 40, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        sentences = [" ".join(rng.choice(WORDS, rng.integers(5, 15))).capitalize() + "." for _ in range(20)]
+        (folder / f"doc{d:03d}.txt").write_text(" ".join(sentences))
+    return folder
+
+
+def datamodule(folder: Path, cache: Path, **kw) -> PretrainDataModule:
+    kw.setdefault("block_size", 32)
+    return PretrainDataModule(TextFiles([str(folder)], val_fraction=0.1), {"vocab_size": 120, "min_frequency": 1},
+                              cache_dir=str(cache), batch_size=4, **kw)
+
+
+def test_tokenizer_round_trip_and_fixed_special_ids(tmp_path):
+    dm = datamodule(write_corpus(tmp_path / "c"), tmp_path / "cache")
+    dm.setup()
+    assert [dm.tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4, 5]
+    text = "the river city was at war with the island."
+    ids = dm.tokenizer.encode(text, add_special_tokens=False).ids
+    assert dm.tokenizer.decode(ids) == text
+    assert dm.vocabulary.size == dm.tokenizer.get_vocab_size() <= 120
+    assert dm.vocabulary.unigram_counts.sum() == len(dm.datasets["train"].tokens)
+    assert 0 < dm.unigram_baseline < np.log(120)
+
+
+def test_second_run_reuses_the_caches_without_retokenizing(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "c")
+    first = datamodule(corpus, tmp_path / "cache")
+    first.setup()
+    paths = first.cache_paths()
+    stamps = {p: p.stat().st_mtime_ns for p in paths.tokenizer.parent.rglob("*") if p.is_file()}
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the cache should have been reused")
+
+    monkeypatch.setattr(pretrain, "train_tokenizer", forbidden)
+    monkeypatch.setattr(pretrain, "encode_documents", forbidden)
+    monkeypatch.setattr(TextFiles, "load", forbidden)
+    second = datamodule(corpus, tmp_path / "cache")
+    second.setup()
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert np.array_equal(second.datasets["train"].tokens, first.datasets["train"].tokens)
+    # A different input format reads the same cache too (MLM+NSP and AR share the tokenizer file).
+    datamodule(corpus, tmp_path / "cache", input_format="segment_pairs").setup()
+
+
+def test_changed_tokenizer_settings_get_their_own_cache(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    a = datamodule(corpus, tmp_path / "cache")
+    b = PretrainDataModule(TextFiles([str(corpus)], val_fraction=0.1), {"vocab_size": 100, "min_frequency": 1},
+                           cache_dir=str(tmp_path / "cache"))
+    assert a.cache_paths().tokenizer != b.cache_paths().tokenizer
+
+
+def test_interrupted_cache_write_leaves_no_corrupt_cache(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "c")
+    real_save = np.save
+    calls = []
+
+    def crash_on_second_file(path, array):
+        calls.append(path)
+        if len(calls) == 2:  # tokens.npy written, doc_offsets.npy not
+            raise KeyboardInterrupt("simulated Ctrl-C in the middle of a cache write")
+        real_save(path, array)
+
+    monkeypatch.setattr(tok.np, "save", crash_on_second_file)
+    dm = datamodule(corpus, tmp_path / "cache")
+    with pytest.raises(KeyboardInterrupt):
+        dm.prepare_data()
+    monkeypatch.undo()
+    paths = dm.cache_paths()
+    assert (paths.tokenizer / "tokenizer.json").is_file()  # finished before the crash, kept
+    assert not paths.splits["train"].exists()
+    leftovers = [p for p in paths.tokenizer.parent.iterdir() if ".tmp-" in p.name]
+    assert leftovers == []
+    fresh = datamodule(corpus, tmp_path / "cache")
+    fresh.setup()  # rebuilds the missing split and reads back a valid cache
+    assert len(fresh.datasets["train"]) > 0
+
+
+def test_corpus_smaller_than_one_block_is_rejected(tmp_path):
+    folder = tmp_path / "small"
+    write_corpus(folder, n_docs=4)
+    dm = datamodule(folder, tmp_path / "cache", block_size=512)
+    with pytest.raises(ValueError, match="fewer than one block"):
+        dm.setup()
+
+
+def test_empty_corpus_is_rejected_before_training_a_tokenizer(tmp_path, monkeypatch):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "a.txt").write_text("\n\n")
+    monkeypatch.setattr(pretrain, "train_tokenizer", lambda *a: pytest.fail("tokenizer trained on nothing"))
+    with pytest.raises(ValueError, match="no non-empty documents"):
+        datamodule(folder, tmp_path / "cache").prepare_data()
+    assert not any((tmp_path / "cache").rglob("tokenizer.json"))

@@ -1,0 +1,109 @@
+"""Tiny end-to-end runs of train.py for every objective: logging, token budget, checkpoints, resume, NaN stop."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import train
+from models.lit_module import NonFiniteLossError, PretrainModule
+from objectives.mlm import MaskedLM
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(out: Path, cache: Path, *overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("train", overrides=[
+            "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
+            "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
+            "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
+            f"data.cache_dir={cache}", f"output_dir={out}", *overrides,
+        ])
+
+
+def scalar_tags(run_dir: Path) -> set[str]:
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    return set(events.Tags()["scalars"])
+
+
+COMMON_TAGS = {"train/loss", "val/loss", "val/ppl", "train/tokens_seen", "train/pred_tokens_seen", "train/lr",
+               "train/tokens_per_s", "val/unigram_baseline"}
+
+
+@pytest.mark.parametrize("objective", ["ar", "mlm", "mlm_nsp"])
+def test_tiny_run_per_objective(objective, tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, f"objective={objective}"))
+    assert summary["steps"] == 8
+    assert summary["tokens_seen"] == 8 * 8 * 32  # every block fills its 32 positions
+    assert 0 < summary["pred_tokens_seen"] <= summary["tokens_seen"]
+    if objective == "ar":
+        assert summary["pred_tokens_seen"] == 8 * 8 * 31
+    assert torch.isfinite(torch.tensor(summary["val_loss"]))
+    assert summary["val_ppl"] == pytest.approx(torch.exp(torch.tensor(summary["val_loss"])).item(), rel=1e-5)
+    tags = scalar_tags(tmp_path)
+    assert COMMON_TAGS <= tags
+    assert ({"val/nsp_acc", "val/nsp_loss"} <= tags) == (objective == "mlm_nsp")
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file() and Path(summary["best_checkpoint"]).is_file()
+    assert (tmp_path / "summary.json").is_file()
+
+
+def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
+    seen = {}
+    for objective in ("ar", "mlm"):
+        cfg = tiny_config(tmp_path / objective, cache_dir, f"objective={objective}", "max_tokens=1500",
+                          "trainer.max_steps=1000")
+        seen[objective] = train.run(cfg)
+    assert seen["ar"]["tokens_seen"] == seen["mlm"]["tokens_seen"] == 6 * 256  # ceil(1500 / 256) steps
+    assert seen["ar"]["steps"] == seen["mlm"]["steps"] == 6
+
+
+def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp"))
+    checkpoint = torch.load(summary["last_checkpoint"], weights_only=True, map_location="cpu")
+    hparams = checkpoint["hyper_parameters"]
+    assert type(hparams) is dict and all(type(v) in (dict, int) for v in hparams.values())
+    assert hparams["objective"]["_target_"] == "objectives.mlm_nsp.MaskedLMWithNSP"
+    assert "[MASK]" in checkpoint["tokenizer_json"]
+    module = PretrainModule(**hparams)
+    module.load_state_dict(checkpoint["state_dict"])  # strict: every tensor has a home
+    ids = torch.randint(6, module.model.config.vocab_size, (2, 16))
+    module.eval()
+    expected = module.model.logits(module.model(ids, causal=False))
+    reloaded = PretrainModule.load_from_checkpoint(summary["last_checkpoint"], map_location="cpu", weights_only=True)
+    reloaded.eval()
+    torch.testing.assert_close(reloaded.model.logits(reloaded.model(ids, causal=False)), expected)
+
+
+def test_resume_continues_from_the_saved_step(tmp_path, cache_dir):
+    first = train.run(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
+    resumed = train.run(tiny_config(tmp_path / "b", cache_dir, "objective=ar", "trainer.max_steps=12",
+                                    f"ckpt_path={first['last_checkpoint']}"))
+    assert resumed["steps"] == 12
+    assert resumed["tokens_seen"] == 12 * 8 * 32  # the token count was restored, not restarted
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path, cache_dir, monkeypatch):
+    cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=12")
+    real_loss = MaskedLM.loss
+    calls = {"n": 0}
+
+    def loss_that_explodes(self, batch, model, generator=None):
+        out = real_loss(self, batch, model, generator)
+        if model.training:
+            calls["n"] += 1
+            if calls["n"] == 7:  # step index 6, after the checkpoint written at the step-4 validation
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(MaskedLM, "loss", loss_that_explodes)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    with pytest.raises(NonFiniteLossError, match=r"at step 6 .*last finite loss \d"):
+        train.run(cfg)
+    checkpoint = torch.load(last, weights_only=True)
+    assert checkpoint["global_step"] == 4
+    assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
