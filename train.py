@@ -17,6 +17,7 @@ from typing import Any
 
 import hydra
 import lightning as L
+import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -26,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from datamodules.cache import atomic_write_text
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
-from training.callbacks import TokenAccounting
+from training.callbacks import TokenAccounting, ValidateAtEnd
 
 log = logging.getLogger("armlm.train")
 
@@ -51,9 +52,33 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     optim = cfg.optim
     if not optim.lr > 0 or optim.warmup_steps < 0 or not 0 <= optim.min_lr_ratio <= 1:
         raise ValueError(f"optim: need lr > 0, warmup_steps >= 0 and min_lr_ratio in [0, 1]; got {dict(optim)}")
-    if cfg.ckpt_path and not Path(cfg.ckpt_path).is_file():
-        raise FileNotFoundError(f"ckpt_path={cfg.ckpt_path} does not exist; give a checkpoint file to resume")
+    if not cfg.max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
+        raise ValueError("no end to training: set max_tokens=..., trainer.max_steps=... or trainer.max_epochs=...")
+    if cfg.ckpt_path:
+        check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
     return objective, model_config
+
+
+def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[str, Any]) -> None:
+    """A resumed run must have the checkpoint's model and objective; list every key that differs."""
+    if not ckpt_path.is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path} does not exist; give a checkpoint file to resume")
+    try:
+        saved = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters")
+    except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all
+        raise ValueError(f"{ckpt_path} cannot be loaded safely with weights_only=True ({err}); "
+                         "resume only from checkpoints that armlm wrote") from err
+    if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
+        raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
+    ours = {**{f"model.{k}": v for k, v in asdict(model_config).items() if k != "vocab_size"},
+            **{f"objective.{k}": v for k, v in objective.items()}}
+    theirs = {**{f"model.{k}": v for k, v in saved["model"].items() if k != "vocab_size"},
+              **{f"objective.{k}": v for k, v in saved["objective"].items()}}
+    differing = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    if differing:
+        details = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs run {ours.get(k)!r}" for k in differing)
+        raise ValueError(f"{ckpt_path} does not match this run's config ({details}); "
+                         "resume with the same objective and model settings")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -79,15 +104,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         monitor="val/loss", mode="min", save_top_k=1, save_last=True,
     )
     trainer: L.Trainer = instantiate(
-        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, checkpoints],
+        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, ValidateAtEnd(), checkpoints],
         logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
     )
     if cfg.max_tokens:
         # The budget is counted in input positions; TokenAccounting stops at it exactly, and the LR
-        # schedule spans the steps the budget needs.
+        # schedule spans the steps the budget needs (or trainer.max_steps, if that comes first).
         per_step = datamodule.batch_size * datamodule.block_size * trainer.world_size
         per_step *= trainer.accumulate_grad_batches
-        trainer.fit_loop.epoch_loop.max_steps = math.ceil(cfg.max_tokens / per_step)
+        budget_steps = math.ceil(cfg.max_tokens / per_step)
+        if trainer.max_steps > 0:
+            budget_steps = min(budget_steps, trainer.max_steps)
+        trainer.fit_loop.epoch_loop.max_steps = budget_steps
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)

@@ -85,7 +85,7 @@ class PretrainDataModule(L.LightningDataModule):
 
     def cache_paths(self) -> CachePaths:
         corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
-        root = corpus_dir / f"wordpiece-{settings_key(self.tokenizer_settings.to_dict())}"
+        root = corpus_dir / f"{self.tokenizer_settings.kind}-{settings_key(self.tokenizer_settings.to_dict())}"
         return CachePaths(root / "tokenizer", {split: root / split for split in SPLITS})
 
     def prepare_data(self) -> None:
@@ -100,7 +100,7 @@ class PretrainDataModule(L.LightningDataModule):
         documents = self.corpus.load()
         tokenizer_file = paths.tokenizer / "tokenizer.json"
         if not tokenizer_file.is_file():
-            log.info("training a WordPiece tokenizer (%s) on %d documents", self.tokenizer_settings,
+            log.info("training a tokenizer (%s) on %d documents", self.tokenizer_settings,
                      len(documents["train"]))
             tokenizer = train_tokenizer(documents["train"], self.tokenizer_settings)
             with atomic_directory(paths.tokenizer) as tmp:
@@ -138,6 +138,11 @@ class PretrainDataModule(L.LightningDataModule):
                 self.datasets[split] = PackedBlocks(tokens, self.block_size, self.vocabulary)
             else:
                 self.datasets[split] = SegmentPairs(tokens, offsets, self.block_size, self.vocabulary, self.seed)
+        if len(self.datasets["train"]) < self.batch_size:
+            raise ValueError(
+                f"the train split of {self.corpus.describe()} makes {len(self.datasets['train'])} examples, fewer "
+                f"than one batch of data.batch_size={self.batch_size}; use a smaller batch or more text"
+            )
         self.unigram_baseline = self.vocabulary.unigram_nll(np.asarray(caches["validation"][0]))
 
     @property
@@ -147,7 +152,8 @@ class PretrainDataModule(L.LightningDataModule):
         return self.tokenizer.to_str()
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.datasets["train"], batch_size=self.batch_size, shuffle=True,
+        # Full batches only: every step then feeds exactly batch_size x block_size tokens to any objective.
+        return DataLoader(self.datasets["train"], batch_size=self.batch_size, shuffle=True, drop_last=True,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:

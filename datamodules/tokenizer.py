@@ -1,4 +1,5 @@
-"""WordPiece tokenizer trained once per corpus with `tokenizers`, and the token cache it produces."""
+"""The tokenizer trained once per corpus with `tokenizers` (WordPiece by default, byte-level BPE as an
+option), and the token cache it produces."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datamodules.cache import atomic_directory
 from datamodules.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
 
 ENCODE_BATCH = 64  # documents per encode_batch call: large enough for the Rust threads, small for the bar
+TOKENIZER_KINDS = ("wordpiece", "byte_bpe")
 
 
 @dataclass(frozen=True)
@@ -20,8 +22,11 @@ class TokenizerSettings:
     vocab_size: int = 8192
     lowercase: bool = True
     min_frequency: int = 2
+    kind: str = "wordpiece"  # BERT's WordPiece, or GPT-2's byte-level BPE (no [UNK], exact round trip)
 
     def __post_init__(self) -> None:
+        if self.kind not in TOKENIZER_KINDS:
+            raise ValueError(f"data.tokenizer.kind={self.kind!r}; choose one of {TOKENIZER_KINDS}")
         if self.vocab_size < len(SPECIAL_TOKENS) + 26:
             raise ValueError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least 64")
         if self.min_frequency < 1:
@@ -32,16 +37,23 @@ class TokenizerSettings:
 
 
 def train_tokenizer(documents: list[str], settings: TokenizerSettings) -> Tokenizer:
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=settings.lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=settings.vocab_size,
-        min_frequency=settings.min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),  # ids 0..5 in this order, the same in every tokenizer
-        show_progress=False,
-    )
+    special = list(SPECIAL_TOKENS)  # ids 0..5 in this order, the same in every tokenizer
+    common = {"vocab_size": settings.vocab_size, "min_frequency": settings.min_frequency,
+              "special_tokens": special, "show_progress": False}
+    if settings.kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=settings.lowercase)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(**common)
+    else:
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.normalizer = normalizers.Sequence(
+            [normalizers.NFC()] + ([normalizers.Lowercase()] if settings.lowercase else [])
+        )
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), **common)
     tokenizer.train_from_iterator(documents, trainer=trainer, length=len(documents))
     return tokenizer
 

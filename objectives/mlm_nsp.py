@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -15,18 +17,9 @@ class MaskedLMWithNSP(MaskedLM):
     input_format = "segment_pairs"
     extra_metrics = ("mlm_loss", "nsp_loss", "nsp_acc")
 
-    def __init__(
-        self,
-        d_model: int,
-        mlm_weight: float = 1.0,
-        nsp_weight: float = 1.0,
-        mask_rate: float = 0.15,
-        mask_prob: float = 0.8,
-        random_prob: float = 0.1,
-        keep_prob: float = 0.1,
-        replacement: str = "unigram",
-    ) -> None:
-        super().__init__(mask_rate, mask_prob, random_prob, keep_prob, replacement)
+    def __init__(self, d_model: int, mlm_weight: float = 1.0, nsp_weight: float = 1.0, **masking: Any) -> None:
+        """`masking`: MaskedLM's settings (mask_rate, mask_prob, random_prob, keep_prob, replacement)."""
+        super().__init__(**masking)
         if mlm_weight < 0 or nsp_weight < 0 or mlm_weight + nsp_weight == 0:
             raise ValueError(f"objective.mlm_weight={mlm_weight}, nsp_weight={nsp_weight}: use weights >= 0, not both 0")
         self.mlm_weight, self.nsp_weight = mlm_weight, nsp_weight

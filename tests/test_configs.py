@@ -97,3 +97,8 @@ def test_bad_rates_and_sizes_are_rejected_at_startup():
         check_config(composed("model.n_heads=5"))
     with pytest.raises(FileNotFoundError, match="ckpt_path"):
         check_config(composed("ckpt_path=/nonexistent.ckpt"))
+
+
+def test_a_run_without_any_end_is_rejected():
+    with pytest.raises(ValueError, match="no end to training"):
+        check_config(composed("max_tokens=null"))

@@ -40,6 +40,18 @@ def test_tokenizer_round_trip_and_fixed_special_ids(tmp_path):
     assert 0 < dm.unigram_baseline < np.log(120)
 
 
+def test_byte_level_bpe_round_trips_exactly(tmp_path):
+    folder = write_corpus(tmp_path / "c")
+    dm = PretrainDataModule(TextFiles([str(folder)], val_fraction=0.1),
+                            {"vocab_size": 400, "min_frequency": 1, "kind": "byte_bpe", "lowercase": False},
+                            cache_dir=str(tmp_path / "cache"), block_size=32)
+    dm.setup()
+    assert [dm.tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4, 5]
+    text = "The River  city, café № 7 — unseen wörds!"
+    assert dm.tokenizer.decode(dm.tokenizer.encode(text, add_special_tokens=False).ids) == text
+    assert dm.cache_paths().tokenizer.parent.name.startswith("byte_bpe-")
+
+
 def test_second_run_reuses_the_caches_without_retokenizing(tmp_path, monkeypatch):
     corpus = write_corpus(tmp_path / "c")
     first = datamodule(corpus, tmp_path / "cache")

@@ -52,6 +52,15 @@ def test_tiny_run_per_objective(objective, tmp_path, cache_dir):
     assert (tmp_path / "summary.json").is_file()
 
 
+def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=7"))
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    # Lightning logs validation at the index of the batch it follows: after steps 4 and 7 -> 3 and 6.
+    assert [e.step for e in events.Scalars("val/loss")] == [3, 6]
+    assert torch.load(summary["last_checkpoint"], weights_only=True)["global_step"] == 7
+
+
 def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
     seen = {}
     for objective in ("ar", "mlm"):
@@ -60,6 +69,12 @@ def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
         seen[objective] = train.run(cfg)
     assert seen["ar"]["tokens_seen"] == seen["mlm"]["tokens_seen"] == 6 * 256  # ceil(1500 / 256) steps
     assert seen["ar"]["steps"] == seen["mlm"]["steps"] == 6
+
+
+def test_trainer_max_steps_still_stops_a_budgeted_run_first(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=1000000",
+                                    "trainer.max_steps=3"))
+    assert summary["steps"] == 3 and summary["tokens_seen"] == 3 * 256
 
 
 def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cache_dir):
@@ -87,6 +102,14 @@ def test_resume_continues_from_the_saved_step(tmp_path, cache_dir):
     assert resumed["tokens_seen"] == 12 * 8 * 32  # the token count was restored, not restarted
 
 
+def test_resume_with_a_different_model_lists_the_differing_keys(tmp_path, cache_dir):
+    first = train.run(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
+    with pytest.raises(ValueError, match=r"model\.d_model: checkpoint 64 vs run 32.*objective\._target_"):
+        train.run(tiny_config(tmp_path / "b", cache_dir, "objective=mlm", "model.d_model=32",
+                              f"ckpt_path={first['last_checkpoint']}"))
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+
+
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path, cache_dir, monkeypatch):
     cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=12")
     real_loss = MaskedLM.loss
@@ -107,3 +130,14 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path, ca
     checkpoint = torch.load(last, weights_only=True)
     assert checkpoint["global_step"] == 4
     assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
+
+
+class NotATensor:
+    pass
+
+
+def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
+    path = tmp_path / "evil.ckpt"
+    torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)
+    with pytest.raises(ValueError, match="weights_only=True"):
+        train.check_resumable(path, train.ModelConfig(), {})

@@ -61,3 +61,17 @@ class TokenAccounting(Callback):
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         self.tokens_seen = int(state_dict["tokens_seen"])
         self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
+
+
+class ValidateAtEnd(Callback):
+    """Make the last training step validate and checkpoint.
+
+    Lightning validates every `val_check_interval` batches, but not at a `max_steps` that is no multiple of
+    it, so the final val/loss and last.ckpt would describe an older model. Asking the loop to stop at the
+    last step triggers its end-of-training validation (and with it the checkpoint callbacks)."""
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True

@@ -1,0 +1,1 @@
+"""Turn run folders (summary.json + TensorBoard events) into tables and plots."""

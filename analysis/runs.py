@@ -1,0 +1,66 @@
+"""Read pretraining run folders into tables and learning curves.
+
+A run folder is what `train.py` writes: `summary.json`, `tensorboard/` and `.hydra/config.yaml` (when run
+through Hydra). Curves are indexed by `train/tokens_seen`, so AR and MLM runs line up on one axis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+SUMMARY_COLUMNS = ["objective", "steps", "tokens_seen", "pred_tokens_seen", "val_loss", "val_ppl",
+                   "unigram_baseline", "wall_seconds"]
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """Every folder below `root` (or `root` itself) that holds a finished run's summary.json."""
+    root = Path(root)
+    return sorted(p.parent for p in root.rglob("summary.json"))
+
+
+def summary_table(runs: list[Path]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        summary = json.loads((run / "summary.json").read_text())
+        rows.append({"run": run.name, **{k: summary.get(k) for k in SUMMARY_COLUMNS}})
+    table = pd.DataFrame(rows, columns=["run", *SUMMARY_COLUMNS])
+    table["below_baseline"] = table["unigram_baseline"] - table["val_loss"]
+    return table
+
+
+def scalars(run: Path) -> pd.DataFrame:
+    """All scalar tags of a run as one frame indexed by step (one column per tag)."""
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    series = {tag: pd.Series({e.step: e.value for e in events.Scalars(tag)})
+              for tag in events.Tags()["scalars"]}
+    return pd.DataFrame(series).sort_index()
+
+
+def curve_by_tokens(run: Path, tag: str = "val/loss") -> pd.Series:
+    """`tag` against input tokens seen (the shared x-axis of a controlled comparison)."""
+    frame = scalars(run)
+    tokens = frame["train/tokens_seen"].ffill()
+    values = frame[tag].dropna()
+    return pd.Series(values.to_numpy(), index=tokens.reindex(values.index).ffill().fillna(0).to_numpy(), name=tag)
+
+
+def plot_learning_curves(runs: list[Path], tag: str = "val/loss", ax=None):
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    baseline = None
+    for run in runs:
+        curve = curve_by_tokens(run, tag)
+        summary = json.loads((run / "summary.json").read_text())
+        ax.plot(curve.index, curve.to_numpy(), marker="o", label=f"{summary['objective']} ({run.name})")
+        baseline = summary.get("unigram_baseline", baseline)
+    if baseline is not None and tag == "val/loss":
+        ax.axhline(baseline, color="grey", linestyle="--", label="unigram baseline")
+    ax.set_xlabel("input tokens seen")
+    ax.set_ylabel(tag)
+    ax.legend()
+    return ax
