@@ -106,3 +106,4 @@ def test_invalid_configs_are_rejected():
         ModelConfig(positions="alibi")
     with pytest.raises(ValueError, match="max_len"):
         tiny_model()(torch.zeros(1, 33, dtype=torch.long), causal=True)
+
