@@ -21,6 +21,7 @@ def tiny_config(out: Path, cache: Path, *overrides: str):
             "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
             "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
             "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
+            "trainer.precision=32-true",
             f"data.cache_dir={cache}", f"output_dir={out}", *overrides,
         ])
 
@@ -59,6 +60,24 @@ def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path,
     # Lightning logs validation at the index of the batch it follows: after steps 4 and 7 -> 3 and 6.
     assert [e.step for e in events.Scalars("val/loss")] == [3, 6]
     assert torch.load(summary["last_checkpoint"], weights_only=True)["global_step"] == 7
+
+
+def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp", "trainer.precision=bf16-mixed"))
+    assert torch.isfinite(torch.tensor(summary["val_loss"]))
+    checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
+    assert all(t.dtype == torch.float32 for t in checkpoint["state_dict"].values() if t.is_floating_point())
+
+
+def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setattr(train, "cpu_has_bf16_units", lambda: False)
+    cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
+    train.choose_cpu_precision(cfg)
+    assert cfg.trainer.precision == "32-true"
+    monkeypatch.setattr(train, "cpu_has_bf16_units", lambda: True)
+    cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
+    train.choose_cpu_precision(cfg)
+    assert cfg.trainer.precision == "bf16-mixed"
 
 
 def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
