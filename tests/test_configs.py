@@ -80,12 +80,13 @@ def test_unknown_names_list_the_valid_options():
 def test_bad_mask_probabilities_fail_before_any_data_processing(tmp_path):
     result = subprocess.run(
         [sys.executable, "train.py", "objective.mask_prob=0.9", f"data.cache_dir={tmp_path / 'cache'}",
-         f"output_dir={tmp_path / 'run'}"],
+         f"hydra.run.dir={tmp_path / 'run'}"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 1
     assert "must sum to 1" in result.stderr + result.stdout
     assert not (tmp_path / "cache").exists()  # no tokenizer was trained, nothing was cached
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_bad_rates_and_sizes_are_rejected_at_startup():
