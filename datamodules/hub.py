@@ -36,13 +36,21 @@ class HuggingFaceCorpus(Corpus):
         return f"Hugging Face dataset {self.dataset_name!r} (config {self.config!r})"
 
     def fingerprint(self) -> dict[str, Any]:
-        files = self.data_files
-        if files is not None:  # local files: their content must key the cache too
-            flat = [files] if isinstance(files, str) else list(files.values() if isinstance(files, dict) else files)
-            files = [file_fingerprint(Path(f)) for f in flat if Path(str(f)).exists()] or files
         return {**super().fingerprint(), "name": self.dataset_name, "config": self.config,
                 "text_column": self.text_column, "splits": [self.train_split, self.val_split],
-                "data_files": files, "wikitext_articles": self.wikitext_articles, "revision": self.revision}
+                "data_files": self.data_files, "local_files": self._local_file_stats(),
+                "wikitext_articles": self.wikitext_articles, "revision": self.revision}
+
+    def _local_file_stats(self) -> list[list[Any]]:
+        """Size and mtime of local data files: an edited file must not be served from the cache."""
+        files = self.data_files
+        if files is None:
+            return []
+        if isinstance(files, dict):
+            files = list(files.values())
+        flat = [f for group in ([files] if isinstance(files, str) else files)
+                for f in ([group] if isinstance(group, str) else group)]
+        return [file_fingerprint(Path(f)) for f in flat if Path(f).exists()]
 
     def _split(self, split: str) -> list[str]:
         import datasets

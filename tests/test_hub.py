@@ -33,3 +33,14 @@ def test_offline_hub_name_gets_an_error_naming_the_fix(monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     with pytest.raises(ConnectionError, match="local corpus"):
         HuggingFaceCorpus("armlm-test/not-a-cached-dataset", "x").load()
+
+
+def test_fingerprint_tracks_the_split_mapping_and_file_contents(tmp_path: Path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    datasets.Dataset.from_dict({"text": ["one"]}).to_parquet(a)
+    datasets.Dataset.from_dict({"text": ["two"]}).to_parquet(b)
+    corpus = lambda files: HuggingFaceCorpus("parquet", data_files=files)
+    straight = corpus({"train": str(a), "validation": str(b)}).fingerprint()
+    assert straight != corpus({"train": str(b), "validation": str(a)}).fingerprint()
+    datasets.Dataset.from_dict({"text": ["one", "more"]}).to_parquet(a)
+    assert straight != corpus({"train": str(a), "validation": str(b)}).fingerprint()
