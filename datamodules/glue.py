@@ -1,0 +1,132 @@
+"""GLUE: the nine tasks' specifications and readers for the release layout and the Hugging Face copy.
+
+Both readers produce the same `GlueExample` structure with the same label ids (the hub's order), so a
+fine-tuning run does not depend on where its data came from.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+csv.field_size_limit(sys.maxsize)  # a few GLUE rows are longer than csv's 128 KiB default
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    name: str
+    folder: str  # in the GLUE release
+    text_columns: tuple[str, ...]  # header names (or positions, for header-less files) of the texts
+    label_column: str
+    labels: tuple[str, ...]  # label strings in id order; empty for regression
+    dev_splits: tuple[str, ...] = ("dev",)
+    has_header: bool = True
+    hub_text_columns: tuple[str, ...] = ("sentence",)
+
+    @property
+    def is_regression(self) -> bool:
+        return not self.labels
+
+
+BINARY = ("0", "1")
+TASKS = {t.name: t for t in (
+    # CoLA's train/dev files have no header: source, label, original label, sentence.
+    GlueTask("cola", "CoLA", ("3",), "1", BINARY, has_header=False),
+    GlueTask("sst2", "SST-2", ("sentence",), "label", BINARY),
+    GlueTask("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", BINARY,
+             hub_text_columns=("sentence1", "sentence2")),
+    GlueTask("qqp", "QQP", ("question1", "question2"), "is_duplicate", BINARY,
+             hub_text_columns=("question1", "question2")),
+    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), "score", (), hub_text_columns=("sentence1", "sentence2")),
+    GlueTask("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("entailment", "neutral", "contradiction"),
+             dev_splits=("dev_matched", "dev_mismatched"), hub_text_columns=("premise", "hypothesis")),
+    GlueTask("qnli", "QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"),
+             hub_text_columns=("question", "sentence")),
+    GlueTask("rte", "RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"),
+             hub_text_columns=("sentence1", "sentence2")),
+    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), "label", BINARY, hub_text_columns=("sentence1", "sentence2")),
+)}
+HUB_SPLITS = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
+              "dev_mismatched": "validation_mismatched"}
+
+
+@dataclass(frozen=True)
+class GlueExample:
+    text_a: str
+    text_b: str | None
+    label: int | float
+
+
+def get_task(name: str) -> GlueTask:
+    if name not in TASKS:
+        raise ValueError(f"unknown GLUE task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExample]:
+    """One split (`train`, `dev`, `dev_matched`, ...) of the GLUE release layout `<folder>/<Task>/<split>.tsv`.
+
+    The files are tab-separated without quoting (QUOTE_NONE), MRPC's header starts with a UTF-8 BOM."""
+    path = Path(folder) / task.folder / f"{split}.tsv"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"GLUE {task.name}: {path} is missing; the folder must follow the GLUE release layout "
+            f"(<data>/{task.folder}/train.tsv, {', '.join(s + '.tsv' for s in task.dev_splits)})"
+        )
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if task.has_header:
+        header, rows, first_line = rows[0], rows[1:], 2
+        columns = {name: i for i, name in enumerate(header)}
+        missing = [c for c in (*task.text_columns, task.label_column) if c not in columns]
+        if missing:
+            raise ValueError(f"{path}:1: header {header} lacks columns {missing}; is this the GLUE {task.name} file?")
+        text_idx = [columns[c] for c in task.text_columns]
+        label_idx, width = columns[task.label_column], len(header)
+    else:
+        text_idx, label_idx, width, first_line = [int(c) for c in task.text_columns], int(task.label_column), 4, 1
+    return [_example(task, row, text_idx, label_idx, width, f"{path}:{line}")
+            for line, row in enumerate(rows, start=first_line) if row]
+
+
+def _example(task: GlueTask, row: list[str], text_idx: list[int], label_idx: int, width: int,
+             where: str) -> GlueExample:
+    if len(row) < width:
+        raise ValueError(f"{where}: {len(row)} columns where the GLUE {task.name} file has {width}; "
+                         "the row is truncated or not tab-separated")
+    raw = row[label_idx].strip()
+    if task.is_regression:
+        try:
+            label: int | float = float(raw)
+        except ValueError:
+            raise ValueError(f"{where}: score {raw!r} is not a number") from None
+    else:
+        if raw not in task.labels:
+            raise ValueError(f"{where}: label {raw!r} is not one of {task.labels} for GLUE {task.name}")
+        label = task.labels.index(raw)
+    texts = [row[i] for i in text_idx]
+    return GlueExample(texts[0], texts[1] if len(texts) > 1 else None, label)
+
+
+def read_hub_split(task: GlueTask, split: str, dataset_name: str = "nyu-mll/glue") -> list[GlueExample]:
+    """The same split from the Hugging Face copy (`nyu-mll/glue`, config = task name), or from a folder
+    written with `DatasetDict.save_to_disk` (how this path is tested offline)."""
+    import datasets
+
+    hub_split = HUB_SPLITS[split]
+    if Path(dataset_name).is_dir():
+        dataset = datasets.load_from_disk(dataset_name)[hub_split]
+    else:
+        try:
+            dataset = datasets.load_dataset(dataset_name, task.name, split=hub_split)
+        except (ConnectionError, OSError) as err:
+            raise ConnectionError(
+                f"could not load GLUE {task.name} ({split}) from the hub {dataset_name!r}: {err}. Offline? Use a "
+                "local folder in the GLUE release layout instead."
+            ) from err
+    columns = task.hub_text_columns
+    return [GlueExample(row[columns[0]], row[columns[1]] if len(columns) > 1 else None,
+                        float(row["label"]) if task.is_regression else int(row["label"]))
+            for row in dataset]

@@ -1,0 +1,71 @@
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import pytest
+
+from datamodules.glue import TASKS, GlueExample, get_task, read_hub_split, read_release_split
+
+# Rows and label counts documented in shared/data/README.md (label ids in the hub's order).
+DOCUMENTED = {
+    ("cola", "train"): (8551, {1: 6023, 0: 2528}),
+    ("cola", "dev"): (1043, {1: 721, 0: 322}),
+    ("sst2", "train"): (67349, {1: 37569, 0: 29780}),
+    ("sst2", "dev"): (872, {1: 444, 0: 428}),
+    ("mrpc", "train"): (3668, {1: 2474, 0: 1194}),
+    ("mrpc", "dev"): (408, {1: 279, 0: 129}),
+    ("rte", "train"): (2490, {0: 1249, 1: 1241}),
+    ("rte", "dev"): (277, {0: 146, 1: 131}),
+}
+
+
+@pytest.mark.parametrize("task,split", sorted(DOCUMENTED))
+def test_release_files_parse_to_the_documented_counts(data_dir, task, split):
+    examples = read_release_split(get_task(task), data_dir / "glue", split)
+    rows, labels = DOCUMENTED[task, split]
+    assert len(examples) == rows
+    assert Counter(e.label for e in examples) == labels
+    assert all(e.text_a for e in examples)
+    assert all((e.text_b is not None) == (task in ("mrpc", "rte")) for e in examples)
+
+
+def test_quirks_bom_header_and_unquoted_text(data_dir):
+    mrpc = read_release_split(get_task("mrpc"), data_dir / "glue", "train")
+    assert mrpc[0].text_a.startswith("Amrozi accused his brother, whom he called \"the witness\"")
+    cola = read_release_split(get_task("cola"), data_dir / "glue", "train")
+    assert cola[0] == GlueExample("Our friends won't buy this analysis, let alone the next one we propose.", None, 1)
+
+
+def test_all_nine_tasks_are_specified():
+    assert sorted(TASKS) == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"])
+    assert get_task("stsb").is_regression and get_task("mnli").dev_splits == ("dev_matched", "dev_mismatched")
+    with pytest.raises(ValueError, match="unknown GLUE task 'sts'.*stsb"):
+        get_task("sts")
+
+
+def write_rte(folder: Path, rows: list[str]) -> Path:
+    (folder / "RTE").mkdir(parents=True, exist_ok=True)
+    (folder / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n")
+    return folder
+
+
+def test_bad_rows_name_the_file_and_line(tmp_path):
+    task = get_task("rte")
+    write_rte(tmp_path, ["0\ta\tb\tentailment", "1\tonly two"])
+    with pytest.raises(ValueError, match=r"RTE/train.tsv:3: 2 columns"):
+        read_release_split(task, tmp_path, "train")
+    write_rte(tmp_path, ["0\ta\tb\tentailment", "1\ta\tb\tmaybe"])
+    with pytest.raises(ValueError, match=r"RTE/train.tsv:3: label 'maybe' is not one of"):
+        read_release_split(task, tmp_path, "train")
+    with pytest.raises(FileNotFoundError, match=r"RTE/dev.tsv is missing.*release layout"):
+        read_release_split(task, tmp_path, "dev")
+
+
+def test_hub_and_release_readers_give_the_same_examples(tmp_path):
+    write_rte(tmp_path / "release", ["0\tA cat sat.\tA cat is sitting.\tentailment", "1\tIt rains.\tIt is dry.\tnot_entailment"])
+    hub = datasets.DatasetDict({"train": datasets.Dataset.from_dict({
+        "sentence1": ["A cat sat.", "It rains."], "sentence2": ["A cat is sitting.", "It is dry."],
+        "label": [0, 1], "idx": [0, 1]})})
+    hub.save_to_disk(str(tmp_path / "hub"))
+    task = get_task("rte")
+    assert read_hub_split(task, "train", str(tmp_path / "hub")) == read_release_split(task, tmp_path / "release", "train")
