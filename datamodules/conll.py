@@ -1,0 +1,68 @@
+"""CoNLL-2003 NER: the shared-task column format, with IOB1 tags converted to IOB2 (BIO)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    words: tuple[str, ...]
+    tags: tuple[str, ...]  # IOB2
+    document: int  # index of the -DOCSTART- section it belongs to
+
+
+def iob1_to_iob2(tags: list[str]) -> list[str]:
+    """IOB1 starts an entity with I- unless it touches one of the same type; IOB2 always starts with B-."""
+    converted = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("I-"):
+            previous = tags[i - 1] if i > 0 else "O"
+            if previous == "O" or previous[2:] != tag[2:]:
+                tag = "B-" + tag[2:]
+        converted.append(tag)
+    return converted
+
+
+def read_conll(path: str | Path) -> list[Sentence]:
+    """Sentences of a CoNLL file (`word POS chunk NER` per line, blank lines between sentences,
+    `-DOCSTART-` lines between documents). The NER tag is the last column."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"CoNLL file {path} not found (expected eng.train/eng.testa/eng.testb "
+                                "or train.txt/valid.txt/test.txt)")
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    tags: list[str] = []
+    document = -1
+    width: int | None = None  # columns per token line, fixed by the file's first token line
+
+    def close() -> None:
+        if words:
+            sentences.append(Sentence(tuple(words), tuple(iob1_to_iob2(tags)), max(document, 0)))
+            words.clear()
+            tags.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields:
+                close()
+            elif fields[0] == "-DOCSTART-":
+                close()
+                document += 1
+            elif len(fields) < 2 or not TAG.match(fields[-1]) or len(fields) != (width or len(fields)):
+                raise ValueError(
+                    f"{path}:{line_no}: expected {width or 'at least 2'} columns ending in an NER tag like O, "
+                    f"B-PER or I-LOC, got {line.rstrip()!r}"
+                )
+            else:
+                width = width or len(fields)
+                words.append(fields[0])
+                tags.append(fields[-1])
+    close()
+    return sentences
