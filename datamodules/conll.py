@@ -66,3 +66,29 @@ def read_conll(path: str | Path) -> list[Sentence]:
                 tags.append(fields[-1])
     close()
     return sentences
+
+
+IGNORE_INDEX = -100
+
+
+def first_subword_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
+    """Label the first subword of each word; later subwords and special tokens get IGNORE_INDEX.
+
+    `word_ids` is what a `tokenizers` Encoding reports (`Encoding.word_ids`): the word each token came from."""
+    labels, previous = [], None
+    for word in word_ids:
+        labels.append(IGNORE_INDEX if word is None or word == previous else word_labels[word])
+        previous = word
+    return labels
+
+
+def word_predictions(word_ids: list[int | None], token_predictions: list[int], n_words: int) -> list[int | None]:
+    """Back from subwords to words: each word takes the prediction at its first subword. A word cut off by
+    the length limit gets None, so the caller can score it as 'O' (it is missed, never dropped)."""
+    words: list[int | None] = [None] * n_words
+    previous = None
+    for word, prediction in zip(word_ids, token_predictions):
+        if word is not None and word != previous:
+            words[word] = prediction
+        previous = word
+    return words

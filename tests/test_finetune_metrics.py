@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+import torch
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from datamodules.conll import IGNORE_INDEX, first_subword_labels, word_predictions
+from datamodules.glue import get_task
+from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from finetune.metrics import entity_scores, glue_metrics
+
+rng = np.random.default_rng(0)
+
+
+def classify(task_name: str, n: int = 500, noise: float = 0.3):
+    n_classes = len(get_task(task_name).labels)
+    gold = rng.integers(0, n_classes, n)
+    predicted = np.where(rng.random(n) < noise, rng.integers(0, n_classes, n), gold)
+    metrics = glue_metrics(get_task(task_name))
+    metrics.update(torch.tensor(predicted), torch.tensor(gold))
+    return {k: float(v) for k, v in metrics.compute().items()}, gold, predicted
+
+
+def test_cola_matthews_matches_sklearn():
+    scores, gold, predicted = classify("cola")
+    assert scores == {"mcc": pytest.approx(matthews_corrcoef(gold, predicted), abs=1e-6)}
+
+
+@pytest.mark.parametrize("task", ["mrpc", "qqp"])
+def test_f1_and_accuracy_match_sklearn(task):
+    scores, gold, predicted = classify(task)
+    assert scores["f1"] == pytest.approx(f1_score(gold, predicted), abs=1e-6)
+    assert scores["accuracy"] == pytest.approx(accuracy_score(gold, predicted), abs=1e-6)
+
+
+@pytest.mark.parametrize("task", ["sst2", "qnli", "rte", "wnli", "mnli"])
+def test_accuracy_matches_sklearn(task):
+    scores, gold, predicted = classify(task)
+    assert scores == {"accuracy": pytest.approx(accuracy_score(gold, predicted), abs=1e-6)}
+
+
+def test_stsb_correlations_match_scipy():
+    gold = rng.uniform(0, 5, 300)
+    predicted = gold + rng.normal(0, 1.0, 300)
+    metrics = glue_metrics(get_task("stsb"))
+    metrics.update(torch.tensor(predicted, dtype=torch.float32), torch.tensor(gold, dtype=torch.float32))
+    scores = {k: float(v) for k, v in metrics.compute().items()}
+    assert scores["pearson"] == pytest.approx(pearsonr(predicted, gold)[0], abs=1e-4)
+    assert scores["spearman"] == pytest.approx(spearmanr(predicted, gold)[0], abs=1e-4)
+
+
+def test_entity_scores_count_whole_entities():
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    predicted = [["B-PER", "I-PER", "O", "O"], ["B-ORG", "O"]]
+    scores = entity_scores(gold, predicted)
+    assert scores["precision"] == 1.0 and scores["recall"] == pytest.approx(2 / 3)
+    assert scores["f1"] == pytest.approx(0.8)
+    assert scores["f1_PER"] == 1.0 and scores["f1_ORG"] == 1.0 and scores["f1_LOC"] == 0.0
+    partial = entity_scores([["B-PER", "I-PER"]], [["B-PER", "O"]])  # a truncated span is a miss
+    assert partial["f1"] == 0.0
+    with pytest.raises(ValueError, match="same sentences"):
+        entity_scores([["O"]], [["O", "O"]])
+
+
+def test_first_subword_alignment_round_trips_word_labels():
+    words = "Unbelievably , Johannesburg hosted the championships".split()
+    # A vocabulary barely larger than the alphabet: every letter is known, long words split into pieces.
+    tokenizer = train_tokenizer([" ".join(words) * 5], TokenizerSettings(vocab_size=64, min_frequency=1))
+    encoding = tokenizer.encode(words, is_pretokenized=True, add_special_tokens=False)
+    assert len(encoding.ids) > len(words) and 1 not in encoding.ids  # words split into subwords, none unknown
+    word_labels = [3, 0, 1, 0, 0, 2]
+    labels = first_subword_labels(encoding.word_ids, word_labels)
+    starts = [i for i, w in enumerate(encoding.word_ids) if w is not None and (i == 0 or encoding.word_ids[i - 1] != w)]
+    assert [labels[i] for i in starts] == word_labels
+    assert all(label == IGNORE_INDEX for i, label in enumerate(labels) if i not in starts)
+    assert word_predictions(encoding.word_ids, labels, len(words)) == word_labels
+    cut = len(starts) - 1  # the length limit cuts the last word off
+    assert word_predictions(encoding.word_ids[: starts[-1]], labels[: starts[-1]], len(words))[cut:] == [None]
