@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from datamodules.vocabulary import IGNORE_INDEX
+
 TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
 
 
@@ -67,8 +69,6 @@ def read_conll(path: str | Path) -> list[Sentence]:
     close()
     return sentences
 
-
-IGNORE_INDEX = -100
 
 
 def first_subword_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:

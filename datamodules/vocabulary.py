@@ -9,6 +9,7 @@ import numpy as np
 # Fixed order, so the ids are the same in every tokenizer armlm trains.
 PAD, UNK, CLS, SEP, MASK, EOD = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[EOD]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK, EOD)
+IGNORE_INDEX = -100  # label of positions that carry no loss (PyTorch's cross-entropy default)
 
 
 @dataclass(frozen=True)

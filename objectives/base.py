@@ -10,13 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from datamodules.vocabulary import Vocabulary
+from datamodules.vocabulary import IGNORE_INDEX, Vocabulary
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
-IGNORE_INDEX = -100
-
-INPUT_FORMATS = ("blocks", "segment_pairs")
+__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "mean_or_zero", "summed_token_nll"]
 
 
 @dataclass
@@ -39,7 +37,8 @@ class Objective(nn.Module, ABC):
     """
 
     causal: ClassVar[bool]
-    # What the DataModule must deliver: packed fixed-length "blocks" or "[CLS] A [SEP] B [SEP]" pairs.
+    # What the DataModule must deliver (datamodules.pretrain.INPUT_FORMATS): packed fixed-length "blocks"
+    # or "[CLS] A [SEP] B [SEP]" "segment_pairs".
     input_format: ClassVar[str] = "blocks"
     # Names of the objective-specific entries of `LossOutput.extras`, logged as train/<name>, val/<name>.
     extra_metrics: ClassVar[tuple[str, ...]] = ()
