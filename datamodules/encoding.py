@@ -1,0 +1,89 @@
+"""Encode fine-tuning examples with a pretrained checkpoint's tokenizer, in the layout pretraining used.
+
+Sentence pairs become `[CLS] A [SEP] B [SEP]` with segment ids 0 / 1 (as in mlm_nsp pretraining), single
+sentences `[CLS] A [SEP]`; NER sentences are encoded from their words, and the first subword of each word
+carries the word's label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer
+
+from datamodules.conll import first_subword_labels
+from datamodules.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
+
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    token_type_ids: list[int]
+    labels: int | float | list[int]
+    word_ids: list[int | None] | None = None  # NER only: maps tokens back to words for word-level scoring
+
+
+def _special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
+    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
+    if cls_id is None or sep_id is None:
+        raise ValueError("the tokenizer lacks [CLS]/[SEP]; use the tokenizer stored in an armlm checkpoint")
+    return cls_id, sep_id
+
+
+def truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Drop tokens from the end of the longer segment until both fit in `budget` tokens."""
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        (a if len(a) >= len(b) else b).pop()
+    return a, b
+
+
+def encode_pair(tokenizer: Tokenizer, text_a: str, text_b: str | None, label: int | float,
+                max_length: int) -> Encoded:
+    cls_id, sep_id = _special_ids(tokenizer)
+    a = tokenizer.encode(text_a, add_special_tokens=False).ids
+    if text_b is None:
+        a = a[: max_length - 2]
+        return Encoded([cls_id, *a, sep_id], [0] * (len(a) + 2), label)
+    b = tokenizer.encode(text_b, add_special_tokens=False).ids
+    a, b = truncate_longest_first(a, b, max_length - 3)
+    return Encoded([cls_id, *a, sep_id, *b, sep_id], [0] * (len(a) + 2) + [1] * (len(b) + 1), label)
+
+
+def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int], max_length: int) -> Encoded:
+    """`[CLS] subwords [SEP]`, cut to `max_length`; labels on first subwords, IGNORE_INDEX elsewhere."""
+    cls_id, sep_id = _special_ids(tokenizer)
+    encoding = tokenizer.encode(words, is_pretokenized=True, add_special_tokens=False)
+    ids, word_ids = encoding.ids[: max_length - 2], encoding.word_ids[: max_length - 2]
+    word_ids = [None, *word_ids, None]
+    labels = first_subword_labels(word_ids, word_labels)
+    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids)
+
+
+def pad_batch(examples: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to the longest example of the batch (not to max_length): no compute on padding-only columns."""
+    width = max(len(e.input_ids) for e in examples)
+    batch = {
+        "input_ids": torch.tensor([_padded(e.input_ids, pad_id, width) for e in examples]),
+        "token_type_ids": torch.tensor([_padded(e.token_type_ids, 0, width) for e in examples]),
+        "attention_mask": torch.tensor([_padded([1] * len(e.input_ids), 0, width) for e in examples]),
+    }
+    first = examples[0].labels
+    if isinstance(first, list):
+        batch["labels"] = torch.tensor([_padded(e.labels, IGNORE_INDEX, width) for e in examples])
+    else:
+        batch["labels"] = torch.tensor([e.labels for e in examples],
+                                       dtype=torch.float32 if isinstance(first, float) else torch.long)
+    return batch
+
+
+def _padded(values: list, fill: int, width: int) -> list:
+    return values + [fill] * (width - len(values))
+
+
+def pad_id_of(tokenizer: Tokenizer) -> int:
+    pad_id = tokenizer.token_to_id(PAD)
+    if pad_id is None:
+        raise ValueError("the tokenizer lacks [PAD]; use the tokenizer stored in an armlm checkpoint")
+    return pad_id
