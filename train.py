@@ -72,15 +72,19 @@ def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[
                          "resume only from checkpoints that armlm wrote") from err
     if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
         raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
-    ours = {**{f"model.{k}": v for k, v in asdict(model_config).items() if k != "vocab_size"},
-            **{f"objective.{k}": v for k, v in objective.items()}}
-    theirs = {**{f"model.{k}": v for k, v in saved["model"].items() if k != "vocab_size"},
-              **{f"objective.{k}": v for k, v in saved["objective"].items()}}
+    ours = flat_settings(asdict(model_config), objective)
+    theirs = flat_settings(saved["model"], saved["objective"])
     differing = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     if differing:
         details = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs run {ours.get(k)!r}" for k in differing)
         raise ValueError(f"{ckpt_path} does not match this run's config ({details}); "
                          "resume with the same objective and model settings")
+
+
+def flat_settings(model: dict[str, Any], objective: dict[str, Any]) -> dict[str, Any]:
+    """`model.<key>` / `objective.<key>` settings; the vocabulary size comes from the data, not the config."""
+    return {**{f"model.{k}": v for k, v in model.items() if k != "vocab_size"},
+            **{f"objective.{k}": v for k, v in objective.items()}}
 
 
 def cpu_has_bf16_units() -> bool:
@@ -109,8 +113,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True)
 
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
-    datamodule.prepare_data()
-    datamodule.setup("fit")  # the tokenizer decides the vocabulary size
+    datamodule.setup("fit")  # builds any missing cache; the tokenizer decides the vocabulary size
     model_config.vocab_size = datamodule.vocabulary.size
     module = PretrainModule(
         model=asdict(model_config),

@@ -70,15 +70,20 @@ def read_conll(path: str | Path) -> list[Sentence]:
     return sentences
 
 
+def first_subwords(word_ids: list[int | None]) -> list[tuple[int, int]]:
+    """(token position, word index) of each word's first subword.
+
+    `word_ids` is what a `tokenizers` Encoding reports (`Encoding.word_ids`): the word each token came from,
+    None for special tokens."""
+    return [(i, word) for i, word in enumerate(word_ids)
+            if word is not None and (i == 0 or word_ids[i - 1] != word)]
+
 
 def first_subword_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
-    """Label the first subword of each word; later subwords and special tokens get IGNORE_INDEX.
-
-    `word_ids` is what a `tokenizers` Encoding reports (`Encoding.word_ids`): the word each token came from."""
-    labels, previous = [], None
-    for word in word_ids:
-        labels.append(IGNORE_INDEX if word is None or word == previous else word_labels[word])
-        previous = word
+    """Label the first subword of each word; later subwords and special tokens get IGNORE_INDEX."""
+    labels = [IGNORE_INDEX] * len(word_ids)
+    for position, word in first_subwords(word_ids):
+        labels[position] = word_labels[word]
     return labels
 
 
@@ -86,9 +91,6 @@ def word_predictions(word_ids: list[int | None], token_predictions: list[int], n
     """Back from subwords to words: each word takes the prediction at its first subword. A word cut off by
     the length limit gets None, so the caller can score it as 'O' (it is missed, never dropped)."""
     words: list[int | None] = [None] * n_words
-    previous = None
-    for word, prediction in zip(word_ids, token_predictions):
-        if word is not None and word != previous:
-            words[word] = prediction
-        previous = word
+    for position, word in first_subwords(word_ids[: len(token_predictions)]):
+        words[word] = token_predictions[position]
     return words

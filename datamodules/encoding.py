@@ -24,11 +24,16 @@ class Encoded:
     word_ids: list[int | None] | None = None  # NER only: maps tokens back to words for word-level scoring
 
 
+def token_id(tokenizer: Tokenizer, token: str) -> int:
+    """The id of a special token, or an error naming the fix when the tokenizer is not armlm's."""
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ValueError(f"the tokenizer lacks {token}; use the tokenizer stored in an armlm checkpoint")
+    return found
+
+
 def _special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
-    if cls_id is None or sep_id is None:
-        raise ValueError("the tokenizer lacks [CLS]/[SEP]; use the tokenizer stored in an armlm checkpoint")
-    return cls_id, sep_id
+    return token_id(tokenizer, CLS), token_id(tokenizer, SEP)
 
 
 def truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -83,7 +88,4 @@ def _padded(values: list, fill: int, width: int) -> list:
 
 
 def pad_id_of(tokenizer: Tokenizer) -> int:
-    pad_id = tokenizer.token_to_id(PAD)
-    if pad_id is None:
-        raise ValueError("the tokenizer lacks [PAD]; use the tokenizer stored in an armlm checkpoint")
-    return pad_id
+    return token_id(tokenizer, PAD)

@@ -81,7 +81,6 @@ class PretrainDataModule(L.LightningDataModule):
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
         self.datasets: dict[str, Dataset] = {}
-        self._announced_reuse = False
 
     def cache_paths(self) -> CachePaths:
         corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
@@ -92,9 +91,6 @@ class PretrainDataModule(L.LightningDataModule):
         """Build whatever part of the cache is missing (Lightning runs this on one process per node)."""
         paths = self.cache_paths()
         if paths.complete():
-            if not self._announced_reuse:
-                log.info("reusing tokenizer and token cache in %s", paths.tokenizer.parent)
-                self._announced_reuse = True
             return
         log.info("reading %s", self.corpus.describe())
         documents = self.corpus.load()
@@ -121,7 +117,8 @@ class PretrainDataModule(L.LightningDataModule):
             return
         paths = self.cache_paths()
         if not paths.complete():
-            self.prepare_data()  # direct use outside a Trainer
+            self.prepare_data()  # direct use outside a Trainer, or a rank that did not prepare
+        log.info("tokenizer and token cache: %s", paths.tokenizer.parent)
         self.tokenizer = Tokenizer.from_file(str(paths.tokenizer / "tokenizer.json"))
         caches = {split: read_token_cache(folder) for split, folder in paths.splits.items()}
         vocab_size = self.tokenizer.get_vocab_size()

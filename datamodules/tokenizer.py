@@ -27,8 +27,9 @@ class TokenizerSettings:
     def __post_init__(self) -> None:
         if self.kind not in TOKENIZER_KINDS:
             raise ValueError(f"data.tokenizer.kind={self.kind!r}; choose one of {TOKENIZER_KINDS}")
-        if self.vocab_size < len(SPECIAL_TOKENS) + 26:
-            raise ValueError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least 64")
+        smallest = len(SPECIAL_TOKENS) + 26  # the special tokens plus room for an alphabet
+        if self.vocab_size < smallest:
+            raise ValueError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least {smallest}")
         if self.min_frequency < 1:
             raise ValueError(f"data.tokenizer.min_frequency={self.min_frequency} must be >= 1")
 
