@@ -239,3 +239,27 @@ class WikiText(Corpus):
         if not splits["train"]:
             raise ValueError(f"{self.describe()} contains no articles")
         return splits
+
+
+class Mixture(Corpus):
+    """Several corpora pretrained on together: each part splits itself, then the splits are concatenated,
+    so a part's validation documents never reach training whatever it is mixed with."""
+
+    def __init__(self, parts: list[Corpus]) -> None:
+        super().__init__(val_fraction=0.0)
+        if not parts:
+            raise ValueError("data.corpus.parts is empty; list at least one corpus")
+        self.parts = list(parts)
+
+    def describe(self) -> str:
+        return " + ".join(part.describe() for part in self.parts)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"corpus": self.name, "parts": [part.fingerprint() for part in self.parts]}
+
+    def load(self) -> Splits:
+        splits: Splits = {"train": [], "validation": []}
+        for part in self.parts:
+            for split, docs in part.load().items():
+                splits[split] += docs
+        return splits

@@ -5,6 +5,7 @@ import pytest
 from datamodules.corpora import (
     BrownCorpus,
     EmbeddedWikipedia,
+    Mixture,
     TextFiles,
     WikiText,
     brown_to_text,
@@ -98,3 +99,19 @@ def test_fingerprint_changes_when_a_file_changes(tmp_path: Path):
     before = TextFiles([str(f)]).fingerprint()
     f.write_text("one two")
     assert TextFiles([str(f)]).fingerprint() != before
+
+
+def test_a_mixture_keeps_each_parts_split_and_fingerprint(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for i in range(10):
+            (tmp_path / name / f"{i}.txt").write_text(f"{name} document {i}")
+    parts = [TextFiles([str(tmp_path / name)], val_fraction=0.2) for name in ("a", "b")]
+    mixed = Mixture(parts).load()
+    for split in ("train", "validation"):
+        assert mixed[split] == parts[0].load()[split] + parts[1].load()[split]
+    assert len(mixed["validation"]) == 4
+    assert Mixture(parts).fingerprint()["parts"] == [p.fingerprint() for p in parts]
+    assert "a" in Mixture(parts).describe() and " + " in Mixture(parts).describe()
+    with pytest.raises(ValueError, match="parts is empty"):
+        Mixture([])
