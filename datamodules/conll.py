@@ -6,9 +6,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from datamodules.hub import load_split
 from datamodules.vocabulary import IGNORE_INDEX
 
 TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
+# CoNLL-2003's tag set in the order of the Hugging Face copy's `ner_tags` ids.
+CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,10 @@ def iob1_to_iob2(tags: list[str]) -> list[str]:
     return converted
 
 
-def read_conll(path: str | Path) -> list[Sentence]:
+def read_conll(path: str | Path, tagset: tuple[str, ...] | None = None) -> list[Sentence]:
     """Sentences of a CoNLL file (`word POS chunk NER` per line, blank lines between sentences,
-    `-DOCSTART-` lines between documents). The NER tag is the last column."""
+    `-DOCSTART-` lines between documents). The NER tag is the last column; with `tagset`, a tag outside
+    it (after IOB2 conversion, so both B- and I- of each type) is an error naming the line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"CoNLL file {path} not found (expected eng.train/eng.testa/eng.testb "
@@ -62,6 +66,9 @@ def read_conll(path: str | Path) -> list[Sentence]:
                     f"{path}:{line_no}: expected {width or 'at least 2'} columns ending in an NER tag like O, "
                     f"B-PER or I-LOC, got {line.rstrip()!r}"
                 )
+            elif tagset is not None and fields[-1] != "O" and "B-" + fields[-1][2:] not in tagset:
+                raise ValueError(f"{path}:{line_no}: tag {fields[-1]!r} is not in the task's tag set {tagset}; "
+                                 "fix the file or use a task whose tags it has")
             else:
                 width = width or len(fields)
                 words.append(fields[0])
@@ -94,3 +101,13 @@ def word_predictions(word_ids: list[int | None], token_predictions: list[int], n
     for position, word in first_subwords(word_ids[: len(token_predictions)]):
         words[word] = token_predictions[position]
     return words
+
+
+def read_hub_conll(split: str, dataset_name: str = "eriktks/conll2003") -> list[Sentence]:
+    """A split (`train`, `validation`, `test`) of a Hugging Face CoNLL-2003 copy (IOB2 `ner_tags` ids with
+    their names in the features), by hub name or a folder written with `DatasetDict.save_to_disk`."""
+    dataset = load_split(dataset_name, split, what=f"CoNLL-2003 {split}",
+                         offline_fix="Point task.data.source at a folder with eng.train/eng.testa/eng.testb.")
+    names = dataset.features["ner_tags"].feature.names
+    return [Sentence(tuple(row["tokens"]), tuple(names[t] for t in row["ner_tags"]), 0)
+            for row in dataset if row["tokens"]]

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from datamodules.hub import load_split
+
 csv.field_size_limit(sys.maxsize)  # a few GLUE rows are longer than csv's 128 KiB default
 
 
@@ -113,19 +115,8 @@ def _example(task: GlueTask, row: list[str], text_idx: list[int], label_idx: int
 def read_hub_split(task: GlueTask, split: str, dataset_name: str = "nyu-mll/glue") -> list[GlueExample]:
     """The same split from the Hugging Face copy (`nyu-mll/glue`, config = task name), or from a folder
     written with `DatasetDict.save_to_disk` (how this path is tested offline)."""
-    import datasets
-
-    hub_split = HUB_SPLITS[split]
-    if Path(dataset_name).is_dir():
-        dataset = datasets.load_from_disk(dataset_name)[hub_split]
-    else:
-        try:
-            dataset = datasets.load_dataset(dataset_name, task.name, split=hub_split)
-        except (ConnectionError, OSError) as err:
-            raise ConnectionError(
-                f"could not load GLUE {task.name} ({split}) from the hub {dataset_name!r}: {err}. Offline? Use a "
-                "local folder in the GLUE release layout instead."
-            ) from err
+    dataset = load_split(dataset_name, HUB_SPLITS[split], task.name, what=f"GLUE {task.name} ({split})",
+                         offline_fix="Use a local folder in the GLUE release layout instead.")
     columns = task.hub_text_columns
     return [GlueExample(row[columns[0]], row[columns[1]] if len(columns) > 1 else None,
                         float(row["label"]) if task.is_regression else int(row["label"]))

@@ -84,3 +84,19 @@ class HuggingFaceCorpus(Corpus):
         if not splits["train"]:
             raise ValueError(f"{self.describe()} has no non-empty text in split {self.train_split!r}")
         return splits
+
+
+def load_split(name: str, split: str, config: str | None = None, *, what: str, offline_fix: str) -> Any:
+    """One split of a Hugging Face dataset: from a folder written with `DatasetDict.save_to_disk` (how the
+    hub path is tested offline), else from the hub by name. Failures say what was wanted and the fix."""
+    import datasets
+
+    if Path(name).is_dir():
+        saved = datasets.load_from_disk(name)
+        if split not in saved:
+            raise FileNotFoundError(f"{name} has no {split!r} split for {what} (it has {list(saved)})")
+        return saved[split]
+    try:
+        return datasets.load_dataset(name, config, split=split)
+    except (ConnectionError, OSError) as err:
+        raise ConnectionError(f"could not load {what} from the hub {name!r}: {err}. Offline? {offline_fix}") from err
