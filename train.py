@@ -1,7 +1,8 @@
-"""Pretrain the shared backbone with any objective.
+"""Pretrain the shared backbone with any objective, or fine-tune a pretrained one on a task.
 
     python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
         trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 trainer.max_steps=500 ckpt_path=<file to resume>
+    python train.py task=rte pretrained=outputs/mlm/<time> seed=1 finetune.mode=features
 """
 
 from __future__ import annotations
@@ -20,29 +21,20 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
-from hydra.errors import InstantiationException
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from datamodules.cache import atomic_write_text
+from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
+from training.setup import build, choose_cpu_precision
 
 log = logging.getLogger("armlm.train")
-
-
-def build(node: DictConfig, **kwargs: Any) -> Any:
-    """hydra.utils.instantiate, but our own configuration errors surface as themselves (their messages
-    name the key and the fix) instead of wrapped in Hydra's InstantiationException."""
-    try:
-        return instantiate(node, **kwargs)
-    except InstantiationException as err:
-        if isinstance(err.__cause__, (ValueError, FileNotFoundError)):
-            raise err.__cause__ from None
-        raise
 
 
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
@@ -54,6 +46,8 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     optim = cfg.optim
     if not optim.lr > 0 or optim.warmup_steps < 0 or not 0 <= optim.min_lr_ratio <= 1:
         raise ValueError(f"optim: need lr > 0, warmup_steps >= 0 and min_lr_ratio in [0, 1]; got {dict(optim)}")
+    if cfg.get("pretrained"):
+        raise ValueError("pretrained= is for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
     if not cfg.max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
         raise ValueError("no end to training: set max_tokens=..., trainer.max_steps=... or trainer.max_epochs=...")
     if cfg.ckpt_path:
@@ -85,23 +79,6 @@ def flat_settings(model: dict[str, Any], objective: dict[str, Any]) -> dict[str,
     """`model.<key>` / `objective.<key>` settings; the vocabulary size comes from the data, not the config."""
     return {**{f"model.{k}": v for k, v in model.items() if k != "vocab_size"},
             **{f"objective.{k}": v for k, v in objective.items()}}
-
-
-def cpu_has_bf16_units() -> bool:
-    """AVX512-BF16 or AMX: bf16 matrix products run natively (measured 1.4x faster than fp32 here)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def choose_cpu_precision(cfg: DictConfig) -> None:
-    """bf16 autocast on CPUs that have bf16 units; elsewhere it would be emulated and slow, so fp32."""
-    if cfg.trainer.get("accelerator") == "cpu" and str(cfg.trainer.precision).startswith("bf16"):
-        if not cpu_has_bf16_units():
-            log.warning("this CPU has no bf16 matrix units (AVX512-BF16/AMX): training in fp32 instead")
-            cfg.trainer.precision = "32-true"
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -176,12 +153,24 @@ def keep_large_allocations_on_the_heap() -> None:
             pass  # not glibc: nothing to tune
 
 
+def run_kind(task: str | None, objective: str) -> str:
+    """The run folder's group: outputs/<objective>/... for pretraining, outputs/finetune/<task>/... else."""
+    return objective if task in (None, "None", "null") else f"finetune/{task}"
+
+
+OmegaConf.register_new_resolver("armlm_run_kind", run_kind, replace=True)
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     keep_large_allocations_on_the_heap()
     try:
-        run(cfg)
-    except (ValueError, FileNotFoundError, ConnectionError, NonFiniteLossError) as err:
+        if cfg.get("task"):
+            check_overrides(list(HydraConfig.get().overrides.task))
+            run_finetune(cfg)
+        else:
+            run(cfg)
+    except (ValueError, FileNotFoundError, ConnectionError, NonFiniteLossError, FloatingPointError) as err:
         # Configuration and data errors: the message names the problem and the fix; no traceback needed.
         log.error("%s: %s", type(err).__name__, err)
         sys.exit(1)

@@ -22,6 +22,7 @@ class Encoded:
     token_type_ids: list[int]
     labels: int | float | list[int]
     word_ids: list[int | None] | None = None  # NER only: maps tokens back to words for word-level scoring
+    word_labels: list[int] | None = None  # NER only: every word's gold tag, truncated words included
 
 
 def token_id(tokenizer: Tokenizer, token: str) -> int:
@@ -63,7 +64,7 @@ def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int],
     ids, word_ids = encoding.ids[: max_length - 2], encoding.word_ids[: max_length - 2]
     word_ids = [None, *word_ids, None]
     labels = first_subword_labels(word_ids, word_labels)
-    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids)
+    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids, list(word_labels))
 
 
 def pad_batch(examples: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:

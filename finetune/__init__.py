@@ -1,1 +1,1 @@
-"""Fine-tuning pretrained armlm backbones on GLUE and CoNLL-2003 (issue 3; metrics and alignment so far)."""
+"""Fine-tuning pretrained armlm backbones on GLUE and CoNLL-2003: checkpoint loading, the module, the run."""

@@ -161,6 +161,22 @@ class Transformer(nn.Module):
         token_type_ids: Tensor | None = None,
     ) -> Tensor:
         """Hidden states (B, T, d). `attention_mask` is 1 for real tokens and 0 for padding."""
+        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=False)[-1]
+
+    def layer_states(
+        self,
+        input_ids: Tensor,
+        *,
+        causal: bool,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> list[Tensor]:
+        """Every block's output (n_layers tensors of (B, T, d)), the last equal to `forward`'s. Each goes
+        through the final norm, so a pre-LN model's intermediate layers are on the same scale as its last."""
+        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=True)
+
+    def _run(self, input_ids: Tensor, causal: bool, attention_mask: Tensor | None, token_type_ids: Tensor | None,
+             *, keep_layers: bool) -> list[Tensor]:
         t = input_ids.shape[1]
         if t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
@@ -173,9 +189,12 @@ class Transformer(nn.Module):
             x = x + self.type_embedding(token_type_ids)
         x = self.drop(self.embedding_norm(x))
         mask = None if attention_mask is None else build_attention_mask(attention_mask, causal=causal)
-        for block in self.blocks:
+        states = []
+        for i, block in enumerate(self.blocks):
             x = block(x, causal=causal, mask=mask)
-        return self.final_norm(x)
+            if keep_layers or i == len(self.blocks) - 1:
+                states.append(self.final_norm(x))
+        return states
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""

@@ -14,24 +14,17 @@ import numpy as np
 import torch
 from hydra.utils import instantiate
 from torch import Tensor
-from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics import MeanMetric
 
 from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
+from training.optim import adamw_with_schedule
 
 TRAIN_STREAM, VAL_STREAM = 0, 1  # separate random streams for training and validation corruption
 
 
 class NonFiniteLossError(RuntimeError):
     """Raised before the optimiser step, so no checkpoint ever holds the weights a NaN/inf produced."""
-
-
-def warmup_then_linear_decay(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-    return 1.0 - (1.0 - min_lr_ratio) * progress
 
 
 class PretrainModule(L.LightningModule):
@@ -115,16 +108,8 @@ class PretrainModule(L.LightningModule):
     # -- optimisation -----------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.hparams.optim
-        # Decay matrices only; biases, norms and the LM bias are left alone (as in BERT and GPT-2).
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg["weight_decay"]},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ]
-        optimizer = torch.optim.AdamW(
-            groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), eps=cfg["eps"], fused=self.device.type == "cuda"
+        return adamw_with_schedule(
+            self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],
+            warmup_steps=int(cfg["warmup_steps"]), total_steps=int(self.trainer.estimated_stepping_batches),
+            min_lr_ratio=float(cfg["min_lr_ratio"]), fused=self.device.type == "cuda",
         )
-        total = int(self.trainer.estimated_stepping_batches)
-        warmup, min_ratio = int(cfg["warmup_steps"]), float(cfg["min_lr_ratio"])
-        schedule = LambdaLR(optimizer, lambda step: warmup_then_linear_decay(step, warmup, total, min_ratio))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

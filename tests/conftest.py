@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
 from datamodules.vocabulary import Vocabulary
 
@@ -39,3 +41,30 @@ def make_vocabulary(size: int = 50, seed: int = 0) -> Vocabulary:
 @pytest.fixture
 def vocab() -> Vocabulary:
     return make_vocabulary()
+
+
+def tiny_config(out: Path, cache: Path, *overrides: str) -> DictConfig:
+    """A pretraining config of seconds: tiny model, small vocabulary, 8 steps on the embedded corpus."""
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("train", overrides=[
+            "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
+            "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
+            "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
+            "trainer.precision=32-true",
+            f"data.cache_dir={cache}", f"output_dir={out}", *overrides,
+        ])
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> dict[str, Path]:
+    """Run folders of a tiny AR and a tiny MLM pretraining (60 steps each), built once per session. A 4000-token
+    vocabulary keeps most words whole, which the fine-tuning tests (NER on first subwords) need."""
+    import train
+
+    runs = {}
+    for objective in ("ar", "mlm"):
+        out = tmp_path_factory.mktemp(f"pretrained-{objective}")
+        train.run(tiny_config(out, cache_dir, f"objective={objective}", "trainer.max_steps=60",
+                              "trainer.val_check_interval=60", "data.tokenizer.vocab_size=4000"))
+        runs[objective] = out
+    return runs

@@ -10,9 +10,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from datamodules.corpora import Corpus
+from datamodules.finetune import FinetuneDataModule
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig
 from objectives.base import Objective
+from tests.test_finetune_data import word_tokenizer_json
 from train import check_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,7 +22,8 @@ CONFIGS = REPO / "configs"
 
 
 def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+    """The choices of a group; files starting with _ are shared bases that other options include."""
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml") if not p.stem.startswith("_"))
 
 
 def composed(*overrides: str):
@@ -32,7 +35,9 @@ def test_groups_are_not_empty():
     assert options("objective") == ["ar", "mlm", "mlm_nsp"]
     assert options("model") == ["base", "small", "tiny"]
     assert options("trainer") == ["cpu", "ddp", "gpu"]
-    assert {"enwiki", "brown", "wikitext", "text", "hf"} <= set(options("data"))
+    assert {"enwiki", "brown", "brown_enwiki", "wikitext", "text", "hf"} <= set(options("data"))
+    assert options("task") == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli",
+                                      "conll2003"])
 
 
 @pytest.mark.parametrize("name", options("objective"))
@@ -51,6 +56,16 @@ def test_data_configs_instantiate(name, tmp_path):
     cfg = composed(f"data={name}", f"data.cache_dir={tmp_path}", *extra)
     dm = instantiate(cfg.data)
     assert isinstance(dm, PretrainDataModule) and isinstance(dm.corpus, Corpus)
+
+
+@pytest.mark.parametrize("name", options("task"))
+def test_task_configs_instantiate_their_datamodule(name):
+    cfg = composed(f"task={name}")
+    assert cfg.task.epochs > 0 and cfg.task.optim.lr > 0 and cfg.task.optim.features_lr > 0
+    dm = instantiate(cfg.task.data, tokenizer_json=word_tokenizer_json(["a"]))
+    assert isinstance(dm, FinetuneDataModule)
+    assert dm.info.name == name and dm.info.kind == ("regression" if name == "stsb" else
+                                                     "tagging" if name == "conll2003" else "classification")
 
 
 @pytest.mark.parametrize("name", options("trainer"))
@@ -98,6 +113,8 @@ def test_bad_rates_and_sizes_are_rejected_at_startup():
         check_config(composed("model.n_heads=5"))
     with pytest.raises(FileNotFoundError, match="ckpt_path"):
         check_config(composed("ckpt_path=/nonexistent.ckpt"))
+    with pytest.raises(ValueError, match="pretrained= is for fine-tuning: add task="):
+        check_config(composed("pretrained=/some/run"))
 
 
 def test_a_run_without_any_end_is_rejected():

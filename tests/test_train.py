@@ -4,26 +4,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
+import training.setup
 from models.lit_module import NonFiniteLossError, PretrainModule
 from objectives.mlm import MaskedLM
+from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def tiny_config(out: Path, cache: Path, *overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("train", overrides=[
-            "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
-            "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
-            "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
-            "trainer.precision=32-true",
-            f"data.cache_dir={cache}", f"output_dir={out}", *overrides,
-        ])
 
 
 def scalar_tags(run_dir: Path) -> set[str]:
@@ -70,13 +60,13 @@ def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
 
 
 def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypatch):
-    monkeypatch.setattr(train, "cpu_has_bf16_units", lambda: False)
+    monkeypatch.setattr(training.setup, "cpu_has_bf16_units", lambda: False)
     cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
-    train.choose_cpu_precision(cfg)
+    training.setup.choose_cpu_precision(cfg)
     assert cfg.trainer.precision == "32-true"
-    monkeypatch.setattr(train, "cpu_has_bf16_units", lambda: True)
+    monkeypatch.setattr(training.setup, "cpu_has_bf16_units", lambda: True)
     cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
-    train.choose_cpu_precision(cfg)
+    training.setup.choose_cpu_precision(cfg)
     assert cfg.trainer.precision == "bf16-mixed"
 
 

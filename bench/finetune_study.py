@@ -1,0 +1,71 @@
+"""Fine-tune pretrained checkpoints on a set of tasks and print their dev scores next to the majority-class
+baseline, with the wall time of every run.
+
+    python bench/finetune_study.py outputs/study/ar outputs/study/mlm [--tasks cola sst2 mrpc rte conll2003]
+        [--seed 1] [-- extra train.py overrides]
+
+Each run is its own `python train.py task=... pretrained=...` process, exactly as a user would start it,
+written to outputs/bench-finetune/<time>/<checkpoint name>/<task>. Prints a Markdown table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The metric a task is usually reported by (its first, for MRPC F1 then accuracy).
+HEADLINE = {"cola": ["mcc"], "sst2": ["accuracy"], "mrpc": ["f1", "accuracy"], "qqp": ["f1", "accuracy"],
+            "stsb": ["pearson", "spearman"], "mnli": ["accuracy"], "qnli": ["accuracy"], "rte": ["accuracy"],
+            "wnli": ["accuracy"], "conll2003": ["f1"]}
+
+
+def finetune(checkpoint: str, task: str, seed: int, extra: list[str], folder: Path) -> dict:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "train.py", f"task={task}", f"pretrained={checkpoint}", f"seed={seed}",
+                    f"hydra.run.dir={folder}", "trainer.enable_progress_bar=false", *extra],
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((folder / "results.json").read_text())
+    results["process_seconds"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoints", nargs="+", help="pretraining run folders or checkpoint files")
+    parser.add_argument("--tasks", nargs="+", default=["cola", "sst2", "mrpc", "rte", "conll2003"])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: overrides for every run")
+    args = parser.parse_args()
+    extra = [o for o in args.extra if o != "--"]
+    root = REPO / "outputs" / "bench-finetune" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    runs = {(c, t): finetune(c, t, args.seed, extra, root / Path(c).name / t)
+            for c in args.checkpoints for t in args.tasks}
+
+    names = [Path(c).name for c in args.checkpoints]
+    print("| task | split | metric | majority baseline | " + " | ".join(names) + " | wall s (" + ", ".join(names) + ") |")
+    print("|---|---|---|---|" + "---|" * len(names) + "---|")
+    for task in args.tasks:
+        first = runs[(args.checkpoints[0], task)]
+        for split in first["metrics"]:
+            for metric in HEADLINE[task]:
+                baseline = first["majority_baseline"][split][metric]
+                scores = [runs[(c, task)]["metrics"][split][metric] for c in args.checkpoints]
+                walls = ", ".join(str(runs[(c, task)]["process_seconds"]) for c in args.checkpoints)
+                print(f"| {task} | {split} | {metric} | {fmt(baseline)} | " + " | ".join(map(fmt, scores))
+                      + f" | {walls} |")
+    print(json.dumps({f"{Path(c).name}/{t}": {"metrics": r["metrics"], "baseline": r["majority_baseline"],
+                                               "process_seconds": r["process_seconds"], "steps": r["steps"]}
+                      for (c, t), r in runs.items()}))
+
+
+def fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Fine-tuning DataModules: GLUE (all nine tasks) and CoNLL-2003 NER, encoded with a pretrained
+checkpoint's tokenizer. They know nothing of objectives; `info` tells the fine-tuning module what to build.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader, Sampler
+from tqdm.auto import tqdm
+
+from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
+from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
+from datamodules.glue import get_task, read_hub_split, read_release_split
+from datamodules.vocabulary import IGNORE_INDEX
+
+log = logging.getLogger(__name__)
+TASK_KINDS = ("classification", "regression", "tagging")
+
+
+class LengthGroupedBatches(Sampler[list[int]]):
+    """Shuffled batches of similar-length examples: each shuffled window of `window` batches is sorted by
+    length before it is cut into batches, and the batches are shuffled again. Padding to the longest example
+    of a batch then wastes little compute (on SST-2 a random batch is mostly padding). Every epoch draws a
+    new order from the one seeded generator, so a run is reproducible."""
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, window: int = 50) -> None:
+        self.lengths, self.batch_size, self.window = lengths, batch_size, window
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self):
+        order = torch.randperm(len(self.lengths), generator=self.generator).tolist()
+        span = self.batch_size * self.window
+        batches = []
+        for start in range(0, len(order), span):
+            chunk = sorted(order[start:start + span], key=self.lengths.__getitem__)
+            batches += [chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        for i in torch.randperm(len(batches), generator=self.generator).tolist():
+            yield batches[i]
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a fine-tuning module needs to know about its task; plain data, stored in checkpoints."""
+
+    name: str
+    kind: str  # one of TASK_KINDS
+    labels: tuple[str, ...]  # class or tag names in id order; empty for regression
+    eval_splits: tuple[str, ...]  # dev splits, all evaluated (MNLI: matched and mismatched)
+
+
+class FinetuneDataModule(L.LightningDataModule):
+    """Reads the train split and every eval split, encodes them once (with a progress bar) and serves
+    batches padded to their longest example."""
+
+    def __init__(self, tokenizer_json: str, max_length: int = 128, batch_size: int = 32,
+                 eval_batch_size: int = 128, max_train_examples: int | None = None,
+                 max_eval_examples: int | None = None, group_by_length: bool = True, num_workers: int = 0,
+                 seed: int = 0) -> None:
+        super().__init__()
+        if max_length < 4:
+            raise ValueError(f"task.data.max_length={max_length} leaves no room for text; use at least 4")
+        self.tokenizer = Tokenizer.from_str(tokenizer_json)
+        self.pad_id = pad_id_of(self.tokenizer)
+        self.max_length, self.batch_size, self.eval_batch_size = max_length, batch_size, eval_batch_size
+        self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
+        self.group_by_length, self.num_workers, self.seed = group_by_length, num_workers, seed
+        self.encoded: dict[str, list[Encoded]] = {}
+
+    @property
+    @abstractmethod
+    def info(self) -> TaskInfo: ...
+
+    @abstractmethod
+    def read_split(self, split: str) -> list[Any]:
+        """The raw examples of one split."""
+
+    @abstractmethod
+    def encode(self, example: Any) -> Encoded: ...
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.encoded:
+            return
+        limits = {"train": self.max_train_examples}
+        for split in ("train", *self.info.eval_splits):
+            examples = self.read_split(split)[: limits.get(split, self.max_eval_examples)]
+            if not examples:
+                raise ValueError(f"{self.info.name} {split} has no examples; check task.data.source")
+            self.encoded[split] = [self.encode(e) for e in tqdm(examples, desc=f"encoding {self.info.name} {split}",
+                                                                 leave=False)]
+        log.info("%s: %s examples", self.info.name, {s: len(e) for s, e in self.encoded.items()})
+
+    def majority_label(self) -> int | float:
+        """The most frequent training label (the mean score, for regression): the baseline to beat."""
+        labels = [e.labels for e in self.encoded["train"]]
+        if self.info.kind == "regression":
+            return sum(labels) / len(labels)
+        if self.info.kind == "tagging":
+            return self.info.labels.index("O")
+        return Counter(labels).most_common(1)[0][0]
+
+    def collate(self, examples: list[Encoded]) -> dict[str, torch.Tensor]:
+        return pad_batch(examples, self.pad_id)
+
+    def train_dataloader(self) -> DataLoader:
+        train = self.encoded["train"]  # the run's seed decides the example order
+        if self.group_by_length:
+            batches = LengthGroupedBatches([len(e.input_ids) for e in train], self.batch_size, self.seed)
+            return DataLoader(train, batch_sampler=batches, collate_fn=self.collate, num_workers=self.num_workers)
+        return DataLoader(train, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate,
+                          generator=torch.Generator().manual_seed(self.seed), num_workers=self.num_workers)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        # Evaluation order does not matter to the metrics, so sorted by length: least padding.
+        return [DataLoader(sorted(self.encoded[split], key=lambda e: len(e.input_ids)), batch_size=self.eval_batch_size,
+                           collate_fn=self.collate, num_workers=self.num_workers) for split in self.info.eval_splits]
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """A folder written by `datasets.DatasetDict.save_to_disk`."""
+    return (path / "dataset_dict.json").is_file()
+
+
+class GlueDataModule(FinetuneDataModule):
+    """A GLUE task from a folder in the release layout (`<source>/<Task>/train.tsv`, ...), a saved
+    `datasets` folder, or otherwise the Hugging Face dataset named by `source` (e.g. nyu-mll/glue)."""
+
+    def __init__(self, task: str, source: str, **settings: Any) -> None:
+        self.task = get_task(task)
+        self.source = source
+        super().__init__(**settings)
+
+    @property
+    def info(self) -> TaskInfo:
+        kind = "regression" if self.task.is_regression else "classification"
+        return TaskInfo(self.task.name, kind, self.task.labels, self.task.dev_splits)
+
+    def read_split(self, split: str) -> list[Any]:
+        source = Path(self.source)
+        if source.is_dir() and not is_saved_dataset(source):
+            return read_release_split(self.task, source, split)  # names the missing file if it is not there
+        return read_hub_split(self.task, split, self.source)
+
+    def encode(self, example: Any) -> Encoded:
+        return encode_pair(self.tokenizer, example.text_a, example.text_b, example.label, self.max_length)
+
+
+class ConllDataModule(FinetuneDataModule):
+    """CoNLL-2003 NER from a folder holding eng.train/eng.testa/eng.testb (or train.txt/valid.txt/test.txt),
+    a saved `datasets` folder, or the Hugging Face dataset named by `source`. Scored on words."""
+
+    FILE_NAMES = {"train": ("eng.train", "train.txt"), "validation": ("eng.testa", "valid.txt"),
+                  "test": ("eng.testb", "test.txt")}
+
+    def __init__(self, source: str, eval_splits: tuple[str, ...] = ("validation",), **settings: Any) -> None:
+        unknown = [s for s in eval_splits if s not in self.FILE_NAMES]
+        if unknown:
+            raise ValueError(f"task.data.eval_splits has {unknown}; choose from validation, test")
+        self.source, self.eval_splits = source, tuple(eval_splits)
+        super().__init__(**settings)
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo("conll2003", "tagging", CONLL2003_TAGS, self.eval_splits)
+
+    def read_split(self, split: str) -> list[Sentence]:
+        source = Path(self.source)
+        if not source.is_dir() or is_saved_dataset(source):
+            return read_hub_conll(split, self.source)
+        for name in self.FILE_NAMES[split]:
+            if (source / name).is_file():
+                return read_conll(source / name, CONLL2003_TAGS)
+        raise FileNotFoundError(f"CoNLL-2003 {split}: {source} has none of {self.FILE_NAMES[split]}; point "
+                                "task.data.source at the folder holding the shared-task files")
+
+    def encode(self, sentence: Sentence) -> Encoded:
+        tag_ids = [CONLL2003_TAGS.index(tag) for tag in sentence.tags]
+        return encode_words(self.tokenizer, list(sentence.words), tag_ids, self.max_length)
+
+    def collate(self, examples: list[Encoded]) -> dict[str, torch.Tensor]:
+        """Adds the word-level view scoring needs: each word's first-subword position (-1 when the length
+        limit cut the word off, so it is scored as a miss, not dropped) and its gold tag."""
+        batch = pad_batch(examples, self.pad_id)
+        n_words = max(len(e.word_labels) for e in examples)
+        positions = torch.full((len(examples), n_words), -1)
+        gold = torch.full((len(examples), n_words), IGNORE_INDEX)
+        for row, example in enumerate(examples):
+            gold[row, : len(example.word_labels)] = torch.tensor(example.word_labels)
+            for position, word in first_subwords(example.word_ids):
+                positions[row, word] = position
+        batch["word_positions"], batch["word_labels"] = positions, gold
+        return batch

@@ -1,0 +1,147 @@
+"""`python train.py task=<name> pretrained=<checkpoint or run folder>`: fine-tune, evaluate every dev
+split after each epoch, and write `results.json` (task, checkpoint, objective, seed, settings, every
+metric on every dev split, the majority-class baseline, wall time)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from datamodules.cache import atomic_write_text
+from datamodules.finetune import FinetuneDataModule, TaskInfo
+from finetune.metrics import task_metrics
+from finetune.module import FinetuneModule
+from finetune.pretrained import Pretrained, load_pretrained, load_weights
+from models.backbone import ModelConfig
+from training.setup import build, choose_cpu_precision
+
+log = logging.getLogger("armlm.finetune")
+ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
+PRETRAINING_GROUPS = ("objective", "model", "data", "max_tokens", "optim")
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Fine-tuning takes the model, objective and tokenizer from the checkpoint, so command-line settings
+    for them would be silently ignored: refuse them instead."""
+    ignored = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in PRETRAINING_GROUPS]
+    if ignored:
+        raise ValueError(f"{ignored} would be ignored: with task=... the checkpoint brings its own model, objective "
+                         "and tokenizer. Drop them (finetune.dropout sets the dropout while fine-tuning)")
+
+
+def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
+    """The module's settings: `attention: pretrained` becomes the objective's own mode, `pooling: auto`
+    the state that sees the whole input in that mode."""
+    if cfg.attention not in ATTENTION_MODES:
+        raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
+    causal = pretrained.causal if cfg.attention == "pretrained" else cfg.attention == "causal"
+    pooling = ("last" if causal else "first") if cfg.pooling == "auto" else cfg.pooling
+    return {"mode": cfg.mode, "causal": causal, "pooling": pooling, "head_dropout": float(cfg.dropout),
+            "feature_layers": int(cfg.feature_layers)}
+
+
+def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path) -> None:
+    """The checkpoint's model must take the task's inputs; name the keys that disagree."""
+    if datamodule.max_length > config.max_len:
+        raise ValueError(f"task.data.max_length={datamodule.max_length} exceeds the checkpoint's "
+                         f"model.max_len={config.max_len} ({origin}); lower task.data.max_length")
+    vocab = datamodule.tokenizer.get_vocab_size()
+    if vocab != config.vocab_size:
+        raise ValueError(f"{origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
+                         f"{config.vocab_size}; the checkpoint is inconsistent, re-save it from its run")
+
+
+def majority_baseline(datamodule: FinetuneDataModule, info: TaskInfo) -> dict[str, dict[str, float | None]]:
+    """The official metrics of always predicting the most frequent training label (mean score for STS-B,
+    'O' for NER) on every dev split: the floor a fine-tuned model has to clear."""
+    majority = datamodule.majority_label()
+    scores = {}
+    for split in info.eval_splits:
+        batch = datamodule.collate(datamodule.encoded[split])
+        gold = batch["word_labels"] if info.kind == "tagging" else batch["labels"]
+        metrics = task_metrics(info)
+        with warnings.catch_warnings():  # constant predictions: correlations are undefined (NaN), say so
+            warnings.simplefilter("ignore")
+            metrics.update(torch.full_like(gold, majority), gold)
+            scores[split] = {k: finite_or_none(v) for k, v in metrics.compute().items()}
+    return scores
+
+
+def finite_or_none(value: torch.Tensor | float) -> float | None:
+    value = float(value)
+    return round(value, 6) if value == value and abs(value) != float("inf") else None
+
+
+def run_finetune(cfg: DictConfig) -> dict[str, Any]:
+    started = time.perf_counter()
+    if not cfg.pretrained:
+        raise ValueError(f"task={cfg.task.data.get('task', 'conll2003')} needs pretrained=<checkpoint file or "
+                         "pretraining run folder>")
+    if cfg.ckpt_path:
+        raise ValueError("ckpt_path resumes pretraining only; a fine-tuning run restarts from pretrained=...")
+    pretrained = load_pretrained(cfg.pretrained)
+    settings = resolve_settings(cfg.finetune, pretrained)
+    model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})
+    L.seed_everything(cfg.seed, workers=True)
+    choose_cpu_precision(cfg)
+    datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed)
+    check_fit(datamodule, model_config, pretrained.path)
+    datamodule.setup("fit")
+    info = datamodule.info
+    optim = OmegaConf.to_container(cfg.task.optim, resolve=True)
+    features_lr = optim.pop("features_lr")
+    if settings["mode"] == "features":
+        optim["lr"] = features_lr
+    module = FinetuneModule(model=asdict(model_config), task=asdict(info), settings=settings, optim=optim,
+                            pretrained=pretrained.summary())
+    load_weights(module.backbone, pretrained.weights, pretrained.path)
+    module.tokenizer_json = pretrained.tokenizer_json
+
+    out = Path(cfg.output_dir)
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, default_root_dir=str(out), max_epochs=int(cfg.task.epochs), max_steps=-1,
+        val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
+        callbacks=[ModelCheckpoint(dirpath=out / "checkpoints", save_top_k=0, save_last=True)],
+        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
+    )
+    log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", pretrained.path,
+             info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
+    trainer.fit(module, datamodule=datamodule)
+
+    results = {
+        "task": info.name,
+        "pretrained": pretrained.summary(),
+        "objective": pretrained.objective_name,
+        "seed": int(cfg.seed),
+        "mode": settings["mode"],
+        "attention": "causal" if settings["causal"] else "bidirectional",
+        "pooling": settings["pooling"] if info.kind != "tagging" else None,
+        "optim": optim,
+        "epochs": int(cfg.task.epochs),
+        "batch_size": datamodule.batch_size,
+        "max_length": datamodule.max_length,
+        "examples": {split: len(e) for split, e in datamodule.encoded.items()},
+        "metrics": {split: {k: finite_or_none(v) for k, v in scores.items()}
+                    for split, scores in module.final_scores.items()},
+        "majority_baseline": majority_baseline(datamodule, info),
+        "steps": trainer.global_step,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),
+    }
+    if trainer.is_global_zero:
+        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    log.info("%s dev scores: %s (majority baseline %s), %.0f s", info.name, results["metrics"],
+             results["majority_baseline"], results["wall_seconds"])
+    return results
