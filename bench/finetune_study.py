@@ -39,9 +39,9 @@ def main() -> None:
     parser.add_argument("checkpoints", nargs="+", help="pretraining run folders or checkpoint files")
     parser.add_argument("--tasks", nargs="+", default=["cola", "sst2", "mrpc", "rte", "conll2003"])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: overrides for every run")
-    args = parser.parse_args()
-    extra = [o for o in args.extra if o != "--"]
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: overrides for every run
     root = REPO / "outputs" / "bench-finetune" / time.strftime("%Y-%m-%d_%H-%M-%S")
     runs = {(c, t): finetune(c, t, args.seed, extra, root / Path(c).name / t)
             for c in args.checkpoints for t in args.tasks}

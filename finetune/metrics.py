@@ -8,16 +8,27 @@ from torch import Tensor
 from torchmetrics import (
     Accuracy,
     F1Score,
-    MatthewsCorrCoef,
     Metric,
     MetricCollection,
     PearsonCorrCoef,
     SpearmanCorrCoef,
 )
+from torchmetrics.classification import BinaryMatthewsCorrCoef
 
 from datamodules.finetune import TaskInfo
 from datamodules.glue import GlueTask, get_task
 from datamodules.vocabulary import IGNORE_INDEX
+
+
+class MatthewsCorrelation(BinaryMatthewsCorrCoef):
+    """Matthews correlation with the convention of scikit-learn, which GLUE's scorer uses: 0 when the
+    predictions or the labels are constant. torchmetrics returns a small eps-based value there instead
+    (0.026 for predicting 'acceptable' on every CoLA dev sentence), which would flatter a collapsed model."""
+
+    def compute(self) -> Tensor:
+        if (self.confmat.sum(dim=0) == 0).any() or (self.confmat.sum(dim=1) == 0).any():
+            return torch.tensor(0.0, device=self.confmat.device)
+        return super().compute()
 
 
 def glue_metrics(task: GlueTask) -> MetricCollection:
@@ -26,7 +37,7 @@ def glue_metrics(task: GlueTask) -> MetricCollection:
     if task.is_regression:
         return MetricCollection({"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
     if task.name == "cola":
-        return MetricCollection({"mcc": MatthewsCorrCoef(task="binary")})
+        return MetricCollection({"mcc": MatthewsCorrelation()})
     accuracy = Accuracy(task="multiclass", num_classes=len(task.labels))
     if task.name in ("mrpc", "qqp"):
         return MetricCollection({"f1": F1Score(task="binary"), "accuracy": accuracy})

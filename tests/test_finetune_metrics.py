@@ -26,6 +26,14 @@ def test_cola_matthews_matches_sklearn():
     assert scores == {"mcc": pytest.approx(matthews_corrcoef(gold, predicted), abs=1e-6)}
 
 
+@pytest.mark.parametrize("constant", [0, 1])
+def test_cola_matthews_of_a_constant_predictor_is_zero_as_in_sklearn(constant):
+    gold = torch.tensor([1] * 721 + [0] * 322)  # CoLA dev's label counts
+    metrics = glue_metrics(get_task("cola"))
+    metrics.update(torch.full_like(gold, constant), gold)
+    assert float(metrics.compute()["mcc"]) == matthews_corrcoef(gold, torch.full_like(gold, constant)) == 0.0
+
+
 @pytest.mark.parametrize("task", ["mrpc", "qqp"])
 def test_f1_and_accuracy_match_sklearn(task):
     scores, gold, predicted = classify(task)
