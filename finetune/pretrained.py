@@ -41,11 +41,11 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if path.is_dir():
         last = path / "checkpoints" / "last.ckpt"
         if not last.is_file():
-            raise FileNotFoundError(f"pretrained={path} is a folder without checkpoints/last.ckpt; give a "
+            raise FileNotFoundError(f"{path} is a folder without checkpoints/last.ckpt; give a "
                                     "pretraining run folder or a checkpoint file")
         return last
     if not path.is_file():
-        raise FileNotFoundError(f"pretrained={path} does not exist; give a checkpoint file or a run folder "
+        raise FileNotFoundError(f"{path} does not exist; give a pretraining checkpoint file or a run folder "
                                 "(outputs/<objective>/<time>)")
     return path
 

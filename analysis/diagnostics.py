@@ -1,0 +1,93 @@
+"""Diagnostics reports (diagnostics.json from `evaluate.py`) as one table and a gap-vs-distance plot.
+
+AR and MLM checkpoints share the rows' names where they measure the same thing, so one table holds both:
+each checkpoint contributes its own rows (MLM: every construction; AR: its exact joint).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from hydra import compose, initialize_config_dir
+from matplotlib.axes import Axes
+from omegaconf import OmegaConf
+
+from diagnostics.pairwise import DISTANCE_BINS
+from diagnostics.report import ROW_LABELS
+from diagnostics.run import run_diagnostics
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def run_or_reuse(checkpoint: str | Path, out: str | Path, overrides: list[str]) -> Path:
+    """`out`/diagnostics.json for `checkpoint`: computed, unless a report with exactly these settings is
+    already there (so re-running a notebook does not redo minutes of forward passes)."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("evaluate", overrides=[f"checkpoint={checkpoint}", f"output_dir={out}", *overrides])
+    report = Path(out) / "diagnostics.json"
+    if report.exists() and json.loads(report.read_text()).get("settings") == OmegaConf.to_container(cfg, resolve=True):
+        return report
+    run_diagnostics(cfg)
+    return report
+
+
+def find_reports(root: str | Path) -> list[Path]:
+    """Every diagnostics.json below `root` (or `root` itself if it is one)."""
+    root = Path(root)
+    return [root] if root.is_file() else sorted(root.rglob("diagnostics.json"))
+
+
+def load_reports(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """name -> report; the name is the report's folder (e.g. outputs/study/diagnostics/<ar|mlm>)."""
+    return {path.parent.name: json.loads(path.read_text()) for path in paths}
+
+
+def pairwise_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per (checkpoint, pair kind, construction): P-PPL, U-PPL, KL all, KL gold."""
+    rows = []
+    for name, report in reports.items():
+        for kind, part in report["pairwise"].items():
+            for row, values in part["rows"].items():
+                rows.append({"checkpoint": name, "objective": report["objective"], "kind": kind,
+                             "construction": ROW_LABELS.get(row, row), **values})
+    return pd.DataFrame(rows).set_index(["kind", "checkpoint", "construction"]).sort_index()
+
+
+def gap_by_distance(report: dict[str, Any], joint: str | None = None) -> pd.DataFrame:
+    """Mean independence gap (and its standard error) per distance bin, pooling both pair kinds."""
+    distances, gaps = [], []
+    for part in report["pairwise"].values():
+        chosen = joint or part["headline_joint"]
+        distances += part["per_pair"]["distance"]
+        gaps += part["per_pair"]["gap"][chosen]
+    frame = pd.DataFrame({"distance": distances, "gap": gaps})
+    out = []
+    for low, high in DISTANCE_BINS:
+        inside = frame[(frame.distance >= low) & (frame.distance <= high)]
+        if len(inside):
+            sem = inside.gap.std(ddof=1) / np.sqrt(len(inside)) if len(inside) > 1 else float("nan")
+            out.append({"low": low, "bin": str(low) if low == high else f"{low}-{high}" if high < 10_000
+                        else f">={low}", "pairs": len(inside), "mean_gap": inside.gap.mean(), "sem": sem})
+    return pd.DataFrame(out)
+
+
+def plot_gap_by_distance(reports: dict[str, dict[str, Any]], ax: Axes) -> None:
+    """Gap against distance for every checkpoint, with ±1 standard error bars."""
+    lows = [low for low, _ in DISTANCE_BINS]  # one x position per bin, shared by every checkpoint
+    labels: dict[int, str] = {}
+    for name, report in reports.items():
+        table = gap_by_distance(report)
+        labels.update(zip(table["low"], table["bin"]))
+        joint = next(iter(report["pairwise"].values()))["headline_joint"]
+        ax.errorbar([lows.index(low) for low in table["low"]], table["mean_gap"], yerr=table["sem"].fillna(0),
+                    marker="o", capsize=3, label=f"{name}: {report['objective']} ({ROW_LABELS.get(joint, joint)})")
+    ax.set_xticks([lows.index(low) for low in sorted(labels)], [labels[low] for low in sorted(labels)])
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("distance |i - j| (subword tokens)")
+    ax.set_ylabel("log p(a,b) - log p(a) - log p(b)  (nats)")
+    ax.set_title("Dependence between two tokens that a factorised prediction discards")
+    ax.legend(fontsize=8)

@@ -1,0 +1,165 @@
+"""`python evaluate.py checkpoint=... data=... pairs=...`: every independence diagnostic for one checkpoint.
+
+Writes, in the run folder: diagnostics.json (every figure), diagnostics.md (the tables) and TensorBoard
+scalars under tensorboard/ whose tags are the same for every checkpoint of a kind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tokenizers import Tokenizer
+from torch import Tensor
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from datamodules.cache import atomic_write_text
+from datamodules.encoding import token_id
+from datamodules.vocabulary import MASK
+from diagnostics.pairwise import HEADLINE_JOINT, PairwiseResult, ar_pairwise, mlm_pairwise
+from diagnostics.report import markdown_report, tensorboard_scalars
+from diagnostics.scoring import Scorer, ordinary_tokens
+from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
+from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
+from finetune.pretrained import Pretrained, load_pretrained, load_weights
+from models.backbone import ModelConfig, Transformer
+
+log = logging.getLogger("armlm.diagnostics")
+
+
+def check_settings(cfg: DictConfig) -> None:
+    if not cfg.get("checkpoint"):
+        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
+    unknown = sorted(set(cfg.kinds) - set(PAIR_KINDS))
+    if unknown or not cfg.kinds:
+        raise ValueError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
+    if cfg.candidates is not None and int(cfg.candidates) < 2:
+        raise ValueError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
+
+
+def sequence_scores(scorer: Scorer, sentences: list[list[int]], *, causal: bool, mask_id: int) -> dict[str, Any]:
+    """AR: exact log-likelihood and perplexity. MLM: pseudo-log-likelihood and pseudo-perplexity."""
+    total, tokens = 0.0, 0
+    for ids in tqdm(sentences, desc="sequence scores", unit="sentence"):
+        scores = ar_log_likelihood(scorer, ids) if causal else pseudo_log_likelihood(scorer, ids, mask_id)
+        total += scores.sum().item()
+        tokens += len(scores)
+    name = "log_likelihood" if causal else "pseudo_log_likelihood"
+    return {"sentences": len(sentences), "tokens": tokens, name: total,
+            ("ppl" if causal else "pseudo_ppl"): math.exp(-total / tokens)}
+
+
+def load_model(path: str, device: str) -> tuple[Transformer, Pretrained, Tokenizer]:
+    pretrained = load_pretrained(path)
+    model = Transformer(ModelConfig(**pretrained.model))
+    load_weights(model, pretrained.weights, pretrained.path)
+    return model.to(device).eval(), pretrained, Tokenizer.from_str(pretrained.tokenizer_json)
+
+
+@dataclass
+class Setup:
+    """Everything a diagnostic needs, built once from the evaluate config."""
+
+    model: Transformer
+    pretrained: Pretrained
+    family: str  # "ar" (causal: exact chain rule) or "mlm" (bidirectional: the constructions)
+    corpus: Any
+    sentences: list[list[int]]
+    scorer: Scorer
+    mask_id: int
+    ordinary: Tensor
+    candidates: int | None
+
+
+def setup(cfg: DictConfig) -> Setup:
+    check_settings(cfg)
+    model, pretrained, tokenizer = load_model(cfg.checkpoint, cfg.device)
+    corpus = instantiate(cfg.data.corpus)
+    sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
+                               max_tokens=cfg.sentences.max_tokens, split=cfg.split)
+    return Setup(model, pretrained, "ar" if pretrained.causal else "mlm", corpus, sentences,
+                 Scorer(model, batch_size=cfg.batch_size), token_id(tokenizer, MASK),
+                 ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
+                 None if cfg.candidates is None else int(cfg.candidates))
+
+
+def pairwise(s: Setup, pairs: list[Pair], k: int | None, cfg: DictConfig,
+             given: list[Candidates] | None = None) -> PairwiseResult:
+    """The family's diagnostics over one kind of pairs, with k candidates per position (or `given` ones)."""
+    with torch.inference_mode():
+        if s.family == "mlm":
+            return mlm_pairwise(s.scorer, s.sentences, pairs, s.mask_id, s.ordinary, k, ag_tol=cfg.ag.tol,
+                                ag_max_iter=cfg.ag.max_iter, given=given)
+        return ar_pairwise(s.scorer, s.sentences, pairs, s.ordinary, k, given=given)
+
+
+def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]:
+    """Another report's candidates for the same pairs, so two checkpoints are scored on the same K x K
+    sets. Candidates chosen by a model favour that model's view of the sentence (an AR's come from the
+    left context only), so P-PPLs of different checkpoints are only comparable on shared sets."""
+    report_path = Path(path)
+    if not report_path.is_file():
+        raise FileNotFoundError(f"candidates_from={path} does not exist; give the diagnostics.json of a "
+                                "finished evaluate.py run")
+    part = json.loads(report_path.read_text()).get("pairwise", {}).get(kind)
+    if part is None or "cand_i" not in part.get("per_pair", {}):
+        raise ValueError(f"candidates_from={path} has no per-pair candidates for {kind} pairs; rerun it with "
+                         "this version of evaluate.py and the same kinds")
+    theirs = [tuple(p) for p in part["per_pair"]["pair"]]
+    ours = [(p.sentence, p.i, p.j) for p in pairs]
+    if theirs != ours:
+        raise ValueError(f"candidates_from={path}: its {kind} pairs differ from this run's; use the same "
+                         "data, split, seed, pairs and sentences settings, and checkpoints with one tokenizer")
+    return [(torch.tensor(a), torch.tensor(b)) for a, b in zip(part["per_pair"]["cand_i"], part["per_pair"]["cand_j"])]
+
+
+def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
+    started = time.perf_counter()
+    out = Path(cfg.output_dir)
+    s = setup(cfg)
+    model, pretrained, family, corpus, scorer, k = s.model, s.pretrained, s.family, s.corpus, s.scorer, s.candidates
+    log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", family,
+             pretrained.path, pretrained.objective_name, len(s.sentences), cfg.pairs, k or "all (exact)")
+
+    results: dict[str, PairwiseResult] = {}
+    used: set[int] = set()
+    for kind in cfg.kinds:
+        pairs = sample_pairs(s.sentences, int(cfg.pairs), kind, seed=int(cfg.seed))
+        used.update(p.sentence for p in pairs)
+        given = candidates_from(cfg.candidates_from, kind, pairs) if cfg.candidates_from else None
+        results[kind] = pairwise(s, pairs, k, cfg, given)
+        log.info("%s pairs: %.1f s, %d forward passes", kind, results[kind].seconds, results[kind].passes)
+    sequence_started = time.perf_counter()
+    with torch.inference_mode():
+        sequence = sequence_scores(scorer, [s.sentences[i] for i in sorted(used)], causal=pretrained.causal,
+                                   mask_id=s.mask_id)
+    sequence["seconds"] = round(time.perf_counter() - sequence_started, 2)
+
+    report = {
+        "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "family": family,
+        "vocab_size": model.config.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
+        "pairs_per_kind": int(cfg.pairs),
+        "seed": int(cfg.seed), "corpus": corpus.describe(), "split": cfg.split,
+        "settings": OmegaConf.to_container(cfg, resolve=True),
+        "sequence": sequence,
+        "pairwise": {kind: r.summary(HEADLINE_JOINT[family]) for kind, r in results.items()},
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "diagnostics.json", json.dumps(report, indent=2))
+    atomic_write_text(out / "diagnostics.md", markdown_report(report))
+    with SummaryWriter(str(out / "tensorboard")) as writer:
+        for tag, value, step in tensorboard_scalars(report):
+            writer.add_scalar(tag, value, step)
+    log.info("written %s and diagnostics.md (%.0f s)\n%s", out / "diagnostics.json", report["wall_seconds"],
+             markdown_report(report))
+    return report

@@ -1,0 +1,111 @@
+"""Batched forward passes of a backbone for the diagnostics, and the candidate restriction.
+
+The constructions need thousands of forward passes per pair, all of the same sentence with one or two
+tokens swapped, so they run as large batches of equal-length rows (no padding, so SDPA keeps its fast
+kernel), and the vocabulary projection is computed only where a probability is read.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from models.backbone import Transformer
+
+# Rows x positions x vocabulary entries held at once when scoring whole sequences (~64 MB of float32).
+LOGIT_BUDGET = 16 * 1024 * 1024
+
+
+class Scorer:
+    """Evaluation-mode forward passes of a backbone, chunked into at most `batch_size` rows."""
+
+    def __init__(self, model: Transformer, batch_size: int = 256) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}; use a positive number of rows per forward pass")
+        self.model = model.eval()
+        self.batch_size = batch_size
+        self.device = next(model.parameters()).device
+        self.passes = 0  # sequences run through the backbone, for the cost report
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.config.vocab_size
+
+    def _hidden(self, input_ids: Tensor, causal: bool) -> Tensor:
+        self.passes += input_ids.shape[0]
+        return self.model(input_ids.to(self.device), causal=causal)
+
+    @torch.no_grad()
+    def logits_at(self, input_ids: Tensor, positions: Tensor, candidates: Tensor | None = None, *,
+                  causal: bool = False) -> Tensor:
+        """Logits at `positions[r]` of row r: over the whole vocabulary (R, V), or only for the token ids
+        `candidates[r]` (R, K), which is all a K-restricted table needs."""
+        weight, bias = self.model.token_embedding.weight, self.model.lm_bias
+        out = []
+        for start in range(0, input_ids.shape[0], self.batch_size):
+            rows = slice(start, start + self.batch_size)
+            hidden = self._hidden(input_ids[rows], causal)
+            at = hidden[torch.arange(hidden.shape[0], device=self.device), positions[rows].to(self.device)]
+            # One position per row: the full projection costs ~2 % of the forward pass, and gathering
+            # from it avoids materialising a (rows, K, d) copy of the embedding in the exact mode.
+            logits = F.linear(at, weight, bias).float()
+            if candidates is not None:
+                logits = logits.gather(-1, candidates[rows].to(self.device))
+            out.append(logits.cpu())
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def sequence_logits(self, ids: Tensor, *, causal: bool) -> Tensor:
+        """Logits at every position of one sequence: (T, V)."""
+        return self.model.logits(self._hidden(ids[None], causal)[0]).float().cpu()
+
+    @torch.no_grad()
+    def next_token_log_probs(self, input_ids: Tensor, start: int = 1, stop: int | None = None) -> Tensor:
+        """log p(x_t | x_<t) under causal attention for t = start..stop-1 (stop defaults to T):
+        (R, stop - start). The vocabulary projection runs only where a token is predicted, in chunks that
+        bound memory."""
+        stop = input_ids.shape[1] if stop is None else stop
+        if not 1 <= start < stop <= input_ids.shape[1]:
+            raise ValueError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row "
+                             "(position 0, [CLS], has no left context)")
+        rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * (stop - start))))
+        out = []
+        for first in range(0, input_ids.shape[0], rows_per_chunk):
+            ids = input_ids[first:first + rows_per_chunk].to(self.device)
+            hidden = self._hidden(ids, causal=True)[:, start - 1:stop - 1]
+            log_probs = self.model.logits(hidden).float().log_softmax(-1)
+            out.append(log_probs.gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
+        return torch.cat(out)
+
+
+def ordinary_tokens(vocab_size: int, special_ids: list[int]) -> Tensor:
+    """Boolean (V,) mask of the tokens a position may hold: every id except the special tokens."""
+    ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    ordinary[special_ids] = False
+    return ordinary
+
+
+def choose_candidates(gold: int, unary: Tensor, marginal: Tensor, ordinary: Tensor, k: int | None) -> Tensor:
+    """Token ids for one position, the gold token first.
+
+    `k=None` is the exact mode: every ordinary token. Otherwise, as in the paper: the gold token, the best
+    of the unary conditional (the other position holding its gold token) up to k/2, and the best of the
+    two-masked conditional for the rest. Tokens are never repeated.
+    """
+    if k is None:
+        ids = torch.nonzero(ordinary).squeeze(-1)
+        return torch.cat([torch.tensor([gold]), ids[ids != gold]])
+    if not 1 <= k <= int(ordinary.sum()):
+        raise ValueError(f"candidates={k}; choose 1..{int(ordinary.sum())} (the ordinary vocabulary), or null "
+                         "for the exact mode")
+    taken = ~ordinary.clone()
+    taken[gold] = True
+    chosen = [gold]
+    for scores, quota in ((unary, k // 2), (marginal, k)):
+        need = quota - len(chosen)
+        if need > 0:
+            best = scores.float().masked_fill(taken, float("-inf")).topk(need).indices
+            taken[best] = True
+            chosen.extend(best.tolist())
+    return torch.tensor(chosen)

@@ -1,0 +1,94 @@
+"""Held-out sentences and the position pairs the diagnostics score.
+
+Sentences come from a pretraining corpus' validation documents, so a checkpoint is measured on text of the
+kind it was trained on but never saw. Each is encoded as `[CLS] w_1 .. w_T`, the way every pretraining
+block begins, for AR and MLM alike.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from datamodules.corpora import Corpus
+from datamodules.encoding import token_id
+from datamodules.vocabulary import CLS, SPECIAL_TOKENS
+
+# A sentence ends at . ! or ? followed by space and something that can start a sentence. Brown has one
+# sentence per line already; Wikipedia paragraphs need the split.
+SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+PairKind = Literal["contiguous", "random"]
+PAIR_KINDS: tuple[PairKind, ...] = ("contiguous", "random")
+
+
+def split_sentences(document: str) -> list[str]:
+    return [s for line in document.splitlines() for s in SENTENCE_BOUNDARY.split(line.strip()) if s]
+
+
+def special_token_ids(tokenizer: Tokenizer) -> list[int]:
+    return [token_id(tokenizer, token) for token in SPECIAL_TOKENS]
+
+
+def load_sentences(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max_tokens: int,
+                   split: str = "validation") -> list[list[int]]:
+    """Token ids (`[CLS]` first) of every sentence of the split with `min_tokens`..`max_tokens` subwords,
+    none of them special (an [UNK] would be a position no construction can score honestly)."""
+    if not 2 <= min_tokens <= max_tokens:
+        raise ValueError(f"sentences.min_tokens={min_tokens}, max_tokens={max_tokens}: need 2 <= min <= max")
+    documents = corpus.load().get(split)
+    if documents is None:
+        raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
+    cls_id, special = token_id(tokenizer, CLS), set(special_token_ids(tokenizer))
+    sentences = []
+    for document in tqdm(documents, desc=f"tokenizing {split} sentences", unit="doc"):
+        for text in split_sentences(document):
+            ids = tokenizer.encode(text, add_special_tokens=False).ids
+            if min_tokens <= len(ids) <= max_tokens and not special.intersection(ids):
+                sentences.append([cls_id, *ids])
+    if not sentences:
+        raise ValueError(f"no {split} sentence of {corpus.describe()} has {min_tokens}-{max_tokens} tokens; "
+                         "lower sentences.min_tokens or raise sentences.max_tokens")
+    return sentences
+
+
+@dataclass(frozen=True)
+class Pair:
+    sentence: int  # index into the sentence list
+    i: int  # token positions, i < j, never [CLS]
+    j: int
+    kind: PairKind
+
+    @property
+    def distance(self) -> int:
+        return self.j - self.i
+
+
+def sample_pairs(sentences: list[list[int]], n: int, kind: PairKind, seed: int) -> list[Pair]:
+    """One pair from each of `n` sentences drawn without replacement. Contiguous pairs are (t, t+1),
+    random pairs two distinct positions, uniformly. The same seed draws the same sentences for both kinds
+    (the pairs differ), so the two tables describe the same text."""
+    if kind not in PAIR_KINDS:
+        raise ValueError(f"pair kind {kind!r}; choose one of {PAIR_KINDS}")
+    if n < 1:
+        raise ValueError(f"pairs={n}; ask for at least one pair")
+    if n > len(sentences):
+        raise ValueError(f"pairs={n} but only {len(sentences)} sentences qualify; lower pairs or widen "
+                         "sentences.min_tokens / max_tokens")
+    chosen = np.random.default_rng(seed).permutation(len(sentences))[:n]
+    rng = np.random.default_rng([seed, PAIR_KINDS.index(kind)])
+    pairs = []
+    for index in chosen:
+        length = len(sentences[index]) - 1  # ordinary tokens sit at positions 1..length
+        if kind == "contiguous":
+            i = int(rng.integers(1, length))
+            pairs.append(Pair(int(index), i, i + 1, kind))
+        else:
+            i, j = sorted(int(p) for p in rng.choice(np.arange(1, length + 1), size=2, replace=False))
+            pairs.append(Pair(int(index), i, j, kind))
+    return pairs

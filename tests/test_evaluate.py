@@ -1,0 +1,125 @@
+"""`python evaluate.py`: sentences and pairs, the run end to end on tiny checkpoints, its outputs and errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from diagnostics.run import run_diagnostics
+from diagnostics.sentences import sample_pairs, split_sentences
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def evaluate_config(out: Path, *overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("evaluate", overrides=[f"output_dir={out}", *overrides])
+
+
+def test_sentences_are_split_at_sentence_ends_and_lines():
+    text = 'The cat sat. "Then it left!" it said? no split here. 3 dogs ran.\nA new line'
+    assert split_sentences(text) == ["The cat sat.", '"Then it left!" it said? no split here.', "3 dogs ran.",
+                                     "A new line"]
+
+
+def test_pairs_are_inside_the_sentence_and_reproducible():
+    sentences = [[2] + list(range(10, 10 + n)) for n in (8, 9, 12, 30, 8)]
+    contiguous = sample_pairs(sentences, 5, "contiguous", seed=3)
+    random = sample_pairs(sentences, 5, "random", seed=3)
+    assert [p.sentence for p in contiguous] == [p.sentence for p in random]  # the same text for both kinds
+    assert all(p.j == p.i + 1 and p.i >= 1 and p.j < len(sentences[p.sentence]) for p in contiguous)
+    assert all(1 <= p.i < p.j < len(sentences[p.sentence]) for p in random)
+    assert sample_pairs(sentences, 5, "random", seed=3) == random
+    assert sample_pairs(sentences, 5, "random", seed=4) != random
+    with pytest.raises(ValueError, match="only 5 sentences qualify"):
+        sample_pairs(sentences, 6, "random", seed=3)
+
+
+@pytest.mark.slow
+def test_evaluate_writes_the_same_tags_for_ar_and_mlm(tiny_pretrained, tmp_path):
+    reports, tags = {}, {}
+    for family in ("mlm", "ar"):  # the AR is scored on the MLM's candidate sets
+        out = tmp_path / family
+        shared = [f"candidates_from={tmp_path / 'mlm' / 'diagnostics.json'}"] if family == "ar" else []
+        cfg = evaluate_config(out, f"checkpoint={tiny_pretrained[family]}", "pairs=3", "candidates=6",
+                              "sentences.max_tokens=20", *shared)
+        reports[family] = run_diagnostics(cfg)
+        saved = json.loads((out / "diagnostics.json").read_text())
+        assert saved["pairwise"].keys() == {"contiguous", "random"}
+        assert "## random pairs (3)" in (out / "diagnostics.md").read_text()
+        events = EventAccumulator(str(out / "tensorboard"))
+        events.Reload()
+        tags[family] = set(events.Tags()["scalars"])
+
+    mlm, ar = reports["mlm"]["pairwise"]["random"], reports["ar"]["pairwise"]["random"]
+    for key in ("pair", "cand_i", "cand_j"):
+        assert ar["per_pair"][key] == mlm["per_pair"][key]
+    assert all(len(c) == 6 and len(set(c)) == 6 for c in mlm["per_pair"]["cand_i"])
+    assert set(mlm["rows"]) == {"mlm", "mrf", "mrf_logit", "hcb", "ag", "chain_rule", "mlm_unary"}
+    assert set(ar["rows"]) == {"ar_exact"}
+    # MLM's own factorisation has no dependence between the two tokens, by construction.
+    assert abs(mlm["gap_mean"]["mlm"]) < 1e-9
+    assert mlm["rows"]["ag"]["kl_all"] <= min(mlm["rows"][n]["kl_all"] for n in ("mrf", "hcb", "mlm")) + 1e-9
+    assert reports["ar"]["sequence"]["ppl"] > 1 and reports["mlm"]["sequence"]["pseudo_ppl"] > 1
+    shared = {"diagnostics/sequence/ppl"} | {f"diagnostics/{kind}/{name}" for kind in ("contiguous", "random")
+                                             for name in ("joint/p_ppl", "joint/u_ppl", "gap", "gap_by_distance")}
+    assert shared <= tags["ar"] & tags["mlm"]
+    # Candidates: K per position, so an MLM pair costs 4 + 2(K - 1) passes and an AR pair 1 + 2K (+ K^2
+    # unless j is the last token).
+    assert mlm["forward_passes"] == 3 * (4 + 2 * 5) and 3 * 13 <= ar["forward_passes"] <= 3 * (13 + 36)
+
+
+def test_bad_settings_name_the_fix(tiny_pretrained, tmp_path):
+    with pytest.raises(ValueError, match="kinds="):
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tiny_pretrained['mlm']}", "kinds=[nearby]"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}"))
+    with pytest.raises(ValueError, match="pairs=100000 but only"):
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tiny_pretrained['mlm']}", "pairs=100000"))
+    assert not (tmp_path / "diagnostics.json").exists()
+
+
+@pytest.mark.slow
+def test_candidates_from_another_run_must_describe_the_same_pairs(tiny_pretrained, tmp_path):
+    first = tmp_path / "first"
+    run_diagnostics(evaluate_config(first, f"checkpoint={tiny_pretrained['mlm']}", "pairs=2", "candidates=4",
+                                    "kinds=[random]"))
+    with pytest.raises(ValueError, match="its random pairs differ"):
+        run_diagnostics(evaluate_config(tmp_path / "second", f"checkpoint={tiny_pretrained['ar']}", "pairs=2",
+                                        "kinds=[random]", "seed=2", f"candidates_from={first / 'diagnostics.json'}"))
+    with pytest.raises(ValueError, match="no per-pair candidates for contiguous"):
+        run_diagnostics(evaluate_config(tmp_path / "third", f"checkpoint={tiny_pretrained['ar']}", "pairs=2",
+                                        f"candidates_from={first / 'diagnostics.json'}"))
+
+
+@pytest.mark.slow
+def test_notebook_runs_the_diagnostics_and_plots_the_gap(tiny_pretrained, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    from analysis.diagnostics import find_reports, gap_by_distance, load_reports, pairwise_table, run_or_reuse
+
+    monkeypatch.setenv("ARMLM_CHECKPOINTS", f"{tiny_pretrained['mlm']},{tiny_pretrained['ar']}")
+    for name, value in (("DATA", "enwiki"), ("PAIRS", "4"), ("CANDIDATES", "5"), ("OUT", str(tmp_path))):
+        monkeypatch.setenv(f"ARMLM_DIAG_{name}", value)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    notebook = nbformat.read(REPO / "notebooks" / "diagnostics.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+    assert (tmp_path / "gap_by_distance.png").stat().st_size > 10_000
+
+    paths = find_reports(tmp_path)
+    reports = load_reports(paths)
+    table = pairwise_table(reports)
+    assert len(table) == 2 * (1 + 7)  # two kinds x (AR exact + 6 MLM constructions + MLM unary)
+    mlm, ar = (reports[path.parent.name] for path in paths)
+    assert ar["candidates_from"] == str(paths[0]) and mlm["candidates_from"] is None
+    assert ar["pairwise"]["random"]["per_pair"]["cand_j"] == mlm["pairwise"]["random"]["per_pair"]["cand_j"]
+    gaps = gap_by_distance(mlm)
+    assert gaps.pairs.sum() == 2 * 4 and gaps["bin"].iloc[0] == "1"  # contiguous pairs all at distance 1
+    # Same settings: the report is reused, not recomputed.
+    before = paths[0].stat().st_mtime_ns
+    settings = ["data=enwiki", "pairs=4", "candidates=5", f"data_dir={mlm['settings']['data_dir']}"]
+    assert run_or_reuse(tiny_pretrained["mlm"], paths[0].parent, settings) == paths[0]
+    assert paths[0].stat().st_mtime_ns == before
