@@ -70,22 +70,27 @@ def ag_joint(log_qi: Tensor, log_qj: Tensor, tol: float = 1e-8, max_iter: int = 
     n, k_i, k_j = log_qi.shape
     p = torch.full_like(numerator, 1.0 / (k_i * k_j))
     iterations = torch.zeros(n, dtype=torch.long, device=log_qi.device)
-    active = torch.ones(n, dtype=torch.bool, device=log_qi.device)
+    converged = torch.zeros(n, dtype=torch.bool, device=log_qi.device)
+    # Only the pairs still moving are iterated; the working set is compacted when some converge, not
+    # copied out and back every iteration (the exact mode's grids are V x V).
+    index, current, fixed = torch.arange(n, device=log_qi.device), p.clone(), numerator
     for _ in range(max_iter):
-        if not active.any():
+        if index.numel() == 0:
             break
-        current = p[active]
         p_i = current.sum(-1, keepdim=True)  # marginal of a: (n, K, 1)
         p_j = current.sum(-2, keepdim=True)  # marginal of b: (n, 1, K)
-        updated = numerator[active] * (p_i * p_j / (p_i + p_j))  # 1 / (1/p_i + 1/p_j)
+        updated = fixed * (p_i * p_j / (p_i + p_j))  # 1 / (1/p_i + 1/p_j)
         updated /= updated.sum((-2, -1), keepdim=True)
         change = (updated - current).abs().flatten(1).amax(-1)
-        p[active] = updated
-        iterations[active] += 1
-        still = active.clone()
-        still[active] = change > tol
-        active = still
-    return AGResult(p.clamp_min(torch.finfo(p.dtype).tiny).log(), iterations, ~active)
+        current = updated
+        iterations[index] += 1
+        done = change <= tol
+        if done.any():
+            p[index[done]] = current[done]
+            converged[index[done]] = True
+            index, current, fixed = index[~done], current[~done], fixed[~done]
+    p[index] = current  # pairs that ran out of iterations keep their last iterate
+    return AGResult(p.clamp_min(torch.finfo(p.dtype).tiny).log(), iterations, converged)
 
 
 def chain_rule_joint(log_mi: Tensor, log_mj: Tensor, log_qi: Tensor, log_qj: Tensor) -> Tensor:
