@@ -1,0 +1,130 @@
+"""Per-layer diagnostics of a backbone's hidden states: the [MASK] discrepancy and embedding geometry.
+
+- Representation shift: how much the states of unchanged tokens move when k % of the *other* positions
+  are replaced by [MASK] (pretraining inputs) versus clean text (fine-tuning inputs): mean cosine
+  similarity and linear CKA (Kornblith et al. 2019), per layer.
+- Anisotropy (Ethayarajh 2019): mean cosine similarity of contextual vectors of random token pairs from
+  different contexts, raw, after mean-centering and after standardisation per dimension.
+- Self-similarity: mean cosine between occurrences of one word type in different contexts, against the
+  same for occurrences of different types.
+
+These are building blocks of issue 5's studies; they take token-id batches and return plain floats.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from models.backbone import Transformer
+
+
+def linear_cka(x: Tensor, y: Tensor) -> float:
+    """Linear CKA of two (n, d) representations of the same n items: ||Yc^T Xc||_F^2 /
+    (||Xc^T Xc||_F ||Yc^T Yc||_F), with column-centred Xc, Yc. 1 for identical representations, invariant
+    to rotation and isotropic scaling."""
+    if x.shape[0] != y.shape[0] or x.shape[0] < 2:
+        raise ValueError(f"CKA needs the same n >= 2 items in both representations, got {x.shape} and {y.shape}")
+    x, y = x.double(), y.double()
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    cross = (yc.T @ xc).pow(2).sum()
+    return float(cross / ((xc.T @ xc).norm() * (yc.T @ yc).norm()))
+
+
+def mask_other_positions(input_ids: Tensor, rate: float, mask_id: int, can_mask: Tensor,
+                         generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Replace `rate` of the maskable positions by [MASK]. Returns the corrupted ids and the boolean
+    positions left unchanged (those whose states are compared)."""
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"mask rate {rate} must be in [0, 1): some tokens must stay unchanged to compare")
+    chosen = (torch.rand(input_ids.shape, generator=generator) < rate) & can_mask
+    return input_ids.masked_fill(chosen, mask_id), ~chosen
+
+
+@torch.no_grad()
+def representation_shift(model: Transformer, input_ids: Tensor, *, causal: bool, mask_id: int, rate: float,
+                         can_mask: Tensor, seed: int = 0) -> list[dict[str, float]]:
+    """Per layer: mean cosine similarity and linear CKA between the clean and the masked input's states of
+    the tokens that were not masked. `input_ids` is (B, T) without padding; `can_mask` marks positions that
+    may be masked (not special tokens)."""
+    model.eval()
+    masked, unchanged = mask_other_positions(input_ids, rate, mask_id, can_mask,
+                                             torch.Generator().manual_seed(seed))
+    clean_states = model.layer_states(input_ids, causal=causal)
+    masked_states = model.layer_states(masked, causal=causal)
+    out = []
+    for clean, shifted in zip(clean_states, masked_states):
+        a, b = clean[unchanged], shifted[unchanged]
+        out.append({"cosine": float(torch.cosine_similarity(a, b, dim=-1).mean()), "cka": linear_cka(a, b)})
+    return out
+
+
+def _mean_pair_cosine(vectors: Tensor, first: Tensor, second: Tensor) -> float:
+    return float(torch.cosine_similarity(vectors[first], vectors[second], dim=-1).mean())
+
+
+def anisotropy(states: Tensor, context: Tensor, n_pairs: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Mean cosine of random pairs of token vectors from different contexts. `states` is (n, d), the
+    vectors of n tokens; `context` (n,) the sentence each came from. Also after subtracting the mean vector
+    and after standardising each dimension (z = (x - mu) / sigma over these n vectors)."""
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, len(states), (n_pairs * 2,), generator=g)
+    second = torch.randint(0, len(states), (n_pairs * 2,), generator=g)
+    keep = context[first] != context[second]
+    first, second = first[keep][:n_pairs], second[keep][:n_pairs]
+    if len(first) == 0:
+        raise ValueError("anisotropy needs tokens from at least two different contexts")
+    x = states.double()
+    centred = x - x.mean(0)
+    standardised = centred / x.std(0).clamp_min(1e-12)
+    return {name: _mean_pair_cosine(v, first, second)
+            for name, v in (("raw", x), ("centred", centred), ("standardised", standardised))}
+
+
+def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, max_pairs: int = 20_000,
+                    seed: int = 0) -> dict[str, float]:
+    """Mean cosine between two occurrences of the same word type in different contexts ("same_type"),
+    and between occurrences of different types in different contexts ("different_types")."""
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, len(states), (max_pairs,), generator=g)
+    second = torch.randint(0, len(states), (max_pairs,), generator=g)
+    apart = context[first] != context[second]
+    different = apart & (word_type[first] != word_type[second])
+    same_first, same_second = [], []  # every cross-context pair of a repeated type, up to max_pairs
+    for t in torch.unique(word_type):
+        where = torch.nonzero(word_type == t).squeeze(-1)
+        for a in range(len(where)):
+            for b in range(a + 1, len(where)):
+                if context[where[a]] != context[where[b]] and len(same_first) < max_pairs:
+                    same_first.append(int(where[a]))
+                    same_second.append(int(where[b]))
+    if not same_first:
+        raise ValueError("self-similarity needs a word type that occurs in two different contexts")
+    x = states.double()
+    return {"same_type": _mean_pair_cosine(x, torch.tensor(same_first), torch.tensor(same_second)),
+            "different_types": _mean_pair_cosine(x, first[different], second[different])}
+
+
+@torch.no_grad()
+def embedding_geometry(model: Transformer, sentences: list[list[int]], *, causal: bool, seed: int = 0,
+                       skip_first: bool = True) -> list[dict[str, float]]:
+    """Per layer: anisotropy (raw, centred, standardised) and self-similarity of subword types, over the
+    tokens of `sentences` (each its own context; `[CLS]` skipped when `skip_first`)."""
+    model.eval()
+    per_layer: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    types, contexts = [], []
+    for index, ids in enumerate(sentences):
+        states = model.layer_states(torch.tensor([ids]), causal=causal)
+        start = 1 if skip_first else 0
+        for layer, s in enumerate(states):
+            per_layer[layer].append(s[0, start:].cpu())
+        types.append(torch.tensor(ids[start:]))
+        contexts.append(torch.full((len(ids) - start,), index))
+    word_type, context = torch.cat(types), torch.cat(contexts)
+    out = []
+    for vectors in per_layer:
+        x = torch.cat(vectors)
+        similarity = self_similarity(x, word_type, context, seed=seed)
+        out.append({**{f"anisotropy_{k}": v for k, v in anisotropy(x, context, seed=seed).items()},
+                    **{f"self_similarity_{k}": v for k, v in similarity.items()}})
+    return out

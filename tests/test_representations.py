@@ -1,0 +1,97 @@
+"""Per-layer representation diagnostics (issue 5 building blocks) against their definitions."""
+
+import pytest
+import torch
+
+from diagnostics.representations import (anisotropy, embedding_geometry, linear_cka, representation_shift,
+                                         self_similarity)
+from models.backbone import ModelConfig, Transformer
+
+
+def reference_cka(x: torch.Tensor, y: torch.Tensor) -> float:
+    """HSIC form with an explicit centring matrix: tr(K H L H) / sqrt(tr(K H K H) tr(L H L H))."""
+    n = x.shape[0]
+    h = torch.eye(n, dtype=torch.float64) - 1.0 / n
+    k, l_ = x.double() @ x.double().T, y.double() @ y.double().T
+    return float(torch.trace(k @ h @ l_ @ h) / torch.sqrt(torch.trace(k @ h @ k @ h) * torch.trace(l_ @ h @ l_ @ h)))
+
+
+def test_linear_cka_matches_the_hsic_form_and_its_invariances():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 8, generator=g), torch.randn(40, 5, generator=g)
+    assert linear_cka(x, y) == pytest.approx(reference_cka(x, y), rel=1e-9)
+    q, _ = torch.linalg.qr(torch.randn(8, 8, generator=g, dtype=torch.float64))
+    assert linear_cka(x, x) == pytest.approx(1.0)
+    assert linear_cka(x, (x.double() @ q) * 3.0 + 1.0) == pytest.approx(1.0)
+    assert linear_cka(x, y) < 0.6
+    with pytest.raises(ValueError, match="same n"):
+        linear_cka(x, y[:10])
+
+
+def tiny_model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=30, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                   dropout=0.0, init_std=0.5)).eval()  # large weights: context matters
+
+
+def test_representation_shift_is_one_without_masks_and_drops_with_them():
+    model = tiny_model()
+    ids = torch.randint(6, 30, (4, 12), generator=torch.Generator().manual_seed(1))
+    can_mask = torch.ones_like(ids, dtype=torch.bool)
+    can_mask[:, 0] = False
+    none = representation_shift(model, ids, causal=False, mask_id=4, rate=0.0, can_mask=can_mask)
+    assert len(none) == 2 and all(layer["cosine"] == pytest.approx(1.0) for layer in none)
+    shifted = representation_shift(model, ids, causal=False, mask_id=4, rate=0.4, can_mask=can_mask)
+    assert all(layer["cosine"] < 0.999 and layer["cka"] < 0.999 for layer in shifted)
+    with pytest.raises(ValueError, match="must be in"):
+        representation_shift(model, ids, causal=False, mask_id=4, rate=1.0, can_mask=can_mask)
+
+
+def test_causal_states_before_the_first_mask_do_not_move():
+    model = tiny_model()
+    ids = torch.randint(6, 30, (3, 10), generator=torch.Generator().manual_seed(2))
+    can_mask = torch.zeros_like(ids, dtype=torch.bool)
+    can_mask[:, 6:] = True  # only the tail may be masked: the causal prefix cannot see it
+    only_prefix = can_mask.clone()
+    only_prefix[:, 6:] = False
+    clean = model.layer_states(ids, causal=True)
+    masked_ids = ids.masked_fill(can_mask, 4)
+    masked = model.layer_states(masked_ids, causal=True)
+    for a, b in zip(clean, masked):
+        torch.testing.assert_close(a[:, :6], b[:, :6])
+    shift = representation_shift(model, ids, causal=True, mask_id=4, rate=0.9, can_mask=can_mask)
+    assert all(0 < layer["cosine"] <= 1 for layer in shift)
+
+
+def test_anisotropy_sees_a_common_direction_and_centring_removes_it():
+    g = torch.Generator().manual_seed(3)
+    isotropic = torch.randn(500, 32, generator=g)
+    context = torch.arange(500) // 10
+    plain = anisotropy(isotropic, context)
+    assert abs(plain["raw"]) < 0.05 and abs(plain["centred"]) < 0.05
+    skewed = anisotropy(isotropic + 5.0, context)
+    assert skewed["raw"] > 0.9 and abs(skewed["centred"]) < 0.05 and abs(skewed["standardised"]) < 0.05
+    with pytest.raises(ValueError, match="two different contexts"):
+        anisotropy(isotropic[:5], torch.zeros(5, dtype=torch.long))
+
+
+def test_self_similarity_is_higher_within_a_type():
+    g = torch.Generator().manual_seed(4)
+    types = torch.arange(200) % 10
+    prototypes = torch.randn(10, 16, generator=g)
+    states = prototypes[types] + 0.3 * torch.randn(200, 16, generator=g)
+    result = self_similarity(states, types, context=torch.arange(200) // 5)
+    assert result["same_type"] > 0.8 and abs(result["different_types"]) < 0.3
+
+
+def test_embedding_geometry_reports_every_layer():
+    model = tiny_model()
+    g = torch.Generator().manual_seed(5)
+    sentences = [[2, *torch.randint(6, 12, (8,), generator=g).tolist()] for _ in range(12)]  # repeated types
+    layers = embedding_geometry(model, sentences, causal=False)
+    assert len(layers) == 2
+    for layer in layers:
+        assert set(layer) == {"anisotropy_raw", "anisotropy_centred", "anisotropy_standardised",
+                              "self_similarity_same_type", "self_similarity_different_types"}
+        assert all(-1 <= v <= 1 for v in layer.values())
+        assert abs(layer["anisotropy_centred"]) < layer["anisotropy_raw"] or layer["anisotropy_raw"] < 0.1
