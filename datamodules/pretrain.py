@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
@@ -149,8 +149,15 @@ class PretrainDataModule(L.LightningDataModule):
         return self.tokenizer.to_str()
 
     def train_dataloader(self) -> DataLoader:
+        # One seeded permutation, split across ranks by DistributedSampler even in a single process (which
+        # Lightning then leaves alone): the examples of global step s are the same for any number of
+        # processes, so a 2-rank run matches a 1-rank run with twice the per-rank batch.
+        trainer = getattr(self, "trainer", None)
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        sampler = DistributedSampler(self.datasets["train"], num_replicas=world, rank=rank, shuffle=True,
+                                     seed=self.seed)
         # Full batches only: every step then feeds exactly batch_size x block_size tokens to any objective.
-        return DataLoader(self.datasets["train"], batch_size=self.batch_size, shuffle=True, drop_last=True,
+        return DataLoader(self.datasets["train"], batch_size=self.batch_size, sampler=sampler, drop_last=True,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:

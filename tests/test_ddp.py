@@ -25,3 +25,31 @@ def test_two_process_ddp_run_shares_one_folder_and_counts_both_ranks(tmp_path, c
     assert summary["steps"] == 6
     assert summary["tokens_seen"] == 2 * 6 * 8 * 64  # two ranks x steps x batch x block
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no second folder from the relaunched rank
+
+
+def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, cache_dir):
+    """AR (no random corruption) with dropout off: 2 ranks x batch 4 and 1 process x batch 8 see the same
+    examples at every step (seeded sampler), so the weights agree up to float summation order."""
+    import torch
+
+    common = ["train.py", "experiment=smoke", "objective=ar", "model.dropout=0.0", "trainer.accelerator=cpu",
+              "trainer.precision=32-true", "trainer.max_steps=4", "trainer.val_check_interval=4",
+              "trainer.enable_progress_bar=false", f"data.cache_dir={cache_dir}"]
+    runs = {"ddp": ["trainer=ddp", "trainer.devices=2", "data.batch_size=4"],
+            "single": ["trainer.devices=1", "data.batch_size=8"],
+            "half_batch": ["trainer.devices=1", "data.batch_size=4"]}  # other examples: must not match
+    weights = {}
+    for name, extra in runs.items():
+        run_dir = tmp_path / name
+        result = subprocess.run([sys.executable, *common, *extra, f"hydra.run.dir={run_dir}"], cwd=REPO,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        weights[name] = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert weights["ddp"].keys() == weights["single"].keys()
+    for key, value in weights["ddp"].items():
+        torch.testing.assert_close(value, weights["single"][key], atol=2e-5, rtol=1e-4, msg=key)
+    # The tolerance discriminates: a run that saw other examples is far outside it.
+    def largest_difference(a: str, b: str) -> float:
+        return max((weights[a][k] - v).abs().max().item() for k, v in weights[b].items())
+
+    assert largest_difference("half_batch", "single") > 20 * max(largest_difference("ddp", "single"), 1e-6)

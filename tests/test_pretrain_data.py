@@ -24,8 +24,9 @@ def write_corpus(folder: Path, n_docs: int = 40, seed: int = 0) -> Path:
 
 def datamodule(folder: Path, cache: Path, **kw) -> PretrainDataModule:
     kw.setdefault("block_size", 32)
+    kw.setdefault("batch_size", 4)
     return PretrainDataModule(TextFiles([str(folder)], val_fraction=0.1), {"vocab_size": 120, "min_frequency": 1},
-                              cache_dir=str(cache), batch_size=4, **kw)
+                              cache_dir=str(cache), **kw)
 
 
 def test_tokenizer_round_trip_and_fixed_special_ids(tmp_path):
@@ -123,3 +124,27 @@ def test_empty_corpus_is_rejected_before_training_a_tokenizer(tmp_path, monkeypa
     with pytest.raises(ValueError, match="no non-empty documents"):
         datamodule(folder, tmp_path / "cache").prepare_data()
     assert not any((tmp_path / "cache").rglob("tokenizer.json"))
+
+
+def test_ranks_split_each_global_batch_and_match_one_process(tmp_path):
+    """The examples of a step depend on the seed only: two ranks with batch b see disjoint halves of
+    exactly the batch one process with batch 2b sees."""
+    from types import SimpleNamespace
+
+    corpus = write_corpus(tmp_path / "corpus")
+
+    def first_batches(world: int, batch_size: int) -> list[set[tuple[int, ...]]]:
+        out = []
+        for rank in range(world):
+            dm = datamodule(corpus, tmp_path / "cache", batch_size=batch_size)
+            dm.setup("fit")
+            dm.trainer = SimpleNamespace(world_size=world, global_rank=rank)
+            loader = dm.train_dataloader()
+            loader.sampler.set_epoch(1)
+            out.append({tuple(row.tolist()) for row in next(iter(loader))["input_ids"]})
+        return out
+
+    rank0, rank1 = first_batches(2, 4)
+    (single,) = first_batches(1, 8)
+    assert len(rank0) == len(rank1) == 4 and not rank0 & rank1
+    assert rank0 | rank1 == single
