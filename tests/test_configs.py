@@ -34,7 +34,7 @@ def composed(*overrides: str):
 def test_groups_are_not_empty():
     assert options("objective") == ["ar", "mlm", "mlm_nsp"]
     assert options("model") == ["base", "small", "tiny"]
-    assert options("trainer") == ["cpu", "ddp", "gpu"]
+    assert options("trainer") == ["cpu", "ddp", "fsdp", "gpu"]
     assert {"enwiki", "brown", "brown_enwiki", "wikitext", "text", "hf"} <= set(options("data"))
     assert options("task") == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli",
                                       "conll2003"])
@@ -72,8 +72,13 @@ def test_task_configs_instantiate_their_datamodule(name):
 def test_trainer_configs_instantiate(name, tmp_path):
     cfg = composed(f"trainer={name}")
     # This machine has no GPU: check every other argument by building the preset on the CPU.
-    trainer = instantiate(cfg.trainer, accelerator="cpu", devices=1, default_root_dir=str(tmp_path),
-                          logger=False, enable_checkpointing=False)
+    cpu = {"accelerator": "cpu", "devices": 1, "default_root_dir": str(tmp_path), "logger": False,
+           "enable_checkpointing": False}
+    if cfg.trainer.get("strategy") == "fsdp":  # Lightning knows the strategy, and FSDP needs GPUs
+        with pytest.raises(Exception, match="`fsdp` requires a GPU accelerator"):
+            instantiate(cfg.trainer, **cpu)
+        cpu["strategy"] = "auto"
+    trainer = instantiate(cfg.trainer, **cpu)
     assert isinstance(trainer, L.Trainer)
     assert trainer.gradient_clip_val == cfg.trainer.gradient_clip_val
 
