@@ -7,27 +7,24 @@ each checkpoint contributes its own rows (MLM: every construction; AR: its exact
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from hydra import compose, initialize_config_dir
+import torch
 from matplotlib.axes import Axes
 from omegaconf import OmegaConf
 
-from diagnostics.pairwise import DISTANCE_BINS
+from diagnostics.pairwise import DISTANCE_BINS, distance_bins
 from diagnostics.report import ROW_LABELS
-from diagnostics.run import run_diagnostics
-
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from diagnostics.run import evaluate_config, run_diagnostics
 
 
 def run_or_reuse(checkpoint: str | Path, out: str | Path, overrides: list[str]) -> Path:
     """`out`/diagnostics.json for `checkpoint`: computed, unless a report with exactly these settings is
     already there (so re-running a notebook does not redo minutes of forward passes)."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("evaluate", overrides=[f"checkpoint={checkpoint}", f"output_dir={out}", *overrides])
+    cfg = evaluate_config([f"checkpoint={checkpoint}", f"output_dir={out}", *overrides])
     report = Path(out) / "diagnostics.json"
     if report.exists() and json.loads(report.read_text()).get("settings") == OmegaConf.to_container(cfg, resolve=True):
         return report
@@ -64,14 +61,12 @@ def gap_by_distance(report: dict[str, Any], joint: str | None = None) -> pd.Data
         chosen = joint or part["headline_joint"]
         distances += part["per_pair"]["distance"]
         gaps += part["per_pair"]["gap"][chosen]
-    frame = pd.DataFrame({"distance": distances, "gap": gaps})
+    gaps_tensor = torch.tensor(gaps, dtype=torch.float64)
     out = []
-    for low, high in DISTANCE_BINS:
-        inside = frame[(frame.distance >= low) & (frame.distance <= high)]
-        if len(inside):
-            sem = inside.gap.std(ddof=1) / np.sqrt(len(inside)) if len(inside) > 1 else float("nan")
-            out.append({"low": low, "bin": str(low) if low == high else f"{low}-{high}" if high < 10_000
-                        else f">={low}", "pairs": len(inside), "mean_gap": inside.gap.mean(), "sem": sem})
+    for low, label, inside in distance_bins(torch.tensor(distances)):
+        members = gaps_tensor[inside]
+        sem = (members.std() / math.sqrt(len(members))).item() if len(members) > 1 else float("nan")
+        out.append({"low": low, "bin": label, "pairs": len(members), "mean_gap": members.mean().item(), "sem": sem})
     return pd.DataFrame(out)
 
 

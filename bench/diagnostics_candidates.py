@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
-from diagnostics.run import pairwise, setup
+from diagnostics.pairwise import HEADLINE_JOINT
+from diagnostics.run import evaluate_config, pairwise, setup
 from diagnostics.sentences import sample_pairs
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 METRICS = ("p_ppl", "u_ppl", "kl_all", "kl_gold")
 
 
@@ -34,9 +31,8 @@ def main() -> None:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)  # evaluate.yaml overrides follow --
     args = parser.parse_args(argv[:split])
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("evaluate", overrides=[f"checkpoint={args.checkpoint}", f"pairs={args.pairs}",
-                                             "output_dir=.", *argv[split + 1:]])
+    cfg = evaluate_config([f"checkpoint={args.checkpoint}", f"pairs={args.pairs}", "output_dir=.",
+                           *argv[split + 1:]])
     s = setup(cfg)
     ks: list[int | None] = sorted(args.ks)
     if s.family == "mlm" and not args.no_exact:
@@ -52,8 +48,7 @@ def main() -> None:
         for k in ks:
             result = pairwise(s, pairs, k, cfg)
             by_k["exact" if k is None else k] = {"rows": result.table(), "seconds": round(result.seconds, 1),
-                                                 "gap": result.gaps[next(iter(result.gaps))].mean().item()
-                                                 if s.family == "ar" else result.gaps["ag"].mean().item()}
+                                                 "gap": result.gaps[HEADLINE_JOINT[s.family]].mean().item()}
             print(f"  {kind}: K = {k or 'exact'} done in {result.seconds:.1f} s", flush=True)
         figures[kind] = by_k
         ref = by_k["exact" if reference is None else reference]

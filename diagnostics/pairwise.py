@@ -24,6 +24,17 @@ MLM_UNARY = "mlm_unary"  # the MLM's own conditionals: the U-PPL reference row
 DISTANCE_BINS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 10_000))
 
 
+def distance_bins(distances: Tensor) -> list[tuple[int, str, Tensor]]:
+    """(smallest distance, label, members) of every non-empty bin of DISTANCE_BINS."""
+    out = []
+    for low, high in DISTANCE_BINS:
+        inside = (distances >= low) & (distances <= high)
+        if inside.any():
+            label = str(low) if low == high else (f"{low}-{high}" if high < 10_000 else f">={low}")
+            out.append((low, label, inside))
+    return out
+
+
 @dataclass
 class PairwiseResult:
     kind: str  # contiguous | random
@@ -45,14 +56,9 @@ class PairwiseResult:
         return rows
 
     def gap_by_distance(self, joint: str) -> list[dict[str, float]]:
-        out = []
-        for low, high in DISTANCE_BINS:
-            inside = (self.distances >= low) & (self.distances <= high)
-            if inside.any():
-                label = str(low) if low == high else (f"{low}-{high}" if high < 10_000 else f">={low}")
-                out.append({"distance": label, "pairs": int(inside.sum()),
-                            "mean_gap": self.gaps[joint][inside].mean().item()})
-        return out
+        return [{"low": low, "distance": label, "pairs": int(inside.sum()),
+                 "mean_gap": self.gaps[joint][inside].mean().item()}
+                for low, label, inside in distance_bins(self.distances)]
 
     def summary(self, headline: str) -> dict:
         out = {"pairs": len(self.distances), "rows": self.table(),
@@ -75,8 +81,10 @@ class PairwiseResult:
         return out
 
 
-def mlm_joints(tables: PairTables, ag_tol: float, ag_max_iter: int) -> tuple[dict[str, Tensor], joints.AGResult]:
-    log_qi, log_qj = tables.log_qi, tables.log_qj
+def mlm_joints(tables: PairTables, log_qi: Tensor, log_qj: Tensor, ag_tol: float,
+               ag_max_iter: int) -> tuple[dict[str, Tensor], joints.AGResult]:
+    """Every MLM construction; `log_qi`, `log_qj` are the tables' normalised conditionals, computed once
+    by the caller because the metrics read them too."""
     ag = joints.ag_joint(log_qi, log_qj, tol=ag_tol, max_iter=ag_max_iter)
     built = {
         "mlm": joints.independent_joint(tables.log_mi, tables.log_mj),
@@ -110,8 +118,8 @@ def mlm_pairwise(model, sentences: list[list[int]], pairs: list[Pair], mask_id: 
 
     def flush() -> None:
         tables = PairTables.stack(pending)
-        built, ag = mlm_joints(tables, ag_tol, ag_max_iter)
         log_qi, log_qj = tables.log_qi, tables.log_qj
+        built, ag = mlm_joints(tables, log_qi, log_qj, ag_tol, ag_max_iter)
         part = {name: joints.joint_metrics(log_p, log_qi, log_qj) for name, log_p in built.items()}
         part[MLM_UNARY] = joints.unary_metrics(log_qi, log_qj)
         metric_parts.append(part)

@@ -76,8 +76,7 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
         yield f"{prefix}/joint/u_ppl", headline["u_ppl"], 0
         yield f"{prefix}/gap", part["gap_mean"][part["headline_joint"]], 0
         for bin_ in part["gap_by_distance"]:
-            low = int(bin_["distance"].lstrip(">=").split("-")[0])
-            yield f"{prefix}/gap_by_distance", bin_["mean_gap"], low
+            yield f"{prefix}/gap_by_distance", bin_["mean_gap"], bin_["low"]
         for name, row in part["rows"].items():
             for metric, value in row.items():
                 yield f"{prefix}/{name}/{metric}", value, 0

@@ -90,18 +90,15 @@ def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, max_pair
     second = torch.randint(0, len(states), (max_pairs,), generator=g)
     apart = context[first] != context[second]
     different = apart & (word_type[first] != word_type[second])
-    same_first, same_second = [], []  # every cross-context pair of a repeated type, up to max_pairs
+    same = []  # every cross-context pair of occurrences of one type, in type order, up to max_pairs
     for t in torch.unique(word_type):
-        where = torch.nonzero(word_type == t).squeeze(-1)
-        for a in range(len(where)):
-            for b in range(a + 1, len(where)):
-                if context[where[a]] != context[where[b]] and len(same_first) < max_pairs:
-                    same_first.append(int(where[a]))
-                    same_second.append(int(where[b]))
-    if not same_first:
+        occurrences = torch.combinations(torch.nonzero(word_type == t).squeeze(-1), 2)
+        same.append(occurrences[context[occurrences[:, 0]] != context[occurrences[:, 1]]])
+    same_pairs = torch.cat(same)[:max_pairs]
+    if len(same_pairs) == 0:
         raise ValueError("self-similarity needs a word type that occurs in two different contexts")
     x = states.double()
-    return {"same_type": _mean_pair_cosine(x, torch.tensor(same_first), torch.tensor(same_second)),
+    return {"same_type": _mean_pair_cosine(x, same_pairs[:, 0], same_pairs[:, 1]),
             "different_types": _mean_pair_cosine(x, first[different], second[different])}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
@@ -34,6 +35,13 @@ from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig, Transformer
 
 log = logging.getLogger("armlm.diagnostics")
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def evaluate_config(overrides: list[str]) -> DictConfig:
+    """configs/evaluate.yaml with overrides, for callers outside `python evaluate.py` (notebooks, bench)."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("evaluate", overrides=overrides)
 
 
 def check_settings(cfg: DictConfig) -> None:

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from diagnostics.run import evaluate_config as composed_evaluate_config
 from diagnostics.run import run_diagnostics
 from diagnostics.sentences import sample_pairs, split_sentences
 
@@ -14,8 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def evaluate_config(out: Path, *overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("evaluate", overrides=[f"output_dir={out}", *overrides])
+    return composed_evaluate_config([f"output_dir={out}", *overrides])
 
 
 def test_sentences_are_split_at_sentence_ends_and_lines():
