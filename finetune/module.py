@@ -129,9 +129,11 @@ class FinetuneModule(L.LightningModule):
     # -- checkpoint and optimiser -----------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokenizer_json"] = self.tokenizer_json  # a fine-tuned model can then encode new text
+        checkpoint["final_scores"] = self.final_scores  # a run resumed after its last epoch still reports them
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
+        self.final_scores = checkpoint.get("final_scores", {})
 
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.hparams.optim

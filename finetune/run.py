@@ -20,7 +20,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from datamodules.cache import atomic_write_text
+from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
+from datamodules.vocabulary import MASK
 from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
 from finetune.pretrained import Pretrained, load_pretrained, load_weights
@@ -84,13 +86,39 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
     return round(value, 6) if value == value and abs(value) != float("inf") else None
 
 
+def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
+    """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
+    end); the checkpoint must come from the same task, settings, model and optimiser."""
+    if not ckpt_path.is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path} does not exist; give the interrupted fine-tuning run's "
+                                "checkpoints/last.ckpt")
+    try:
+        saved = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters")
+    except Exception as err:
+        raise ValueError(f"{ckpt_path} cannot be loaded with weights_only=True ({err}); resume only from "
+                         "checkpoints armlm wrote") from err
+    if not isinstance(saved, dict) or "task" not in saved:
+        raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
+                         "(pretrained= gives the pretraining checkpoint)")
+    differing = sorted(k for k in ("model", "task", "settings", "optim", "pretrained") if saved.get(k) != hparams[k])
+    if differing:
+        raise ValueError(f"{ckpt_path} was saved by a run with other {differing}; resume with the settings "
+                         "it was started with, or start afresh without ckpt_path")
+
+
+def input_mask_share(datamodule: FinetuneDataModule) -> float:
+    """The share of [MASK] among the training inputs' tokens: zero for natural text, against the
+    objective's share in pretraining (val/mask_share), which is the [MASK] pretrain-finetune discrepancy."""
+    mask_id = token_id(datamodule.tokenizer, MASK)
+    tokens = [t for example in datamodule.encoded["train"] for t in example.input_ids]
+    return sum(t == mask_id for t in tokens) / max(1, len(tokens))
+
+
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     if not cfg.pretrained:
         raise ValueError(f"task={cfg.task.data.get('task', 'conll2003')} needs pretrained=<checkpoint file or "
                          "pretraining run folder>")
-    if cfg.ckpt_path:
-        raise ValueError("ckpt_path resumes pretraining only; a fine-tuning run restarts from pretrained=...")
     pretrained = load_pretrained(cfg.pretrained)
     settings = resolve_settings(cfg.finetune, pretrained)
     model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})
@@ -108,6 +136,8 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
                             pretrained=pretrained.summary())
     load_weights(module.backbone, pretrained.weights, pretrained.path)
     module.tokenizer_json = pretrained.tokenizer_json
+    if cfg.ckpt_path:
+        check_finetune_resumable(Path(cfg.ckpt_path), dict(module.hparams))
 
     out = Path(cfg.output_dir)
     trainer: L.Trainer = instantiate(
@@ -118,7 +148,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     )
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", pretrained.path,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
-    trainer.fit(module, datamodule=datamodule)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
 
     results = {
         "task": info.name,
@@ -136,6 +166,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "metrics": {split: {k: finite_or_none(v) for k, v in scores.items()}
                     for split, scores in module.final_scores.items()},
         "majority_baseline": majority_baseline(datamodule, info),
+        "input_mask_share": input_mask_share(datamodule),
         "steps": trainer.global_step,
         "wall_seconds": round(time.perf_counter() - started, 1),
         "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),

@@ -20,6 +20,7 @@ class MaskedLM(Objective):
     vocabulary projection is computed only for them (never B x T x V logits)."""
 
     causal = False
+    extra_metrics = ("mask_share",)
 
     def __init__(
         self,
@@ -83,9 +84,12 @@ class MaskedLM(Objective):
 
     def masked_lm(
         self, batch: Batch, model: Transformer, generator: torch.Generator | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Corrupt, encode bidirectionally, score the selected positions: (hidden, nll_sum, n_predicted)."""
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Corrupt, encode bidirectionally, score the selected positions: (hidden, nll_sum, n_predicted,
+        mask_share), the last being the share of input tokens that are [MASK] (fine-tuning inputs have none:
+        the pretrain-finetune discrepancy the studies measure)."""
         corrupted, labels = self.corrupt(batch["input_ids"], generator)
+        mask_share = (corrupted == self.mask_id).sum() / self.input_token_count(batch).clamp(min=1)
         hidden = model(
             corrupted,
             causal=False,
@@ -94,13 +98,15 @@ class MaskedLM(Objective):
         )
         selected = labels != IGNORE_INDEX
         nll_sum, n_predicted = summed_token_nll(model.logits(hidden[selected]), labels[selected])
-        return hidden, nll_sum, n_predicted
+        return hidden, nll_sum, n_predicted, mask_share.detach().float()
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        _, nll_sum, n_predicted = self.masked_lm(batch, model, generator)
+        _, nll_sum, n_predicted, mask_share = self.masked_lm(batch, model, generator)
+        inputs = self.input_token_count(batch)
         return LossOutput(
             loss=mean_or_zero(nll_sum, n_predicted),
             lm_nll_sum=nll_sum.detach(),
             predicted_tokens=n_predicted,
-            input_tokens=self.input_token_count(batch),
+            input_tokens=inputs,
+            extras={"mask_share": (mask_share, int(inputs))},
         )

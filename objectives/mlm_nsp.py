@@ -15,7 +15,7 @@ from objectives.mlm import MaskedLM
 
 class MaskedLMWithNSP(MaskedLM):
     input_format = "segment_pairs"
-    extra_metrics = ("mlm_loss", "nsp_loss", "nsp_acc")
+    extra_metrics = ("mlm_loss", "nsp_loss", "nsp_acc", "mask_share")
 
     def __init__(self, d_model: int, mlm_weight: float = 1.0, nsp_weight: float = 1.0, **masking: Any) -> None:
         """`masking`: MaskedLM's settings (mask_rate, mask_prob, random_prob, keep_prob, replacement)."""
@@ -26,7 +26,8 @@ class MaskedLMWithNSP(MaskedLM):
         self.nsp_head = ClassificationHead(d_model, 2)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        hidden, nll_sum, n_predicted = self.masked_lm(batch, model, generator)
+        hidden, nll_sum, n_predicted, mask_share = self.masked_lm(batch, model, generator)
+        inputs = self.input_token_count(batch)
         mlm_loss = mean_or_zero(nll_sum, n_predicted)
         nsp_logits = self.nsp_head(hidden[:, 0]).float()  # the [CLS] state
         labels = batch["nsp_labels"]
@@ -37,7 +38,7 @@ class MaskedLMWithNSP(MaskedLM):
             loss=self.mlm_weight * mlm_loss + self.nsp_weight * nsp_loss,
             lm_nll_sum=nll_sum.detach(),
             predicted_tokens=n_predicted,
-            input_tokens=self.input_token_count(batch),
+            input_tokens=inputs,
             extras={"mlm_loss": (mlm_loss.detach(), int(n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
-                    "nsp_acc": (nsp_acc, n)},
+                    "nsp_acc": (nsp_acc, n), "mask_share": (mask_share, int(inputs))},
         )

@@ -48,6 +48,7 @@ def test_rte_slice_is_fitted_beyond_the_majority_baseline(tmp_path, tiny_pretrai
     assert accuracy >= baseline + 0.2, results["metrics"]
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["metrics"] == results["metrics"] and saved["objective"] == "AutoregressiveLM"
+    assert saved["input_mask_share"] == 0.0  # natural text holds no [MASK]: the discrepancy's other side
     assert {"task", "pretrained", "seed", "mode", "examples", "wall_seconds"} <= saved.keys()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
@@ -88,6 +89,22 @@ def test_feature_based_ner_fits_a_slice_with_the_backbone_frozen(tmp_path, tiny_
     before = load_pretrained(tiny_pretrained["mlm"]).weights
     after = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert all(torch.equal(after[f"backbone.{k}"], v) for k, v in before.items())
+
+
+def test_a_finished_or_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny_pretrained, rte_slice):
+    """ckpt_path= continues from the epoch-end checkpoint; after the last epoch there is nothing left to
+    train, and the scores saved in the checkpoint are reported again (a study rerun after a crash that hit
+    between the checkpoint and results.json)."""
+    settings = ["task=rte", f"pretrained={tiny_pretrained['ar']}", f"task.data.source={rte_slice}", "task.epochs=2"]
+    first = run_finetune(finetune_config(tmp_path / "a", *settings))
+    last = tmp_path / "a" / "checkpoints" / "last.ckpt"
+    resumed = run_finetune(finetune_config(tmp_path / "a", *settings, f"ckpt_path={last}"))
+    assert resumed["steps"] == first["steps"] > 0 and resumed["metrics"] == first["metrics"]
+    with pytest.raises(ValueError, match=r"other \['optim', 'settings'\]"):
+        run_finetune(finetune_config(tmp_path / "b", *settings, "finetune.mode=features", f"ckpt_path={last}"))
+    with pytest.raises(ValueError, match="not a fine-tuning checkpoint"):
+        run_finetune(finetune_config(tmp_path / "c", *settings,
+                                     f"ckpt_path={tiny_pretrained['ar'] / 'checkpoints' / 'last.ckpt'}"))
 
 
 def test_the_command_line_runs_a_task_into_its_run_folder(tmp_path, tiny_pretrained, rte_slice):

@@ -112,6 +112,23 @@ def test_sparse_head_equals_dense_head_and_never_builds_full_logits(vocab, monke
     n_selected = int((labels != IGNORE_INDEX).sum())
     assert shapes == [(n_selected, 32)]
     assert int(out.predicted_tokens) == n_selected
+    share, count = out.extras["mask_share"]  # the [MASK] share of the inputs (the discrepancy studies read it)
+    assert count == ids.numel()
+    assert float(share) == pytest.approx((corrupted == vocab.mask_id).sum().item() / ids.numel())
+
+
+@pytest.mark.parametrize("mask_rate,mask_prob", [(0.15, 0.8), (0.4, 0.8), (0.15, 0.0)])
+def test_logged_mask_share_is_mask_rate_times_mask_prob_of_ordinary_tokens(vocab, mask_rate, mask_prob):
+    random_prob = (1 - mask_prob) / 2
+    objective = make_objective(vocab, mask_rate=mask_rate, mask_prob=mask_prob, random_prob=random_prob,
+                               keep_prob=1 - mask_prob - random_prob)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=256, d_model=16, n_layers=1, n_heads=2,
+                                    d_ff=32, dropout=0.0))
+    ids = sample_inputs(vocab, shape=(100, 256))
+    share, _ = objective.loss({"input_ids": ids}, model, torch.Generator().manual_seed(3)).extras["mask_share"]
+    ordinary = (~objective.is_special[ids]).float().mean().item()
+    already_masked = (ids == vocab.mask_id).float().mean().item()  # sample_inputs draws [MASK] among its specials
+    assert within(float(share) - already_masked, mask_rate * mask_prob * ordinary, ids.numel())
 
 
 @pytest.mark.parametrize("kwargs,match", [
