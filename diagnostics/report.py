@@ -10,6 +10,9 @@ overlay in TensorBoard:
     diagnostics/<kind>/gap_by_distance       the same, step = the smallest distance of each bin
     diagnostics/<kind>/<row>/<metric>        every row of the table (MLM: mlm, mrf, mrf_logit, hcb, ag, ...)
     diagnostics/<kind>/incompatibility       MLM only
+    diagnostics/representations/shift_{cosine,cka}@<k>   step = layer (1 = first block)
+    diagnostics/representations/<geometry metric>        step = layer: anisotropy_{raw,centred,standardised},
+                                                         self_similarity_{same_type,different_types}
 """
 
 from __future__ import annotations
@@ -34,14 +37,39 @@ def _cell(value: float | None) -> str:
 
 
 def markdown_report(report: dict[str, Any]) -> str:
+    lines = [f"# Diagnostics: {report['objective']} ({report['checkpoint']})", "",
+             f"{report['corpus']}, {report['split']} split; seed {report['seed']}; {report['wall_seconds']:.0f} s.", ""]
+    if "pairwise" in report:
+        lines += independence_markdown(report)
+    if "representations" in report:
+        lines += representations_markdown(report["representations"])
+    return "\n".join(lines)
+
+
+def representations_markdown(part: dict[str, Any]) -> list[str]:
+    rates = list(part["shift"])
+    header = ["layer", *(f"{name} k={k}" for k in rates for name in ("cos", "CKA")),
+              "aniso raw", "aniso centred", "aniso std", "self-sim same type", "self-sim other types"]
+    lines = [f"## Representations ({part['sentences']} sentences, {part['tokens']} tokens)", "",
+             "Shift: clean vs k of the other tokens replaced by [MASK], states of the unchanged tokens. "
+             "Geometry: mean cosine of random token pairs from different sentences (anisotropy), and of "
+             "occurrences of one subword type in different sentences vs of different types.", "",
+             "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for index, geometry in enumerate(part["geometry"]):
+        shift = [part["shift"][k][index][name] for k in rates for name in ("cosine", "cka")]
+        geo = [geometry[f"anisotropy_{n}"] for n in ("raw", "centred", "standardised")]
+        geo += [geometry["self_similarity_same_type"], geometry["self_similarity_different_types"]]
+        lines.append(f"| {geometry['layer']} | " + " | ".join(_cell(v) for v in [*shift, *geo]) + " |")
+    return [*lines, ""]
+
+
+def independence_markdown(report: dict[str, Any]) -> list[str]:
     seq = report["sequence"]
     seq_line = (f"perplexity {seq['ppl']:.2f}" if "ppl" in seq else f"pseudo-perplexity {seq['pseudo_ppl']:.2f}")
     k = report["candidates"]
     candidates = f"those of {report['candidates_from']}" if report.get("candidates_from") else (k or "all (exact)")
-    lines = [f"# Diagnostics: {report['objective']} ({report['checkpoint']})", "",
-             f"{report['corpus']}, {report['split']} split; {report['pairs_per_kind']} pairs per kind; "
-             f"candidates per position: {candidates}; vocabulary {report['vocab_size']}; "
-             f"seed {report['seed']}; {report['wall_seconds']:.0f} s.", "",
+    lines = [f"Independence: {report['pairs_per_kind']} pairs per kind; candidates per position: {candidates}; "
+             f"vocabulary {report['vocab_size']}.", "",
              f"Sequence score over {seq['sentences']} sentences ({seq['tokens']} tokens): {seq_line}.", ""]
     for kind, part in report["pairwise"].items():
         lines += [f"## {kind} pairs ({part['pairs']})", "",
@@ -63,10 +91,22 @@ def markdown_report(report: dict[str, Any]) -> str:
                   "| distance | pairs | mean gap (nats) |", "|---|---|---|"]
         lines += [f"| {b['distance']} | {b['pairs']} | {b['mean_gap']:.3f} |" for b in part["gap_by_distance"]]
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, int]]:
+    if "representations" in report:
+        part = report["representations"]
+        for k, layers in part["shift"].items():
+            for row in layers:
+                yield f"diagnostics/representations/shift_cosine@{k}", row["cosine"], row["layer"]
+                yield f"diagnostics/representations/shift_cka@{k}", row["cka"], row["layer"]
+        for row in part["geometry"]:
+            for metric, value in row.items():
+                if metric != "layer":
+                    yield f"diagnostics/representations/{metric}", value, row["layer"]
+    if "sequence" not in report:
+        return
     seq = report["sequence"]
     yield "diagnostics/sequence/ppl", seq.get("ppl", seq.get("pseudo_ppl")), 0
     for kind, part in report["pairwise"].items():

@@ -8,7 +8,7 @@
 - Self-similarity: mean cosine between occurrences of one word type in different contexts, against the
   same for occurrences of different types.
 
-These are building blocks of issue 5's studies; they take token-id batches and return plain floats.
+They take token ids and return plain floats; diagnostics/discrepancy.py runs them for evaluate.py.
 """
 
 from __future__ import annotations
@@ -41,6 +41,16 @@ def mask_other_positions(input_ids: Tensor, rate: float, mask_id: int, can_mask:
     return input_ids.masked_fill(chosen, mask_id), ~chosen
 
 
+def _device(model: Transformer) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _shift_summary(clean_layers: list[Tensor], shifted_layers: list[Tensor]) -> list[dict[str, float]]:
+    """Per layer, (n, d) states of the same unchanged tokens: mean cosine and linear CKA."""
+    return [{"cosine": float(torch.cosine_similarity(a, b, dim=-1).mean()), "cka": linear_cka(a, b)}
+            for a, b in zip(clean_layers, shifted_layers)]
+
+
 @torch.no_grad()
 def representation_shift(model: Transformer, input_ids: Tensor, *, causal: bool, mask_id: int, rate: float,
                          can_mask: Tensor, seed: int = 0) -> list[dict[str, float]]:
@@ -52,11 +62,30 @@ def representation_shift(model: Transformer, input_ids: Tensor, *, causal: bool,
                                              torch.Generator().manual_seed(seed))
     clean_states = model.layer_states(input_ids, causal=causal)
     masked_states = model.layer_states(masked, causal=causal)
-    out = []
-    for clean, shifted in zip(clean_states, masked_states):
-        a, b = clean[unchanged], shifted[unchanged]
-        out.append({"cosine": float(torch.cosine_similarity(a, b, dim=-1).mean()), "cka": linear_cka(a, b)})
-    return out
+    return _shift_summary([s[unchanged] for s in clean_states], [s[unchanged] for s in masked_states])
+
+
+@torch.no_grad()
+def sentence_shift(model: Transformer, sentences: list[list[int]], *, causal: bool, mask_id: int, rate: float,
+                   skip_first: bool = True, seed: int = 0) -> list[dict[str, float]]:
+    """`representation_shift` over sentences of different lengths (one forward pass each, no padding),
+    pooling every sentence's unchanged tokens before the per-layer cosine and CKA. The first token
+    ([CLS]) is never masked when `skip_first`."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    clean_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    shifted_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    for ids in sentences:
+        input_ids = torch.tensor([ids], device=_device(model))
+        can_mask = torch.ones_like(input_ids, dtype=torch.bool)
+        can_mask[:, 0] = not skip_first
+        masked, unchanged = mask_other_positions(input_ids.cpu(), rate, mask_id, can_mask.cpu(), generator)
+        unchanged = unchanged.to(input_ids.device)
+        for layer, (a, b) in enumerate(zip(model.layer_states(input_ids, causal=causal),
+                                           model.layer_states(masked.to(input_ids.device), causal=causal))):
+            clean_rows[layer].append(a[unchanged].float().cpu())
+            shifted_rows[layer].append(b[unchanged].float().cpu())
+    return _shift_summary([torch.cat(r) for r in clean_rows], [torch.cat(r) for r in shifted_rows])
 
 
 def _mean_pair_cosine(vectors: Tensor, first: Tensor, second: Tensor) -> float:
@@ -111,7 +140,7 @@ def embedding_geometry(model: Transformer, sentences: list[list[int]], *, causal
     per_layer: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
     types, contexts = [], []
     for index, ids in enumerate(sentences):
-        states = model.layer_states(torch.tensor([ids]), causal=causal)
+        states = model.layer_states(torch.tensor([ids], device=_device(model)), causal=causal)
         start = 1 if skip_first else 0
         for layer, s in enumerate(states):
             per_layer[layer].append(s[0, start:].cpu())

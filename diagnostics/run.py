@@ -1,4 +1,5 @@
-"""`python evaluate.py checkpoint=... data=... pairs=...`: every independence diagnostic for one checkpoint.
+"""`python evaluate.py checkpoint=... data=... pairs=...`: the diagnostics of one checkpoint: independence
+(pairwise joints, sequence scores) and, with representations.enabled, the per-layer representation ones.
 
 Writes, in the run folder: diagnostics.json (every figure), diagnostics.md (the tables) and TensorBoard
 scalars under tensorboard/ whose tags are the same for every checkpoint of a kind.
@@ -26,6 +27,7 @@ from tqdm import tqdm
 from datamodules.cache import atomic_write_text
 from datamodules.encoding import token_id
 from datamodules.vocabulary import MASK
+from diagnostics.discrepancy import representation_report
 from diagnostics.pairwise import HEADLINE_JOINT, PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.report import markdown_report, tensorboard_scalars
 from diagnostics.scoring import Scorer, ordinary_tokens
@@ -50,6 +52,8 @@ def check_settings(cfg: DictConfig) -> None:
     unknown = sorted(set(cfg.kinds) - set(PAIR_KINDS))
     if unknown or not cfg.kinds:
         raise ValueError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
+    if not cfg.independence and not cfg.representations.enabled:
+        raise ValueError("independence=false and representations.enabled=false: nothing to measure")
     if cfg.candidates is not None and int(cfg.candidates) < 2:
         raise ValueError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
 
@@ -130,38 +134,44 @@ def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]
     return [(torch.tensor(a), torch.tensor(b)) for a, b in zip(part["per_pair"]["cand_i"], part["per_pair"]["cand_j"])]
 
 
-def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
-    started = time.perf_counter()
-    out = Path(cfg.output_dir)
-    s = setup(cfg)
-    model, pretrained, family, corpus, scorer, k = s.model, s.pretrained, s.family, s.corpus, s.scorer, s.candidates
-    log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", family,
-             pretrained.path, pretrained.objective_name, len(s.sentences), cfg.pairs, k or "all (exact)")
-
+def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
+    """The pairwise diagnostics of every pair kind, and the sequence score of the sentences they use."""
     results: dict[str, PairwiseResult] = {}
     used: set[int] = set()
     for kind in cfg.kinds:
         pairs = sample_pairs(s.sentences, int(cfg.pairs), kind, seed=int(cfg.seed))
         used.update(p.sentence for p in pairs)
         given = candidates_from(cfg.candidates_from, kind, pairs) if cfg.candidates_from else None
-        results[kind] = pairwise(s, pairs, k, cfg, given)
+        results[kind] = pairwise(s, pairs, s.candidates, cfg, given)
         log.info("%s pairs: %.1f s, %d forward passes", kind, results[kind].seconds, results[kind].passes)
     sequence_started = time.perf_counter()
     with torch.inference_mode():
-        sequence = sequence_scores(scorer, [s.sentences[i] for i in sorted(used)], causal=pretrained.causal,
+        sequence = sequence_scores(s.scorer, [s.sentences[i] for i in sorted(used)], causal=s.pretrained.causal,
                                    mask_id=s.mask_id)
     sequence["seconds"] = round(time.perf_counter() - sequence_started, 2)
+    return {"sequence": sequence,
+            "pairwise": {kind: r.summary(HEADLINE_JOINT[s.family]) for kind, r in results.items()}}
 
-    report = {
+
+def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
+    started = time.perf_counter()
+    out = Path(cfg.output_dir)
+    s = setup(cfg)
+    model, pretrained, family, corpus, k = s.model, s.pretrained, s.family, s.corpus, s.candidates
+    log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", family,
+             pretrained.path, pretrained.objective_name, len(s.sentences), cfg.pairs, k or "all (exact)")
+
+    report: dict[str, Any] = {
         "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "family": family,
         "vocab_size": model.config.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
-        "pairs_per_kind": int(cfg.pairs),
-        "seed": int(cfg.seed), "corpus": corpus.describe(), "split": cfg.split,
+        "pairs_per_kind": int(cfg.pairs), "seed": int(cfg.seed), "corpus": corpus.describe(), "split": cfg.split,
         "settings": OmegaConf.to_container(cfg, resolve=True),
-        "sequence": sequence,
-        "pairwise": {kind: r.summary(HEADLINE_JOINT[family]) for kind, r in results.items()},
-        "wall_seconds": round(time.perf_counter() - started, 1),
     }
+    if cfg.independence:
+        report.update(independence(s, cfg))
+    if cfg.representations.enabled:
+        report["representations"] = representation_report(s, cfg)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "diagnostics.json", json.dumps(report, indent=2))
     atomic_write_text(out / "diagnostics.md", markdown_report(report))

@@ -3,8 +3,14 @@
 import pytest
 import torch
 
-from diagnostics.representations import (anisotropy, embedding_geometry, linear_cka, representation_shift,
-                                         self_similarity)
+from diagnostics.representations import (
+    anisotropy,
+    embedding_geometry,
+    linear_cka,
+    representation_shift,
+    self_similarity,
+    sentence_shift,
+)
 from models.backbone import ModelConfig, Transformer
 
 
@@ -45,6 +51,22 @@ def test_representation_shift_is_one_without_masks_and_drops_with_them():
     assert all(layer["cosine"] < 0.999 and layer["cka"] < 0.999 for layer in shifted)
     with pytest.raises(ValueError, match="must be in"):
         representation_shift(model, ids, causal=False, mask_id=4, rate=1.0, can_mask=can_mask)
+
+
+def test_sentence_shift_pools_sentences_of_different_lengths():
+    model = tiny_model()
+    g = torch.Generator().manual_seed(3)
+    sentences = [[2, *torch.randint(6, 30, (n,), generator=g).tolist()] for n in (5, 9, 12, 7)]
+    assert all(layer["cosine"] == pytest.approx(1.0) and layer["cka"] == pytest.approx(1.0)
+               for layer in sentence_shift(model, sentences, causal=False, mask_id=4, rate=1e-9))
+    shifted = sentence_shift(model, sentences, causal=False, mask_id=4, rate=0.4)
+    assert len(shifted) == 2 and all(layer["cosine"] < 0.999 for layer in shifted)
+    # One sentence alone: the same figures as the batched function with the same mask draw.
+    ids = torch.tensor([sentences[1]])
+    can_mask = torch.ones_like(ids, dtype=torch.bool)
+    can_mask[:, 0] = False
+    assert sentence_shift(model, [sentences[1]], causal=False, mask_id=4, rate=0.4, seed=5) == \
+        representation_shift(model, ids, causal=False, mask_id=4, rate=0.4, can_mask=can_mask, seed=5)
 
 
 def test_causal_states_before_the_first_mask_do_not_move():
