@@ -40,10 +40,11 @@ def scalars(run: Path) -> pd.DataFrame:
     return pd.DataFrame(series).sort_index()
 
 
-def curve_by_tokens(run: Path, tag: str = "val/loss") -> pd.Series:
-    """`tag` against input tokens seen (the shared x-axis of a controlled comparison)."""
+def curve_by_tokens(run: Path, tag: str = "val/loss", tokens_tag: str = "train/tokens_seen") -> pd.Series:
+    """`tag` against input tokens seen (the shared x-axis of a controlled comparison), or against another
+    count such as train/pred_tokens_seen."""
     frame = scalars(run)
-    tokens = frame["train/tokens_seen"].ffill()
+    tokens = frame[tokens_tag].ffill()
     values = frame[tag].dropna()
     return pd.Series(values.to_numpy(), index=tokens.reindex(values.index).ffill().fillna(0).to_numpy(), name=tag)
 

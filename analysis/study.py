@@ -1,0 +1,144 @@
+"""Read a study folder (what `study.py` writes) into tables, one row per run, and summarise them over
+seeds as mean ± 95 % confidence interval (Student t, n - 1 degrees of freedom; none for one seed).
+
+    <root>/<arm>/seed<k>/pretrain/summary.json
+    <root>/<arm>/seed<k>/finetune/<task>-<variant>/results.json
+    <root>/<arm>/seed<k>/diagnostics/diagnostics.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from scipy import stats
+
+# The metric each task's plot shows (its GLUE leaderboard metric); tables list every metric.
+PRIMARY_METRIC = {"cola": "mcc", "stsb": "pearson", "mrpc": "f1", "qqp": "f1", "conll2003": "f1",
+                  "mnli": "accuracy"}
+# NER per-type scores and precision/recall stay in the CSVs but out of the Markdown tables.
+SECONDARY_PREFIXES = ("f1_", "precision", "recall")
+
+
+def arm_and_seed(path: Path, root: Path) -> tuple[str, int]:
+    arm, seed_folder = path.relative_to(root).parts[:2]
+    if not seed_folder.startswith("seed"):
+        raise ValueError(f"{path} is not inside <root>/<arm>/seed<k>/; is {root} a study folder?")
+    return arm, int(seed_folder.removeprefix("seed"))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
+
+
+def pretraining_runs(root: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
+        arm, seed = arm_and_seed(path, root)
+        s = _read(path)
+        rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
+                     "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
+                     "val_loss": s["val_loss"], "val_ppl": s["val_ppl"], "unigram_baseline": s["unigram_baseline"],
+                     # objectives that insert no [MASK] (AR) log no share
+                     "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],
+                     "run": str(path.parent)})
+    return pd.DataFrame(rows)
+
+
+def finetuning_runs(root: Path) -> pd.DataFrame:
+    """One row per run, dev split and metric."""
+    rows = []
+    for path in sorted(root.glob("*/seed*/finetune/*/results.json")):
+        arm, seed = arm_and_seed(path, root)
+        r = _read(path)
+        variant = path.parent.name.removeprefix(f"{r['task']}-")
+        for split, scores in r["metrics"].items():
+            for metric, value in scores.items():
+                rows.append({"arm": arm, "seed": seed, "task": r["task"], "variant": variant, "mode": r["mode"],
+                             "attention": r["attention"], "split": split, "metric": metric, "value": value,
+                             "baseline": r["majority_baseline"].get(split, {}).get(metric),
+                             "input_mask_share": r.get("input_mask_share"), "run": str(path.parent)})
+    return pd.DataFrame(rows)
+
+
+def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
+
+
+def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for (arm, seed), report in reports.items():
+        for kind, part in report.get("pairwise", {}).items():
+            joint = part["headline_joint"]
+            sequence = report["sequence"]
+            rows.append({"arm": arm, "seed": seed, "kind": kind, "joint": joint,
+                         "sequence_ppl": sequence.get("ppl", sequence.get("pseudo_ppl")),
+                         "p_ppl": part["rows"][joint]["p_ppl"], "u_ppl": part["rows"][joint]["u_ppl"],
+                         "gap": part["gap_mean"][joint]})
+    return pd.DataFrame(rows)
+
+
+def gap_by_distance_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for (arm, seed), report in reports.items():
+        for kind, part in report.get("pairwise", {}).items():
+            rows += [{"arm": arm, "seed": seed, "kind": kind, "low": b["low"], "distance": b["distance"],
+                      "pairs": b["pairs"], "gap": b["mean_gap"]} for b in part["gap_by_distance"]]
+    return pd.DataFrame(rows)
+
+
+def representation_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    """One row per arm, seed, layer and measure: shift_cosine@k, shift_cka@k and the geometry metrics."""
+    rows = []
+    for (arm, seed), report in reports.items():
+        part = report.get("representations")
+        if part is None:
+            continue
+        for k, layers in part["shift"].items():
+            for row in layers:
+                rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": f"shift_{name}@{k}",
+                          "value": row[name]} for name in ("cosine", "cka")]
+        for row in part["geometry"]:
+            rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": name, "value": value}
+                     for name, value in row.items() if name != "layer"]
+    return pd.DataFrame(rows)
+
+
+def mean_ci(values: pd.Series) -> pd.Series:
+    """Mean, 95 % CI half-width (t with n - 1 degrees of freedom; NaN for n = 1) and n."""
+    v = values.dropna().astype(float)
+    n = len(v)
+    half = stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / math.sqrt(n) if n > 1 else float("nan")
+    return pd.Series({"mean": v.mean() if n else float("nan"), "ci95": half, "n": n})
+
+
+def over_seeds(runs: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
+    """Per group of `keys`, every column's mean, ci95 and n over seeds (long format: one row per column)."""
+    if runs.empty:
+        return pd.DataFrame(columns=[*keys, "quantity", "mean", "ci95", "n"])
+    long = runs.melt(id_vars=[*keys, "seed"], value_vars=columns, var_name="quantity", value_name="_value")
+    return long.groupby([*keys, "quantity"], sort=False)["_value"].apply(mean_ci).unstack().reset_index()
+
+
+def finetune_feature_gap(finetuning: pd.DataFrame) -> pd.DataFrame:
+    """Discrepancy measure (ii): fine-tuned minus feature-based score, paired by arm, seed, task, split
+    and metric, for every arm that ran both."""
+    if finetuning.empty:
+        return pd.DataFrame()
+    keys = ["arm", "seed", "task", "split", "metric"]
+    full = finetuning[finetuning["variant"] == "full"].set_index(keys)["value"]
+    features = finetuning[finetuning["variant"] == "features"].set_index(keys)["value"]
+    both = pd.concat({"full": full, "features": features}, axis=1).dropna()
+    return (both["full"] - both["features"]).rename("value").reset_index()
+
+
+def cell(mean: float, ci95: float, digits: int = 3) -> str:
+    if mean != mean:
+        return "-"
+    return f"{mean:.{digits}f}" if ci95 != ci95 else f"{mean:.{digits}f} ± {ci95:.{digits}f}"

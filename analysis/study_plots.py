@@ -1,0 +1,85 @@
+"""Figures of a study: learning curves of every arm on one token axis, the downstream scores, the
+discrepancy and embedding diagnostics per layer, and the independence gap by distance. Each function
+draws on the axes it is given (notebooks) and `analysis.study_report` saves them as PNG files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from analysis.runs import curve_by_tokens
+from analysis.study import PRIMARY_METRIC
+
+GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
+            "self_similarity_different_types"]
+TOKEN_AXES = {"train/tokens_seen": "input tokens seen", "train/pred_tokens_seen": "predicted tokens seen"}
+
+
+def plot_learning_curves(pretraining: pd.DataFrame, ax: Axes, tokens_tag: str = "train/tokens_seen") -> None:
+    """val/loss of every arm against tokens seen: the mean over seeds, and the seeds' range as a band."""
+    for arm, runs in pretraining.groupby("arm", sort=False):
+        curves = [curve_by_tokens(Path(run), "val/loss", tokens_tag) for run in runs["run"]]
+        frame = pd.concat(curves, axis=1).sort_index().interpolate(method="index", limit_area="inside")
+        ax.plot(frame.index, frame.mean(axis=1), marker=".", label=f"{arm} ({runs['objective'].iloc[0]})")
+        if frame.shape[1] > 1:
+            ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2)
+    ax.axhline(pretraining["unigram_baseline"].iloc[0], color="grey", linestyle="--", label="unigram baseline")
+    ax.set_xlabel(TOKEN_AXES.get(tokens_tag, tokens_tag))
+    ax.set_ylabel("val/loss (nats per predicted token)")
+    ax.legend(fontsize=8)
+
+
+def plot_downstream(downstream: pd.DataFrame, axes: list[Axes]) -> None:
+    """One panel per task: its primary metric on its first dev split, a bar per arm and variant with the
+    95 % CI over seeds, and the majority-class baseline as a dashed line."""
+    for ax, (task, rows) in zip(axes, downstream.groupby("task", sort=False)):
+        metric = PRIMARY_METRIC.get(task, "accuracy")
+        rows = rows[(rows["metric"] == metric) & (rows["split"] == rows["split"].iloc[0])]
+        labels = [f"{a} · {v}" for a, v in zip(rows["arm"], rows["variant"])]
+        ax.bar(range(len(rows)), rows["mean"], yerr=rows["ci95"].fillna(0), capsize=3,
+               color=[f"C{i}" for i in pd.factorize(rows["arm"])[0]])
+        if rows["baseline"].notna().any():
+            ax.axhline(rows["baseline"].dropna().iloc[0], color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=60, ha="right", rotation_mode="anchor")
+        ax.set_title(f"{task} ({metric})")
+
+
+def plot_layers(representations: pd.DataFrame, measures: list[str], axes: list[Axes]) -> None:
+    """A panel per measure: its value per layer for every arm (mean over seeds, 95 % CI bars)."""
+    for ax, measure in zip(axes, measures):
+        rows = representations[representations["measure"] == measure]
+        for arm, part in rows.groupby("arm", sort=False):
+            ax.errorbar(part["layer"], part["mean"], yerr=part["ci95"].fillna(0), marker="o", capsize=3, label=arm)
+        ax.set_title(measure, fontsize=9)
+        ax.set_xlabel("layer")
+        ax.set_xticks(sorted(rows["layer"].unique()))
+    if len(axes):
+        axes[0].legend(fontsize=7)
+
+
+def plot_mask_share(mask_share: pd.DataFrame, ax: Axes) -> None:
+    """Discrepancy (iii): the share of [MASK] in each arm's pretraining inputs and fine-tuning inputs."""
+    x = np.arange(len(mask_share))
+    ax.bar(x - 0.2, mask_share["pretraining"], width=0.4, label="pretraining inputs")
+    ax.bar(x + 0.2, mask_share["finetuning"], width=0.4, label="fine-tuning inputs")
+    ax.set_xticks(x, mask_share["arm"], fontsize=8, rotation=30)
+    ax.set_ylabel("[MASK] share of input tokens")
+    ax.legend(fontsize=8)
+
+
+def plot_gap_by_distance(gap: pd.DataFrame, ax: Axes) -> None:
+    """The independence gap of the arm's headline joint per distance bin (both pair kinds pooled per
+    seed, weighted by pairs), mean over seeds with 95 % CI bars."""
+    bins = gap.drop_duplicates("low").sort_values("low")
+    position = {low: i for i, low in enumerate(bins["low"])}
+    for arm, rows in gap.groupby("arm", sort=False):
+        ax.errorbar([position[low] for low in rows["low"]], rows["mean"], yerr=rows["ci95"].fillna(0),
+                    marker="o", capsize=3, label=arm)
+    ax.set_xticks(range(len(bins)), bins["distance"])
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("distance |i - j| (subword tokens)")
+    ax.set_ylabel("log p(a,b) - log p(a) - log p(b) (nats)")
+    ax.legend(fontsize=8)

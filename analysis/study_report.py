@@ -1,0 +1,202 @@
+"""Write a study's report: tables as CSV (mean, 95 % CI half-width and n over seeds) and as Markdown
+(report.md, "mean ± CI"), and the figures as PNG files, all under <root>/report. `study.py` calls it when
+its stages are done; rerun it by hand on any study folder:
+
+    python -m analysis.study_report outputs/studies/ar_vs_mlm-cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
+
+from analysis import study as S
+from analysis import study_plots as P
+from datamodules.cache import atomic_write_text
+
+
+@dataclass
+class StudyTables:
+    """Every table of a study, summarised over seeds (columns mean, ci95, n) unless named *_runs."""
+
+    pretraining_runs: pd.DataFrame
+    pretraining: pd.DataFrame
+    downstream: pd.DataFrame
+    finetune_feature_gap: pd.DataFrame
+    mask_share: pd.DataFrame
+    independence: pd.DataFrame
+    gap_by_distance: pd.DataFrame
+    representations: pd.DataFrame
+
+
+def study_tables(root: str | Path) -> StudyTables:
+    root = Path(root)
+    pretraining = S.pretraining_runs(root)
+    if pretraining.empty:
+        raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
+                         "run python study.py first, or give the study's root folder")
+    finetuning = S.finetuning_runs(root)
+    reports = S.diagnostic_reports(root)
+    downstream = S.over_seeds(finetuning, ["task", "split", "metric", "arm", "variant"], ["value"])
+    if not finetuning.empty:
+        baselines = finetuning.groupby(["task", "split", "metric"])["baseline"].first()
+        downstream = downstream.join(baselines, on=["task", "split", "metric"])
+    gap = S.gap_by_distance_runs(reports)
+    if not gap.empty:  # pool the pair kinds of one run, weighting each bin's mean by its pairs
+        gap["weighted"] = gap["gap"] * gap["pairs"]
+        gap = gap.groupby(["arm", "seed", "low", "distance"], sort=False)[["weighted", "pairs"]].sum().reset_index()
+        gap["gap"] = gap["weighted"] / gap["pairs"]
+    finetune_share = (finetuning.drop_duplicates("run").groupby("arm")["input_mask_share"].mean()
+                      if not finetuning.empty else pd.Series(dtype=float))
+    mask_share = pretraining.groupby("arm", sort=False)["mask_share"].mean().rename("pretraining").to_frame()
+    mask_share["finetuning"] = finetune_share.reindex(mask_share.index)
+    return StudyTables(
+        pretraining_runs=pretraining,
+        pretraining=S.over_seeds(pretraining, ["arm", "objective"], ["val_loss", "val_ppl", "tokens_seen",
+                                 "pred_tokens_seen", "mask_share", "wall_seconds"]),
+        downstream=downstream,
+        finetune_feature_gap=S.over_seeds(S.finetune_feature_gap(finetuning), ["task", "split", "metric", "arm"],
+                                          ["value"]),
+        mask_share=mask_share.reset_index(),
+        independence=S.over_seeds(S.independence_runs(reports), ["arm", "kind", "joint"],
+                                  ["sequence_ppl", "p_ppl", "u_ppl", "gap"]),
+        gap_by_distance=S.over_seeds(gap, ["arm", "low", "distance"], ["gap"]) if not gap.empty else pd.DataFrame(),
+        representations=S.over_seeds(S.representation_runs(reports), ["arm", "layer", "measure"], ["value"]),
+    )
+
+
+def markdown_table(table: pd.DataFrame, index: list[str], columns: list[str]) -> str:
+    """A pivot of "mean ± CI" cells."""
+    if table.empty:
+        return "(none)\n"
+    cells = table.assign(cell=[S.cell(m, c) for m, c in zip(table["mean"], table["ci95"])])
+    wide = cells.pivot_table(index=index, columns=columns, values="cell", aggfunc="first", sort=False)
+    if isinstance(wide.columns, pd.MultiIndex):
+        wide.columns = [" / ".join(str(c) for c in col) for col in wide.columns]
+    wide = wide.reset_index().fillna("-")
+    lines = ["| " + " | ".join(map(str, wide.columns)) + " |", "|---" * wide.shape[1] + "|"]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in wide.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
+    seeds = sorted(int(s) for s in t.pretraining_runs["seed"].unique())
+    primary = t.downstream[~t.downstream["metric"].astype(str).str.startswith(S.SECONDARY_PREFIXES)] \
+        if not t.downstream.empty else t.downstream
+    gap = t.finetune_feature_gap
+    if not gap.empty:
+        gap = gap[gap["metric"] == gap["task"].map(lambda task: S.PRIMARY_METRIC.get(task, "accuracy"))]
+    share = t.mask_share.assign(**{c: t.mask_share[c].map(lambda v: "-" if v != v else f"{v:.4f}")
+                                   for c in ("pretraining", "finetuning")})
+    parts = [
+        f"# Study report: {root}", "",
+        f"Seeds {seeds}; every cell is mean ± 95 % CI over seeds (Student t; no interval for one seed). "
+        "The CSV files beside this report hold the same tables with n per cell.", "",
+        "## Pretraining", "", markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
+        "## Downstream (dev splits)", "",
+        markdown_table(primary, ["task", "split", "metric", "baseline"], ["arm", "variant"]),
+        "## Pretrain-finetune discrepancy", "",
+        "(i) Representation shift: cosine / linear CKA between the states of unchanged tokens for clean input "
+        "and for input with k of the other tokens replaced by [MASK], per layer.", "",
+        markdown_table(t.representations[t.representations["measure"].str.startswith("shift_")],
+                       ["arm", "measure"], ["layer"]) if not t.representations.empty else "(none)\n",
+        "(ii) Fine-tuned minus feature-based score (same arm, seed and task):", "",
+        markdown_table(gap, ["task", "split", "metric"], ["arm"]) if not gap.empty else "(none)\n",
+        "(iii) Share of [MASK] among input tokens:", "",
+        "| arm | pretraining | fine-tuning |\n|---|---|---|\n" + "".join(
+            f"| {r.arm} | {r.pretraining} | {r.finetuning} |\n" for r in share.itertuples()),
+        "## Contextual-embedding geometry (per layer)", "",
+        markdown_table(t.representations[~t.representations["measure"].str.startswith("shift_")],
+                       ["arm", "measure"], ["layer"]) if not t.representations.empty else "(none)\n",
+        "## Independence diagnostics", "",
+        markdown_table(t.independence, ["arm", "kind", "joint"], ["quantity"]),
+        "Independence gap by distance (both pair kinds):", "",
+        markdown_table(t.gap_by_distance, ["arm"], ["distance"]) if not t.gap_by_distance.empty else "(none)\n",
+        "## Figures", "", *[f"![{name}]({name})" for name in figures], "",
+    ]
+    return "\n".join(parts)
+
+
+def subplots(ncols: int, width: float, height: float) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width * ncols, height))
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
+
+
+def save_figure(fig: Figure, path: Path) -> None:
+    """Write through a temporary file, so an interrupted report never leaves a truncated PNG."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
+    os.close(handle)
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    os.replace(tmp, path)
+
+
+def figures(t: StudyTables, out: Path) -> list[str]:
+    written = []
+    fig, axes = subplots(2, 6, 4)
+    P.plot_learning_curves(t.pretraining_runs, axes[0], "train/tokens_seen")
+    P.plot_learning_curves(t.pretraining_runs, axes[1], "train/pred_tokens_seen")
+    axes[0].set_title("equal input tokens")
+    axes[1].set_title("the same curves against predicted tokens")
+    save_figure(fig, out / "learning_curves.png")
+    written.append("learning_curves.png")
+    if not t.downstream.empty:
+        fig, axes = subplots(t.downstream["task"].nunique(), 3.5, 4)
+        P.plot_downstream(t.downstream, axes)
+        save_figure(fig, out / "downstream.png")
+        written.append("downstream.png")
+    if not t.representations.empty:
+        shift = sorted(m for m in t.representations["measure"].unique() if m.startswith("shift_"))
+        fig, axes = subplots(len(shift) + 1, 3.6, 3.6)
+        P.plot_layers(t.representations, shift, axes[:-1])
+        P.plot_mask_share(t.mask_share, axes[-1])
+        save_figure(fig, out / "discrepancy.png")
+        written.append("discrepancy.png")
+        fig, axes = subplots(len(P.GEOMETRY), 3.4, 3.4)
+        P.plot_layers(t.representations, P.GEOMETRY, axes)
+        save_figure(fig, out / "embeddings.png")
+        written.append("embeddings.png")
+    if not t.gap_by_distance.empty:
+        fig, axes = subplots(1, 7, 4)
+        P.plot_gap_by_distance(t.gap_by_distance, axes[0])
+        save_figure(fig, out / "gap_by_distance.png")
+        written.append("gap_by_distance.png")
+    return written
+
+
+def write_report(root: str | Path) -> list[Path]:
+    """Every table as CSV, report.md and the figures; returns the files written."""
+    root = Path(root)
+    t = study_tables(root)
+    out = root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in ("pretraining_runs", "pretraining", "downstream", "finetune_feature_gap", "mask_share",
+                 "independence", "gap_by_distance", "representations"):
+        table: pd.DataFrame = getattr(t, name)
+        if not table.empty:
+            atomic_write_text(out / f"{name}.csv", table.to_csv(index=False))
+            written.append(out / f"{name}.csv")
+    names = figures(t, out)
+    atomic_write_text(out / "report.md", markdown(t, root, names))
+    return [*written, *(out / n for n in names), out / "report.md"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", help="a study folder (study.py's root=)")
+    try:
+        written = write_report(parser.parse_args().root)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    print("\n".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""A study's stages: every arm x seed pretrained, fine-tuned on every task and variant, and diagnosed.
+
+A stage is one process launch of `train.py` or `evaluate.py` with Hydra overrides and a fixed run folder
+under the study root, so a rerun finds what is already done. Folders:
+
+    <root>/<arm>/seed<k>/pretrain                    summary.json, checkpoints/last.ckpt, tensorboard/
+    <root>/<arm>/seed<k>/finetune/<task>-<variant>   results.json
+    <root>/<arm>/seed<k>/diagnostics                 diagnostics.json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json"}
+SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
+
+
+@dataclass(frozen=True)
+class Stage:
+    kind: str  # pretrain | finetune | diagnose
+    arm: str
+    seed: int
+    label: str  # what it is within its arm and seed: "pretrain", "finetune rte-full", "diagnose"
+    folder: Path
+    overrides: tuple[str, ...]  # the Hydra overrides that define the run (the run folder is added at launch)
+    needs: tuple[Path, ...] = ()  # done files of the stages whose output this one reads
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm}/seed{self.seed} {self.label}"
+
+    @property
+    def script(self) -> str:
+        return SCRIPT[self.kind]
+
+    @property
+    def done_file(self) -> Path:
+        return self.folder / DONE_FILE[self.kind]
+
+    def record(self) -> dict[str, Any]:
+        """What stage.json keeps, to tell a finished stage of this study from one of another."""
+        return {"kind": self.kind, "arm": self.arm, "seed": self.seed, "script": self.script,
+                "overrides": list(self.overrides)}
+
+
+def seeds_of(cfg: DictConfig) -> list[int]:
+    if cfg.seed is not None:
+        return [int(cfg.seed)]
+    if int(cfg.seeds) < 1:
+        raise ValueError(f"seeds={cfg.seeds}; run at least one seed (seeds=N runs seeds 1..N)")
+    return list(range(1, int(cfg.seeds) + 1))
+
+
+def arms_of(cfg: DictConfig) -> dict[str, DictConfig]:
+    arms = cfg.study.arms
+    if cfg.arm is None:
+        return dict(arms.items())
+    if cfg.arm not in arms:
+        raise ValueError(f"arm={cfg.arm!r} is not in study {cfg.study.name}; its arms are {list(arms)}")
+    return {cfg.arm: arms[cfg.arm]}
+
+
+def _strings(values: Any) -> list[str]:
+    return [str(v) for v in (values or [])]
+
+
+def check_study(cfg: DictConfig) -> None:
+    """Names that would only fail hours later, inside a stage, are checked up front."""
+    study = cfg.study
+    variants = study.finetune_variants
+    for name, arm in study.arms.items():
+        unknown = [v for v in arm.get("finetune", study.default_variants) if v not in variants]
+        if unknown:
+            raise ValueError(f"arm {name}: fine-tuning variants {unknown} are not defined in "
+                             f"study.finetune_variants ({list(variants)})")
+        if not float(arm.get("budget_scale", 1.0)) > 0:
+            raise ValueError(f"arm {name}: budget_scale must be > 0")
+    reference = study.diagnose.candidates_arm
+    if reference is not None and reference not in study.arms:
+        raise ValueError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
+    if not float(cfg.budget) > 0:
+        raise ValueError(f"budget={cfg.budget}: give the pretraining budget in input tokens")
+
+
+def plan(cfg: DictConfig) -> list[Stage]:
+    """Every stage of the selected arms and seeds, each arm x seed in pipeline order."""
+    check_study(cfg)
+    study, root = cfg.study, Path(cfg.root)
+    stages: list[Stage] = []
+    for seed in seeds_of(cfg):
+        for arm_name, arm in arms_of(cfg).items():
+            base = root / arm_name / f"seed{seed}"
+            pretrain = base / "pretrain"
+            max_tokens = int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
+            stages.append(Stage("pretrain", arm_name, seed, "pretrain", pretrain, tuple(
+                [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
+                 f"max_tokens={max_tokens}", *_strings(cfg.extra_pretrain)])))
+            for task in cfg.tasks if cfg.tasks is not None else study.tasks:
+                for variant in arm.get("finetune", study.default_variants):
+                    stages.append(Stage("finetune", arm_name, seed, f"finetune {task}-{variant}",
+                                        base / "finetune" / f"{task}-{variant}", tuple(
+                        [f"task={task}", f"pretrained={pretrain}", f"seed={seed}",
+                         *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
+                         *_strings(cfg.extra_finetune)]), needs=(pretrain / DONE_FILE["pretrain"],)))
+            if arm.get("diagnose", True):
+                stages.append(diagnose_stage(cfg, arm_name, seed, base))
+    return stages
+
+
+def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path) -> Stage:
+    """Every arm but the reference one scores the reference arm's candidate sets (same seed), so the
+    independence diagnostics of different checkpoints compare on the same K x K tables."""
+    diagnose = cfg.study.diagnose
+    overrides = [f"checkpoint={base / 'pretrain'}", f"data={cfg.corpus}", f"seed={seed}",
+                 f"independence={str(bool(diagnose.independence)).lower()}",
+                 f"representations.enabled={str(bool(diagnose.representations)).lower()}",
+                 *_strings(cfg.diagnose), *_strings(cfg.extra_diagnose)]
+    needs = [base / "pretrain" / DONE_FILE["pretrain"]]
+    reference = diagnose.candidates_arm
+    if diagnose.independence and reference is not None and reference != arm_name:
+        reference_folder = Path(cfg.root) / reference / f"seed{seed}" / "diagnostics"
+        overrides.append(f"candidates_from={reference_folder / DONE_FILE['diagnose']}")
+        needs.append(reference_folder / DONE_FILE["diagnose"])
+    return Stage("diagnose", arm_name, seed, "diagnose", base / "diagnostics", tuple(overrides), tuple(needs))
+
+
+def describe(cfg: DictConfig) -> dict[str, Any]:
+    """The study's resolved settings, kept beside its runs."""
+    return OmegaConf.to_container(cfg, resolve=True)

@@ -1,0 +1,120 @@
+"""Run a study's stages, each as its own process, skipping finished ones and resuming interrupted ones.
+
+One process launch per run keeps every stage independent of the driver: a DDP stage (trainer=ddp) starts
+its ranks from a fresh `python train.py`, never from inside a Hydra multirun (hydra issue 2070), and a
+crash or an out-of-memory kill takes down one stage, not the study.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from datamodules.cache import atomic_write_text
+from studies.plan import Stage
+
+log = logging.getLogger("armlm.study")
+REPO = Path(__file__).resolve().parents[1]
+RECORD = "stage.json"
+# Characters that Hydra's override grammar would read as syntax inside an unquoted path.
+UNSAFE_PATH_CHARS = set(" ,=[]{}()'\"\\$")
+
+
+@dataclass
+class Outcome:
+    stage: Stage
+    status: str  # skipped (done before) | done | failed | waiting (an input stage is not done)
+    seconds: float = 0.0
+    detail: str = ""
+
+
+def check_root(root: Path) -> None:
+    unsafe = sorted(UNSAFE_PATH_CHARS.intersection(str(root)))
+    if unsafe:
+        raise ValueError(f"root={root} contains {unsafe}, which Hydra overrides cannot carry unquoted; "
+                         "choose a study folder without them")
+
+
+def check_record(stage: Stage) -> None:
+    """A folder that holds another study's stage (other settings) must not be taken as this one's."""
+    path = stage.folder / RECORD
+    if not path.is_file():
+        if stage.done_file.is_file():
+            raise ValueError(f"{stage.folder} holds {stage.done_file.name} but no {RECORD}: it was not run by this "
+                             "study; move it away or choose another root=")
+        return
+    recorded = json.loads(path.read_text())
+    ours = stage.record()
+    differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
+    if differing:
+        details = "; ".join(f"{k}: folder has {old}, this study has {new}" for k, (old, new) in differing.items())
+        raise ValueError(f"{stage.folder} was run with other settings ({details}). Rerun with the settings it "
+                         "was started with, choose another root=, or delete that folder to redo it")
+
+
+def command(stage: Stage, prefix: dict[str, list[str]]) -> tuple[list[str], str]:
+    """The stage's command line, resuming from its last checkpoint if an earlier launch left one."""
+    overrides = [*stage.overrides, f"hydra.run.dir={stage.folder}"]
+    last = stage.folder / "checkpoints" / "last.ckpt"
+    note = ""
+    if stage.kind in ("pretrain", "finetune") and last.is_file():
+        overrides.append(f"ckpt_path={last}")
+        note = f"resuming from {last}"
+    return [*prefix.get(stage.kind, []), sys.executable, str(REPO / stage.script), *overrides], note
+
+
+def launch(stage: Stage, prefix: dict[str, list[str]]) -> Outcome:
+    argv, note = command(stage, prefix)
+    stage.folder.mkdir(parents=True, exist_ok=True)
+    record_path = stage.folder / RECORD
+    launches = json.loads(record_path.read_text()).get("launches", 0) if record_path.is_file() else 0
+    atomic_write_text(record_path, json.dumps({**stage.record(), "launches": launches + 1, "command": argv},
+                                              indent=2))
+    log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
+    started = time.perf_counter()
+    returncode = subprocess.run(argv).returncode
+    seconds = round(time.perf_counter() - started, 1)
+    if returncode == 0 and stage.done_file.is_file():
+        return Outcome(stage, "done", seconds, note)
+    logs = ", ".join(str(p) for p in sorted(stage.folder.glob("*.log"))) or "its output above"
+    return Outcome(stage, "failed", seconds, f"exit status {returncode}; see {logs}")
+
+
+def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, dry_run: bool = False) -> list[Outcome]:
+    """Run every stage whose inputs are done, until none can start. Stages whose input stage failed, or
+    lies outside this launch (arm=/seed= selections), are reported as waiting. `prefix` maps a stage kind
+    to the launcher put before its `python` (e.g. srun)."""
+    prefix = prefix or {}
+    for stage in stages:
+        check_record(stage)  # every mismatch is found before any work starts
+    outcomes: dict[Stage, Outcome] = {}
+    planned: set[Path] = set()  # dry run: done files the planned stages would write
+    progress = True
+    while progress:
+        progress = False
+        for stage in stages:
+            if stage in outcomes:
+                continue
+            if stage.done_file.is_file():
+                outcomes[stage] = Outcome(stage, "skipped", detail=f"{stage.done_file.name} exists")
+            elif all(need.is_file() or need in planned for need in stage.needs):
+                if dry_run:
+                    outcomes[stage] = Outcome(stage, "planned", detail=" ".join(command(stage, prefix)[0]))
+                    planned.add(stage.done_file)
+                else:
+                    outcomes[stage] = launch(stage, prefix)
+                    log.info("%s: %s (%.0f s) %s", stage.name, outcomes[stage].status, outcomes[stage].seconds,
+                             outcomes[stage].detail)
+            else:
+                continue
+            progress = True
+    for stage in stages:
+        if stage not in outcomes:
+            missing = [str(n) for n in stage.needs if not n.is_file()]
+            outcomes[stage] = Outcome(stage, "waiting", detail=f"needs {', '.join(missing)}")
+    return list(outcomes.values())  # in the order the stages ran

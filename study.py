@@ -1,0 +1,79 @@
+"""Run a study: every arm x seed pretrained, fine-tuned and diagnosed, each stage its own process, then
+the study's report (tables and figures under <root>/report).
+
+    python study.py study=ar_vs_mlm scale=smoke seeds=1          # minutes on a CPU
+    python study.py study=masking_strategies scale=cpu seeds=3
+    python study.py study=ar_vs_mlm dry_run=true                 # list the stages and their commands
+    python study.py -m study=ar_vs_mlm arm=ar,mlm,mlm_nsp,ar_pred seed=1,2,3 \\
+        hydra/launcher=joblib hydra.launcher.n_jobs=4            # parallel; then rerun without -m
+
+Rerunning the same command skips stages whose results file exists and resumes interrupted ones from their
+last checkpoint. configs/study.yaml lists the settings; README "Studies" the cluster recipes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from datamodules.cache import atomic_write_text
+from studies.plan import DONE_FILE, describe, plan
+from studies.runner import Outcome, check_root, run_stages
+
+log = logging.getLogger("armlm.study")
+
+
+def summarise(outcomes: list[Outcome]) -> str:
+    lines = [f"{o.stage.name:<48} {o.status:<8} {o.seconds:>8.0f} s  {o.detail}" for o in outcomes]
+    counts = Counter(o.status for o in outcomes)
+    return "\n".join([*lines, "stages: " + ", ".join(f"{n} {status}" for status, n in counts.items())])
+
+
+def run_study(cfg: DictConfig) -> list[Outcome]:
+    root = Path(cfg.root)
+    check_root(root)
+    stages = plan(cfg)
+    whole = cfg.arm is None and cfg.seed is None
+    log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
+    prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in DONE_FILE}
+    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run)
+    log.info("\n%s", summarise(outcomes))
+    if cfg.dry_run:
+        return outcomes
+    if whole:
+        statuses = [{"stage": o.stage.name, "kind": o.stage.kind, "arm": o.stage.arm, "seed": o.stage.seed,
+                     "folder": str(o.stage.folder), "status": o.status, "seconds": o.seconds, "detail": o.detail}
+                    for o in outcomes]
+        atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
+        if cfg.report:
+            from analysis.study_report import write_report  # pandas and matplotlib: only once there is a study
+
+            written = write_report(root)
+            log.info("report: %s", ", ".join(str(p) for p in written))
+    elif any(o.status == "waiting" for o in outcomes):
+        log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")
+    return outcomes
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="study")
+def main(cfg: DictConfig) -> None:
+    try:
+        outcomes = run_study(cfg)
+    except ValueError as err:  # settings that cannot work; the message names the fix
+        log.error("%s", err)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        log.error("interrupted: rerun the same command to resume (finished stages are kept)")
+        sys.exit(130)
+    if any(o.status == "failed" for o in outcomes):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

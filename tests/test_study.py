@@ -1,0 +1,218 @@
+"""study.py: the plan of every preset, the checks on bad settings and reused folders, and a tiny study run
+end to end (in parallel through the joblib launcher, then completed and reported), rerun without work, and
+resumed after a hard kill."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import train
+from diagnostics.run import evaluate_config
+from studies.plan import plan
+from studies.runner import RECORD, run_stages
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = {"ar_vs_mlm": ["ar", "mlm", "mlm_nsp", "ar_pred"], "masking_strategies": 6, "mask_rate": 5}
+
+
+def study_config(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("study", overrides=list(overrides))
+
+
+def stage_config(stage):
+    """The config the stage's process would compose (its script's config plus its overrides)."""
+    if stage.kind == "diagnose":
+        return evaluate_config(list(stage.overrides))
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("train", overrides=list(stage.overrides))
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path):
+    cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}")
+    stages = plan(cfg)
+    arms = cfg.study.arms
+    assert len(arms) == (len(STUDIES[study]) if isinstance(STUDIES[study], list) else STUDIES[study])
+    tasks = cfg.tasks or cfg.study.tasks
+    per_seed = sum(2 + len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) for arm in arms.values())
+    assert len(stages) == 2 * per_seed
+    assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder
+    first_arm = next(iter(arms))
+    for stage in (s for s in stages if s.seed == 1 and (s.kind != "finetune" or s.arm == first_arm)):
+        config = stage_config(stage)  # raises on an override of a key that does not exist
+        if stage.kind == "pretrain":
+            train.check_config(config)  # objective and model settings are valid
+            assert config.seed == 1 and config.data.corpus._target_
+
+
+def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
+    cfg = study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget=1000000")
+    stages = {s.name: s for s in plan(cfg)}
+    assert "max_tokens=1000000" in stages["mlm/seed1 pretrain"].overrides
+    assert "max_tokens=150000" in stages["ar_pred/seed1 pretrain"].overrides
+    reference = tmp_path / "mlm" / "seed1" / "diagnostics" / "diagnostics.json"
+    assert f"candidates_from={reference}" in stages["ar/seed1 diagnose"].overrides
+    assert reference in stages["ar/seed1 diagnose"].needs
+    assert not any(o.startswith("candidates_from") for o in stages["mlm/seed1 diagnose"].overrides)
+    variants = [name.split()[-1] for name in stages if name.startswith("ar/seed1 finetune")]
+    assert variants == [f"{t}-{v}" for t in cfg.study.tasks for v in ("full", "bidirectional", "features")]
+    assert "finetune.attention=bidirectional" in stages["ar/seed1 finetune rte-bidirectional"].overrides
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["arm=bert"], "arm='bert' is not in study ar_vs_mlm"),
+    (["seeds=0"], "seeds=0"),
+    (["budget=0"], "budget=0"),
+    (["study.diagnose.candidates_arm=bert"], "candidates_arm='bert'"),
+    (["+study.arms.mlm.finetune=[full,prompting]"], r"variants \['prompting'\] are not defined"),
+])
+def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        plan(study_config("scale=smoke", f"root={tmp_path}", *overrides))
+
+
+def test_a_folder_run_with_other_settings_is_refused(tmp_path):
+    stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))
+    pretrain = stages[0]
+    pretrain.folder.mkdir(parents=True)
+    (pretrain.folder / RECORD).write_text(json.dumps({**pretrain.record(), "overrides": ["objective=ar"]}))
+    with pytest.raises(ValueError, match="was run with other settings"):
+        run_stages(stages)
+    (pretrain.folder / RECORD).unlink()
+    (pretrain.folder / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="not run by this study"):
+        run_stages(stages)
+
+
+def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
+    stages = plan(study_config("scale=smoke", "seeds=1", f"root={tmp_path}"))
+    outcomes = run_stages(stages, prefix={"pretrain": ["srun", "--ntasks-per-node=4"]}, dry_run=True)
+    assert all(o.status == "planned" for o in outcomes)
+    assert [o.stage.kind for o in outcomes if o.detail.startswith("srun --ntasks-per-node=4 ")] == ["pretrain"] * 4
+    assert outcomes[-1].stage.name == "ar/seed1 diagnose"  # it reads mlm's diagnostics, so it goes after them
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+# -- end to end ------------------------------------------------------------------------------------------
+TINY_STUDY = """\
+name: tiny
+arms:
+  ar:
+    pretrain: [objective=ar]
+    finetune: [full, bidirectional]
+  mlm:
+    pretrain: [objective=mlm]
+tasks: [rte]
+default_variants: [full, features]
+finetune_variants:
+  full: [finetune.mode=full]
+  features: [finetune.mode=features]
+  bidirectional: [finetune.mode=full, finetune.attention=bidirectional]
+diagnose:
+  independence: true
+  representations: true
+  candidates_arm: mlm
+"""
+
+
+@pytest.fixture(scope="module")
+def study_settings(tmp_path_factory, data_dir, cache_dir) -> list[str]:
+    configs = tmp_path_factory.mktemp("study-configs")
+    (configs / "study").mkdir()
+    (configs / "study" / "tiny.yaml").write_text(TINY_STUDY)
+    quiet = '"trainer.enable_progress_bar=false"'
+    return [f"hydra.searchpath=[file://{configs}]", "study=tiny", "scale=smoke", "seeds=1", "budget=20000",
+            "tasks=[rte]",
+            f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=1000"]',
+            f'extra_finetune=[{quiet},"task.data.max_train_examples=64","task.data.max_eval_examples=64"]',
+            'extra_diagnose=["pairs=4","candidates=4","representations.sentences=8"]']
+
+
+def run_study(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "study.py", *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def statuses(root: Path) -> dict[str, str]:
+    return {s["stage"]: s["status"] for s in json.loads((root / "study.json").read_text())["stages"]}
+
+
+@pytest.mark.slow
+def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(study_settings, tmp_path,
+                                                                               monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = tmp_path / "tiny"
+    # Both arms at once through the joblib launcher; ar's diagnostics read mlm's candidates, so they may
+    # wait for the second, plain launch, which also writes the report.
+    run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "arm=ar,mlm", f"root={root}",
+              *study_settings)
+    assert (root / "ar" / "seed1" / "pretrain" / "summary.json").is_file()
+    assert (root / "mlm" / "seed1" / "diagnostics" / "diagnostics.json").is_file()
+    assert not (root / "report").exists()
+    run_study(f"root={root}", *study_settings)
+    assert set(statuses(root).values()) <= {"skipped", "done"} and len(statuses(root)) == 2 * (1 + 2 + 1)
+    report = root / "report"
+    for name in ("learning_curves", "downstream", "discrepancy", "embeddings", "gap_by_distance"):
+        assert (report / f"{name}.png").stat().st_size > 10_000, name
+    downstream = (report / "downstream.csv").read_text()
+    assert all(f"rte,dev,accuracy,{arm},{variant}" in downstream
+               for arm, variant in (("ar", "full"), ("ar", "bidirectional"), ("mlm", "features")))
+    text = (report / "report.md").read_text()
+    assert "| mlm | 0.1" in text  # [MASK] share of MLM pretraining inputs (15 % x 80 %, minus specials)
+    ar = json.loads((root / "ar" / "seed1" / "diagnostics" / "diagnostics.json").read_text())
+    assert ar["candidates_from"].endswith("mlm/seed1/diagnostics/diagnostics.json")
+    assert len(ar["representations"]["geometry"]) == 2  # model=tiny: a row per layer
+
+    done_files = sorted(root.glob("*/seed1/**/*.json"))
+    before = {p: p.stat().st_mtime_ns for p in done_files}
+    started = time.perf_counter()
+    run_study(f"root={root}", *study_settings)
+    assert set(statuses(root).values()) == {"skipped"}
+    assert {p: p.stat().st_mtime_ns for p in done_files} == before
+    assert time.perf_counter() - started < 60
+
+    monkeypatch.setenv("ARMLM_STUDY", str(root))
+    notebook = nbformat.read(REPO / "notebooks" / "study.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+    images = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 5  # curves, downstream, discrepancy, embeddings, gap by distance
+
+
+@pytest.mark.slow
+def test_a_killed_study_resumes_pretraining_from_its_last_checkpoint(study_settings, tmp_path):
+    root = tmp_path / "killed"
+    args = [sys.executable, "study.py", f"root={root}", *study_settings, "arm=mlm", "tasks=[]", "budget=150000",
+            "+study.arms.mlm.diagnose=false"]
+    run_dir = root / "mlm" / "seed1" / "pretrain"
+    process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "last.ckpt").is_file() and process.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # a hard crash of the driver and its running stage
+    process.wait()
+    assert not (run_dir / "summary.json").exists(), "the run finished before it could be killed"
+
+    result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((run_dir / RECORD).read_text())
+    assert record["launches"] == 2 and f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}" in record["command"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    per_step = 16 * 64  # scale=smoke: batch 16 x block 64
+    assert summary["steps"] == -(-150000 // per_step)  # the whole budget, not a fresh run's count
+    assert summary["tokens_seen"] == summary["steps"] * per_step  # the count went on from the checkpoint
