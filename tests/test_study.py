@@ -102,6 +102,19 @@ def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
+def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir):
+    root = tmp_path / "failing"
+    result = subprocess.run(
+        [sys.executable, "study.py", "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={root}",
+         'extra_pretrain=["objective.mask_rate=2"]'], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    log = result.stdout + result.stderr
+    assert "mlm/seed1 pretrain: failed" in log and "exit status 1" in log
+    assert "mlm/seed1 diagnose" in log and "waiting  " in log
+    record = json.loads((root / "mlm" / "seed1" / "pretrain" / RECORD).read_text())
+    assert record["launches"] == 1 and "objective.mask_rate=2" in record["overrides"]
+
+
 # -- end to end ------------------------------------------------------------------------------------------
 TINY_STUDY = """\
 name: tiny
