@@ -19,13 +19,17 @@ TOKEN_AXES = {"train/tokens_seen": "input tokens seen", "train/pred_tokens_seen"
 
 
 def plot_learning_curves(pretraining: pd.DataFrame, ax: Axes, tokens_tag: str = "train/tokens_seen") -> None:
-    """val/loss of every arm against tokens seen: the mean over seeds, and the seeds' range as a band."""
+    """val/loss of every arm against tokens seen: the mean over seeds, and the seeds' range as a band. The
+    seeds of an arm validate at the same steps, so their curves are averaged point by point (MLM's
+    predicted-token counts differ a little between seeds)."""
     for arm, runs in pretraining.groupby("arm", sort=False):
         curves = [curve_by_tokens(Path(run), "val/loss", tokens_tag) for run in runs["run"]]
-        frame = pd.concat(curves, axis=1).sort_index().interpolate(method="index", limit_area="inside")
-        ax.plot(frame.index, frame.mean(axis=1), marker=".", label=f"{arm} ({runs['objective'].iloc[0]})")
-        if frame.shape[1] > 1:
-            ax.fill_between(frame.index, frame.min(axis=1), frame.max(axis=1), alpha=0.2)
+        points = min(len(c) for c in curves)
+        tokens = np.mean([c.index[:points] for c in curves], axis=0)
+        losses = np.array([c.to_numpy()[:points] for c in curves])
+        ax.plot(tokens, losses.mean(axis=0), marker=".", label=f"{arm} ({runs['objective'].iloc[0]})")
+        if len(curves) > 1:
+            ax.fill_between(tokens, losses.min(axis=0), losses.max(axis=0), alpha=0.2)
     ax.axhline(pretraining["unigram_baseline"].iloc[0], color="grey", linestyle="--", label="unigram baseline")
     ax.set_xlabel(TOKEN_AXES.get(tokens_tag, tokens_tag))
     ax.set_ylabel("val/loss (nats per predicted token)")
