@@ -18,6 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 
 DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json"}
 SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
+# An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
+# budget_scale (times the study's budget; default 1) and diagnose (default true).
+ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,9 @@ def check_study(cfg: DictConfig) -> None:
     study = cfg.study
     variants = study.finetune_variants
     for name, arm in study.arms.items():
+        misspelt = sorted(set(arm) - ARM_KEYS)
+        if misspelt:
+            raise ValueError(f"arm {name}: unknown keys {misspelt}; an arm takes {sorted(ARM_KEYS)}")
         unknown = [v for v in arm.get("finetune", study.default_variants) if v not in variants]
         if unknown:
             raise ValueError(f"arm {name}: fine-tuning variants {unknown} are not defined in "
@@ -83,6 +89,9 @@ def check_study(cfg: DictConfig) -> None:
     reference = study.diagnose.candidates_arm
     if reference is not None and reference not in study.arms:
         raise ValueError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
+    if study.diagnose.independence and reference is not None and not study.arms[reference].get("diagnose", True):
+        raise ValueError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
+                         "other arms score its candidate sets; drop its diagnose: false or pick another arm")
     if not float(cfg.budget) > 0:
         raise ValueError(f"budget={cfg.budget}: give the pretraining budget in input tokens")
 

@@ -74,6 +74,8 @@ def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
     (["budget=0"], "budget=0"),
     (["study.diagnose.candidates_arm=bert"], "candidates_arm='bert'"),
     (["+study.arms.mlm.finetune=[full,prompting]"], r"variants \['prompting'\] are not defined"),
+    (["+study.arms.mlm.finetunes=[full]"], r"unknown keys \['finetunes'\]"),
+    (["+study.arms.mlm.diagnose=false"], "must be diagnosed"),
 ])
 def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
     with pytest.raises(ValueError, match=match):
@@ -209,7 +211,7 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
 def test_a_killed_study_resumes_pretraining_from_its_last_checkpoint(study_settings, tmp_path):
     root = tmp_path / "killed"
     args = [sys.executable, "study.py", f"root={root}", *study_settings, "arm=mlm", "tasks=[]", "budget=150000",
-            "+study.arms.mlm.diagnose=false"]
+            "+study.arms.mlm.diagnose=false", "study.diagnose.candidates_arm=null"]
     run_dir = root / "mlm" / "seed1" / "pretrain"
     process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
