@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datamodules.hub import load_split
+from datamodules.textfile import read_utf8
 from datamodules.vocabulary import IGNORE_INDEX
 
 TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
@@ -53,26 +54,25 @@ def read_conll(path: str | Path, tagset: tuple[str, ...] | None = None) -> list[
             words.clear()
             tags.clear()
 
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            fields = line.split()
-            if not fields:
-                close()
-            elif fields[0] == "-DOCSTART-":
-                close()
-                document += 1
-            elif len(fields) < 2 or not TAG.match(fields[-1]) or len(fields) != (width or len(fields)):
-                raise ValueError(
-                    f"{path}:{line_no}: expected {width or 'at least 2'} columns ending in an NER tag like O, "
-                    f"B-PER or I-LOC, got {line.rstrip()!r}"
-                )
-            elif tagset is not None and fields[-1] != "O" and "B-" + fields[-1][2:] not in tagset:
-                raise ValueError(f"{path}:{line_no}: tag {fields[-1]!r} is not in the task's tag set {tagset}; "
-                                 "fix the file or use a task whose tags it has")
-            else:
-                width = width or len(fields)
-                words.append(fields[0])
-                tags.append(fields[-1])
+    for line_no, line in enumerate(read_utf8(path).split("\n"), start=1):
+        fields = line.split()
+        if not fields:
+            close()
+        elif fields[0] == "-DOCSTART-":
+            close()
+            document += 1
+        elif len(fields) < 2 or not TAG.match(fields[-1]) or len(fields) != (width or len(fields)):
+            raise ValueError(
+                f"{path}:{line_no}: expected {width or 'at least 2'} columns ending in an NER tag like O, "
+                f"B-PER or I-LOC, got {line.rstrip()!r}"
+            )
+        elif tagset is not None and fields[-1] != "O" and "B-" + fields[-1][2:] not in tagset:
+            raise ValueError(f"{path}:{line_no}: tag {fields[-1]!r} is not in the task's tag set {tagset}; "
+                             "fix the file or use a task whose tags it has")
+        else:
+            width = width or len(fields)
+            words.append(fields[0])
+            tags.append(fields[-1])
     close()
     return sentences
 

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from datamodules.textfile import read_utf8
+
 Splits = dict[str, list[str]]  # "train" / "validation" -> documents
 EMBEDDED_WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
@@ -141,13 +143,6 @@ class TextFiles(Corpus):
             else:
                 docs.append((str(path), text))
         return docs
-
-
-def read_utf8(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}); convert it or leave it out") from err
 
 
 class BrownCorpus(Corpus):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datamodules.hub import load_split
+from datamodules.textfile import read_utf8
 
 csv.field_size_limit(sys.maxsize)  # a few GLUE rows are longer than csv's 128 KiB default
 
@@ -77,9 +78,12 @@ def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExa
             f"GLUE {task.name}: {path} is missing; the folder must follow the GLUE release layout "
             f"(<data>/{task.folder}/train.tsv, {', '.join(s + '.tsv' for s in task.dev_splits)})"
         )
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    lines = read_utf8(path).split("\n")
+    # One row per line (QUOTE_NONE: no field spans lines), so a row's index is its line number.
+    rows = [next(csv.reader([line], delimiter="\t", quoting=csv.QUOTE_NONE), []) for line in lines]
     if task.has_header:
+        if not rows or not rows[0]:
+            raise ValueError(f"{path}:1: no header line; is this the GLUE {task.name} file?")
         header, rows, first_line = rows[0], rows[1:], 2
         columns = {name: i for i, name in enumerate(header)}
         missing = [c for c in (*task.text_columns, task.label_column) if c not in columns]
