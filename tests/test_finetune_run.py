@@ -81,11 +81,13 @@ def test_feature_based_ner_fits_a_slice_with_the_backbone_frozen(tmp_path, tiny_
     """A frozen, barely pretrained tiny backbone gives weak features: the check is that the head over the
     concatenated layers learns (beats all-O on the sentences it trained on) while the backbone stays put."""
     cfg = finetune_config(tmp_path, "task=conll2003", f"pretrained={tiny_pretrained['mlm']}", "finetune.mode=features",
-                          f"task.data.source={conll_slice}", "task.epochs=10", "task.optim.features_lr=1e-2",
+                          f"task.data.source={conll_slice}", "task.epochs=25", "task.optim.features_lr=1e-2",
                           "finetune.dropout=0")
     results = run_finetune(cfg)
     assert results["optim"]["lr"] == 1e-2 and results["mode"] == "features"
-    assert results["metrics"]["validation"]["f1"] > 0.05 > results["majority_baseline"]["validation"]["f1"]
+    # 25 epochs: F1 0.32-0.38 in three fresh processes (each trains its own tokenizer, whose ids vary; at 10
+    # epochs one full-suite run fell to 0.047)
+    assert results["metrics"]["validation"]["f1"] > 0.15 > results["majority_baseline"]["validation"]["f1"]
     before = load_pretrained(tiny_pretrained["mlm"]).weights
     after = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     assert all(torch.equal(after[f"backbone.{k}"], v) for k, v in before.items())
