@@ -20,7 +20,6 @@ from typing import Any
 
 import hydra
 import lightning as L
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -32,7 +31,7 @@ from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
-from training.setup import build, choose_cpu_precision
+from training.setup import build, choose_cpu_precision, resume_hyperparameters
 
 log = logging.getLogger("armlm.train")
 
@@ -57,13 +56,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
 
 def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[str, Any]) -> None:
     """A resumed run must have the checkpoint's model and objective; list every key that differs."""
-    if not ckpt_path.is_file():
-        raise FileNotFoundError(f"ckpt_path={ckpt_path} does not exist; give a checkpoint file to resume")
-    try:
-        saved = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters")
-    except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all
-        raise ValueError(f"{ckpt_path} cannot be loaded safely with weights_only=True ({err}); "
-                         "resume only from checkpoints that armlm wrote") from err
+    saved = resume_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
         raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
     ours = flat_settings(asdict(model_config), objective)

@@ -27,7 +27,7 @@ from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
 from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig
-from training.setup import build, choose_cpu_precision
+from training.setup import build, choose_cpu_precision, resume_hyperparameters
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
@@ -89,14 +89,7 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
     end); the checkpoint must come from the same task, settings, model and optimiser."""
-    if not ckpt_path.is_file():
-        raise FileNotFoundError(f"ckpt_path={ckpt_path} does not exist; give the interrupted fine-tuning run's "
-                                "checkpoints/last.ckpt")
-    try:
-        saved = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters")
-    except Exception as err:
-        raise ValueError(f"{ckpt_path} cannot be loaded with weights_only=True ({err}); resume only from "
-                         "checkpoints armlm wrote") from err
+    saved = resume_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or "task" not in saved:
         raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")
@@ -110,8 +103,9 @@ def input_mask_share(datamodule: FinetuneDataModule) -> float:
     """The share of [MASK] among the training inputs' tokens: zero for natural text, against the
     objective's share in pretraining (val/mask_share), which is the [MASK] pretrain-finetune discrepancy."""
     mask_id = token_id(datamodule.tokenizer, MASK)
-    tokens = [t for example in datamodule.encoded["train"] for t in example.input_ids]
-    return sum(t == mask_id for t in tokens) / max(1, len(tokens))
+    examples = datamodule.encoded["train"]
+    masks = sum(example.input_ids.count(mask_id) for example in examples)
+    return masks / max(1, sum(len(example.input_ids) for example in examples))
 
 
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:

@@ -26,7 +26,7 @@ class LossOutput:
     predicted_tokens: Tensor  # how many tokens carried an LM loss
     input_tokens: Tensor  # non-padding input positions fed to the backbone
     # Objective-specific metrics as (mean over the batch, number of items it averages).
-    extras: dict[str, tuple[Tensor, int]] = field(default_factory=dict)
+    extras: dict[str, tuple[Tensor, Tensor | int]] = field(default_factory=dict)
 
 
 class Objective(nn.Module, ABC):

@@ -14,6 +14,11 @@ from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
 
 
+def mask_share(n_masked: Tensor, inputs: Tensor) -> tuple[Tensor, Tensor]:
+    """The `mask_share` metric: [MASK] inputs per input token, weighted by the input tokens."""
+    return (n_masked / inputs.clamp(min=1)).float(), inputs
+
+
 class MaskedLM(Objective):
     """Select `mask_rate` of the ordinary positions; of those, replace with [MASK] / a random token / keep
     with probabilities `mask_prob / random_prob / keep_prob`. Only selected positions carry a loss, and the
@@ -86,10 +91,10 @@ class MaskedLM(Objective):
         self, batch: Batch, model: Transformer, generator: torch.Generator | None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Corrupt, encode bidirectionally, score the selected positions: (hidden, nll_sum, n_predicted,
-        mask_share), the last being the share of input tokens that are [MASK] (fine-tuning inputs have none:
-        the pretrain-finetune discrepancy the studies measure)."""
+        n_masked), the last being how many inputs are [MASK] (fine-tuning inputs have none: the
+        pretrain-finetune discrepancy the studies measure)."""
         corrupted, labels = self.corrupt(batch["input_ids"], generator)
-        mask_share = (corrupted == self.mask_id).sum() / self.input_token_count(batch).clamp(min=1)
+        n_masked = (corrupted == self.mask_id).sum()
         hidden = model(
             corrupted,
             causal=False,
@@ -98,15 +103,15 @@ class MaskedLM(Objective):
         )
         selected = labels != IGNORE_INDEX
         nll_sum, n_predicted = summed_token_nll(model.logits(hidden[selected]), labels[selected])
-        return hidden, nll_sum, n_predicted, mask_share.detach().float()
+        return hidden, nll_sum, n_predicted, n_masked
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        _, nll_sum, n_predicted, mask_share = self.masked_lm(batch, model, generator)
+        _, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
         inputs = self.input_token_count(batch)
         return LossOutput(
             loss=mean_or_zero(nll_sum, n_predicted),
             lm_nll_sum=nll_sum.detach(),
             predicted_tokens=n_predicted,
             input_tokens=inputs,
-            extras={"mask_share": (mask_share, int(inputs))},
+            extras={"mask_share": mask_share(n_masked, inputs)},
         )

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from models.backbone import Transformer
 from models.heads import ClassificationHead
 from objectives.base import Batch, LossOutput, mean_or_zero
-from objectives.mlm import MaskedLM
+from objectives.mlm import MaskedLM, mask_share
 
 
 class MaskedLMWithNSP(MaskedLM):
@@ -26,7 +26,7 @@ class MaskedLMWithNSP(MaskedLM):
         self.nsp_head = ClassificationHead(d_model, 2)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        hidden, nll_sum, n_predicted, mask_share = self.masked_lm(batch, model, generator)
+        hidden, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
         inputs = self.input_token_count(batch)
         mlm_loss = mean_or_zero(nll_sum, n_predicted)
         nsp_logits = self.nsp_head(hidden[:, 0]).float()  # the [CLS] state
@@ -40,5 +40,5 @@ class MaskedLMWithNSP(MaskedLM):
             predicted_tokens=n_predicted,
             input_tokens=inputs,
             extras={"mlm_loss": (mlm_loss.detach(), int(n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
-                    "nsp_acc": (nsp_acc, n), "mask_share": (mask_share, int(inputs))},
+                    "nsp_acc": (nsp_acc, n), "mask_share": mask_share(n_masked, inputs)},
         )
