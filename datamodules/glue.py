@@ -78,9 +78,8 @@ def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExa
             f"GLUE {task.name}: {path} is missing; the folder must follow the GLUE release layout "
             f"(<data>/{task.folder}/train.tsv, {', '.join(s + '.tsv' for s in task.dev_splits)})"
         )
-    lines = read_utf8(path).split("\n")
-    # One row per line (QUOTE_NONE: no field spans lines), so a row's index is its line number.
-    rows = [next(csv.reader([line], delimiter="\t", quoting=csv.QUOTE_NONE), []) for line in lines]
+    # One row per line ([] for a blank one; QUOTE_NONE: no field spans lines), so a row's index is its line.
+    rows = list(csv.reader(read_utf8(path).split("\n"), delimiter="\t", quoting=csv.QUOTE_NONE))
     if task.has_header:
         if not rows or not rows[0]:
             raise ValueError(f"{path}:1: no header line; is this the GLUE {task.name} file?")

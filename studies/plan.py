@@ -51,6 +51,10 @@ class Stage:
                 "overrides": list(self.overrides)}
 
 
+def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
+    return Path(cfg.root) / arm / f"seed{seed}"
+
+
 def seeds_of(cfg: DictConfig) -> list[int]:
     if cfg.seed is not None:
         return [int(cfg.seed)]
@@ -99,11 +103,11 @@ def check_study(cfg: DictConfig) -> None:
 def plan(cfg: DictConfig) -> list[Stage]:
     """Every stage of the selected arms and seeds, each arm x seed in pipeline order."""
     check_study(cfg)
-    study, root = cfg.study, Path(cfg.root)
+    study = cfg.study
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
         for arm_name, arm in arms_of(cfg).items():
-            base = root / arm_name / f"seed{seed}"
+            base = seed_folder(cfg, arm_name, seed)
             pretrain = base / "pretrain"
             max_tokens = int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
             stages.append(Stage("pretrain", arm_name, seed, "pretrain", pretrain, tuple(
@@ -132,7 +136,7 @@ def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path) -> Sta
     needs = [base / "pretrain" / DONE_FILE["pretrain"]]
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:
-        reference_folder = Path(cfg.root) / reference / f"seed{seed}" / "diagnostics"
+        reference_folder = seed_folder(cfg, reference, seed) / "diagnostics"
         overrides.append(f"candidates_from={reference_folder / DONE_FILE['diagnose']}")
         needs.append(reference_folder / DONE_FILE["diagnose"])
     return Stage("diagnose", arm_name, seed, "diagnose", base / "diagnostics", tuple(overrides), tuple(needs))
