@@ -137,36 +137,41 @@ def save_figure(fig: Figure, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def figures(t: StudyTables, out: Path) -> list[str]:
-    written = []
+def study_figures(t: StudyTables) -> dict[str, Figure]:
+    """The study's figures by name: learning_curves always; downstream, discrepancy, embeddings and
+    gap_by_distance when the study has those results. The report saves them; the notebook shows them."""
+    figures = {}
     fig, axes = subplots(2, 6, 4)
     P.plot_learning_curves(t.pretraining_runs, axes[0], "train/tokens_seen")
     P.plot_learning_curves(t.pretraining_runs, axes[1], "train/pred_tokens_seen")
     axes[0].set_title("equal input tokens")
     axes[1].set_title("the same curves against predicted tokens")
-    save_figure(fig, out / "learning_curves.png")
-    written.append("learning_curves.png")
+    figures["learning_curves"] = fig
     if not t.downstream.empty:
         fig, axes = subplots(t.downstream["task"].nunique(), 3.5, 4)
         P.plot_downstream(t.downstream, axes)
-        save_figure(fig, out / "downstream.png")
-        written.append("downstream.png")
+        figures["downstream"] = fig
     if not t.representations.empty:
         shift = sorted(m for m in t.representations["measure"].unique() if m.startswith("shift_"))
         fig, axes = subplots(len(shift) + 1, 3.6, 3.6)
         P.plot_layers(t.representations, shift, axes[:-1])
         P.plot_mask_share(t.mask_share, axes[-1])
-        save_figure(fig, out / "discrepancy.png")
-        written.append("discrepancy.png")
+        figures["discrepancy"] = fig
         fig, axes = subplots(len(P.GEOMETRY), 3.4, 3.4)
         P.plot_layers(t.representations, P.GEOMETRY, axes)
-        save_figure(fig, out / "embeddings.png")
-        written.append("embeddings.png")
+        figures["embeddings"] = fig
     if not t.gap_by_distance.empty:
         fig, axes = subplots(1, 7, 4)
         P.plot_gap_by_distance(t.gap_by_distance, axes[0])
-        save_figure(fig, out / "gap_by_distance.png")
-        written.append("gap_by_distance.png")
+        figures["gap_by_distance"] = fig
+    return figures
+
+
+def figures(t: StudyTables, out: Path) -> list[str]:
+    written = []
+    for name, fig in study_figures(t).items():
+        save_figure(fig, out / f"{name}.png")
+        written.append(f"{name}.png")
     return written
 
 
