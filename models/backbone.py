@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from models.lm_loss import linear_cross_entropy
+
 NORM_POSITIONS = ("pre", "post")
 POSITION_KINDS = ("learned", "rope")
 
@@ -108,11 +110,14 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None, keep: Tensor | None = None) -> Tensor:
+        """`keep` (B, T) bool: after attention, go on with those positions only, as rows (N, d)."""
         if self.pre_norm:
             x = x + self.drop(self.attn(self.norm1(x), causal=causal, mask=mask))
+            x = x if keep is None else x[keep]
             return x + self.mlp(self.norm2(x))
         x = self.norm1(x + self.drop(self.attn(x, causal=causal, mask=mask)))
+        x = x if keep is None else x[keep]
         return self.norm2(x + self.mlp(x))
 
 
@@ -159,9 +164,15 @@ class Transformer(nn.Module):
         causal: bool,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
+        output_mask: Tensor | None = None,
     ) -> Tensor:
-        """Hidden states (B, T, d). `attention_mask` is 1 for real tokens and 0 for padding."""
-        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=False)[-1]
+        """Hidden states (B, T, d). `attention_mask` is 1 for real tokens and 0 for padding.
+
+        With `output_mask` ((B, T) bool) only those positions' states come back, as rows (N, d) in row-major
+        order, and the last block's MLP runs only there: an MLM that scores 15 % of the positions skips 85 %
+        of that MLP's work (the other layers still need every position as a key and value)."""
+        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=False,
+                         output_mask=output_mask)[-1]
 
     def layer_states(
         self,
@@ -176,29 +187,33 @@ class Transformer(nn.Module):
         return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=True)
 
     def _run(self, input_ids: Tensor, causal: bool, attention_mask: Tensor | None, token_type_ids: Tensor | None,
-             *, keep_layers: bool) -> list[Tensor]:
+             *, keep_layers: bool, output_mask: Tensor | None = None) -> list[Tensor]:
         t = input_ids.shape[1]
         if t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
-        x = self.token_embedding(input_ids)
+        # Type and position embeddings are summed first, so the (B, T, d) token embeddings take one add.
+        offset = self.type_embedding.weight[0] if token_type_ids is None else self.type_embedding(token_type_ids)
         if self.position_embedding is not None:
-            x = x + self.position_embedding.weight[:t]
-        if token_type_ids is None:
-            x = x + self.type_embedding.weight[0]
-        else:
-            x = x + self.type_embedding(token_type_ids)
+            offset = offset + self.position_embedding.weight[:t]
+        x = self.token_embedding(input_ids) + offset
         x = self.drop(self.embedding_norm(x))
         mask = None if attention_mask is None else build_attention_mask(attention_mask, causal=causal)
         states = []
+        last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
-            x = block(x, causal=causal, mask=mask)
-            if keep_layers or i == len(self.blocks) - 1:
+            x = block(x, causal=causal, mask=mask, keep=output_mask if i == last else None)
+            if keep_layers or i == last:
                 states.append(self.final_norm(x))
         return states
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""
         return F.linear(hidden, self.token_embedding.weight, self.lm_bias)
+
+    def lm_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
+        """Summed NLL (fp32) of `targets` (N,) at hidden states (N, d) under the tied LM head, without ever
+        holding the N x V logits (models.lm_loss); every target must be a real token id."""
+        return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets)
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

@@ -21,7 +21,7 @@ class AutoregressiveLM(Objective):
         targets = input_ids[:, 1:]
         if attention_mask is not None:
             targets = targets.masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
-        nll_sum, n_predicted = summed_token_nll(model.logits(hidden[:, :-1]), targets)
+        nll_sum, n_predicted = summed_token_nll(model, hidden[:, :-1], targets)
         return LossOutput(
             loss=mean_or_zero(nll_sum, n_predicted),
             lm_nll_sum=nll_sum.detach(),

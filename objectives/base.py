@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from datamodules.vocabulary import IGNORE_INDEX, Vocabulary
@@ -58,12 +57,16 @@ class Objective(nn.Module, ABC):
         return mask.sum()
 
 
-def summed_token_nll(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """Summed cross-entropy in fp32 (stable under bf16 autocast) and the number of non-ignored targets."""
-    nll_sum = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
-    return nll_sum, (targets != IGNORE_INDEX).sum()
+def summed_token_nll(model: Transformer, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """Summed LM cross-entropy (fp32, stable under bf16 autocast) of `targets` at `hidden` (any leading shape,
+    one target per state) and the number of non-ignored targets. Ignored positions are dropped before the
+    vocabulary projection, so padding and unselected MLM positions cost no head FLOPs."""
+    hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+    keep = targets != IGNORE_INDEX
+    n_predicted = keep.sum()
+    if int(n_predicted) < targets.numel():
+        hidden, targets = hidden[keep], targets[keep]
+    return model.lm_nll(hidden, targets), n_predicted
 
 
 def mean_or_zero(total: Tensor, count: Tensor) -> Tensor:

@@ -88,25 +88,29 @@ class MaskedLM(Objective):
         return corrupted, labels
 
     def masked_lm(
-        self, batch: Batch, model: Transformer, generator: torch.Generator | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Corrupt, encode bidirectionally, score the selected positions: (hidden, nll_sum, n_predicted,
-        n_masked), the last being how many inputs are [MASK] (fine-tuning inputs have none: the
-        pretrain-finetune discrepancy the studies measure)."""
+        self, batch: Batch, model: Transformer, generator: torch.Generator | None, also: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Corrupt, encode bidirectionally, score the selected positions. The backbone returns states only at
+        the selected positions plus those in `also` ((B, T) bool; MLM+NSP's [CLS]), so neither its last MLP
+        nor the vocabulary projection runs anywhere else. Returns (states (N, d), their (B, T) positions,
+        nll_sum, n_predicted, n_masked), the last being how many inputs are [MASK] (fine-tuning inputs have
+        none: the pretrain-finetune discrepancy the studies measure)."""
         corrupted, labels = self.corrupt(batch["input_ids"], generator)
         n_masked = (corrupted == self.mask_id).sum()
-        hidden = model(
+        selected = labels != IGNORE_INDEX
+        positions = selected if also is None else selected | also
+        states = model(
             corrupted,
             causal=False,
             attention_mask=batch.get("attention_mask"),
             token_type_ids=batch.get("token_type_ids"),
+            output_mask=positions,
         )
-        selected = labels != IGNORE_INDEX
-        nll_sum, n_predicted = summed_token_nll(model.logits(hidden[selected]), labels[selected])
-        return hidden, nll_sum, n_predicted, n_masked
+        nll_sum, n_predicted = summed_token_nll(model, states, labels[positions])  # drops the `also` rows
+        return states, positions, nll_sum, n_predicted, n_masked
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        _, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
+        _, _, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
         inputs = self.input_token_count(batch)
         return LossOutput(
             loss=mean_or_zero(nll_sum, n_predicted),

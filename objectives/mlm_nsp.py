@@ -26,10 +26,12 @@ class MaskedLMWithNSP(MaskedLM):
         self.nsp_head = ClassificationHead(d_model, 2)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        hidden, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
+        first = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
+        first[:, 0] = True  # the [CLS] position, whose state the NSP head reads
+        states, positions, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator, also=first)
         inputs = self.input_token_count(batch)
         mlm_loss = mean_or_zero(nll_sum, n_predicted)
-        nsp_logits = self.nsp_head(hidden[:, 0]).float()  # the [CLS] state
+        nsp_logits = self.nsp_head(states[first[positions]]).float()  # one [CLS] row per sequence, in order
         labels = batch["nsp_labels"]
         nsp_loss = F.cross_entropy(nsp_logits, labels)
         nsp_acc = (nsp_logits.argmax(-1) == labels).float().mean()

@@ -107,3 +107,25 @@ def test_invalid_configs_are_rejected():
     with pytest.raises(ValueError, match="max_len"):
         tiny_model()(torch.zeros(1, 33, dtype=torch.long), causal=True)
 
+
+
+@pytest.mark.parametrize("norm,positions", VARIANTS)
+def test_output_mask_returns_the_full_forwards_rows_with_gradients(norm, positions):
+    """The MLM fast path (last MLP only at scored positions) equals indexing the full output, with padding."""
+    model = tiny_model(norm, positions, dropout=0.0).train()
+    ids = torch.randint(6, 40, (3, 12))
+    attention_mask = torch.ones(3, 12, dtype=torch.long)
+    attention_mask[1, 9:] = 0
+    keep = torch.rand(3, 12, generator=torch.Generator().manual_seed(1)) < 0.3
+    keep[0, 0] = True
+    full = model(ids, causal=False, attention_mask=attention_mask)
+    rows = model(ids, causal=False, attention_mask=attention_mask, output_mask=keep)
+    assert rows.shape == (int(keep.sum()), 32)
+    torch.testing.assert_close(rows, full[keep], atol=1e-6, rtol=1e-5)
+    weights = torch.randn_like(rows)
+    grads_full = torch.autograd.grad((full[keep] * weights).sum(), list(model.parameters()), allow_unused=True)
+    grads_rows = torch.autograd.grad((rows * weights).sum(), list(model.parameters()), allow_unused=True)
+    for a, b in zip(grads_full, grads_rows):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)

@@ -1,0 +1,76 @@
+"""The blocked LM-head cross-entropy equals the plain F.linear + F.cross_entropy, loss and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import models.lm_loss as lm_loss
+from models.lm_loss import linear_cross_entropy
+
+
+def leaves(n: int = 300, d: int = 16, v: int = 50, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(n, d, generator=g, requires_grad=True)
+    weight = (torch.randn(v, d, generator=g) * 0.5).requires_grad_()
+    bias = (torch.randn(v, generator=g) * 0.1).requires_grad_()
+    targets = torch.randint(0, v, (n,), generator=g)
+    return hidden, weight, bias, targets
+
+
+def grads_of(loss_fn, tensors):
+    for t in tensors:
+        t.grad = None
+    loss = loss_fn()
+    (0.37 * loss).backward()  # a non-unit upstream gradient: backward must scale what forward stored
+    return loss.detach(), [t.grad.clone() for t in tensors]
+
+
+@pytest.mark.parametrize("logits_per_block", [50, 50 * 7, 1 << 22])  # one row per block, ragged blocks, one block
+def test_blocked_equals_plain_loss_and_gradients(monkeypatch, logits_per_block):
+    monkeypatch.setattr(lm_loss, "LOGITS_PER_BLOCK", logits_per_block)
+    hidden, weight, bias, targets = leaves()
+    plain, plain_grads = grads_of(
+        lambda: F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum"), (hidden, weight, bias))
+    blocked, blocked_grads = grads_of(lambda: linear_cross_entropy(hidden, weight, bias, targets),
+                                      (hidden, weight, bias))
+    assert blocked.dtype == torch.float32
+    torch.testing.assert_close(blocked, plain, rtol=1e-5, atol=1e-4)
+    for mine, reference in zip(blocked_grads, plain_grads):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_autocast_stays_close_to_fp32():
+    hidden, weight, bias, targets = leaves(n=128, d=32, v=64)
+    fp32, fp32_grads = grads_of(lambda: linear_cross_entropy(hidden, weight, bias, targets), (hidden, weight, bias))
+
+    def under_autocast():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return linear_cross_entropy(hidden, weight, bias, targets)
+
+    bf16, bf16_grads = grads_of(under_autocast, (hidden, weight, bias))
+    assert bf16.dtype == torch.float32 and all(g.dtype == torch.float32 for g in bf16_grads)
+    torch.testing.assert_close(bf16, fp32, rtol=2e-2, atol=0)
+    for mine, reference in zip(bf16_grads, fp32_grads):
+        assert (mine - reference).abs().max() < 0.05 * reference.abs().max()
+
+
+def test_no_grad_and_frozen_weights():
+    hidden, weight, bias, targets = leaves()
+    expected = F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")
+    with torch.no_grad():
+        torch.testing.assert_close(linear_cross_entropy(hidden, weight, bias, targets), expected)
+    # A frozen head (weights without grad) still passes the gradient on to the hidden states.
+    frozen = linear_cross_entropy(hidden, weight.detach(), bias.detach(), targets)
+    frozen.backward()
+    reference = torch.autograd.grad(expected, hidden)[0]
+    torch.testing.assert_close(hidden.grad, reference)
+
+
+def test_no_rows_gives_a_zero_that_keeps_the_graph():
+    hidden, weight, bias, _ = leaves()
+    loss = linear_cross_entropy(hidden[:0], weight, bias, torch.zeros(0, dtype=torch.long))
+    assert float(loss.detach()) == 0.0
+    loss.backward()
+    assert float(weight.grad.abs().sum()) == 0.0
