@@ -7,11 +7,9 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import math
-import os
 import sys
 import time
 from dataclasses import asdict
@@ -31,7 +29,7 @@ from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
-from training.setup import build, choose_cpu_precision, resume_hyperparameters
+from training.setup import build, choose_cpu_precision, keep_large_allocations_on_the_heap, resume_hyperparameters
 
 log = logging.getLogger("armlm.train")
 
@@ -133,17 +131,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
              summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"])
     return summary
-
-
-def keep_large_allocations_on_the_heap() -> None:
-    """glibc serves large tensors with fresh mmaps and unmaps them when freed, so every training step
-    page-faults its activations back in; on this project's 2-core CPUs turning that off measured 1.13-1.16x
-    faster for dense-head models (shared/specs/performance.md). Same as MALLOC_MMAP_MAX_=0."""
-    if sys.platform.startswith("linux") and "MALLOC_MMAP_MAX_" not in os.environ:
-        try:
-            ctypes.CDLL("libc.so.6").mallopt(-4, 0)  # -4 = M_MMAP_MAX
-        except (OSError, AttributeError):
-            pass  # not glibc: nothing to tune
 
 
 def run_kind(task: str | None, objective: str) -> str:

@@ -19,7 +19,7 @@ from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
 from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
-from training.optim import adamw_with_schedule
+from training.optim import adamw_with_schedule, fused_adamw_allowed
 
 MODES = ("full", "features")
 
@@ -141,5 +141,5 @@ class FinetuneModule(L.LightningModule):
         return adamw_with_schedule(
             self, lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]), betas=tuple(cfg["betas"]),
             eps=float(cfg["eps"]), warmup_steps=round(float(cfg["warmup_ratio"]) * total), total_steps=total,
-            min_lr_ratio=0.0, fused=self.device.type == "cuda",
+            min_lr_ratio=0.0, fused=fused_adamw_allowed(self),
         )

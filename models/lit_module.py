@@ -18,7 +18,7 @@ from torchmetrics import MeanMetric
 
 from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
-from training.optim import adamw_with_schedule
+from training.optim import adamw_with_schedule, fused_adamw_allowed
 
 TRAIN_STREAM, VAL_STREAM = 0, 1  # separate random streams for training and validation corruption
 
@@ -111,5 +111,5 @@ class PretrainModule(L.LightningModule):
         return adamw_with_schedule(
             self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],
             warmup_steps=int(cfg["warmup_steps"]), total_steps=int(self.trainer.estimated_stepping_batches),
-            min_lr_ratio=float(cfg["min_lr_ratio"]), fused=self.device.type == "cuda",
+            min_lr_ratio=float(cfg["min_lr_ratio"]), fused=fused_adamw_allowed(self),
         )
