@@ -29,7 +29,13 @@ from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
-from training.setup import build, choose_cpu_precision, keep_large_allocations_on_the_heap, resume_hyperparameters
+from training.setup import (
+    build,
+    build_model_config,
+    choose_cpu_precision,
+    keep_large_allocations_on_the_heap,
+    resume_hyperparameters,
+)
 
 log = logging.getLogger("armlm.train")
 
@@ -37,7 +43,7 @@ log = logging.getLogger("armlm.train")
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     """Everything that can be checked without data, so bad settings fail before any data processing."""
     objective = build(cfg.objective)  # validates mask rates and probabilities
-    model_config = build(cfg.model)  # validates sizes
+    model_config, _ = build_model_config(cfg.model)  # validates sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     optim = cfg.optim
@@ -88,6 +94,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         objective=OmegaConf.to_container(cfg.objective, resolve=True),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         seed=cfg.seed,
+        compile_backbone=bool(cfg.model.get("compile", False)),
     )
     tokens = TokenAccounting(cfg.max_tokens)
     checkpoints = ModelCheckpoint(

@@ -28,10 +28,14 @@ class NonFiniteLossError(RuntimeError):
 
 
 class PretrainModule(L.LightningModule):
-    def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0) -> None:
+    def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
+                 compile_backbone: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.model = Transformer(ModelConfig(**model))
+        if compile_backbone:
+            # In place: the state dict keeps its plain names, and the LM-head loss (lm_nll) stays eager.
+            self.model.compile()
         self.objective: Objective = instantiate(objective)
         self.val_lm_nll = MeanMetric()
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})

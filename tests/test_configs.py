@@ -16,6 +16,7 @@ from models.backbone import ModelConfig
 from objectives.base import Objective
 from tests.test_finetune_data import word_tokenizer_json
 from train import check_config
+from training.setup import build_model_config
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -47,7 +48,14 @@ def test_objective_configs_instantiate(name):
 
 @pytest.mark.parametrize("name", options("model"))
 def test_model_configs_instantiate(name):
-    assert isinstance(instantiate(composed(f"model={name}").model), ModelConfig)
+    config, compile_backbone = build_model_config(composed(f"model={name}").model)
+    assert isinstance(config, ModelConfig) and compile_backbone is False
+    assert build_model_config(composed(f"model={name}", "model.compile=true").model)[1] is True
+
+
+def test_model_compile_must_be_a_boolean():
+    with pytest.raises(ValueError, match="model.compile='yes'; set it to true or false"):
+        build_model_config(composed("model.compile=yes").model)
 
 
 @pytest.mark.parametrize("name", options("data"))

@@ -2,12 +2,14 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
 import training.setup
+from datamodules.vocabulary import Vocabulary
 from models.lit_module import NonFiniteLossError, PretrainModule
 from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
@@ -90,7 +92,7 @@ def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cac
     summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp"))
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True, map_location="cpu")
     hparams = checkpoint["hyper_parameters"]
-    assert type(hparams) is dict and all(type(v) in (dict, int) for v in hparams.values())
+    assert type(hparams) is dict and all(type(v) in (dict, int, bool) for v in hparams.values())
     assert hparams["objective"]["_target_"] == "objectives.mlm_nsp.MaskedLMWithNSP"
     assert "[MASK]" in checkpoint["tokenizer_json"]
     module = PretrainModule(**hparams)
@@ -150,3 +152,30 @@ def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
     torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)
     with pytest.raises(ValueError, match="weights_only=True"):
         train.check_resumable(path, train.ModelConfig(), {})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["ar", "mlm"])
+def test_compiled_backbone_gives_the_eager_loss_and_gradients(objective):
+    """model.compile=true: torch.compile changes the speed, not the numbers (fp32, CPU)."""
+    objective_cfg = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},
+                     "mlm": {"_target_": "objectives.mlm.MaskedLM"}}[objective]
+    settings = dict(model={"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64,
+                           "dropout": 0.0},
+                    objective=objective_cfg, optim={}, seed=3)
+    vocab = Vocabulary(size=64, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4, eod_id=5,
+                       unigram_counts=np.ones(64, dtype=np.int64))
+    losses, grads = [], []
+    for compile_backbone in (False, True):
+        torch.manual_seed(0)
+        module = PretrainModule(**settings, compile_backbone=compile_backbone)
+        module.objective.set_vocabulary(vocab)
+        assert all("_orig_mod" not in key for key in module.state_dict())  # checkpoints keep plain names
+        batch = {"input_ids": torch.randint(6, 64, (4, 24), generator=torch.Generator().manual_seed(1))}
+        loss = module.objective.loss(batch, module.model, torch.Generator().manual_seed(2)).loss
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append([p.grad.clone() for p in module.model.parameters()])
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-6)
+    for compiled, eager in zip(grads[1], grads[0]):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

@@ -12,7 +12,9 @@ from typing import Any
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from models.backbone import ModelConfig
 
 log = logging.getLogger("armlm.train")
 
@@ -26,6 +28,16 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         if isinstance(err.__cause__, (ValueError, FileNotFoundError)):
             raise err.__cause__ from None
         raise
+
+
+def build_model_config(node: DictConfig) -> tuple[ModelConfig, bool]:
+    """The `model` group as (architecture, compile). `model.compile` says how to run the backbone, not what it
+    is, so it stays out of ModelConfig, checkpoints and resume checks."""
+    settings = OmegaConf.to_container(node, resolve=True)
+    compile_backbone = settings.pop("compile", False)
+    if not isinstance(compile_backbone, bool):
+        raise ValueError(f"model.compile={compile_backbone!r}; set it to true or false")
+    return build(OmegaConf.create(settings)), compile_backbone
 
 
 def resume_hyperparameters(ckpt_path: Path) -> Any:
