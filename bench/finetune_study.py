@@ -47,7 +47,8 @@ def main() -> None:
             for c in args.checkpoints for t in args.tasks}
 
     names = [Path(c).name for c in args.checkpoints]
-    print("| task | split | metric | majority baseline | " + " | ".join(names) + " | wall s (" + ", ".join(names) + ") |")
+    print("| task | split | metric | majority baseline | " + " | ".join(names)
+          + " | wall s (" + ", ".join(names) + ") |")
     print("|---|---|---|---|" + "---|" * len(names) + "---|")
     for task in args.tasks:
         first = runs[(args.checkpoints[0], task)]

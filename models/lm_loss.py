@@ -13,13 +13,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-LOGITS_PER_BLOCK = 1 << 22  # 16 MB of fp32 logits per block of rows: fits the last-level cache
+# Logits per block of rows. On a CPU the block should stay in the last-level cache (16 MB of fp32); on a GPU
+# blocking only bounds memory, and bigger blocks keep its matmuls large (512 MB: 2 blocks at BERT-base, 16 x 512).
+CPU_LOGITS_PER_BLOCK = 1 << 22
+ACCELERATOR_LOGITS_PER_BLOCK = 1 << 27
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool) -> Tensor:
-        rows = max(1, LOGITS_PER_BLOCK // weight.shape[0])  # 512 rows at V = 8,192
+        budget = CPU_LOGITS_PER_BLOCK if hidden.device.type == "cpu" else ACCELERATOR_LOGITS_PER_BLOCK
+        rows = max(1, budget // weight.shape[0])  # 512 rows at V = 8,192 on a CPU
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None

@@ -29,7 +29,7 @@ def grads_of(loss_fn, tensors):
 
 @pytest.mark.parametrize("logits_per_block", [50, 50 * 7, 1 << 22])  # one row per block, ragged blocks, one block
 def test_blocked_equals_plain_loss_and_gradients(monkeypatch, logits_per_block):
-    monkeypatch.setattr(lm_loss, "LOGITS_PER_BLOCK", logits_per_block)
+    monkeypatch.setattr(lm_loss, "CPU_LOGITS_PER_BLOCK", logits_per_block)
     hidden, weight, bias, targets = leaves()
     plain, plain_grads = grads_of(
         lambda: F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum"), (hidden, weight, bias))

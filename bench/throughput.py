@@ -1,0 +1,285 @@
+"""armlm's AR and MLM steps against Hugging Face transformers' GPT2LMHeadModel and BertForMaskedLM, side by side.
+
+    python bench/throughput.py                      # d=256, 4 layers, 4 heads, ff 1024, V=8192, 32 x 128, fp32, CPU
+    python bench/throughput.py --rounds 7 --precision bf16 --compile
+    python bench/throughput.py --device cuda --precision bf16 --d-model 768 --n-layers 12 --n-heads 12 \
+        --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 16 --only armlm   # GPU MFU of model=base
+
+One process builds the four models from one configuration (random init, nothing downloaded) and, after a
+warm-up, alternates them step by step, so a noisy neighbour slows every contestant of a round alike. Each
+round times `--steps` training steps (forward + backward + AdamW step) and as many inference steps (forward
+and loss, no graph) per model. Printed: a table of the median tokens/s over rounds with the min-max spread,
+the armlm / HF ratio (taken per round, then the median), and FLOP/s as a share of a large matmul's peak
+measured in the same process (bench/flops.py says how FLOPs are counted); then the same as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak, synchronize  # noqa: E402
+from datamodules.vocabulary import Vocabulary  # noqa: E402
+from models.backbone import ModelConfig, Transformer  # noqa: E402
+from objectives.ar import AutoregressiveLM  # noqa: E402
+from objectives.mlm import MaskedLM  # noqa: E402
+from training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
+from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
+
+N_SPECIAL = 6  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
+Step = Callable[[], None]
+
+
+@dataclass
+class Contestant:
+    name: str
+    objective: str  # "ar" or "mlm": which FLOP count and which HF reference it pairs with
+    train: Step
+    infer: Step
+    forward_flops_per_token: float
+
+
+def vocabulary(size: int) -> Vocabulary:
+    return Vocabulary(size=size, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4, eod_id=5,
+                      unigram_counts=np.ones(size, dtype=np.int64))
+
+
+def precision_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def training_step(module: nn.Module, loss_of_batch: Callable[[], Tensor], optimizer: torch.optim.Optimizer,
+                  autocast: Callable[[], contextlib.AbstractContextManager]) -> Step:
+    def step() -> None:
+        module.train()
+        with autocast():
+            loss = loss_of_batch()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def inference_step(module: nn.Module, loss_of_batch: Callable[[], Tensor],
+                   autocast: Callable[[], contextlib.AbstractContextManager]) -> Step:
+    def step() -> None:
+        module.eval()
+        with torch.inference_mode(), autocast():
+            loss_of_batch()
+
+    return step
+
+
+def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.device, batch: Tensor) -> list[Contestant]:
+    """armlm's model and objectives exactly as training builds them: the objective's loss (MLM corruption
+    included, on the device) and the AdamW of training.optim."""
+    contestants = []
+    for name, objective in (("ar", AutoregressiveLM()), ("mlm", MaskedLM())):
+        torch.manual_seed(args.seed)
+        model = Transformer(ModelConfig(
+            vocab_size=shape.vocab_size, max_len=max(512, shape.seq_len), d_model=shape.d_model,
+            n_layers=shape.n_layers, n_heads=shape.n_heads, d_ff=shape.d_ff, dropout=args.dropout,
+        )).to(device)
+        objective.set_vocabulary(vocabulary(shape.vocab_size))
+        objective.to(device)
+        if args.compile:
+            model.compile()  # as model.compile=true does in training
+        optimizer = adamw_with_schedule(
+            model, lr=1e-4, weight_decay=0.01, betas=(0.9, 0.98), eps=1e-6, warmup_steps=1, total_steps=10**9,
+            min_lr_ratio=1.0,
+        )["optimizer"]
+        generator = torch.Generator(device=device).manual_seed(args.seed)
+
+        def loss_of_batch(objective=objective, model=model, generator=generator) -> Tensor:
+            return objective.loss({"input_ids": batch}, model, generator).loss
+
+        autocast = lambda: precision_context(device, args.precision)  # noqa: E731
+        # Positions through the vocabulary projection: AR scores all but the last, MLM the selected ones (and
+        # runs its last MLP only there too).
+        if name == "ar":
+            flops = forward_flops_per_token(shape, causal=True, vocab_share=(shape.seq_len - 1) / shape.seq_len)
+        else:
+            flops = forward_flops_per_token(shape, causal=False, vocab_share=objective.mask_rate,
+                                            last_mlp_share=objective.mask_rate)
+        contestants.append(Contestant(
+            f"armlm {name}", name, training_step(model, loss_of_batch, optimizer, autocast),
+            inference_step(model, loss_of_batch, autocast), flops,
+        ))
+    return contestants
+
+
+def hf_contestants(args: argparse.Namespace, shape: Shape, device: torch.device, batch: Tensor) -> list[Contestant]:
+    """GPT2LMHeadModel and BertForMaskedLM at the same size, with SDPA attention and fused AdamW (what the
+    HF Trainer uses). BERT gets inputs corrupted once by armlm's MLM objective, outside the timed step."""
+    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # GPT-2's default bos/eos id (50256) lies outside a small vocabulary
+
+    torch.manual_seed(args.seed)
+    gpt2 = GPT2LMHeadModel(GPT2Config(
+        vocab_size=shape.vocab_size, n_positions=max(512, shape.seq_len), n_embd=shape.d_model,
+        n_layer=shape.n_layers, n_head=shape.n_heads, n_inner=shape.d_ff, resid_pdrop=args.dropout,
+        embd_pdrop=args.dropout, attn_pdrop=args.dropout, attn_implementation="sdpa",
+    )).to(device)
+    bert = BertForMaskedLM(BertConfig(
+        vocab_size=shape.vocab_size, hidden_size=shape.d_model, num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads, intermediate_size=shape.d_ff,
+        max_position_embeddings=max(512, shape.seq_len),
+        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout, attn_implementation="sdpa",
+    )).to(device)
+    corruption = MaskedLM()
+    corruption.set_vocabulary(vocabulary(shape.vocab_size))
+    corrupted, labels = corruption.to(device).corrupt(batch, torch.Generator(device=device).manual_seed(args.seed))
+    losses = {
+        "gpt2": (gpt2, lambda: gpt2(input_ids=batch, labels=batch).loss, "ar", True, 1.0, False),
+        "bert": (bert, lambda: bert(input_ids=corrupted, labels=labels).loss, "mlm", False, 1.0, True),
+    }
+    contestants = []
+    for name, (model, loss_of_batch, objective, causal, vocab_share, transform) in losses.items():
+        # The HF Trainer's default optimiser with torch >= 2.8: adamw_torch_fused.
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01,
+                                      fused=device.type in FUSED_ADAMW_DEVICES)
+        autocast = lambda: precision_context(device, args.precision)  # noqa: E731
+        contestants.append(Contestant(
+            f"HF {name}", objective, training_step(model, loss_of_batch, optimizer, autocast),
+            inference_step(model, loss_of_batch, autocast),
+            forward_flops_per_token(shape, causal=causal, vocab_share=vocab_share, mlm_transform=transform),
+        ))
+    return contestants
+
+
+def timed(step: Step, steps: int, device: torch.device) -> float:
+    synchronize(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    synchronize(device)
+    return time.perf_counter() - started
+
+
+def summarise(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def run(args: argparse.Namespace) -> dict:
+    device = torch.device(args.device)
+    shape = Shape(args.d_model, args.n_layers, args.n_heads, args.d_ff, args.vocab_size, args.batch_size, args.seq_len)
+    torch.manual_seed(args.seed)
+    batch = torch.randint(N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len), device=device)
+    contestants = armlm_contestants(args, shape, device, batch)
+    if args.only != "armlm":
+        contestants += hf_contestants(args, shape, device, batch)
+    peak_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    peaks = []
+    seconds: dict[tuple[str, str], list[float]] = {(c.name, m): [] for c in contestants for m in ("train", "infer")}
+    for c in contestants:  # warm-up: allocator, thread pool, autotuning, compilation
+        timed(c.train, args.warmup, device)
+        timed(c.infer, args.warmup, device)
+    for _ in range(args.rounds):
+        peaks.append(matmul_peak(device, peak_dtype, size=args.peak_size))
+        for mode in ("train", "infer"):
+            # Step by step in turn (A B C D A B C D ...), so a slow second hits every model alike.
+            spent = {c.name: 0.0 for c in contestants}
+            for _ in range(args.steps):
+                for c in contestants:
+                    spent[c.name] += timed(getattr(c, mode), 1, device)
+            for c in contestants:
+                seconds[(c.name, mode)].append(spent[c.name] / args.steps)
+    peak = statistics.median(peaks)
+    rows = []
+    for c in contestants:
+        reference = {"ar": "HF gpt2", "mlm": "HF bert"}[c.objective]
+        for mode in ("train", "infer"):
+            per_round = seconds[(c.name, mode)]
+            tokens_per_s = [shape.tokens / s for s in per_round]
+            flops = c.forward_flops_per_token * (3 if mode == "train" else 1)
+            achieved = statistics.median(tokens_per_s) * flops
+            row = {
+                "model": c.name, "mode": mode, "tokens_per_s": summarise(tokens_per_s), "flops_per_s": achieved,
+                "peak_share": achieved / peak,
+            }
+            if mode == "train":
+                row["classic_peak_share"] = statistics.median(tokens_per_s) * classic_flops_per_token(shape) / peak
+            if (reference, mode) in seconds and c.name != reference:
+                ratios = [ref / mine for mine, ref in zip(per_round, seconds[(reference, mode)])]
+                row["ratio_vs_hf"] = summarise(ratios)
+            rows.append(row)
+    return {
+        "config": {**asdict(shape), "dropout": args.dropout, "precision": args.precision, "device": args.device,
+                   "compile": args.compile, "allocator": args.allocator, "threads": torch.get_num_threads(),
+                   "rounds": args.rounds, "steps": args.steps, "torch": torch.__version__},
+        "matmul_peak_flops": summarise(peaks), "rows": rows,
+    }
+
+
+def print_table(result: dict) -> None:
+    cfg, peak = result["config"], result["matmul_peak_flops"]
+    print(f"# d={cfg['d_model']} L={cfg['n_layers']} H={cfg['n_heads']} ff={cfg['d_ff']} V={cfg['vocab_size']} "
+          f"batch {cfg['batch_size']}x{cfg['seq_len']} {cfg['precision']} {cfg['device']} dropout={cfg['dropout']} "
+          f"compile={cfg['compile']} allocator={cfg['allocator']} threads={cfg['threads']}; "
+          f"median of {cfg['rounds']} rounds x {cfg['steps']} steps")
+    print(f"# matmul peak {peak['median'] / 1e9:.1f} GFLOP/s (rounds {peak['min'] / 1e9:.1f}-{peak['max'] / 1e9:.1f})")
+    print("| model | step | tokens/s (min-max) | armlm / HF (min-max) | share of peak | 6NT share |")
+    print("|---|---|---|---|---|---|")
+    for row in result["rows"]:
+        t = row["tokens_per_s"]
+        ratio = row.get("ratio_vs_hf")
+        ratio_text = f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else ""
+        classic = f"{row['classic_peak_share']:.0%}" if "classic_peak_share" in row else ""
+        print(f"| {row['model']} | {row['mode']} | {t['median']:,.0f} ({t['min']:,.0f}-{t['max']:,.0f}) "
+              f"| {ratio_text} | {row['peak_share']:.0%} | {classic} |")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for name, default in (("d-model", 256), ("n-layers", 4), ("n-heads", 4), ("d-ff", 1024), ("vocab-size", 8192),
+                          ("batch-size", 32), ("seq-len", 128), ("warmup", 3), ("rounds", 5), ("steps", 5),
+                          ("seed", 0), ("peak-size", 2048)):
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--dropout", type=float, default=0.0, help="every model's dropout (armlm's model=small: 0)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16 = autocast, as training does")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile armlm's backbone (model.compile=true)")
+    p.add_argument("--allocator", choices=("train", "default"), default="train",
+                   help="train: glibc keeps large blocks on the heap, as train.py sets it (for every model here); "
+                        "default: glibc's own settings")
+    p.add_argument("--only", choices=("all", "armlm"), default="all", help="armlm: skip the HF models")
+    p.add_argument("--json", type=Path, help="also append the JSON line to this file")
+    args = p.parse_args(argv)
+    if min(args.rounds, args.steps, args.batch_size, args.seq_len) < 1 or args.warmup < 0:
+        p.error("--rounds, --steps, --batch-size and --seq-len must be >= 1 and --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.allocator == "train":
+        keep_large_allocations_on_the_heap()
+    result = run(args)
+    print_table(result)
+    line = json.dumps(result)
+    print(line)
+    if args.json:
+        with args.json.open("a") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

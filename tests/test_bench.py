@@ -1,0 +1,98 @@
+"""The throughput benchmark runs end to end at a tiny size, and its FLOP count is the one torch counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import bench.data_path as data_path
+import bench.loop as loop
+import bench.throughput as throughput
+from bench.flops import Shape, forward_flops_per_token
+from objectives.base import IGNORE_INDEX
+from objectives.mlm import MaskedLM
+
+pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
+
+TINY = ["--d-model", "32", "--n-layers", "2", "--n-heads", "2", "--d-ff", "64", "--vocab-size", "300",
+        "--batch-size", "4", "--seq-len", "16", "--warmup", "1", "--rounds", "2", "--steps", "1"]
+
+
+def test_benchmark_prints_a_table_and_a_json_line_for_every_model(capsys, tmp_path):
+    throughput.main([*TINY, "--json", str(tmp_path / "runs.jsonl")])
+    out = capsys.readouterr().out
+    line = out.strip().splitlines()[-1]
+    result = json.loads(line)
+    assert json.loads((tmp_path / "runs.jsonl").read_text()) == result
+    rows = {(r["model"], r["mode"]): r for r in result["rows"]}
+    assert set(rows) == {(m, s) for m in ("armlm ar", "armlm mlm", "HF gpt2", "HF bert") for s in ("train", "infer")}
+    for (model, mode), row in rows.items():
+        t = row["tokens_per_s"]
+        assert 0 < t["min"] <= t["median"] <= t["max"]
+        assert row["peak_share"] > 0
+        assert ("ratio_vs_hf" in row) == model.startswith("armlm")
+    assert result["matmul_peak_flops"]["median"] > 0
+    assert "| armlm mlm | train |" in out
+
+
+def test_flop_count_matches_torch_flop_counter(monkeypatch):
+    """torch's counter sees every matmul (it does not count the CPU flash-attention kernel, so the attention
+    term is left out of the comparison). MLM's count follows the positions actually selected."""
+    shape = Shape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=300, batch_size=4, seq_len=16)
+    args = throughput.parse_args(TINY)
+    batch = torch.randint(throughput.N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len))
+    contestants = {c.name: c for c in throughput.armlm_contestants(args, shape, torch.device("cpu"), batch)}
+    contestants.update({c.name: c for c in throughput.hf_contestants(args, shape, torch.device("cpu"), batch)})
+
+    def attention(causal: bool) -> float:
+        no_attention = Shape(**{**shape.__dict__, "seq_len": 0})
+        return forward_flops_per_token(shape, causal=causal, vocab_share=1.0) - forward_flops_per_token(
+            no_attention, causal=causal, vocab_share=1.0)
+
+    for name in ("armlm ar", "HF gpt2", "HF bert"):
+        with FlopCounterMode(display=False) as counter:
+            contestants[name].train()
+        expected = 3 * (contestants[name].forward_flops_per_token - attention(causal=name != "HF bert"))
+        assert counter.get_total_flops() / shape.tokens == pytest.approx(expected, rel=1e-9), name
+
+    selected = []
+    corrupt = MaskedLM.corrupt
+
+    def counting_corrupt(self, input_ids, generator=None):
+        corrupted, labels = corrupt(self, input_ids, generator)
+        selected.append(int((labels != IGNORE_INDEX).sum()))
+        return corrupted, labels
+
+    monkeypatch.setattr(MaskedLM, "corrupt", counting_corrupt)
+    with FlopCounterMode(display=False) as counter:
+        contestants["armlm mlm"].train()
+    share = selected[0] / shape.tokens
+    expected = 3 * (forward_flops_per_token(shape, causal=False, vocab_share=share, last_mlp_share=share)
+                    - attention(causal=False))
+    assert counter.get_total_flops() / shape.tokens == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_data_path_benchmark_runs_on_a_fresh_cache(capsys):
+    data_path.main(["--batches", "5", "--steps", "1", "--block-size", "32", "--batch-size", "4",
+                    "model=tiny", "data.tokenizer.vocab_size=500"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["encode_tokens_per_s"] > 0 and result["train_tokens"] > 0
+    assert set(result["batches_per_s"]) == {"blocks", "segment_pairs"}
+    assert set(result["steps_per_s"]) == {"armlm ar", "armlm mlm"}
+    assert all(ratio > 0 for ratio in result["data_over_model"].values())
+    assert len(result["corruption_ms"]) == 2
+
+
+@pytest.mark.slow
+def test_loop_benchmark_sets_a_real_run_against_the_bare_step(capsys, cache_dir):
+    loop.main(["--steps", "3", "--repeats", "1", "--bare-steps", "1", "--objectives", "mlm", "--block-size", "32",
+               "--batch-size", "4", "--", "model=tiny", "data.tokenizer.vocab_size=500", f"data.cache_dir={cache_dir}",
+               "trainer.val_check_interval=2"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (run,) = result["runs"]["mlm"]
+    assert run["steps"] == 3 and run["loop"] > 0 and run["bare"] > 0
+    assert run["share"] == pytest.approx(run["loop"] / run["bare"])
