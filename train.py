@@ -1,7 +1,7 @@
 """Pretrain the shared backbone with any objective, or fine-tune a pretrained one on a task.
 
     python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
-        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 trainer.max_steps=500 ckpt_path=<file to resume>
+        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 trainer.max_steps=500 ckpt_path=<file to resume, or last>
     python train.py task=rte pretrained=outputs/mlm/<time> seed=1 finetune.mode=features
 """
 
@@ -12,6 +12,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,20 @@ from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
+from training.checkpoint_io import AtomicCheckpointIO
 from training.setup import (
     build,
     build_model_config,
     choose_cpu_precision,
     keep_large_allocations_on_the_heap,
+    resolve_last_checkpoint,
     resume_hyperparameters,
 )
 
 log = logging.getLogger("armlm.train")
+# Lightning warns that a mid-epoch resume replays data unless the loader has a state_dict; armlm's sampler
+# continues after the checkpoint's batches by itself (datamodules.sampler, tests/test_resume.py).
+warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 
 
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
@@ -104,6 +110,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     trainer: L.Trainer = instantiate(
         cfg.trainer, default_root_dir=str(out), callbacks=[tokens, ValidateAtEnd(), checkpoints],
         logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
+        plugins=[AtomicCheckpointIO()],  # a kill mid-write keeps the previous checkpoint
     )
     if cfg.max_tokens:
         # The budget is counted in input positions; TokenAccounting stops at it exactly, and the LR
@@ -116,7 +123,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         trainer.fit_loop.epoch_loop.max_steps = budget_steps
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
+    fit_started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    fit_seconds = time.perf_counter() - fit_started
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     summary = {
@@ -128,6 +137,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "val_ppl": metrics.get("val/ppl"),
         "unigram_baseline": datamodule.unigram_baseline,
         "wall_seconds": round(time.perf_counter() - started, 1),
+        # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
+        # bench/loop.py sets its tokens/s against the bare step's.
+        "fit_seconds": round(fit_seconds, 2),
         "best_checkpoint": checkpoints.best_model_path,
         "last_checkpoint": checkpoints.last_model_path,
         "metrics": metrics,
@@ -152,6 +164,7 @@ OmegaConf.register_new_resolver("armlm_run_kind", run_kind, replace=True)
 def main(cfg: DictConfig) -> None:
     keep_large_allocations_on_the_heap()
     try:
+        resolve_last_checkpoint(cfg)
         if cfg.get("task"):
             check_overrides(list(HydraConfig.get().overrides.task))
             run_finetune(cfg)

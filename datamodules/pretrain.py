@@ -14,11 +14,12 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
 from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
 from datamodules.corpora import Corpus
+from datamodules.sampler import ResumableSampler
 from datamodules.tokenizer import (
     TokenizerSettings,
     encode_documents,
@@ -154,8 +155,11 @@ class PretrainDataModule(L.LightningDataModule):
         # processes, so a 2-rank run matches a 1-rank run with twice the per-rank batch.
         trainer = getattr(self, "trainer", None)
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
-        sampler = DistributedSampler(self.datasets["train"], num_replicas=world, rank=rank, shuffle=True,
-                                     seed=self.seed)
+        sampler = ResumableSampler(self.datasets["train"], num_replicas=world, rank=rank, seed=self.seed)
+        # After a resume, the epoch in progress continues after the batches the checkpoint had trained on.
+        position = getattr(getattr(trainer, "lightning_module", None), "resume_position", None)
+        if position is not None:
+            sampler.resume_at(position["epoch"], position["batches"] * self.batch_size)
         # Full batches only: every step then feeds exactly batch_size x block_size tokens to any objective.
         return DataLoader(self.datasets["train"], batch_size=self.batch_size, sampler=sampler, drop_last=True,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)

@@ -3,6 +3,7 @@ option), and the token cache it produces."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,7 +57,22 @@ def train_tokenizer(documents: list[str], settings: TokenizerSettings) -> Tokeni
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), **common)
     tokenizer.train_from_iterator(documents, trainer=trainer, length=len(documents))
-    return tokenizer
+    return canonical_ids(tokenizer)
+
+
+def canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
+    """The same tokenizer with ids in a fixed order: the special tokens first (0-5), then every other token
+    sorted by its string. The trainers of `tokenizers` learn the same vocabulary in every process but number
+    it in hash-map order, which differs from process to process, so without this a fresh cache gave the same
+    text other ids and a run did not reproduce. Neither WordPiece's longest match nor BPE's merges (kept as
+    strings) depend on the ids, so the tokens a text becomes are unchanged."""
+    spec = json.loads(tokenizer.to_str())
+    vocab: dict[str, int] = spec["model"]["vocab"]
+    ordinary = sorted(token for token in vocab if token not in SPECIAL_TOKENS)
+    spec["model"]["vocab"] = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *ordinary])}
+    for added in spec.get("added_tokens", []):
+        added["id"] = spec["model"]["vocab"][added["content"]]
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def vocabulary_of(tokenizer: Tokenizer, unigram_counts: np.ndarray) -> Vocabulary:

@@ -27,6 +27,7 @@ from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
 from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig
+from training.checkpoint_io import AtomicCheckpointIO
 from training.setup import build, choose_cpu_precision, resume_hyperparameters
 
 log = logging.getLogger("armlm.finetune")
@@ -139,6 +140,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
         callbacks=[ModelCheckpoint(dirpath=out / "checkpoints", save_top_k=0, save_last=True)],
         logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
+        plugins=[AtomicCheckpointIO()],  # a kill mid-write keeps the previous checkpoint
     )
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", pretrained.path,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)

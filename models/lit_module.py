@@ -18,6 +18,7 @@ from torchmetrics import MeanMetric
 
 from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
+from training.callbacks import logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
 
 TRAIN_STREAM, VAL_STREAM = 0, 1  # separate random streams for training and validation corruption
@@ -42,6 +43,10 @@ class PretrainModule(L.LightningModule):
         self.tokenizer_json: str | None = None
         self.unigram_baseline: float | None = None
         self.last_finite_loss: float | None = None
+        # Where the data stands: the epoch and how many of its batches have been trained on. Saved in every
+        # checkpoint, so a resumed run's sampler continues after them (datamodules.sampler).
+        self.data_position: dict[str, int] | None = None
+        self.resume_position: dict[str, int] | None = None
 
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -59,9 +64,11 @@ class PretrainModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
         checkpoint["tokenizer_json"] = self.tokenizer_json
+        checkpoint["data_position"] = self.data_position
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
+        self.resume_position = checkpoint.get("data_position")
 
     # -- steps ------------------------------------------------------------------------------------------
     def corruption_generator(self, stream: int, *indices: int) -> torch.Generator:
@@ -81,11 +88,13 @@ class PretrainModule(L.LightningModule):
                 "last saved checkpoint is intact. Lower optim.lr, raise optim.warmup_steps or check the data."
             )
         self.last_finite_loss = loss_value
+        self.data_position = {"epoch": self.current_epoch, "batches": batch_idx + 1}
         n_pred = out.predicted_tokens
-        self.log("train/loss", out.loss, prog_bar=True)
-        self.log("train/lm_loss", out.lm_nll_sum / n_pred.clamp(min=1))
-        for name, (value, _) in out.extras.items():
-            self.log(f"train/{name}", value)
+        if logs_this_step(self.trainer):
+            self.log("train/loss", out.loss, prog_bar=True)
+            self.log("train/lm_loss", out.lm_nll_sum / n_pred.clamp(min=1))
+            for name, (value, _) in out.extras.items():
+                self.log(f"train/{name}", value)
         return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred}
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:

@@ -40,6 +40,17 @@ def build_model_config(node: DictConfig) -> tuple[ModelConfig, bool]:
     return build(OmegaConf.create(settings)), compile_backbone
 
 
+def resolve_last_checkpoint(cfg: DictConfig) -> None:
+    """`ckpt_path=last` means this run folder's checkpoints/last.ckpt: resume an interrupted run with its own
+    command plus `hydra.run.dir=<its folder> ckpt_path=last`."""
+    if cfg.get("ckpt_path") == "last":
+        last = Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
+        if not last.is_file():
+            raise FileNotFoundError(f"ckpt_path=last: {last} does not exist; give hydra.run.dir=<the interrupted "
+                                    "run's folder> (or ckpt_path=<its checkpoint file>)")
+        cfg.ckpt_path = str(last)
+
+
 def resume_hyperparameters(ckpt_path: Path) -> Any:
     """The hyper_parameters of a checkpoint to resume from (pretraining or fine-tuning), read with
     weights_only=True: armlm stores plain dicts and tensors, and nothing else is trusted."""

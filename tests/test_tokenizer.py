@@ -1,0 +1,54 @@
+"""Tokenizer training gives the same ids in every process, and the canonical numbering changes no tokenization."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from datamodules.corpora import EmbeddedWikipedia
+from datamodules.tokenizer import TokenizerSettings, canonical_ids, train_tokenizer
+from datamodules.vocabulary import SPECIAL_TOKENS
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_IN_A_FRESH_PROCESS = """
+import sys
+from datamodules.corpora import EmbeddedWikipedia
+from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+documents = EmbeddedWikipedia().load()["train"][:40]
+print(train_tokenizer(documents, TokenizerSettings(vocab_size=3000, kind=sys.argv[1])).to_str())
+"""
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
+def test_two_processes_train_the_same_tokenizer(kind):
+    """Hash-map order differs per process (Python and Rust seed their hashes afresh), so this needs two."""
+    specs = [
+        json.loads(subprocess.run([sys.executable, "-c", TRAIN_IN_A_FRESH_PROCESS, kind], cwd=REPO, check=True,
+                                  capture_output=True, text=True).stdout)
+        for _ in range(2)
+    ]
+    assert specs[0]["model"]["vocab"] == specs[1]["model"]["vocab"]
+    assert specs[0] == specs[1]
+    vocab = specs[0]["model"]["vocab"]
+    assert [vocab[token] for token in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
+    assert sorted(vocab.values()) == list(range(len(vocab)))
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
+def test_canonical_ids_change_no_tokenization(kind, monkeypatch):
+    documents = EmbeddedWikipedia().load()["train"][:20]
+    import datamodules.tokenizer as tokenizer_module
+
+    monkeypatch.setattr(tokenizer_module, "canonical_ids", lambda tokenizer: tokenizer)
+    trained: Tokenizer = train_tokenizer(documents, TokenizerSettings(vocab_size=2000, kind=kind))
+    canonical = canonical_ids(trained)
+    assert canonical.get_vocab_size() == trained.get_vocab_size()
+    text = " ".join(documents[-1].split()[:300]) + " Unseenwordzzq 1234 naïve"
+    assert canonical.encode(text).tokens == trained.encode(text).tokens
+    assert canonical.decode(canonical.encode(text).ids) == trained.decode(trained.encode(text).ids)
+    assert [canonical.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
