@@ -26,35 +26,39 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from datamodules.cache import atomic_write_text
+from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
-from models.lit_module import NonFiniteLossError, PretrainModule
+from models.lit_module import NONFINITE_LOSS, NonFiniteLossError, PretrainModule
 from training.callbacks import TokenAccounting, ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
 from training.setup import (
     build,
     build_model_config,
     choose_cpu_precision,
+    differences,
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
     resume_hyperparameters,
 )
+from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
 # Lightning warns that a mid-epoch resume replays data unless the loader has a state_dict; armlm's sampler
 # continues after the checkpoint's batches by itself (datamodules.sampler, tests/test_resume.py).
 warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+# nonfinite_loss=skip returns None from training_step on purpose (and logs the skip itself).
+warnings.filterwarnings("ignore", message="`training_step` returned `None`")
 
 
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     """Everything that can be checked without data, so bad settings fail before any data processing."""
     objective = build(cfg.objective)  # validates mask rates and probabilities
     model_config, _ = build_model_config(cfg.model)  # validates sizes
+    check_run_settings(cfg, NONFINITE_LOSS, needs_documents=objective.input_format == "segment_pairs")
+    TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
-    optim = cfg.optim
-    if not optim.lr > 0 or optim.warmup_steps < 0 or not 0 <= optim.min_lr_ratio <= 1:
-        raise ValueError(f"optim: need lr > 0, warmup_steps >= 0 and min_lr_ratio in [0, 1]; got {dict(optim)}")
     if cfg.get("pretrained"):
         raise ValueError("pretrained= is for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
     if not cfg.max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
@@ -69,19 +73,17 @@ def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[
     saved = resume_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
         raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
-    ours = flat_settings(asdict(model_config), objective)
-    theirs = flat_settings(saved["model"], saved["objective"])
-    differing = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    ours = {"model": without_vocab(asdict(model_config)), "objective": objective}
+    theirs = {"model": without_vocab(saved["model"]), "objective": saved["objective"]}
+    differing = differences(ours, theirs)
     if differing:
-        details = ", ".join(f"{k}: checkpoint {theirs.get(k)!r} vs run {ours.get(k)!r}" for k in differing)
-        raise ValueError(f"{ckpt_path} does not match this run's config ({details}); "
+        raise ValueError(f"{ckpt_path} does not match this run's config ({', '.join(differing)}); "
                          "resume with the same objective and model settings")
 
 
-def flat_settings(model: dict[str, Any], objective: dict[str, Any]) -> dict[str, Any]:
-    """`model.<key>` / `objective.<key>` settings; the vocabulary size comes from the data, not the config."""
-    return {**{f"model.{k}": v for k, v in model.items() if k != "vocab_size"},
-            **{f"objective.{k}": v for k, v in objective.items()}}
+def without_vocab(model: dict[str, Any]) -> dict[str, Any]:
+    """The vocabulary size comes from the data, not the config."""
+    return {k: v for k, v in model.items() if k != "vocab_size"}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -101,6 +103,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         seed=cfg.seed,
         compile_backbone=bool(cfg.model.get("compile", False)),
+        nonfinite_loss=cfg.nonfinite_loss,
     )
     tokens = TokenAccounting(cfg.max_tokens)
     checkpoints = ModelCheckpoint(

@@ -20,7 +20,9 @@ from tqdm.auto import tqdm
 from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
 from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
 from datamodules.glue import get_task, read_hub_split, read_release_split
+from datamodules.sampler import ResumableSampler
 from datamodules.vocabulary import IGNORE_INDEX
+from training.seeding import derived_seed
 
 log = logging.getLogger(__name__)
 TASK_KINDS = ("classification", "regression", "tagging")
@@ -29,24 +31,28 @@ TASK_KINDS = ("classification", "regression", "tagging")
 class LengthGroupedBatches(Sampler[list[int]]):
     """Shuffled batches of similar-length examples: each shuffled window of `window` batches is sorted by
     length before it is cut into batches, and the batches are shuffled again. Padding to the longest example
-    of a batch then wastes little compute (on SST-2 a random batch is mostly padding). Every epoch draws a
-    new order from the one seeded generator, so a run is reproducible."""
+    of a batch then wastes little compute (on SST-2 a random batch is mostly padding).
+
+    The order is a function of (seed, epoch) only: `sampler` draws the epoch's permutation (Lightning sets
+    its epoch), and the batch shuffle is seeded from the same two numbers, so a run resumed at an epoch
+    boundary sees the batches the uninterrupted run saw."""
 
     def __init__(self, lengths: list[int], batch_size: int, seed: int, window: int = 50) -> None:
-        self.lengths, self.batch_size, self.window = lengths, batch_size, window
-        self.generator = torch.Generator().manual_seed(seed)
+        self.lengths, self.batch_size, self.window, self.seed = lengths, batch_size, window, seed
+        self.sampler = ResumableSampler(lengths, num_replicas=1, rank=0, seed=seed)
 
     def __len__(self) -> int:
         return -(-len(self.lengths) // self.batch_size)
 
     def __iter__(self):
-        order = torch.randperm(len(self.lengths), generator=self.generator).tolist()
+        order = list(self.sampler)
         span = self.batch_size * self.window
         batches = []
         for start in range(0, len(order), span):
             chunk = sorted(order[start:start + span], key=self.lengths.__getitem__)
             batches += [chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
-        for i in torch.randperm(len(batches), generator=self.generator).tolist():
+        generator = torch.Generator().manual_seed(derived_seed(self.seed, self.sampler.epoch))
+        for i in torch.randperm(len(batches), generator=generator).tolist():
             yield batches[i]
 
 
@@ -118,8 +124,11 @@ class FinetuneDataModule(L.LightningDataModule):
         if self.group_by_length:
             batches = LengthGroupedBatches([len(e.input_ids) for e in train], self.batch_size, self.seed)
             return DataLoader(train, batch_sampler=batches, collate_fn=self.collate, num_workers=self.num_workers)
-        return DataLoader(train, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate,
-                          generator=torch.Generator().manual_seed(self.seed), num_workers=self.num_workers)
+        trainer = getattr(self, "trainer", None)
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        sampler = ResumableSampler(train, num_replicas=world, rank=rank, seed=self.seed)  # (seed, epoch) order
+        return DataLoader(train, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate,
+                          num_workers=self.num_workers)
 
     def val_dataloader(self) -> list[DataLoader]:
         # Evaluation order does not matter to the metrics, so sorted by length: least padding.

@@ -26,6 +26,10 @@ class TokenizerSettings:
     kind: str = "wordpiece"  # BERT's WordPiece, or GPT-2's byte-level BPE (no [UNK], exact round trip)
 
     def __post_init__(self) -> None:
+        for name in ("vocab_size", "min_frequency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"data.tokenizer.{name}={value!r} must be an integer")
         if self.kind not in TOKENIZER_KINDS:
             raise ValueError(f"data.tokenizer.kind={self.kind!r}; choose one of {TOKENIZER_KINDS}")
         smallest = len(SPECIAL_TOKENS) + 26  # the special tokens plus room for an alphabet

@@ -20,6 +20,7 @@ from finetune.metrics import task_metrics
 from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
 from training.optim import adamw_with_schedule, fused_adamw_allowed
+from training.seeding import seed_dropout
 
 MODES = ("full", "features")
 
@@ -35,7 +36,7 @@ def metric_tag(task: str, split: str, metric: str) -> str:
 
 class FinetuneModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], task: dict[str, Any], settings: dict[str, Any],
-                 optim: dict[str, Any], pretrained: dict[str, Any] | None = None) -> None:
+                 optim: dict[str, Any], pretrained: dict[str, Any] | None = None, seed: int = 0) -> None:
         """`settings`: mode, causal, pooling, head_dropout, feature_layers. `pretrained` only records where
         the backbone came from; its weights are loaded by the caller (`load_backbone`)."""
         super().__init__()
@@ -107,6 +108,7 @@ class FinetuneModule(L.LightningModule):
 
     # -- steps ------------------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
         loss = self.loss(self(batch), batch["labels"])
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{self.info.name}: training loss is {float(loss)} at step {self.global_step}; "

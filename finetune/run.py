@@ -28,7 +28,7 @@ from finetune.module import FinetuneModule
 from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig
 from training.checkpoint_io import AtomicCheckpointIO
-from training.setup import build, choose_cpu_precision, resume_hyperparameters
+from training.setup import build, choose_cpu_precision, differences, resume_hyperparameters
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
@@ -89,15 +89,16 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
 
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
-    end); the checkpoint must come from the same task, settings, model and optimiser."""
+    end); the checkpoint must come from the same task, settings, model, optimiser and seed."""
     saved = resume_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or "task" not in saved:
         raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")
-    differing = sorted(k for k in ("model", "task", "settings", "optim", "pretrained") if saved.get(k) != hparams[k])
+    keys = ("model", "task", "settings", "optim", "pretrained", "seed")
+    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
     if differing:
-        raise ValueError(f"{ckpt_path} was saved by a run with other {differing}; resume with the settings "
-                         "it was started with, or start afresh without ckpt_path")
+        raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
+                         "with the settings it was started with, or start afresh without ckpt_path")
 
 
 def input_mask_share(datamodule: FinetuneDataModule) -> float:
@@ -128,7 +129,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     if settings["mode"] == "features":
         optim["lr"] = features_lr
     module = FinetuneModule(model=asdict(model_config), task=asdict(info), settings=settings, optim=optim,
-                            pretrained=pretrained.summary())
+                            pretrained=pretrained.summary(), seed=int(cfg.seed))
     load_weights(module.backbone, pretrained.weights, pretrained.path)
     module.tokenizer_json = pretrained.tokenizer_json
     if cfg.ckpt_path:

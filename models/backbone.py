@@ -42,8 +42,16 @@ class ModelConfig:
         if self.positions not in POSITION_KINDS:
             raise ValueError(f"model.positions={self.positions!r}; choose one of {POSITION_KINDS}")
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff", "type_vocab_size"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"model.{name} must be a positive integer, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"model.{name}={value!r} must be a positive integer")
+        for name in ("dropout", "layer_norm_eps", "init_std"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"model.{name}={value!r} must be a number")
+        if not self.layer_norm_eps > 0 or not self.init_std > 0:
+            raise ValueError(f"model.layer_norm_eps={self.layer_norm_eps} and model.init_std={self.init_std} "
+                             "must be > 0")
         if self.d_model % self.n_heads:
             raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:

@@ -6,11 +6,11 @@ checkpoints load with `torch.load(..., weights_only=True)` and rebuild the same 
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from hydra.utils import instantiate
 from torch import Tensor
@@ -20,8 +20,10 @@ from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
 from training.callbacks import logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
+from training.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 
-TRAIN_STREAM, VAL_STREAM = 0, 1  # separate random streams for training and validation corruption
+NONFINITE_LOSS = ("stop", "skip")
+log = logging.getLogger("armlm.train")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -30,10 +32,16 @@ class NonFiniteLossError(RuntimeError):
 
 class PretrainModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
-                 compile_backbone: bool = False) -> None:
+                 compile_backbone: bool = False, nonfinite_loss: str = "stop") -> None:
+        """`nonfinite_loss`: "stop" raises NonFiniteLossError at a NaN/inf training loss; "skip" leaves the
+        weights alone for that batch (no backward, no update; the step still counts) and counts it in
+        train/skipped_batches."""
         super().__init__()
+        if nonfinite_loss not in NONFINITE_LOSS:
+            raise ValueError(f"nonfinite_loss={nonfinite_loss!r}; choose one of {NONFINITE_LOSS}")
         self.save_hyperparameters()
         self.model = Transformer(ModelConfig(**model))
+        self.skipped_batches = 0
         if compile_backbone:
             # In place: the state dict keeps its plain names, and the LM-head loss (lm_nll) stays eager.
             self.model.compile()
@@ -50,6 +58,9 @@ class PretrainModule(L.LightningModule):
 
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
+        if self.hparams.nonfinite_loss == "skip" and self.trainer.world_size > 1:
+            raise ValueError("nonfinite_loss=skip runs in one process only (DDP ranks would disagree on which "
+                             "step to skip); use nonfinite_loss=stop with several processes")
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and datamodule.vocabulary is not None:
             if datamodule.vocabulary.size != self.model.config.vocab_size:
@@ -65,30 +76,40 @@ class PretrainModule(L.LightningModule):
         # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
         checkpoint["tokenizer_json"] = self.tokenizer_json
         checkpoint["data_position"] = self.data_position
+        checkpoint["skipped_batches"] = self.skipped_batches
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
         self.resume_position = checkpoint.get("data_position")
+        self.skipped_batches = int(checkpoint.get("skipped_batches", 0))
 
     # -- steps ------------------------------------------------------------------------------------------
     def corruption_generator(self, stream: int, *indices: int) -> torch.Generator:
         """A generator on the model's device seeded from (run seed, stream, indices, rank): the same batch
         gets the same corruption on every run and after a resume, and DDP ranks differ."""
-        seed = np.random.SeedSequence([self.hparams.seed, stream, *indices, self.global_rank]).generate_state(1)[0]
-        return torch.Generator(device=self.device).manual_seed(int(seed))
+        seed = derived_seed(self.hparams.seed, stream, *indices, self.global_rank)
+        return torch.Generator(device=self.device).manual_seed(seed)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor]:
-        generator = self.corruption_generator(TRAIN_STREAM, self.current_epoch, batch_idx)
+    def training_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor] | None:
+        seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
+        generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
         out = self.objective.loss(batch, self.model, generator)
         loss_value = float(out.loss.detach())
+        self.data_position = {"epoch": self.current_epoch, "batches": batch_idx + 1}
+        if not math.isfinite(loss_value) and self.hparams.nonfinite_loss == "skip":
+            self.skipped_batches += 1
+            log.warning("training loss is %s at step %d (epoch %d, batch %d): batch skipped (%d so far)", loss_value,
+                        self.global_step, self.current_epoch, batch_idx, self.skipped_batches)
+            self.log("train/skipped_batches", float(self.skipped_batches))
+            return None  # Lightning then runs no backward and the optimiser finds no gradients
         if not math.isfinite(loss_value):
             raise NonFiniteLossError(
                 f"training loss is {loss_value} at step {self.global_step} (epoch {self.current_epoch}, batch "
                 f"{batch_idx}); last finite loss {self.last_finite_loss}. Stopped before the optimiser step: the "
-                "last saved checkpoint is intact. Lower optim.lr, raise optim.warmup_steps or check the data."
+                "last saved checkpoint is intact. Lower optim.lr, raise optim.warmup_steps or check the data "
+                "(or set nonfinite_loss=skip to skip such batches)."
             )
         self.last_finite_loss = loss_value
-        self.data_position = {"epoch": self.current_epoch, "batches": batch_idx + 1}
         n_pred = out.predicted_tokens
         if logs_this_step(self.trainer):
             self.log("train/loss", out.loss, prog_bar=True)
@@ -98,7 +119,7 @@ class PretrainModule(L.LightningModule):
         return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred}
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_STREAM, batch_idx))
+        out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_CORRUPTION, batch_idx))
         if out.predicted_tokens > 0:
             self.val_lm_nll.update(out.lm_nll_sum / out.predicted_tokens, weight=out.predicted_tokens)
         for name, (value, count) in out.extras.items():

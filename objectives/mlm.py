@@ -38,6 +38,8 @@ class MaskedLM(Objective):
         super().__init__()
         for name, value in (("mask_rate", mask_rate), ("mask_prob", mask_prob),
                             ("random_prob", random_prob), ("keep_prob", keep_prob)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"objective.{name}={value!r} must be a number in [0, 1]")
             if not 0.0 <= float(value) <= 1.0:
                 raise ValueError(f"objective.{name}={value} is outside [0, 1]; set it to a probability")
         total = mask_prob + random_prob + keep_prob

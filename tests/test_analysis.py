@@ -1,6 +1,5 @@
 """The analysis helpers and the notebook run on real (tiny) run folders."""
 
-import os
 from pathlib import Path
 
 import nbformat

@@ -133,3 +133,52 @@ def test_bad_rates_and_sizes_are_rejected_at_startup():
 def test_a_run_without_any_end_is_rejected():
     with pytest.raises(ValueError, match="no end to training"):
         check_config(composed("max_tokens=null"))
+
+
+@pytest.mark.parametrize("override,named", [
+    ("seed=-1", "seed=-1: expected an integer >= 0"),
+    ("seed=abc", "seed='abc': expected an integer"),
+    ("max_tokens=0", "max_tokens=0: expected a positive integer"),
+    ("max_tokens=1.5", "max_tokens=1.5"),
+    ("data.block_size=4", "data.block_size=4: expected an integer >= 8"),
+    ("data.batch_size=0", "data.batch_size=0"),
+    ("data.batch_size=true", "data.batch_size=True"),
+    ("data.num_workers=-2", "data.num_workers=-2"),
+    ("optim.lr=0", "optim.lr=0: expected a number > 0"),
+    ("optim.lr=fast", "optim.lr='fast'"),
+    ("optim.weight_decay=-0.1", "optim.weight_decay=-0.1"),
+    ("optim.warmup_steps=2.5", "optim.warmup_steps=2.5"),
+    ("optim.min_lr_ratio=2", "optim.min_lr_ratio=2"),
+    ("optim.betas=[0.9]", "optim.betas="),
+    ("optim.betas=[0.9,1.0]", "optim.betas="),
+    ("trainer.max_steps=0", "trainer.max_steps=0"),
+    ("trainer.log_every_n_steps=0", "trainer.log_every_n_steps=0"),
+    ("trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches=0"),
+    ("trainer.gradient_clip_val=-1", "trainer.gradient_clip_val=-1"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval=0"),
+    ("trainer.val_check_interval=1.5", "trainer.val_check_interval=1.5"),
+    ("trainer.limit_val_batches=-1", "trainer.limit_val_batches=-1"),
+    ("nonfinite_loss=ignore", "nonfinite_loss='ignore'; choose one of ('stop', 'skip')"),
+    ("model.d_model=wide", "model.d_model='wide' must be a positive integer"),
+    ("model.dropout=some", "model.dropout='some' must be a number"),
+    ("objective.mask_rate=lots", "objective.mask_rate='lots' must be a number in [0, 1]"),
+    ("data.tokenizer.vocab_size=big", "data.tokenizer.vocab_size='big' must be an integer"),
+])
+def test_every_numeric_run_setting_is_checked_at_startup(override, named):
+    with pytest.raises(ValueError) as err:
+        check_config(composed(override))
+    assert named in str(err.value)
+
+
+def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"data.corpus.paths: .*nowhere does not exist"):
+        check_config(composed("data=text", f"data.corpus.paths=[{tmp_path / 'nowhere'}]"))
+    with pytest.raises(FileNotFoundError, match="data.corpus.path: .* does not exist"):
+        check_config(composed("data=brown", f"data.corpus.path={tmp_path / 'no-brown'}"))
+    one_file = tmp_path / "book.txt"
+    one_file.write_text("one long document\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="next-sentence prediction.*blank_line_documents=true"):
+        check_config(composed("objective=mlm_nsp", "data=text", f"data.corpus.paths=[{one_file}]"))
+    check_config(composed("objective=mlm", "data=text", f"data.corpus.paths=[{one_file}]"))  # one doc is fine
+    check_config(composed("objective=mlm_nsp", "data=text", f"data.corpus.paths=[{one_file}]",
+                          "data.corpus.blank_line_documents=true"))

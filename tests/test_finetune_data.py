@@ -1,7 +1,6 @@
 """Fine-tuning DataModules: real GLUE/CoNLL files through a checkpoint-style tokenizer, the hub path on
 saved datasets, word-level views for NER scoring, and errors for missing splits."""
 
-from pathlib import Path
 
 import datasets
 import pytest
@@ -145,12 +144,22 @@ def test_unknown_glue_task_lists_the_tasks(tokenizer_json):
 
 def test_length_grouped_batches_cover_every_example_once_with_little_padding():
     lengths = [int(x) for x in torch.randint(3, 60, (1000,), generator=torch.Generator().manual_seed(0))]
+    def epochs_of(sampler: LengthGroupedBatches) -> list[list[list[int]]]:
+        orders = []
+        for epoch in range(2):
+            sampler.sampler.set_epoch(epoch)  # as Lightning does at every epoch start
+            orders.append(list(sampler))
+        return orders
+
     sampler = LengthGroupedBatches(lengths, batch_size=16, seed=3, window=10)
-    epochs = [list(sampler), list(sampler)]
+    epochs = epochs_of(sampler)
     for batches in epochs:
         assert sorted(i for b in batches for i in b) == list(range(1000)) and len(batches) == len(sampler) == 63
         padded = sum(16 * max(lengths[i] for i in b) for b in batches)
         assert padded < 1.15 * sum(lengths)  # random batches of 16 pad to ~1.8x here
     assert epochs[0] != epochs[1]  # a new order every epoch, the same ones for the same seed
-    again = LengthGroupedBatches(lengths, batch_size=16, seed=3, window=10)
-    assert [list(again), list(again)] == epochs
+    assert epochs_of(LengthGroupedBatches(lengths, batch_size=16, seed=3, window=10)) == epochs
+    # The order is a function of (seed, epoch) alone, so a run resumed at epoch 1 sees epoch 1's batches.
+    resumed = LengthGroupedBatches(lengths, batch_size=16, seed=3, window=10)
+    resumed.sampler.set_epoch(1)
+    assert list(resumed) == epochs[1]

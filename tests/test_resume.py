@@ -34,11 +34,11 @@ import torch
 sys.argv = ["train.py", *sys.argv[1:]]
 step, write = int(os.environ.get("KILL_STEP", -1)), int(os.environ.get("KILL_WRITE", -1))
 if step >= 0:
-    from models.lit_module import PretrainModule
+    import lightning
     def on_train_batch_end(self, outputs, batch, batch_idx):
         if self.global_step == step:
             os.kill(os.getpid(), signal.SIGKILL)
-    PretrainModule.on_train_batch_end = on_train_batch_end
+    lightning.LightningModule.on_train_batch_end = on_train_batch_end  # pretraining and fine-tuning alike
 if write >= 0:
     real_save, writes = torch.save, [0]
     def save(obj, f, *args, **kwargs):
@@ -65,8 +65,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def overrides(corpus: Path, cache: Path, run: Path, objective: str) -> list[str]:
+    """A tiny pretraining run; dropout on, so the test also covers dropout's random draws."""
     return [
-        f"objective={objective}", "model=tiny", "data=text", f"data.corpus.paths=[{corpus}]",
+        f"objective={objective}", "model=tiny", "model.dropout=0.1", "data=text", f"data.corpus.paths=[{corpus}]",
         "data.corpus.blank_line_documents=true", "data.block_size=32", "data.batch_size=8",
         "data.tokenizer.vocab_size=500", f"data.cache_dir={cache}", "max_tokens=null",
         f"trainer.max_steps={STEPS}", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
@@ -82,18 +83,17 @@ def launch(args: list[str], **env: str) -> int:
 
 
 def logged(run: Path) -> list[dict[str, dict[int, float]]]:
-    """Per process (events file, oldest first): tag -> {step: value} for train/loss and val/loss."""
+    """Per process (events file, oldest first): tag -> {step: value} of every loss and score logged."""
     found = []
     for events in sorted((run / "tensorboard").glob("events.out.tfevents.*"), key=os.path.getmtime):
         acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
         acc.Reload()
-        found.append({tag: {e.step: e.value for e in acc.Scalars(tag)}
-                      for tag in ("train/loss", "val/loss") if tag in acc.Tags()["scalars"]})
+        found.append({tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]
+                      if tag.endswith(("train/loss", "val/loss", "val/accuracy"))})
     return found
 
 
-def trial(kill: dict[str, str], corpus: Path, cache: Path, run: Path, objective: str) -> dict:
-    settings = overrides(corpus, cache, run, objective)
+def trial(kill: dict[str, str], settings: list[str], run: Path) -> dict:
     killed = launch(["-c", KILLING_TRAIN, *settings], **kill)
     last = run / "checkpoints" / "last.ckpt"
     had_checkpoint, loadable = last.exists(), True
@@ -107,21 +107,8 @@ def trial(kill: dict[str, str], corpus: Path, cache: Path, run: Path, objective:
             "logs": logged(run), "leftovers": sorted(p.name for p in (run / "checkpoints").glob(".*tmp*"))}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("objective", ["mlm"])
-def test_killed_runs_resume_exactly(objective, corpus, tmp_path):
-    cache = tmp_path / "cache"
-    assert launch(["train.py", *overrides(corpus, cache, tmp_path / "reference", objective)]) == 0
-    (reference,) = logged(tmp_path / "reference")
-    assert len(reference["train/loss"]) == STEPS
-
-    rng = random.Random(20261122)
-    kills = [{"KILL_STEP": str(s)} for s in sorted(rng.sample(range(1, STEPS - 1), TRIALS_AT_STEPS))]
-    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(range(1, 14), TRIALS_IN_CHECKPOINT_WRITES))]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda i: trial(kills[i], corpus, cache, tmp_path / f"trial{i}", objective),
-                                range(len(kills))))
-
+def check_exact(kills: list[dict], results: list[dict], reference: dict, loss_tag: str, total_steps: int) -> float:
+    """Every trial was killed, resumed, and logged from its resume point on exactly the reference's values."""
     worst = 0.0
     for kill, result in zip(kills, results):
         assert result["killed"] == -signal.SIGKILL, kill
@@ -129,14 +116,58 @@ def test_killed_runs_resume_exactly(objective, corpus, tmp_path):
         assert result["loadable"], f"{kill}: last.ckpt does not load after the kill"
         assert result["leftovers"] == [] or "KILL_WRITE" in kill, kill
         resumed = result["logs"][-1]  # the resuming process's own events file
-        steps = sorted(resumed["train/loss"])
-        first = steps[0]
+        steps = sorted(resumed[loss_tag])
         # Every step from the resume point to the end, once: nothing skipped, nothing replayed twice.
-        assert steps == list(range(first, STEPS)), kill
-        if result["had_checkpoint"]:
-            assert first > 0, kill
-        for tag in ("train/loss", "val/loss"):
-            for step, value in resumed.get(tag, {}).items():
+        assert steps == list(range(steps[0], total_steps)), kill
+        assert (steps[0] > 0) == result["had_checkpoint"], kill
+        for tag, values in resumed.items():
+            for step, value in values.items():
                 worst = max(worst, abs(value - reference[tag][step]))
                 assert value == pytest.approx(reference[tag][step], abs=1e-6), (kill, tag, step)
-    print(f"{len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")
+    return worst
+
+
+@pytest.mark.slow
+def test_killed_pretraining_runs_resume_exactly(corpus, tmp_path):
+    cache = tmp_path / "cache"
+    assert launch(["train.py", *overrides(corpus, cache, tmp_path / "reference", "mlm")]) == 0
+    (reference,) = logged(tmp_path / "reference")
+    assert len(reference["train/loss"]) == STEPS
+
+    rng = random.Random(20261122)
+    kills = [{"KILL_STEP": str(s)} for s in sorted(rng.sample(range(1, STEPS - 1), TRIALS_AT_STEPS))]
+    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(range(1, 14), TRIALS_IN_CHECKPOINT_WRITES))]
+    runs = [tmp_path / f"trial{i}" for i in range(len(kills))]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda i: trial(kills[i], overrides(corpus, cache, runs[i], "mlm"), runs[i]),
+                                range(len(kills))))
+    worst = check_exact(kills, results, reference, "train/loss", STEPS)
+    print(f"pretraining: {len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")
+
+
+@pytest.mark.slow
+def test_killed_finetuning_runs_resume_exactly(corpus, tmp_path, data_dir):
+    """Fine-tuning checkpoints at every epoch end; a kill mid-epoch resumes from the last epoch's end with the
+    same batch order (seeded per epoch) and dropout masks (seeded per step)."""
+    pretrained = tmp_path / "pretrained"
+    assert launch(["train.py", *overrides(corpus, tmp_path / "cache", pretrained, "mlm"), "trainer.max_steps=6"]) == 0
+    steps_per_epoch, epochs = 8, 3
+
+    def settings(run: Path) -> list[str]:
+        return ["task=sst2", f"pretrained={pretrained}", f"task.data.source={data_dir / 'glue'}",
+                f"task.data.max_train_examples={8 * steps_per_epoch}", "task.data.max_eval_examples=32",
+                "task.data.batch_size=8", f"task.epochs={epochs}", "finetune.dropout=0.1",
+                "trainer.log_every_n_steps=1", "trainer.precision=32-true", "trainer.enable_progress_bar=false",
+                f"hydra.run.dir={run}"]
+
+    assert launch(["train.py", *settings(tmp_path / "reference")]) == 0
+    (reference,) = logged(tmp_path / "reference")
+    total = steps_per_epoch * epochs
+    assert sorted(reference["sst2/train/loss"]) == list(range(total))
+    # Kills in each epoch: before any checkpoint (a fresh start), right after the first epoch's, mid-epoch.
+    kills = [{"KILL_STEP": str(s)} for s in (3, steps_per_epoch + 1, steps_per_epoch + 3, 2 * steps_per_epoch + 5)]
+    runs = [tmp_path / f"trial{i}" for i in range(len(kills))]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda i: trial(kills[i], settings(runs[i]), runs[i]), range(len(kills))))
+    worst = check_exact(kills, results, reference, "sst2/train/loss", total)
+    print(f"fine-tuning: {len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")

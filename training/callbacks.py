@@ -47,6 +47,8 @@ class TokenAccounting(Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        if not outputs:  # a batch skipped for a non-finite loss (nonfinite_loss=skip): nothing trained
+            return
         counts = torch.stack([outputs["input_tokens"], outputs["predicted_tokens"]]).to(torch.float64)
         input_tokens, predicted_tokens = (int(c) for c in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
         self.tokens_seen += input_tokens

@@ -51,6 +51,18 @@ def resolve_last_checkpoint(cfg: DictConfig) -> None:
         cfg.ckpt_path = str(last)
 
 
+def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") -> list[str]:
+    """'key: checkpoint X vs run Y' for every leaf setting that differs, nested dicts as dotted keys."""
+    found = []
+    for key in sorted(ours.keys() | theirs.keys()):
+        mine, saved = ours.get(key), theirs.get(key)
+        if isinstance(mine, dict) and isinstance(saved, dict):
+            found += differences(mine, saved, f"{prefix}{key}.")
+        elif mine != saved:
+            found.append(f"{prefix}{key}: checkpoint {saved!r} vs run {mine!r}")
+    return found
+
+
 def resume_hyperparameters(ckpt_path: Path) -> Any:
     """The hyper_parameters of a checkpoint to resume from (pretraining or fine-tuning), read with
     weights_only=True: armlm stores plain dicts and tensors, and nothing else is trusted."""

@@ -1,0 +1,95 @@
+"""Start-up checks of the run-level settings a pretraining run reads: types, ranges and combinations that would
+otherwise fail deep inside Lightning or after minutes of data processing. Model, objective and tokenizer
+settings are checked by their own classes (ModelConfig, the objectives, TokenizerSettings) when built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    kinds: tuple[type, ...]  # accepted Python types (bool never passes for a number)
+    ok: Callable[[Any], bool]
+    expected: str  # what a valid value looks like, for the message
+    optional: bool = False  # null allowed
+
+
+def at_least(low: float) -> Callable[[Any], bool]:
+    return lambda v: v >= low
+
+
+def above(low: float) -> Callable[[Any], bool]:
+    return lambda v: v > low
+
+
+def count_or_share(v: Any) -> bool:
+    """Lightning's int-or-float settings: a count (int >= 0) or a fraction of an epoch (0 <= float <= 1)."""
+    return v >= 0 if isinstance(v, int) else 0.0 <= v <= 1.0
+
+
+NUMBER = (int, float)
+RULES = (
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("max_tokens", (int,), above(0), "a positive integer (input tokens), or null", optional=True),
+    Rule("data.block_size", (int,), at_least(8), "an integer >= 8"),
+    Rule("data.batch_size", (int,), at_least(1), "an integer >= 1"),
+    Rule("data.num_workers", (int,), at_least(0), "an integer >= 0"),
+    Rule("optim.lr", NUMBER, above(0), "a number > 0"),
+    Rule("optim.weight_decay", NUMBER, at_least(0), "a number >= 0"),
+    Rule("optim.eps", NUMBER, above(0), "a number > 0"),
+    Rule("optim.warmup_steps", (int,), at_least(0), "an integer >= 0"),
+    Rule("optim.min_lr_ratio", NUMBER, lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer, or -1 for none"),
+    Rule("trainer.max_epochs", (int,), lambda v: v == -1 or v > 0, "a positive integer, or -1 for none"),
+    Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.accumulate_grad_batches", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.gradient_clip_val", NUMBER, at_least(0), "a number >= 0, or null", optional=True),
+    Rule("trainer.val_check_interval", NUMBER, lambda v: v >= 1 if isinstance(v, int) else 0 < v <= 1,
+         "a number of batches (integer >= 1) or a fraction of an epoch in (0, 1]"),
+    Rule("trainer.limit_val_batches", NUMBER, count_or_share, "a number of batches or a fraction in [0, 1]"),
+)
+
+
+def check_run_settings(cfg: DictConfig, nonfinite_choices: tuple[str, ...], needs_documents: bool) -> None:
+    """Raise ValueError naming the key, the value and the fix for the first bad setting."""
+    for rule in RULES:
+        value = OmegaConf.select(cfg, rule.key, default=None)
+        if value is None and rule.optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, rule.kinds) or not rule.ok(value):
+            raise ValueError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
+                             f"e.g. {rule.key}=<value>")
+    betas = OmegaConf.select(cfg, "optim.betas", default=None)
+    if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
+            isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
+        raise ValueError(f"optim.betas={betas!r}: expected two numbers in [0, 1), e.g. optim.betas=[0.9,0.98]")
+    if cfg.get("nonfinite_loss") not in nonfinite_choices:
+        raise ValueError(f"nonfinite_loss={cfg.get('nonfinite_loss')!r}; choose one of {nonfinite_choices}")
+    corpus = OmegaConf.select(cfg, "data.corpus", default=None)
+    if corpus is not None:
+        check_corpus(corpus, needs_documents)
+
+
+def check_corpus(corpus: DictConfig, needs_documents: bool) -> None:
+    """Local corpus paths exist, and an objective that pairs documents does not get a single one."""
+    for key in ("path", "paths", "train_file", "valid_file"):
+        value = corpus.get(key)
+        for path in [] if value is None else [value] if isinstance(value, str) else list(value):
+            if not Path(path).exists():
+                raise FileNotFoundError(f"data.corpus.{key}: {path} does not exist; give an existing path "
+                                        "(real corpora live under data_dir / ARMLM_DATA_DIR)")
+    paths = corpus.get("paths")
+    if needs_documents and paths is not None and str(corpus.get("_target_", "")).endswith("TextFiles"):
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        if len(paths) == 1 and Path(paths[0]).is_file() and not corpus.get("blank_line_documents", False):
+            raise ValueError(
+                "this objective pairs segments of different documents (next-sentence prediction), but "
+                f"data.corpus.paths={paths} is one file read as one document; set "
+                "data.corpus.blank_line_documents=true (blank lines separate documents) or give several files")
