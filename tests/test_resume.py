@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from datamodules.corpora import EmbeddedWikipedia
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = 30
-TRIALS_AT_STEPS = 7
+STEPS = 42
+TRIALS_AT_RANDOM_STEPS = 5
 TRIALS_IN_CHECKPOINT_WRITES = 4
 # Runs train.py, SIGKILLing itself after the training step of global step KILL_STEP, or half-way through writing
 # the KILL_WRITE-th checkpoint (half of the bytes on disk, then the kill).
@@ -57,20 +59,36 @@ runpy.run_path("train.py", run_name="__main__")
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 10 batches of 8 x 32 per epoch, so 30 steps cross two epoch boundaries."""
+    """12 to 17 batches of 8 x 32 per epoch (the train/validation split hashes the file's path), so 42 steps
+    cross two or three epoch ends."""
     paragraphs = [p for doc in EmbeddedWikipedia().load()["train"][:3] for p in doc.split("\n\n") if p.strip()]
     path = tmp_path_factory.mktemp("resume-corpus") / "paragraphs.txt"
-    path.write_text("\n\n".join(paragraphs[:40]), encoding="utf-8")
+    path.write_text("\n\n".join(paragraphs[:12]), encoding="utf-8")
     return path
 
 
-def overrides(corpus: Path, cache: Path, run: Path, objective: str) -> list[str]:
-    """A tiny pretraining run; dropout on, so the test also covers dropout's random draws."""
+def epoch_length(corpus: Path, cache: Path) -> int:
+    """Batches per epoch of the runs below (building their cache on the way)."""
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides(corpus, cache, REPO, "mlm", every=1)[:-1])
+    datamodule = instantiate(cfg.data, input_format="blocks", seed=cfg.seed)
+    datamodule.setup("fit")
+    return len(datamodule.train_dataloader())
+
+
+def checkpoint_interval(epoch: int) -> int:
+    """The smallest divisor of the epoch length from 3 up: checkpoints then also fall on every epoch end."""
+    return next(d for d in range(3, epoch + 1) if epoch % d == 0)
+
+
+def overrides(corpus: Path, cache: Path, run: Path, objective: str, every: int = 3) -> list[str]:
+    """A tiny pretraining run, validated and checkpointed `every` steps; dropout on, so the test also covers
+    dropout's random draws."""
     return [
         f"objective={objective}", "model=tiny", "model.dropout=0.1", "data=text", f"data.corpus.paths=[{corpus}]",
         "data.corpus.blank_line_documents=true", "data.block_size=32", "data.batch_size=8",
         "data.tokenizer.vocab_size=500", f"data.cache_dir={cache}", "max_tokens=null",
-        f"trainer.max_steps={STEPS}", "trainer.val_check_interval=3", "trainer.limit_val_batches=2",
+        f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={every}", "trainer.limit_val_batches=2",
         "trainer.log_every_n_steps=1", "trainer.precision=32-true", "trainer.enable_progress_bar=false",
         f"hydra.run.dir={run}",
     ]
@@ -130,19 +148,27 @@ def check_exact(kills: list[dict], results: list[dict], reference: dict, loss_ta
 @pytest.mark.slow
 def test_killed_pretraining_runs_resume_exactly(corpus, tmp_path):
     cache = tmp_path / "cache"
-    assert launch(["train.py", *overrides(corpus, cache, tmp_path / "reference", "mlm")]) == 0
+    epoch = epoch_length(corpus, cache)
+    every = checkpoint_interval(epoch)
+    assert 2 * epoch < STEPS
+    assert launch(["train.py", *overrides(corpus, cache, tmp_path / "reference", "mlm", every)]) == 0
     (reference,) = logged(tmp_path / "reference")
     assert len(reference["train/loss"]) == STEPS
 
     rng = random.Random(20261122)
-    kills = [{"KILL_STEP": str(s)} for s in sorted(rng.sample(range(1, STEPS - 1), TRIALS_AT_STEPS))]
-    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(range(1, 14), TRIALS_IN_CHECKPOINT_WRITES))]
+    # Random steps, plus the last batch of the first epoch, the first batch of each next one and the batch after
+    # the checkpoint at the end of the first epoch.
+    edges = {epoch, epoch + 1, 2 * epoch + 1, epoch + 2}
+    steps = set(rng.sample(range(1, STEPS - 1), TRIALS_AT_RANDOM_STEPS)) | edges
+    kills = [{"KILL_STEP": str(s)} for s in sorted(steps)]
+    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(range(1, 20), TRIALS_IN_CHECKPOINT_WRITES))]
     runs = [tmp_path / f"trial{i}" for i in range(len(kills))]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda i: trial(kills[i], overrides(corpus, cache, runs[i], "mlm"), runs[i]),
+        results = list(pool.map(lambda i: trial(kills[i], overrides(corpus, cache, runs[i], "mlm", every), runs[i]),
                                 range(len(kills))))
     worst = check_exact(kills, results, reference, "train/loss", STEPS)
-    print(f"pretraining: {len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")
+    print(f"pretraining: epoch of {epoch} batches, checkpoints every {every} steps, kills {kills}; "
+          f"{len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")
 
 
 @pytest.mark.slow
