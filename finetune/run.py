@@ -29,6 +29,7 @@ from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig
 from training.checkpoint_io import AtomicCheckpointIO
 from training.setup import build, choose_cpu_precision, differences, resume_hyperparameters
+from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
@@ -112,6 +113,7 @@ def input_mask_share(datamodule: FinetuneDataModule) -> float:
 
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
+    check_finetune_settings(cfg)
     if not cfg.pretrained:
         raise ValueError(f"task={cfg.task.data.get('task', 'conll2003')} needs pretrained=<checkpoint file or "
                          "pretraining run folder>")

@@ -182,3 +182,23 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
     check_config(composed("objective=mlm", "data=text", f"data.corpus.paths=[{one_file}]"))  # one doc is fine
     check_config(composed("objective=mlm_nsp", "data=text", f"data.corpus.paths=[{one_file}]",
                           "data.corpus.blank_line_documents=true"))
+
+
+@pytest.mark.parametrize("override,named", [
+    ("task.epochs=0", "task.epochs=0: expected an integer >= 1"),
+    ("task.data.batch_size=many", "task.data.batch_size='many'"),
+    ("task.data.max_length=2", "task.data.max_length=2"),
+    ("task.data.max_train_examples=0", "task.data.max_train_examples=0"),
+    ("task.optim.lr=-1", "task.optim.lr=-1"),
+    ("task.optim.warmup_ratio=1.5", "task.optim.warmup_ratio=1.5"),
+    ("task.optim.betas=[0.9]", "task.optim.betas="),
+    ("finetune.dropout=1", "finetune.dropout=1"),
+    ("finetune.feature_layers=0", "finetune.feature_layers=0"),
+])
+def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named):
+    from finetune.run import run_finetune
+
+    cfg = composed("task=sst2", "pretrained=/nowhere/run", override)  # refused before the checkpoint is read
+    with pytest.raises(ValueError) as err:
+        run_finetune(cfg)
+    assert named in str(err.value)

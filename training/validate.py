@@ -1,5 +1,5 @@
-"""Start-up checks of the run-level settings a pretraining run reads: types, ranges and combinations that would
-otherwise fail deep inside Lightning or after minutes of data processing. Model, objective and tokenizer
+"""Start-up checks of the run-level settings of pretraining and fine-tuning runs: types, ranges and combinations
+that would otherwise fail deep inside Lightning or after minutes of data processing. Model, objective and tokenizer
 settings are checked by their own classes (ModelConfig, the objectives, TokenizerSettings) when built."""
 
 from __future__ import annotations
@@ -57,19 +57,50 @@ RULES = (
 )
 
 
-def check_run_settings(cfg: DictConfig, nonfinite_choices: tuple[str, ...], needs_documents: bool) -> None:
-    """Raise ValueError naming the key, the value and the fix for the first bad setting."""
-    for rule in RULES:
+FINETUNE_RULES = (
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("task.epochs", (int,), at_least(1), "an integer >= 1"),
+    Rule("task.data.max_length", (int,), at_least(4), "an integer >= 4"),
+    Rule("task.data.batch_size", (int,), at_least(1), "an integer >= 1"),
+    Rule("task.data.eval_batch_size", (int,), at_least(1), "an integer >= 1"),
+    Rule("task.data.max_train_examples", (int,), at_least(1), "an integer >= 1, or null", optional=True),
+    Rule("task.data.max_eval_examples", (int,), at_least(1), "an integer >= 1, or null", optional=True),
+    Rule("task.data.num_workers", (int,), at_least(0), "an integer >= 0"),
+    Rule("task.optim.lr", NUMBER, above(0), "a number > 0"),
+    Rule("task.optim.features_lr", NUMBER, above(0), "a number > 0"),
+    Rule("task.optim.weight_decay", NUMBER, at_least(0), "a number >= 0"),
+    Rule("task.optim.warmup_ratio", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    Rule("task.optim.eps", NUMBER, above(0), "a number > 0"),
+    Rule("finetune.dropout", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    Rule("finetune.feature_layers", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.gradient_clip_val", NUMBER, at_least(0), "a number >= 0, or null", optional=True),
+)
+
+
+def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str) -> None:
+    """Raise ValueError naming the key, the value and the fix for the first setting that breaks a rule."""
+    for rule in rules:
         value = OmegaConf.select(cfg, rule.key, default=None)
         if value is None and rule.optional:
             continue
         if isinstance(value, bool) or not isinstance(value, rule.kinds) or not rule.ok(value):
             raise ValueError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
                              f"e.g. {rule.key}=<value>")
-    betas = OmegaConf.select(cfg, "optim.betas", default=None)
+    betas = OmegaConf.select(cfg, betas_key, default=None)
     if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
             isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
-        raise ValueError(f"optim.betas={betas!r}: expected two numbers in [0, 1), e.g. optim.betas=[0.9,0.98]")
+        raise ValueError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
+
+
+def check_finetune_settings(cfg: DictConfig) -> None:
+    """The fine-tuning run's numbers (task.*, finetune.*), before any data is read."""
+    check_rules(cfg, FINETUNE_RULES, "task.optim.betas")
+
+
+def check_run_settings(cfg: DictConfig, nonfinite_choices: tuple[str, ...], needs_documents: bool) -> None:
+    """The pretraining run's numbers and combinations; raises naming the key, the value and the fix."""
+    check_rules(cfg, RULES, "optim.betas")
     if cfg.get("nonfinite_loss") not in nonfinite_choices:
         raise ValueError(f"nonfinite_loss={cfg.get('nonfinite_loss')!r}; choose one of {nonfinite_choices}")
     corpus = OmegaConf.select(cfg, "data.corpus", default=None)
