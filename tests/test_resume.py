@@ -161,7 +161,9 @@ def test_killed_pretraining_runs_resume_exactly(corpus, tmp_path):
     edges = {epoch, epoch + 1, 2 * epoch + 1, epoch + 2}
     steps = set(rng.sample(range(1, STEPS - 1), TRIALS_AT_RANDOM_STEPS)) | edges
     kills = [{"KILL_STEP": str(s)} for s in sorted(steps)]
-    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(range(1, 20), TRIALS_IN_CHECKPOINT_WRITES))]
+    # Every validation writes last.ckpt and the first also a best one: at least STEPS // every + 1 writes.
+    writes = range(1, STEPS // every + 2)
+    kills += [{"KILL_WRITE": str(w)} for w in sorted(rng.sample(writes, TRIALS_IN_CHECKPOINT_WRITES))]
     runs = [tmp_path / f"trial{i}" for i in range(len(kills))]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda i: trial(kills[i], overrides(corpus, cache, runs[i], "mlm", every), runs[i]),
