@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from datamodules.cache import atomic_write_text
 from studies.plan import DONE_FILE, describe, plan
@@ -52,9 +52,12 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            from analysis.study_report import write_report  # pandas and matplotlib: only once there is a study
+            from analysis.findings import write_findings  # pandas and matplotlib: only once there is a study
+            from analysis.study_report import write_report
 
             written = write_report(root)
+            if cfg.study.get("findings"):
+                written += write_findings(root, OmegaConf.to_container(cfg.study.findings, resolve=True))
             log.info("report: %s", ", ".join(str(p) for p in written))
     elif any(o.status == "waiting" for o in outcomes):
         log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")

@@ -30,7 +30,7 @@ from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.lit_module import NONFINITE_LOSS, NonFiniteLossError, PretrainModule
-from training.callbacks import TokenAccounting, ValidateAtEnd
+from training.callbacks import SaveAtTokens, TokenAccounting, ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
 from training.setup import (
     build,
@@ -61,6 +61,9 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     if cfg.get("pretrained"):
         raise ValueError("pretrained= is for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
+    points = list(cfg.get("save_at_tokens") or [])
+    if any(not isinstance(n, int) or n <= 0 or (cfg.max_tokens and n >= cfg.max_tokens) for n in points):
+        raise ValueError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={cfg.max_tokens}")
     if not cfg.max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
         raise ValueError("no end to training: set max_tokens=..., trainer.max_steps=... or trainer.max_epochs=...")
     if cfg.ckpt_path:
@@ -110,8 +113,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
         monitor="val/loss", mode="min", save_top_k=1, save_last=True,
     )
+    part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer: L.Trainer = instantiate(
-        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, ValidateAtEnd(), checkpoints],
+        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, part_way, ValidateAtEnd(), checkpoints],
         logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
         plugins=[AtomicCheckpointIO()],  # a kill mid-write keeps the previous checkpoint
     )
@@ -137,6 +141,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "tokens_seen": tokens.tokens_seen,
         "pred_tokens_seen": tokens.pred_tokens_seen,
         "val_loss": metrics.get("val/loss"),
+        # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
+        "val_loss_kind": module.objective.val_loss_kind,
         "val_ppl": metrics.get("val/ppl"),
         "unigram_baseline": datamodule.unigram_baseline,
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -11,7 +11,9 @@ from pathlib import Path
 import pandas as pd
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-SUMMARY_COLUMNS = ["objective", "steps", "tokens_seen", "pred_tokens_seen", "val_loss", "val_ppl",
+# val_loss_kind says what val_loss averages (next_token for AR, masked_token for MLM): compare val_loss only
+# between runs of one kind.
+SUMMARY_COLUMNS = ["objective", "steps", "tokens_seen", "pred_tokens_seen", "val_loss_kind", "val_loss", "val_ppl",
                    "unigram_baseline", "wall_seconds"]
 
 

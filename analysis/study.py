@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
+from studies.plan import FINETUNE_SEED_SUFFIX
+
 # The metric each task's plot shows (its GLUE leaderboard metric); tables list every metric.
 PRIMARY_METRIC = {"cola": "mcc", "stsb": "pearson", "mrpc": "f1", "qqp": "f1", "conll2003": "f1",
                   "mnli": "accuracy"}
@@ -37,14 +39,21 @@ def _read(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
 
 
+VAL_LOSS_KINDS = ("next_token", "masked_token")
+
+
 def pretraining_runs(root: Path) -> pd.DataFrame:
+    """One row per run. The validation NLL sits in the column of its kind (val_nll_next_token for AR,
+    val_nll_masked_token for MLM): the two average different tokens and are never one column."""
     rows = []
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = arm_and_seed(path, root)
         s = _read(path)
+        kind = s.get("val_loss_kind") or ("next_token" if s["objective"] == "AutoregressiveLM" else "masked_token")
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
-                     "val_loss": s["val_loss"], "val_ppl": s["val_ppl"], "unigram_baseline": s["unigram_baseline"],
+                     **{f"val_nll_{k}": s["val_loss"] if k == kind else math.nan for k in VAL_LOSS_KINDS},
+                     "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # objectives that insert no [MASK] (AR) log no share
                      "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],
                      "run": str(path.parent)})
@@ -52,19 +61,33 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
 
 
 def finetuning_runs(root: Path) -> pd.DataFrame:
-    """One row per run, dev split and metric."""
+    """One row per run, dev split and metric; `seed` is the pretraining seed, `finetune_seed` the run's own."""
     rows = []
     for path in sorted(root.glob("*/seed*/finetune/*/results.json")):
         arm, seed = arm_and_seed(path, root)
         r = _read(path)
-        variant = path.parent.name.removeprefix(f"{r['task']}-")
+        variant = path.parent.name.removeprefix(f"{r['task']}-").split(FINETUNE_SEED_SUFFIX)[0]
         for split, scores in r["metrics"].items():
             for metric, value in scores.items():
-                rows.append({"arm": arm, "seed": seed, "task": r["task"], "variant": variant, "mode": r["mode"],
+                rows.append({"arm": arm, "seed": seed, "finetune_seed": r["seed"], "task": r["task"],
+                             "variant": variant, "mode": r["mode"],
                              "attention": r["attention"], "split": split, "metric": metric, "value": value,
                              "baseline": r["majority_baseline"].get(split, {}).get(metric),
                              "input_mask_share": r.get("input_mask_share"), "run": str(path.parent)})
     return pd.DataFrame(rows)
+
+
+def per_checkpoint(finetuning: pd.DataFrame) -> pd.DataFrame:
+    """The median over fine-tuning seeds of each checkpoint (arm, pretraining seed), task, variant, split and
+    metric: one value per pretraining seed, as the GLUE protocol reports, so intervals are over seeds of
+    pretraining and never count one checkpoint's fine-tuning runs as independent samples."""
+    if finetuning.empty:
+        return finetuning
+    keys = ["arm", "seed", "task", "variant", "split", "metric"]
+    firsts = finetuning.groupby(keys, sort=False)[["mode", "attention", "baseline", "input_mask_share"]].first()
+    medians = finetuning.groupby(keys, sort=False).agg(value=("value", "median"),
+                                                       finetune_runs=("finetune_seed", "nunique"))
+    return medians.join(firsts).reset_index()
 
 
 def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -78,7 +101,8 @@ def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.Data
             joint = part["headline_joint"]
             sequence = report["sequence"]
             rows.append({"arm": arm, "seed": seed, "kind": kind, "joint": joint,
-                         "sequence_ppl": sequence.get("ppl", sequence.get("pseudo_ppl")),
+                         # AR perplexity and MLM pseudo-perplexity are different quantities: two columns
+                         "ppl": sequence.get("ppl", math.nan), "pseudo_ppl": sequence.get("pseudo_ppl", math.nan),
                          "p_ppl": part["rows"][joint]["p_ppl"], "u_ppl": part["rows"][joint]["u_ppl"],
                          "gap": part["gap_mean"][joint]})
     return pd.DataFrame(rows)

@@ -41,7 +41,7 @@ def study_tables(root: str | Path) -> StudyTables:
     if pretraining.empty:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
                          "run python study.py first, or give the study's root folder")
-    finetuning = S.finetuning_runs(root)
+    finetuning = S.per_checkpoint(S.finetuning_runs(root))
     reports = S.diagnostic_reports(root)
     downstream = S.over_seeds(finetuning, ["task", "split", "metric", "arm", "variant"], ["value"])
     if not finetuning.empty:
@@ -52,20 +52,21 @@ def study_tables(root: str | Path) -> StudyTables:
         gap["weighted"] = gap["gap"] * gap["pairs"]
         gap = gap.groupby(["arm", "seed", "low", "distance"], sort=False)[["weighted", "pairs"]].sum().reset_index()
         gap["gap"] = gap["weighted"] / gap["pairs"]
-    finetune_share = (finetuning.drop_duplicates("run").groupby("arm")["input_mask_share"].mean()
+    finetune_share = (finetuning.groupby("arm")["input_mask_share"].mean()
                       if not finetuning.empty else pd.Series(dtype=float))
     mask_share = pretraining.groupby("arm", sort=False)["mask_share"].mean().rename("pretraining").to_frame()
     mask_share["finetuning"] = finetune_share.reindex(mask_share.index)
     return StudyTables(
         pretraining_runs=pretraining,
-        pretraining=S.over_seeds(pretraining, ["arm", "objective"], ["val_loss", "val_ppl", "tokens_seen",
-                                 "pred_tokens_seen", "mask_share", "wall_seconds"]),
+        pretraining=S.over_seeds(pretraining, ["arm", "objective"], [
+            *(f"val_nll_{k}" for k in S.VAL_LOSS_KINDS), "below_unigram", "tokens_seen", "pred_tokens_seen",
+            "mask_share", "wall_seconds"]),
         downstream=downstream,
         finetune_feature_gap=S.over_seeds(S.finetune_feature_gap(finetuning), ["task", "split", "metric", "arm"],
                                           ["value"]),
         mask_share=mask_share.reset_index(),
         independence=S.over_seeds(S.independence_runs(reports), ["arm", "kind", "joint"],
-                                  ["sequence_ppl", "p_ppl", "u_ppl", "gap"]),
+                                  ["ppl", "pseudo_ppl", "p_ppl", "u_ppl", "gap"]),
         gap_by_distance=S.over_seeds(gap, ["arm", "low", "distance"], ["gap"]) if not gap.empty else pd.DataFrame(),
         representations=S.over_seeds(S.representation_runs(reports), ["arm", "layer", "measure"], ["value"]),
     )
@@ -98,7 +99,12 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         f"# Study report: {root}", "",
         f"Seeds {seeds}; every cell is mean ± 95 % CI over seeds (Student t; no interval for one seed). "
         "The CSV files beside this report hold the same tables with n per cell.", "",
-        "## Pretraining", "", markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
+        "## Pretraining", "",
+        "val_nll_next_token (AR: every next token) and val_nll_masked_token (MLM: the selected positions, some "
+        "left visible) are different quantities: compare each only within its column. below_unigram is each "
+        "run's margin under the unigram NLL of the same tokens: how far it learned, not a comparison of "
+        "objectives, which the downstream scores make.", "",
+        markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
         "## Downstream (dev splits)", "",
         markdown_table(primary, ["task", "split", "metric", "baseline"], ["arm", "variant"]),
         "## Pretrain-finetune discrepancy", "",
@@ -115,6 +121,9 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         markdown_table(t.representations[~t.representations["measure"].str.startswith("shift_")],
                        ["arm", "measure"], ["layer"]) if not t.representations.empty else "(none)\n",
         "## Independence diagnostics", "",
+        "ppl (AR, exact) and pseudo_ppl (MLM, one token masked at a time) are different quantities. P-PPL, "
+        "U-PPL and the gap compare across checkpoints only when both were scored exactly or on the same "
+        "candidate sets with a measured restriction error (README, \"Independence diagnostics\").", "",
         markdown_table(t.independence, ["arm", "kind", "joint"], ["quantity"]),
         "Independence gap by distance (both pair kinds):", "",
         markdown_table(t.gap_by_distance, ["arm"], ["distance"]) if not t.gap_by_distance.empty else "(none)\n",

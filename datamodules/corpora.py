@@ -81,7 +81,9 @@ class EmbeddedWikipedia(Corpus):
         return f"the embedded Wikipedia excerpt ({self.path()})"
 
     def fingerprint(self) -> dict[str, Any]:
-        return {**super().fingerprint(), "file": file_fingerprint(self.path())}
+        # "cleaning" names the version of tidy_wiki_text, so caches built from differently cleaned text
+        # are never reused (2: list markers stripped from line starts).
+        return {**super().fingerprint(), "file": file_fingerprint(self.path()), "cleaning": 2}
 
     def read_documents(self) -> list[tuple[str, str]]:
         from gensim.corpora.wikicorpus import extract_pages, filter_wiki
@@ -96,10 +98,12 @@ class EmbeddedWikipedia(Corpus):
 
 
 def tidy_wiki_text(text: str) -> str:
-    """gensim's filter_wiki leaves bold/italic quotes, heading equals signs and runs of blank lines."""
+    """gensim's filter_wiki leaves bold/italic quotes, heading equals signs, list and indentation markers
+    (`*`, `#`, `:`, `;` at a line start) and runs of blank lines. The markers go: left in, 39 % of the
+    held-out sentences began with `*` and the diagnostics' pairs at position 1 were trivial."""
     text = re.sub(r"'{2,}", "", text)
     text = re.sub(r"^\s*=+\s*(.*?)\s*=+\s*$", r"\1", text, flags=re.MULTILINE)
-    text = re.sub(r"^[*#:;]+\s*$", "", text, flags=re.MULTILINE)  # list bullets left empty by the filter
+    text = re.sub(r"^[^\S\n]*[*#:;]+[^\S\n]*", "", text, flags=re.MULTILINE)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 

@@ -74,21 +74,26 @@ def ag_joint(log_qi: Tensor, log_qj: Tensor, tol: float = 1e-8, max_iter: int = 
     # Only the pairs still moving are iterated; the working set is compacted when some converge, not
     # copied out and back every iteration (the exact mode's grids are V x V).
     index, current, fixed = torch.arange(n, device=log_qi.device), p.clone(), numerator
+    updated = torch.empty_like(current)
     for _ in range(max_iter):
         if index.numel() == 0:
             break
-        p_i = current.sum(-1, keepdim=True)  # marginal of a: (n, K, 1)
-        p_j = current.sum(-2, keepdim=True)  # marginal of b: (n, 1, K)
-        updated = fixed * (p_i * p_j / (p_i + p_j))  # 1 / (1/p_i + 1/p_j)
+        # In place, two grid-sized passes for the update and two for the change: on the exact mode's
+        # V x V grids each iteration is bound by memory traffic, not arithmetic.
+        inv_i = current.sum(-1, keepdim=True).reciprocal_()  # 1 / marginal of a: (n, K, 1)
+        inv_j = current.sum(-2, keepdim=True).reciprocal_()  # 1 / marginal of b: (n, 1, K)
+        torch.add(inv_i, inv_j, out=updated)
+        torch.div(fixed, updated, out=updated)
         updated /= updated.sum((-2, -1), keepdim=True)
-        change = (updated - current).abs().flatten(1).amax(-1)
-        current = updated
+        current.sub_(updated).abs_()
+        change = current.flatten(1).amax(-1)
+        current, updated = updated, current
         iterations[index] += 1
         done = change <= tol
         if done.any():
             p[index[done]] = current[done]
             converged[index[done]] = True
-            index, current, fixed = index[~done], current[~done], fixed[~done]
+            index, current, fixed, updated = index[~done], current[~done], fixed[~done], updated[~done]
     p[index] = current  # pairs that ran out of iterations keep their last iterate
     return AGResult(p.clamp_min(torch.finfo(p.dtype).tiny).log(), iterations, converged)
 

@@ -1,10 +1,11 @@
 """The diagnostics report as Markdown tables and as TensorBoard scalars.
 
-Tags are the same for every checkpoint of a family, and the ones both families have (the sequence
-perplexity, the headline joint's P-PPL and U-PPL, the independence gap) are shared, so AR and MLM runs
-overlay in TensorBoard:
+Tags are the same for every checkpoint of a family, and the ones both families have (the headline joint's
+P-PPL and U-PPL, the independence gap) are shared, so AR and MLM runs overlay in TensorBoard. The sequence
+scores are different quantities and keep different tags:
 
-    diagnostics/sequence/ppl                 AR perplexity | MLM pseudo-perplexity
+    diagnostics/sequence/ppl                 AR perplexity (exact chain rule)
+    diagnostics/sequence/pseudo_ppl          MLM pseudo-perplexity (one token masked at a time; not a likelihood)
     diagnostics/<kind>/joint/{p_ppl,u_ppl}   AR: its exact joint; MLM: AG
     diagnostics/<kind>/gap                   mean pointwise dependence of the gold pairs under that joint
     diagnostics/<kind>/gap_by_distance       the same, step = the smallest distance of each bin
@@ -68,8 +69,15 @@ def independence_markdown(report: dict[str, Any]) -> list[str]:
     seq_line = (f"perplexity {seq['ppl']:.2f}" if "ppl" in seq else f"pseudo-perplexity {seq['pseudo_ppl']:.2f}")
     k = report["candidates"]
     candidates = f"those of {report['candidates_from']}" if report.get("candidates_from") else (k or "all (exact)")
+    context = ("each pair's sentence cut after its second token" if report.get("pair_context") == "prefix"
+               else "each pair's whole sentence")
+    comparable = ("Exact tables: these P-PPL, U-PPL and gaps are this checkpoint's own and compare across "
+                  "checkpoints with the same tokenizer and pairs." if k is None else
+                  f"Restricted to {k} candidates: every figure depends on the candidate sets (renormalising "
+                  "inside K x K flatters the gold pair), so none compares across checkpoints; use the exact "
+                  "mode (candidates=null) on a small vocabulary for that.")
     lines = [f"Independence: {report['pairs_per_kind']} pairs per kind; candidates per position: {candidates}; "
-             f"vocabulary {report['vocab_size']}.", "",
+             f"vocabulary {report['vocab_size']}; context: {context}.", "", comparable, "",
              f"Sequence score over {seq['sentences']} sentences ({seq['tokens']} tokens): {seq_line}.", ""]
     for kind, part in report["pairwise"].items():
         lines += [f"## {kind} pairs ({part['pairs']})", "",
@@ -108,7 +116,9 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
     if "sequence" not in report:
         return
     seq = report["sequence"]
-    yield "diagnostics/sequence/ppl", seq.get("ppl", seq.get("pseudo_ppl")), 0
+    for name in ("ppl", "pseudo_ppl"):
+        if name in seq:
+            yield f"diagnostics/sequence/{name}", seq[name], 0
     for kind, part in report["pairwise"].items():
         prefix = f"diagnostics/{kind}"
         headline = part["rows"][part["headline_joint"]]

@@ -110,25 +110,39 @@ def anisotropy(states: Tensor, context: Tensor, n_pairs: int = 2000, seed: int =
             for name, v in (("raw", x), ("centred", centred), ("standardised", standardised))}
 
 
-def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, max_pairs: int = 20_000,
+def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, n_pairs: int = 20_000,
                     seed: int = 0) -> dict[str, float]:
-    """Mean cosine between two occurrences of the same word type in different contexts ("same_type"),
-    and between occurrences of different types in different contexts ("different_types")."""
-    g = torch.Generator().manual_seed(seed)
-    first = torch.randint(0, len(states), (max_pairs,), generator=g)
-    second = torch.randint(0, len(states), (max_pairs,), generator=g)
-    apart = context[first] != context[second]
-    different = apart & (word_type[first] != word_type[second])
-    same = []  # every cross-context pair of occurrences of one type, in type order, up to max_pairs
-    for t in torch.unique(word_type):
-        occurrences = torch.combinations(torch.nonzero(word_type == t).squeeze(-1), 2)
-        same.append(occurrences[context[occurrences[:, 0]] != context[occurrences[:, 1]]])
-    same_pairs = torch.cat(same)[:max_pairs]
-    if len(same_pairs) == 0:
+    """Self-similarity as Ethayarajh (2019) defines it: for each word type, the mean cosine over every pair
+    of its occurrences in different contexts; then the mean over types ("same_type"), so frequent types
+    (",", "the") weigh as much as rare ones and every type with two contexts counts. "different_types" is
+    the mean cosine of random occurrences of different types in different contexts (the anisotropy
+    baseline the same-type figure is read against); "types" is how many types were averaged.
+
+    Exact over all pairs without listing them: with unit vectors u, the cosines of all pairs of a type sum
+    to (|sum u|^2 - sum |u|^2) / 2, and removing the pairs within one context leaves the cross-context sum."""
+    unit = torch.nn.functional.normalize(states.double(), dim=-1)
+    types, type_index = torch.unique(word_type, return_inverse=True)
+    contexts = int(context.max()) + 1
+    groups, group_index = torch.unique(type_index * contexts + context, return_inverse=True)
+    type_sum = torch.zeros(len(types), unit.shape[1], dtype=unit.dtype).index_add_(0, type_index, unit)
+    group_sum = torch.zeros(len(groups), unit.shape[1], dtype=unit.dtype).index_add_(0, group_index, unit)
+    type_count = torch.bincount(type_index, minlength=len(types)).double()
+    group_count = torch.bincount(group_index, minlength=len(groups)).double()
+    group_type = groups // contexts
+    within_sq = torch.zeros(len(types), dtype=unit.dtype).index_add_(0, group_type, group_sum.pow(2).sum(-1))
+    within_pairs = torch.zeros(len(types), dtype=unit.dtype).index_add_(0, group_type, group_count.pow(2))
+    cross_pairs = (type_count.pow(2) - within_pairs) / 2
+    cross_sum = (type_sum.pow(2).sum(-1) - within_sq) / 2
+    counted = cross_pairs > 0
+    if not counted.any():
         raise ValueError("self-similarity needs a word type that occurs in two different contexts")
-    x = states.double()
-    return {"same_type": _mean_pair_cosine(x, same_pairs[:, 0], same_pairs[:, 1]),
-            "different_types": _mean_pair_cosine(x, first[different], second[different])}
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, len(states), (n_pairs,), generator=g)
+    second = torch.randint(0, len(states), (n_pairs,), generator=g)
+    different = (context[first] != context[second]) & (word_type[first] != word_type[second])
+    return {"same_type": float((cross_sum[counted] / cross_pairs[counted]).mean()),
+            "different_types": _mean_pair_cosine(states.double(), first[different], second[different]),
+            "types": float(counted.sum())}
 
 
 @torch.no_grad()
@@ -151,6 +165,7 @@ def embedding_geometry(model: Transformer, sentences: list[list[int]], *, causal
     for vectors in per_layer:
         x = torch.cat(vectors)
         similarity = self_similarity(x, word_type, context, seed=seed)
+        similarity.pop("types")  # the same for every layer: a property of the sentences, not of the model
         out.append({**{f"anisotropy_{k}": v for k, v in anisotropy(x, context, seed=seed).items()},
                     **{f"self_similarity_{k}": v for k, v in similarity.items()}})
     return out

@@ -37,6 +37,7 @@ from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig, Transformer
 
 log = logging.getLogger("armlm.diagnostics")
+PAIR_CONTEXTS = ("sentence", "prefix")
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
@@ -56,6 +57,21 @@ def check_settings(cfg: DictConfig) -> None:
         raise ValueError("independence=false and representations.enabled=false: nothing to measure")
     if cfg.candidates is not None and int(cfg.candidates) < 2:
         raise ValueError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
+    if cfg.pair_context not in PAIR_CONTEXTS:
+        raise ValueError(f"pair_context={cfg.pair_context!r}; choose one of {PAIR_CONTEXTS}")
+
+
+# Passes per pair above which an AR exact joint inside whole sentences is refused (V^2: days at V = 8192).
+MAX_AR_EXACT_PASSES = 100_000
+
+
+def check_affordable(cfg: DictConfig, causal: bool, vocab_size: int) -> None:
+    """An AR model's exact joint inside a whole sentence needs a pass per (a, b) for the tokens after j."""
+    if cfg.independence and causal and cfg.candidates is None and cfg.pair_context == "sentence" \
+            and vocab_size ** 2 > MAX_AR_EXACT_PASSES:
+        raise ValueError(f"candidates=null with pair_context=sentence: an AR exact joint needs V^2 = {vocab_size ** 2:,} "
+                         "forward passes per pair; use pair_context=prefix (V passes per pair, exact) or "
+                         "candidates=K (restricted, not comparable across checkpoints)")
 
 
 def sequence_scores(scorer: Scorer, sentences: list[list[int]], *, causal: bool, mask_id: int) -> dict[str, Any]:
@@ -96,6 +112,7 @@ def setup(cfg: DictConfig) -> Setup:
     check_settings(cfg)
     model, pretrained, tokenizer = load_model(cfg.checkpoint, cfg.device)
     corpus = instantiate(cfg.data.corpus)
+    check_affordable(cfg, pretrained.causal, model.config.vocab_size)
     sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
                                max_tokens=cfg.sentences.max_tokens, split=cfg.split)
     return Setup(model, pretrained, "ar" if pretrained.causal else "mlm", corpus, sentences,
@@ -104,14 +121,28 @@ def setup(cfg: DictConfig) -> Setup:
                  None if cfg.candidates is None else int(cfg.candidates))
 
 
+def pair_contexts(sentences: list[list[int]], pairs: list[Pair], context: str) -> list[list[int]]:
+    """The text each pair is scored in: its whole sentence, or (`prefix`) the sentence cut after the pair's
+    second token, so nothing follows j. In the prefix context the AR model's exact joint needs no
+    sentence per (a, b) for the tokens after j: V passes per pair instead of V^2, which makes the exact
+    mode (every candidate) affordable for AR as for MLM on a small vocabulary."""
+    if context == "sentence":
+        return sentences
+    cut = list(sentences)
+    for pair in pairs:  # one pair per sentence and kind (sample_pairs draws sentences without replacement)
+        cut[pair.sentence] = sentences[pair.sentence][: pair.j + 1]
+    return cut
+
+
 def pairwise(s: Setup, pairs: list[Pair], k: int | None, cfg: DictConfig,
              given: list[Candidates] | None = None) -> PairwiseResult:
     """The family's diagnostics over one kind of pairs, with k candidates per position (or `given` ones)."""
+    sentences = pair_contexts(s.sentences, pairs, cfg.pair_context)
     with torch.inference_mode():
         if s.family == "mlm":
-            return mlm_pairwise(s.scorer, s.sentences, pairs, s.mask_id, s.ordinary, k, ag_tol=cfg.ag.tol,
+            return mlm_pairwise(s.scorer, sentences, pairs, s.mask_id, s.ordinary, k, ag_tol=cfg.ag.tol,
                                 ag_max_iter=cfg.ag.max_iter, given=given)
-        return ar_pairwise(s.scorer, s.sentences, pairs, s.ordinary, k, given=given)
+        return ar_pairwise(s.scorer, sentences, pairs, s.ordinary, k, given=given)
 
 
 def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]:
@@ -164,6 +195,10 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     report: dict[str, Any] = {
         "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "family": family,
         "vocab_size": model.config.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
+        "pair_context": cfg.pair_context,
+        # Exact tables (every ordinary token a candidate) are the checkpoint's own figures; restricted ones
+        # depend on the candidate sets and flatter the gold pair, so they do not compare across checkpoints.
+        "comparable_across_checkpoints": k is None,
         "pairs_per_kind": int(cfg.pairs), "seed": int(cfg.seed), "corpus": corpus.describe(), "split": cfg.split,
         "settings": OmegaConf.to_container(cfg, resolve=True),
     }

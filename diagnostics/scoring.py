@@ -61,6 +61,23 @@ class Scorer:
         return self.model.logits(self._hidden(ids[None], causal)[0]).float().cpu()
 
     @torch.no_grad()
+    def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
+        """One causal pass per row gives both log p(x_t | x_<t) for t = start..stop-1, (R, stop - start), and
+        the whole distribution at position stop - 1 over the next token, (R, V) log-probabilities: what the
+        AR pair joint needs from each of its K sentences, without running them twice."""
+        if not 1 <= start < stop <= input_ids.shape[1]:
+            raise ValueError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row")
+        rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * (stop - start + 1))))
+        scores, nexts = [], []
+        for first in range(0, input_ids.shape[0], rows_per_chunk):
+            ids = input_ids[first:first + rows_per_chunk].to(self.device)
+            hidden = self._hidden(ids, causal=True)[:, start - 1:stop]
+            log_probs = self.model.logits(hidden).float().log_softmax(-1)
+            scores.append(log_probs[:, :-1].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
+            nexts.append(log_probs[:, -1].cpu())
+        return torch.cat(scores), torch.cat(nexts)
+
+    @torch.no_grad()
     def next_token_log_probs(self, input_ids: Tensor, start: int = 1, stop: int | None = None) -> Tensor:
         """log p(x_t | x_<t) under causal attention for t = start..stop-1 (stop defaults to T):
         (R, stop - start). The vocabulary projection runs only where a token is predicted, in chunks that

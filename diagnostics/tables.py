@@ -35,6 +35,8 @@ class NextTokenScores(Protocol):
 
     def sequence_logits(self, ids: Tensor, *, causal: bool) -> Tensor: ...
 
+    def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]: ...
+
 
 @dataclass
 class PairTables:
@@ -137,8 +139,8 @@ def ar_pair_joint(model: NextTokenScores, next_token_logits: Tensor, ids: list[i
 
     By the chain rule the factors before j see a but not b, so they come from K sentences (one per a),
     whose distribution at j - 1 also gives p(b | ..) for every b; only the tokens after j need all K^2
-    combinations. Cost: 2K + K^2 passes (K + K when j is the last token); the exact mode (K = V) is only
-    feasible for tiny vocabularies. `next_token_logits` (T, V), from one causal pass of the gold sentence,
+    combinations. Cost: K + K^2 passes (K when j is the last token, as in the prefix context, where the exact
+    mode K = V is affordable); inside whole sentences the exact mode is only feasible for tiny vocabularies. `next_token_logits` (T, V), from one causal pass of the gold sentence,
     propose the candidates: the top of p(x_i | x_<i) and of p(x_j | x_<j), unless `given`.
     """
     x = torch.tensor(ids)
@@ -150,10 +152,11 @@ def ar_pair_joint(model: NextTokenScores, next_token_logits: Tensor, ids: list[i
     size = len(cand_i)
     with_a = x.repeat(size, 1)
     with_a[:, i] = cand_i
-    # Tokens before i are the same in every row, so their factors cancel in the normalisation.
-    through_j = model.next_token_log_probs(with_a, start=i, stop=j).double().sum(-1)  # x_i = a .. x_{j-1}
-    at_j_logits = model.logits_at(with_a, torch.full((size,), j - 1), causal=True).double()
-    b_given_a = at_j_logits.log_softmax(-1)[:, cand_j]  # (K, K): log p(x_j = b | x_<j with a)
+    # Tokens before i are the same in every row, so their factors cancel in the normalisation. One pass per
+    # row gives the factors of x_i = a .. x_{j-1} and the distribution of x_j.
+    through, at_j = model.scores_and_next(with_a, start=i, stop=j)
+    through_j = through.double().sum(-1)
+    b_given_a = at_j.double()[:, cand_j]  # (K, K): log p(x_j = b | x_<j with a)
     scores = through_j[:, None] + b_given_a
     if j < len(ids) - 1:
         grid = with_a.repeat_interleave(size, 0)

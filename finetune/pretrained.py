@@ -28,10 +28,13 @@ class Pretrained:
     causal: bool  # the attention mode the backbone was pretrained with
     tokenizer_json: str
     weights: dict[str, Tensor]  # backbone state dict
+    # The longest input pretraining fed (its block size): positions beyond it were never trained. None for
+    # checkpoints written before armlm recorded it.
+    trained_length: int | None = None
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": str(self.path), "objective": self.objective_name,
-                "causal": self.causal, "model": self.model}
+                "causal": self.causal, "model": self.model, "trained_length": self.trained_length}
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -72,7 +75,7 @@ def load_pretrained(path: str | Path) -> Pretrained:
     objective = instantiate(hparams["objective"])
     weights = {k[len(BACKBONE_PREFIX):]: v for k, v in ckpt["state_dict"].items() if k.startswith(BACKBONE_PREFIX)}
     return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), type(objective).__name__,
-                      bool(objective.causal), ckpt["tokenizer_json"], weights)
+                      bool(objective.causal), ckpt["tokenizer_json"], weights, ckpt.get("trained_length"))
 
 
 def load_weights(backbone: Transformer, weights: dict[str, Tensor], origin: Path | str) -> None:

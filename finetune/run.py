@@ -56,6 +56,29 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
             "feature_layers": int(cfg.feature_layers)}
 
 
+def trained_max_length(requested: int, pretrained: Pretrained) -> int:
+    """The input length fine-tuning uses: the task's, cut to the positions pretraining trained. Learned
+    position rows beyond the pretraining block keep their initial values, and even rotary attention never
+    saw those distances, so reading them would measure initialisation, not pretraining."""
+    trained = pretrained.trained_length
+    if trained is None:
+        log.warning("%s does not record its pretraining block size (written before armlm kept it): positions "
+                    "up to task.data.max_length=%d are used, some perhaps untrained", pretrained.path, requested)
+        return requested
+    if requested > trained:
+        log.warning("task.data.max_length=%d exceeds the %d positions %s was pretrained on: inputs are cut to %d "
+                    "tokens (results.json records the share of examples that reach the cut); pretrain with "
+                    "data.block_size=%d to use them all", requested, trained, pretrained.path, trained, requested)
+        return trained
+    return requested
+
+
+def at_length_cap(datamodule: FinetuneDataModule) -> dict[str, float]:
+    """Per split, the share of examples whose encoding fills max_length: those were cut (or fit exactly)."""
+    return {split: round(sum(len(e.input_ids) >= datamodule.max_length for e in examples) / max(1, len(examples)), 4)
+            for split, examples in datamodule.encoded.items()}
+
+
 def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path) -> None:
     """The checkpoint's model must take the task's inputs; name the keys that disagree."""
     if datamodule.max_length > config.max_len:
@@ -122,7 +145,9 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)
-    datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed)
+    max_length = trained_max_length(int(cfg.task.data.max_length), pretrained)
+    datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed,
+                                           max_length=max_length)
     check_fit(datamodule, model_config, pretrained.path)
     datamodule.setup("fit")
     info = datamodule.info
@@ -161,6 +186,9 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "epochs": int(cfg.task.epochs),
         "batch_size": datamodule.batch_size,
         "max_length": datamodule.max_length,
+        "requested_max_length": int(cfg.task.data.max_length),
+        "trained_length": pretrained.trained_length,
+        "at_length_cap": at_length_cap(datamodule),
         "examples": {split: len(e) for split, e in datamodule.encoded.items()},
         "metrics": {split: {k: finite_or_none(v) for k, v in scores.items()}
                     for split, scores in module.final_scores.items()},

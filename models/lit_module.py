@@ -50,6 +50,8 @@ class PretrainModule(L.LightningModule):
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})
         self.tokenizer_json: str | None = None
         self.unigram_baseline: float | None = None
+        # Positions 0..trained_length-1 are the only ones pretraining fed; fine-tuning caps its inputs there.
+        self.trained_length: int | None = None
         self.last_finite_loss: float | None = None
         # Where the data stands: the epoch and how many of its batches have been trained on. Saved in every
         # checkpoint, so a resumed run's sampler continues after them (datamodules.sampler).
@@ -71,10 +73,12 @@ class PretrainModule(L.LightningModule):
             self.objective.set_vocabulary(datamodule.vocabulary)
             self.tokenizer_json = datamodule.tokenizer_json
             self.unigram_baseline = datamodule.unigram_baseline
+            self.trained_length = int(datamodule.block_size)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
         checkpoint["tokenizer_json"] = self.tokenizer_json
+        checkpoint["trained_length"] = self.trained_length
         checkpoint["data_position"] = self.data_position
         checkpoint["skipped_batches"] = self.skipped_batches
 
@@ -131,6 +135,7 @@ class PretrainModule(L.LightningModule):
             nll = self.val_lm_nll.compute()
             self.log("val/loss", nll, prog_bar=True)
             self.log("val/ppl", torch.exp(nll))
+            self.log(f"val/nll_{self.objective.val_loss_kind}", nll)  # the same figure, named for what it is
         for name, metric in self.val_extras.items():
             if metric.update_count:
                 self.log(f"val/{name}", metric.compute())

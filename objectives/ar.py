@@ -10,6 +10,7 @@ from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_
 
 class AutoregressiveLM(Objective):
     causal = True
+    val_loss_kind = "next_token"  # every next token of the block, [EOD] included
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         input_ids = batch["input_ids"]

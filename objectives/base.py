@@ -41,6 +41,9 @@ class Objective(nn.Module, ABC):
     input_format: ClassVar[str] = "blocks"
     # Names of the objective-specific entries of `LossOutput.extras`, logged as train/<name>, val/<name>.
     extra_metrics: ClassVar[tuple[str, ...]] = ()
+    # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
+    # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
+    val_loss_kind: ClassVar[str]
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         """Receive corpus statistics (special ids, unigram counts) once the tokenizer exists."""

@@ -25,6 +25,7 @@ class MaskedLM(Objective):
     vocabulary projection is computed only for them (never B x T x V logits)."""
 
     causal = False
+    val_loss_kind = "masked_token"  # the selected positions only (mask_rate of the inputs, some left visible)
     extra_metrics = ("mask_share",)
 
     def __init__(

@@ -20,7 +20,8 @@ DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose":
 SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) and diagnose (default true).
-ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose"}
+ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "from_arm", "checkpoint_fraction"}
+FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,27 @@ def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
 def seeds_of(cfg: DictConfig) -> list[int]:
     if cfg.seed is not None:
         return [int(cfg.seed)]
-    if int(cfg.seeds) < 1:
-        raise ValueError(f"seeds={cfg.seeds}; run at least one seed (seeds=N runs seeds 1..N)")
-    return list(range(1, int(cfg.seeds) + 1))
+    first = int(cfg.get("first_seed", 1))
+    if int(cfg.seeds) < 1 or first < 1:
+        raise ValueError(f"seeds={cfg.seeds}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
+    return list(range(first, first + int(cfg.seeds)))
+
+
+def finetune_seeds_of(cfg: DictConfig) -> int:
+    n = int(cfg.study.get("finetune_seeds", 1))
+    if n < 1:
+        raise ValueError(f"study.finetune_seeds={n}; fine-tune each checkpoint at least once")
+    return n
+
+
+def finetune_runs(name: str, seed: int, finetune_seeds: int) -> list[tuple[str, int]]:
+    """(folder, seed) of each fine-tuning run of one task and variant. One run keeps the pretraining seed
+    (and the plain <task>-<variant> folder); several get seeds 100 k + 1 .. 100 k + n for pretraining seed k,
+    the same in every arm, so arms compare on the same fine-tuning seeds (paired), and the report takes
+    their median per checkpoint, as the GLUE protocol does."""
+    if finetune_seeds == 1:
+        return [(name, seed)]
+    return [(f"{name}{FINETUNE_SEED_SUFFIX}{j}", 100 * seed + j) for j in range(1, finetune_seeds + 1)]
 
 
 def arms_of(cfg: DictConfig) -> dict[str, DictConfig]:
@@ -90,37 +109,72 @@ def check_study(cfg: DictConfig) -> None:
                              f"study.finetune_variants ({list(variants)})")
         if not float(arm.get("budget_scale", 1.0)) > 0:
             raise ValueError(f"arm {name}: budget_scale must be > 0")
+        if ("from_arm" in arm) != ("checkpoint_fraction" in arm) or ("from_arm" in arm and "pretrain" in arm):
+            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]) or fine-tunes another arm's "
+                             "checkpoint part-way (from_arm and checkpoint_fraction together)")
+        if "from_arm" in arm and (arm.from_arm not in study.arms or study.arms[arm.from_arm].get("from_arm")
+                                  or not 0 < float(arm.checkpoint_fraction) < 1):
+            raise ValueError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
+                             f"checkpoint_fraction={arm.checkpoint_fraction} in (0, 1)")
     reference = study.diagnose.candidates_arm
     if reference is not None and reference not in study.arms:
         raise ValueError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
     if study.diagnose.independence and reference is not None and not study.arms[reference].get("diagnose", True):
         raise ValueError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
                          "other arms score its candidate sets; drop its diagnose: false or pick another arm")
+    finetune_seeds_of(cfg)
+    for finding_id, finding in (study.get("findings") or {}).items():
+        for side in ("a", "b"):
+            arm = finding.get(side, {}).get("arm")
+            if arm not in study.arms:
+                raise ValueError(f"finding {finding_id}: {side}.arm={arm!r} is not one of the arms {list(study.arms)}")
     if not float(cfg.budget) > 0:
         raise ValueError(f"budget={cfg.budget}: give the pretraining budget in input tokens")
 
 
+def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
+    return int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
+
+
+def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
+    """The token counts at which `arm_name`'s pretraining must leave a checkpoint for the arms that
+    fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
+    arms = cfg.study.arms
+    return sorted({int(arm_budget(cfg, arms[arm_name]) * float(a.checkpoint_fraction))
+                   for a in arms.values() if a.get("from_arm") == arm_name})
+
+
 def plan(cfg: DictConfig) -> list[Stage]:
-    """Every stage of the selected arms and seeds, each arm x seed in pipeline order."""
+    """Every stage of the selected arms and seeds, each arm x seed in pipeline order. An arm with `from_arm`
+    pretrains nothing: it fine-tunes that arm's checkpoint saved at `checkpoint_fraction` of its budget."""
     check_study(cfg)
     study = cfg.study
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
         for arm_name, arm in arms_of(cfg).items():
             base = seed_folder(cfg, arm_name, seed)
-            pretrain = base / "pretrain"
-            max_tokens = int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
-            stages.append(Stage("pretrain", arm_name, seed, "pretrain", pretrain, tuple(
-                [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
-                 f"max_tokens={max_tokens}", *_strings(cfg.extra_pretrain)])))
+            if arm.get("from_arm"):
+                source = seed_folder(cfg, arm.from_arm, seed) / "pretrain"
+                tokens = int(arm_budget(cfg, study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
+                pretrained, needs = source / "checkpoints" / f"tokens-{tokens}.ckpt", source / DONE_FILE["pretrain"]
+            else:
+                pretrained = needs = base / "pretrain"
+                points = part_way_tokens(cfg, arm_name)
+                stages.append(Stage("pretrain", arm_name, seed, "pretrain", pretrained, tuple(
+                    [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
+                     f"max_tokens={arm_budget(cfg, arm)}", *([f"save_at_tokens={points}"] if points else []),
+                     *_strings(cfg.extra_pretrain)])))
+                needs = needs / DONE_FILE["pretrain"]
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
                 for variant in arm.get("finetune", study.default_variants):
-                    stages.append(Stage("finetune", arm_name, seed, f"finetune {task}-{variant}",
-                                        base / "finetune" / f"{task}-{variant}", tuple(
-                        [f"task={task}", f"pretrained={pretrain}", f"seed={seed}",
-                         *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
-                         *_strings(cfg.extra_finetune)]), needs=(pretrain / DONE_FILE["pretrain"],)))
-            if arm.get("diagnose", True):
+                    for folder, finetune_seed in finetune_runs(f"{task}-{variant}", seed, finetune_seeds_of(cfg)):
+                        stages.append(Stage("finetune", arm_name, seed, f"finetune {folder}",
+                                            base / "finetune" / folder, tuple(
+                            [f"task={task}", f"pretrained={pretrained}", f"seed={finetune_seed}",
+                             *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
+                             *_strings(study.get("finetune_settings")), *_strings(cfg.extra_finetune)]),
+                            needs=(needs,)))
+            if arm.get("diagnose", True) and not arm.get("from_arm"):
                 stages.append(diagnose_stage(cfg, arm_name, seed, base))
     return stages
 
@@ -132,7 +186,7 @@ def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path) -> Sta
     overrides = [f"checkpoint={base / 'pretrain'}", f"data={cfg.corpus}", f"seed={seed}",
                  f"independence={str(bool(diagnose.independence)).lower()}",
                  f"representations.enabled={str(bool(diagnose.representations)).lower()}",
-                 *_strings(cfg.diagnose), *_strings(cfg.extra_diagnose)]
+                 *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(cfg.extra_diagnose)]
     needs = [base / "pretrain" / DONE_FILE["pretrain"]]
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:

@@ -8,6 +8,7 @@ import torch
 
 from diagnostics import joints
 from diagnostics.pairwise import MLM_CONSTRUCTIONS, ar_pairwise, mlm_pairwise
+from diagnostics.run import pair_contexts
 from diagnostics.scoring import Scorer, choose_candidates, ordinary_tokens
 from diagnostics.sentences import Pair
 from diagnostics.tables import ar_pair_joint, mlm_pair_tables, pseudo_log_likelihood
@@ -129,10 +130,10 @@ def test_ar_joint_is_the_normalised_sentence_probability():
     logits = scorer.sequence_logits(torch.tensor(SENTENCE), causal=True)
     for pair in (Pair(0, 2, 4, "random"), Pair(0, 3, 5, "random"), Pair(0, 1, 2, "contiguous")):
         check_ar_joint(model, scorer, logits, pair)
-    # The gold sentence, K sentences twice (through j, and the distribution at j), then K^2 for the tail.
-    assert ar_pairwise(scorer, [SENTENCE], [Pair(0, 2, 4, "random")], ORDINARY, k=3).passes == 1 + 2 * 3 + 9
+    # The gold sentence, K sentences once (factors through j and the distribution at j), then K^2 for the tail.
+    assert ar_pairwise(scorer, [SENTENCE], [Pair(0, 2, 4, "random")], ORDINARY, k=3).passes == 1 + 3 + 9
     last = Pair(0, 2, len(SENTENCE) - 1, "random")  # nothing after j: no K^2 passes
-    assert ar_pairwise(scorer, [SENTENCE], [last], ORDINARY, k=3).passes == 1 + 2 * 3
+    assert ar_pairwise(scorer, [SENTENCE], [last], ORDINARY, k=3).passes == 1 + 3
 
 
 def check_ar_joint(model, scorer, logits, pair):
@@ -167,3 +168,31 @@ def test_chunking_does_not_change_scores():
                                Scorer(model, batch_size=64).logits_at(rows, positions))
     torch.testing.assert_close(Scorer(model, batch_size=1).next_token_log_probs(rows, start=2),
                                Scorer(model, batch_size=64).next_token_log_probs(rows, start=2))
+
+
+def test_prefix_context_gives_the_exact_ar_joint_of_the_cut_sentence_and_its_gap():
+    """pair_context=prefix: each pair is scored in its sentence cut after j. The AR joint there is exact at
+    2V passes (no tokens after j), and its independence gap equals brute-force enumeration of the cut
+    sentence's probability over every (a, b)."""
+    model = tiny_model(5)
+    scorer = Scorer(model, batch_size=64)
+    other = [CLS, 9, 9, 8, 7, 6, 10]
+    pairs = [Pair(0, 2, 4, "random"), Pair(1, 1, 2, "contiguous")]
+    cut = pair_contexts([SENTENCE, other], pairs, "prefix")
+    assert cut == [SENTENCE[:5], other[:3]]
+    assert pair_contexts([SENTENCE, other], pairs, "sentence") == [SENTENCE, other]
+    result = ar_pairwise(scorer, cut, pairs, ORDINARY, k=None)
+    n_ordinary = V - len(SPECIAL)
+    assert result.passes == 2 * (1 + n_ordinary)  # per pair: the gold sentence, then V, never V^2
+    for n, pair in enumerate(pairs):
+        ids = cut[n]
+        scores = torch.zeros(n_ordinary, n_ordinary, dtype=torch.double)
+        for a, b in itertools.product(range(6, V), repeat=2):
+            filled = replaced(ids, **{f"p{pair.i}": a, f"p{pair.j}": b})
+            with torch.no_grad():
+                log_probs = model.logits(model(torch.tensor([filled]), causal=True))[0].double().log_softmax(-1)
+            scores[a - 6, b - 6] = sum(log_probs[t - 1, filled[t]] for t in range(1, len(filled)))
+        log_p = scores - scores.logsumexp((0, 1))
+        a, b = ids[pair.i] - 6, ids[pair.j] - 6
+        gap = log_p[a, b] - log_p[a].logsumexp(0) - log_p[:, b].logsumexp(0)
+        assert result.gaps["ar_exact"][n].item() == pytest.approx(gap.item(), abs=1e-5)

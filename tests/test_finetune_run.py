@@ -10,8 +10,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from finetune.pretrained import load_pretrained
-from finetune.run import check_overrides, run_finetune
+from finetune.pretrained import Pretrained, load_pretrained
+from finetune.run import check_overrides, run_finetune, trained_max_length
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -50,6 +50,9 @@ def test_rte_slice_is_fitted_beyond_the_majority_baseline(tmp_path, tiny_pretrai
     assert saved["metrics"] == results["metrics"] and saved["objective"] == "AutoregressiveLM"
     assert saved["input_mask_share"] == 0.0  # natural text holds no [MASK]: the discrepancy's other side
     assert {"task", "pretrained", "seed", "mode", "examples", "wall_seconds"} <= saved.keys()
+    # pretrained on 32-token blocks: the task's 64 is cut to the 32 positions pretraining trained
+    assert (saved["requested_max_length"], saved["trained_length"], saved["max_length"]) == (64, 32, 32)
+    assert 0 < saved["at_length_cap"]["dev"] <= 1
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert {"rte/train/loss", "rte/val/accuracy"} <= set(events.Tags()["scalars"])
@@ -137,3 +140,11 @@ def test_bad_fine_tuning_commands_name_the_fix(tmp_path, tiny_pretrained):
     result = subprocess.run([sys.executable, "train.py", "task=sst3"], cwd=REPO, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode != 0 and "Available options" in result.stderr and "sst2" in result.stderr
+
+
+@pytest.mark.parametrize("trained,requested,used", [(64, 128, 64), (64, 48, 48), (None, 128, 128)])
+def test_inputs_are_cut_to_the_positions_pretraining_trained(trained, requested, used, caplog):
+    pretrained = Pretrained(Path("x.ckpt"), {}, {}, "MaskedLM", False, "{}", {}, trained_length=trained)
+    assert trained_max_length(requested, pretrained) == used
+    assert ("exceeds the 64 positions" in caplog.text) == (requested > 64 and trained == 64)
+    assert ("does not record its pretraining block size" in caplog.text) == (trained is None)

@@ -106,6 +106,36 @@ def test_self_similarity_is_higher_within_a_type():
     assert result["same_type"] > 0.8 and abs(result["different_types"]) < 0.3
 
 
+def brute_force_self_similarity(states, types, context) -> float:
+    """Ethayarajh's definition, pair by pair: per type the mean cosine over its cross-context occurrence
+    pairs, then the mean over the types that have any."""
+    per_type = []
+    for t in types.unique():
+        where = torch.nonzero(types == t).squeeze(-1).tolist()
+        cosines = [float(torch.cosine_similarity(states[a].double(), states[b].double(), dim=0))
+                   for n, a in enumerate(where) for b in where[n + 1:] if context[a] != context[b]]
+        if cosines:
+            per_type.append(sum(cosines) / len(cosines))
+    return sum(per_type) / len(per_type)
+
+
+def test_self_similarity_averages_every_type_equally_over_all_cross_context_pairs():
+    """A skewed type distribution (one type holds half the tokens) with far more same-type pairs than the
+    old 20,000-pair cap: the figure must equal the per-type mean over every cross-context pair."""
+    g = torch.Generator().manual_seed(7)
+    n = 600
+    types = torch.where(torch.rand(n, generator=g) < 0.5, torch.zeros(n, dtype=torch.long),
+                        torch.randint(1, 40, (n,), generator=g))
+    context = torch.randint(0, 30, (n,), generator=g)
+    states = torch.randn(40, 8, generator=g)[types] + torch.randn(n, 8, generator=g)
+    pairs_of_type_0 = int((types == 0).sum()) ** 2 // 2
+    assert pairs_of_type_0 > 40_000  # the frequent type alone exceeds the old cap
+    result = self_similarity(states, types, context)
+    assert result["same_type"] == pytest.approx(brute_force_self_similarity(states, types, context), abs=1e-9)
+    covered = sum(1 for t in types.unique() if len(set(context[types == t].tolist())) > 1)
+    assert result["types"] == covered
+
+
 def test_embedding_geometry_reports_every_layer():
     model = tiny_model()
     g = torch.Generator().manual_seed(5)

@@ -19,7 +19,7 @@ from studies.plan import plan
 from studies.runner import RECORD, run_stages
 
 REPO = Path(__file__).resolve().parents[1]
-STUDIES = {"ar_vs_mlm": ["ar", "mlm", "mlm_nsp", "ar_pred"], "masking_strategies": 6, "mask_rate": 5}
+STUDIES = sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml"))  # every preset, discovered
 
 
 def study_config(*overrides: str):
@@ -36,14 +36,16 @@ def stage_config(stage):
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
-@pytest.mark.parametrize("study", list(STUDIES))
+@pytest.mark.parametrize("study", STUDIES)
 def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path):
     cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}")
     stages = plan(cfg)
     arms = cfg.study.arms
-    assert len(arms) == (len(STUDIES[study]) if isinstance(STUDIES[study], list) else STUDIES[study])
     tasks = cfg.tasks or cfg.study.tasks
-    per_seed = sum(2 + len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) for arm in arms.values())
+    finetune_seeds = cfg.study.get("finetune_seeds", 1)
+    own = [arm for arm in arms.values() if not arm.get("from_arm")]  # arms that pretrain (and are diagnosed)
+    per_seed = len(own) + sum(bool(arm.get("diagnose", True)) for arm in own) + sum(
+        len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) * finetune_seeds for arm in arms.values())
     assert len(stages) == 2 * per_seed
     assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder
     first_arm = next(iter(arms))
@@ -68,14 +70,48 @@ def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
     assert "finetune.attention=bidirectional" in stages["ar/seed1 finetune rte-bidirectional"].overrides
 
 
+def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_seed(tmp_path):
+    cfg = study_config("study=findings", "scale=cpu", "first_seed=4", "seeds=2", "study.finetune_seeds=3",
+                       f"root={tmp_path}")
+    stages = plan(cfg)
+    assert sorted({s.seed for s in stages}) == [4, 5]  # first_seed=4 seeds=2: seeds 4 and 5, no others
+    finetune = [s for s in stages if s.kind == "finetune" and s.seed == 4]
+    seeds_by_arm = {}
+    for s in finetune:
+        seed = next(o for o in s.overrides if o.startswith("seed="))
+        seeds_by_arm.setdefault((s.arm, s.label.split()[-1].rsplit("-ft", 1)[0]), []).append(seed)
+    # every checkpoint is fine-tuned with the same three seeds, whatever its arm: the comparison is paired
+    assert set(map(tuple, seeds_by_arm.values())) == {("seed=401", "seed=402", "seed=403")}
+    assert {s.folder.name for s in finetune if s.arm == "mlm"} == {
+        f"conll2003-{v}-ft{j}" for v in ("full", "features") for j in (1, 2, 3)}
+    diagnose = {s.arm: s for s in stages if s.kind == "diagnose" and s.seed == 4}
+    assert set(diagnose) == {"ar", "mlm"}  # the arms whose diagnostics a finding reads
+    assert {"candidates=null", "pair_context=prefix"} <= set(diagnose["ar"].overrides)
+    assert not any(o.startswith("candidates_from") for o in diagnose["ar"].overrides)
+    # F1's half budget: the ar run saves a checkpoint at half its tokens, which ar_half fine-tunes
+    pretrain = {s.arm: s for s in stages if s.kind == "pretrain" and s.seed == 4}
+    assert set(pretrain) == {"ar", "mlm", "mlm_nsp", "mlm_mask100"}
+    half = int(cfg.budget) // 2
+    assert f"save_at_tokens=[{half}]" in pretrain["ar"].overrides
+    assert not any(o.startswith("save_at_tokens") for o in pretrain["mlm_nsp"].overrides)
+    ar_half = next(s for s in stages if s.arm == "ar_half" and s.seed == 4)
+    assert f"pretrained={tmp_path}/ar/seed4/pretrain/checkpoints/tokens-{half}.ckpt" in ar_half.overrides
+    assert ar_half.needs == (tmp_path / "ar" / "seed4" / "pretrain" / "summary.json",)
+    with pytest.raises(ValueError, match="b.arm='bert'"):
+        plan(study_config("study=findings", "scale=cpu", f"root={tmp_path}", "study.findings.F1.b.arm=bert"))
+
+
 @pytest.mark.parametrize("overrides,match", [
     (["arm=bert"], "arm='bert' is not in study ar_vs_mlm"),
     (["seeds=0"], "seeds=0"),
+    (["first_seed=0"], "first_seed=0"),
     (["budget=0"], "budget=0"),
     (["study.diagnose.candidates_arm=bert"], "candidates_arm='bert'"),
     (["+study.arms.mlm.finetune=[full,prompting]"], r"variants \['prompting'\] are not defined"),
     (["+study.arms.mlm.finetunes=[full]"], r"unknown keys \['finetunes'\]"),
     (["+study.arms.mlm.diagnose=false"], "must be diagnosed"),
+    (["study=findings", "study.arms.ar_half.checkpoint_fraction=1.5"], "checkpoint_fraction=1.5"),
+    (["study=findings", "~study.arms.ar_half.checkpoint_fraction"], "from_arm and checkpoint_fraction together"),
 ])
 def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
     with pytest.raises(ValueError, match=match):

@@ -71,6 +71,17 @@ def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypa
     assert cfg.trainer.precision == "bf16-mixed"
 
 
+def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_trained_length(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
+                                    "save_at_tokens=[1000]"))
+    assert summary["tokens_seen"] == 2048 and summary["val_loss_kind"] == "next_token"
+    part_way = torch.load(tmp_path / "checkpoints" / "tokens-1000.ckpt", weights_only=True)
+    assert part_way["global_step"] == 4  # the first step at which 4 x 256 >= 1000 input tokens were seen
+    assert part_way["trained_length"] == 32 and part_way["tokenizer_json"]  # fine-tuning reads both
+    with pytest.raises(ValueError, match="save_at_tokens"):
+        train.check_config(tiny_config(tmp_path, cache_dir, "max_tokens=2048", "save_at_tokens=[4096]"))
+
+
 def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
     seen = {}
     for objective in ("ar", "mlm"):

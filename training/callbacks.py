@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -73,6 +74,29 @@ class TokenAccounting(Callback):
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         self.tokens_seen = int(state_dict["tokens_seen"])
         self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
+
+
+class SaveAtTokens(Callback):
+    """Write checkpoints/tokens-<N>.ckpt the first time the input tokens seen reach each N: a run's state
+    part-way through its budget (same data order; the learning rate not yet annealed), so one pretraining run
+    can be fine-tuned at two budgets. Put it after `tokens` in the callback list."""
+
+    def __init__(self, tokens: TokenAccounting, points: list[int], folder: Path) -> None:
+        if any(int(n) <= 0 for n in points):
+            raise ValueError(f"save_at_tokens={list(points)}: every point must be a positive token count")
+        self.tokens, self.points, self.folder = tokens, sorted(int(n) for n in points), folder
+
+    @staticmethod
+    def path(folder: Path, tokens: int) -> Path:
+        return folder / f"tokens-{tokens}.ckpt"
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        for n in self.points:
+            target = self.path(self.folder, n)
+            if self.tokens.tokens_seen >= n and not target.is_file():  # a resumed run has written it already
+                trainer.save_checkpoint(target)
 
 
 class ValidateAtEnd(Callback):

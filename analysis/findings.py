@@ -1,0 +1,218 @@
+"""A study's findings: each a published claim that a quantity A is greater (or less) than a quantity B,
+measured once per pretraining seed, paired across the two sides, and judged by analysis.verdicts.
+
+A finding (in the study config, `study.findings.<id>`) reads:
+
+    claim: MLM fine-tuned bidirectionally beats AR fine-tuned causally on CoNLL-2003
+    anchor: BERT (Devlin et al. 2019), Table 5: ...
+    a: {arm: mlm, finetune: conll2003-full, metric: f1}
+    b: {arm: ar, finetune: conll2003-full, metric: f1}
+    direction: greater            # the published direction of A - B
+
+A side names its arm and one quantity (QUANTITIES); its value for a seed comes from that seed's runs:
+
+    finetune: <task>-<variant>, metric[, split]    dev score, median over fine-tuning seeds
+    features_gap: <task>, metric[, split]          fine-tuned minus feature-based score of the same checkpoint
+    pairwise: {kind, row, column}                  a row of the independence table (exact tables only)
+    gap: {min_distance[, max_distance, kind]}      mean independence gap of the pairs at those distances
+    representation: {measure, layer}               e.g. shift_cosine@0.4 at layer `last`
+    pretraining: <column>                          e.g. below_unigram
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import study as S
+from analysis.verdicts import paired_interval, seeds_needed, verdict
+from datamodules.cache import atomic_write_text
+
+QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "pretraining")
+FINDING_KEYS = {"claim", "anchor", "a", "b", "direction"}
+
+
+@dataclass
+class StudyRuns:
+    """What the findings read, one entry per (arm, pretraining seed)."""
+
+    pretraining: pd.DataFrame  # analysis.study.pretraining_runs
+    finetuning: pd.DataFrame  # analysis.study.per_checkpoint (median over fine-tuning seeds)
+    reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
+
+    @staticmethod
+    def read(root: Path) -> StudyRuns:
+        return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
+                         S.diagnostic_reports(root))
+
+
+class NotComparable(ValueError):
+    """A quantity exists but must not be compared across checkpoints (e.g. restricted candidate sets)."""
+
+
+def quantity_of(side: dict[str, Any]) -> str:
+    named = [q for q in QUANTITIES if q in side]
+    if len(named) != 1 or "arm" not in side:
+        raise ValueError(f"a finding's side needs an arm and exactly one of {QUANTITIES}; got {sorted(side)}")
+    return named[0]
+
+
+def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None) -> dict[int, float]:
+    f = runs.finetuning
+    if f.empty:
+        return {}
+    task, _, variant = task_variant.partition("-")
+    rows = f[(f["arm"] == arm) & (f["task"] == task) & (f["variant"] == variant) & (f["metric"] == metric)]
+    if split is not None:
+        rows = rows[rows["split"] == split]
+    elif rows["split"].nunique() > 1:
+        raise ValueError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
+    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows["value"])}
+
+
+def _pairwise(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    if report.get("candidates") is not None:
+        raise NotComparable(f"scored on {report['candidates']} candidates per position: restricted figures depend "
+                            "on the candidate sets; run the diagnostics exactly (candidates=null)")
+    return float(report["pairwise"][spec["kind"]]["rows"][spec["row"]][spec["column"]])
+
+
+def _gap(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    """Mean gap of the headline joint over the pairs whose distance lies in [min, max], pooling kinds."""
+    if report.get("candidates") is not None:
+        raise NotComparable("restricted candidate sets underestimate the gap (README, 'How many candidates?'); "
+                            "run the diagnostics exactly (candidates=null)")
+    low, high = int(spec["min_distance"]), int(spec.get("max_distance", 10**9))
+    gaps = []
+    for kind, part in report["pairwise"].items():
+        if spec.get("kind", kind) != kind:
+            continue
+        per_pair = part["per_pair"]
+        gaps += [g for d, g in zip(per_pair["distance"], per_pair["gap"][part["headline_joint"]]) if low <= d <= high]
+    return sum(gaps) / len(gaps) if gaps else math.nan
+
+
+def _representation(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    part = report["representations"]
+    measure, layer = str(spec["measure"]), spec["layer"]
+    if measure.startswith("shift_"):
+        name, rate = measure.removeprefix("shift_").split("@")
+        rows = [{"layer": r["layer"], measure: r[name]} for r in part["shift"][rate]]
+    else:
+        rows = [{"layer": r["layer"], measure: r[measure]} for r in part["geometry"]]
+    row = rows[-1] if layer == "last" else next(r for r in rows if r["layer"] == int(layer))
+    return float(row[measure])
+
+
+def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+    """seed -> the side's value for every seed that has it."""
+    quantity, arm = quantity_of(side), side["arm"]
+    spec = side[quantity]
+    if quantity == "finetune":
+        return _score(runs, arm, spec, side["metric"], side.get("split"))
+    if quantity == "features_gap":
+        full = _score(runs, arm, f"{spec}-full", side["metric"], side.get("split"))
+        features = _score(runs, arm, f"{spec}-features", side["metric"], side.get("split"))
+        return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
+    if quantity == "pretraining":
+        rows = runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else []
+        return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
+    read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation}[quantity]
+    return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
+
+
+def describe(side: dict[str, Any]) -> str:
+    quantity = quantity_of(side)
+    spec = side[quantity]
+    detail = (f"{spec} {side['metric']}" if quantity in ("finetune", "features_gap") else
+              ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
+    return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}"
+
+
+def judge(runs: StudyRuns, finding_id: str, finding: dict[str, Any]) -> dict[str, Any]:
+    """One verdict row: both sides' means, the paired difference A - B with its 95 % interval, the verdict."""
+    unknown = set(finding) - FINDING_KEYS
+    if unknown or not {"a", "b", "direction"} <= set(finding):
+        raise ValueError(f"finding {finding_id}: keys {sorted(finding)}; a finding has {sorted(FINDING_KEYS)}")
+    row: dict[str, Any] = {"finding": finding_id, "claim": finding.get("claim", ""), "anchor": finding.get("anchor", ""),
+                           "a": describe(finding["a"]), "b": describe(finding["b"]), "direction": finding["direction"]}
+    try:
+        a, b = values(runs, finding["a"]), values(runs, finding["b"])
+    except NotComparable as err:
+        return {**row, "n": 0, "verdict": "unresolved", "note": f"not comparable: {err}"}
+    seeds = sorted(a.keys() & b.keys())
+    interval = paired_interval([a[s] - b[s] for s in seeds])
+    outcome = verdict(interval, finding["direction"])
+    needed = seeds_needed(interval) if outcome == "unresolved" else None
+    note = "" if outcome != "unresolved" else (
+        "needs two seeds or more" if interval.n < 2 else
+        f"a paired test at 80 % power needs about {needed} seeds if the observed difference is real"
+        if needed is not None else "no difference observed")
+    return {**row, "seeds": seeds, "n": interval.n,
+            "a_mean": _mean(a, seeds), "b_mean": _mean(b, seeds), "difference": interval.mean,
+            "ci_low": interval.low, "ci_high": interval.high, "verdict": outcome, "seeds_needed": needed,
+            "note": note}
+
+
+def _mean(side: dict[int, float], seeds: list[int]) -> float:
+    return sum(side[s] for s in seeds) / len(seeds) if seeds else math.nan
+
+
+def findings_table(root: str | Path, findings: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    runs = StudyRuns.read(Path(root))
+    return pd.DataFrame([judge(runs, fid, dict(f)) for fid, f in findings.items()])
+
+
+def _number(x: Any) -> str:
+    return "-" if x is None or x != x else f"{x:.3f}"
+
+
+def findings_markdown(table: pd.DataFrame, header: str) -> str:
+    lines = [header, "",
+             "Each difference is A - B per pretraining seed (paired: same seed, data order and fine-tuning seeds), "
+             "with its 95 % Student-t interval over seeds. Reproduced: the interval excludes zero in the published "
+             "direction; contradicted: it excludes zero the other way; unresolved otherwise.", "",
+             "| finding | claim | anchor | A | B | A | B | A - B [95 % CI] | seeds | verdict | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        interval = f"{_number(r.get('difference'))} [{_number(r.get('ci_low'))}, {_number(r.get('ci_high'))}]"
+        lines.append(f"| {r['finding']} | {r['claim']} | {r['anchor']} | {r['a']} | {r['b']} | {_number(r.get('a_mean'))} "
+                     f"| {_number(r.get('b_mean'))} | {interval} (published: {r['direction']}) | {r['n']} "
+                     f"| **{r['verdict']}** | {r.get('note') or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_findings(root: str | Path, findings: dict[str, dict[str, Any]]) -> list[Path]:
+    """report/findings.md and report/findings.csv for the seeds present in the study folder."""
+    root = Path(root)
+    table = findings_table(root, findings)
+    out = root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "findings.csv", table.to_csv(index=False))
+    seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
+    atomic_write_text(out / "findings.md", findings_markdown(table, f"# Findings: {root}\n\nPretraining seeds {seeds}."))
+    return [out / "findings.md", out / "findings.csv"]
+
+
+def main() -> None:
+    """python -m analysis.findings <study root>: the verdicts again, from the findings kept in study.json."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("root", help="a study folder (study.py's root=)")
+    root = Path(parser.parse_args().root)
+    settings = root / "study.json"
+    if not settings.is_file():
+        raise SystemExit(f"{settings} is missing: run python study.py for this study first")
+    findings = json.loads(settings.read_text())["settings"]["study"].get("findings")
+    if not findings:
+        raise SystemExit(f"the study in {root} defines no findings (study.findings)")
+    print("\n".join(str(p) for p in write_findings(root, findings)))
+
+
+if __name__ == "__main__":
+    main()
