@@ -79,10 +79,11 @@ def at_length_cap(datamodule: FinetuneDataModule) -> dict[str, float]:
             for split, examples in datamodule.encoded.items()}
 
 
-def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path) -> None:
-    """The checkpoint's model must take the task's inputs; name the keys that disagree."""
-    if datamodule.max_length > config.max_len:
-        raise ValueError(f"task.data.max_length={datamodule.max_length} exceeds the checkpoint's "
+def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path, requested: int) -> None:
+    """The checkpoint's model must take the task's inputs (`requested`: task.data.max_length as given, before
+    the cut to the trained length); name the keys that disagree."""
+    if max(requested, datamodule.max_length) > config.max_len:
+        raise ValueError(f"task.data.max_length={requested} exceeds the checkpoint's "
                          f"model.max_len={config.max_len} ({origin}); lower task.data.max_length")
     vocab = datamodule.tokenizer.get_vocab_size()
     if vocab != config.vocab_size:
@@ -148,7 +149,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     max_length = trained_max_length(int(cfg.task.data.max_length), pretrained)
     datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed,
                                            max_length=max_length)
-    check_fit(datamodule, model_config, pretrained.path)
+    check_fit(datamodule, model_config, pretrained.path, int(cfg.task.data.max_length))
     datamodule.setup("fit")
     info = datamodule.info
     optim = OmegaConf.to_container(cfg.task.optim, resolve=True)

@@ -20,7 +20,8 @@ DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose":
 SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) and diagnose (default true).
-ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "from_arm", "checkpoint_fraction"}
+ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
+            "checkpoint_fraction"}
 FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
@@ -109,11 +110,11 @@ def check_study(cfg: DictConfig) -> None:
                              f"study.finetune_variants ({list(variants)})")
         if not float(arm.get("budget_scale", 1.0)) > 0:
             raise ValueError(f"arm {name}: budget_scale must be > 0")
-        if ("from_arm" in arm) != ("checkpoint_fraction" in arm) or ("from_arm" in arm and "pretrain" in arm):
-            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]) or fine-tunes another arm's "
-                             "checkpoint part-way (from_arm and checkpoint_fraction together)")
+        if ("from_arm" in arm) == ("pretrain" in arm) or ("checkpoint_fraction" in arm and "from_arm" not in arm):
+            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]) or reads another arm's "
+                             "checkpoint (from_arm, with checkpoint_fraction for one part-way through its budget)")
         if "from_arm" in arm and (arm.from_arm not in study.arms or study.arms[arm.from_arm].get("from_arm")
-                                  or not 0 < float(arm.checkpoint_fraction) < 1):
+                                  or not 0 < float(arm.get("checkpoint_fraction", 0.5)) < 1):
             raise ValueError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
                              f"checkpoint_fraction={arm.checkpoint_fraction} in (0, 1)")
     reference = study.diagnose.candidates_arm
@@ -141,7 +142,7 @@ def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
     fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
     arms = cfg.study.arms
     return sorted({int(arm_budget(cfg, arms[arm_name]) * float(a.checkpoint_fraction))
-                   for a in arms.values() if a.get("from_arm") == arm_name})
+                   for a in arms.values() if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
 
 
 def plan(cfg: DictConfig) -> list[Stage]:
@@ -155,8 +156,10 @@ def plan(cfg: DictConfig) -> list[Stage]:
             base = seed_folder(cfg, arm_name, seed)
             if arm.get("from_arm"):
                 source = seed_folder(cfg, arm.from_arm, seed) / "pretrain"
-                tokens = int(arm_budget(cfg, study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
-                pretrained, needs = source / "checkpoints" / f"tokens-{tokens}.ckpt", source / DONE_FILE["pretrain"]
+                pretrained, needs = source, source / DONE_FILE["pretrain"]
+                if "checkpoint_fraction" in arm:
+                    tokens = int(arm_budget(cfg, study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
+                    pretrained = source / "checkpoints" / f"tokens-{tokens}.ckpt"
             else:
                 pretrained = needs = base / "pretrain"
                 points = part_way_tokens(cfg, arm_name)
@@ -174,20 +177,29 @@ def plan(cfg: DictConfig) -> list[Stage]:
                              *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
                              *_strings(study.get("finetune_settings")), *_strings(cfg.extra_finetune)]),
                             needs=(needs,)))
-            if arm.get("diagnose", True) and not arm.get("from_arm"):
-                stages.append(diagnose_stage(cfg, arm_name, seed, base))
+            # Pretraining arms are diagnosed unless they say not; an arm that reads another's checkpoint only
+            # when it asks (diagnose: true), e.g. to score it in another context (diagnose_settings).
+            if arm.get("diagnose", not arm.get("from_arm")):
+                stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained if arm.get("from_arm") else None,
+                                             _strings(arm.get("diagnose_settings"))))
     return stages
 
 
-def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path) -> Stage:
+def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | None = None,
+                   arm_settings: list[str] | None = None) -> Stage:
     """Every arm but the reference one scores the reference arm's candidate sets (same seed), so the
-    independence diagnostics of different checkpoints compare on the same K x K tables."""
+    independence diagnostics of different checkpoints compare on the same K x K tables. `checkpoint` (a
+    pretraining run folder or file; default this arm's own run) and `arm_settings` (the arm's
+    `diagnose_settings`, last) let an arm diagnose another arm's checkpoint another way."""
     diagnose = cfg.study.diagnose
-    overrides = [f"checkpoint={base / 'pretrain'}", f"data={cfg.corpus}", f"seed={seed}",
+    checkpoint = checkpoint or base / "pretrain"
+    overrides = [f"checkpoint={checkpoint}", f"data={cfg.corpus}", f"seed={seed}",
                  f"independence={str(bool(diagnose.independence)).lower()}",
                  f"representations.enabled={str(bool(diagnose.representations)).lower()}",
-                 *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(cfg.extra_diagnose)]
-    needs = [base / "pretrain" / DONE_FILE["pretrain"]]
+                 *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(arm_settings),
+                 *_strings(cfg.extra_diagnose)]
+    run = checkpoint if checkpoint.is_dir() or checkpoint.suffix != ".ckpt" else checkpoint.parents[1]
+    needs = [run / DONE_FILE["pretrain"]]
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:
         reference_folder = seed_folder(cfg, reference, seed) / "diagnostics"
