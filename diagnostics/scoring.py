@@ -65,35 +65,33 @@ class Scorer:
         """One causal pass per row gives both log p(x_t | x_<t) for t = start..stop-1, (R, stop - start), and
         the whole distribution at position stop - 1 over the next token, (R, V) log-probabilities: what the
         AR pair joint needs from each of its K sentences, without running them twice."""
-        if not 1 <= start < stop <= input_ids.shape[1]:
-            raise ValueError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row")
-        rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * (stop - start + 1))))
-        scores, nexts = [], []
-        for first in range(0, input_ids.shape[0], rows_per_chunk):
-            ids = input_ids[first:first + rows_per_chunk].to(self.device)
-            hidden = self._hidden(ids, causal=True)[:, start - 1:stop]
-            log_probs = self.model.logits(hidden).float().log_softmax(-1)
-            scores.append(log_probs[:, :-1].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
-            nexts.append(log_probs[:, -1].cpu())
-        return torch.cat(scores), torch.cat(nexts)
+        scores, nexts = self._causal_log_probs(input_ids, start, stop, with_next=True)
+        return scores, nexts
 
     @torch.no_grad()
     def next_token_log_probs(self, input_ids: Tensor, start: int = 1, stop: int | None = None) -> Tensor:
         """log p(x_t | x_<t) under causal attention for t = start..stop-1 (stop defaults to T):
         (R, stop - start). The vocabulary projection runs only where a token is predicted, in chunks that
         bound memory."""
-        stop = input_ids.shape[1] if stop is None else stop
+        return self._causal_log_probs(input_ids, start, input_ids.shape[1] if stop is None else stop)[0]
+
+    def _causal_log_probs(self, input_ids: Tensor, start: int, stop: int,
+                          with_next: bool = False) -> tuple[Tensor, Tensor | None]:
+        """The scores of tokens start..stop-1 and, `with_next`, the log-distribution at stop - 1 too."""
         if not 1 <= start < stop <= input_ids.shape[1]:
             raise ValueError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row "
                              "(position 0, [CLS], has no left context)")
-        rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * (stop - start))))
-        out = []
+        width = stop - start + int(with_next)  # positions whose vocabulary projection is needed
+        rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * width)))
+        scores, nexts = [], []
         for first in range(0, input_ids.shape[0], rows_per_chunk):
             ids = input_ids[first:first + rows_per_chunk].to(self.device)
-            hidden = self._hidden(ids, causal=True)[:, start - 1:stop - 1]
+            hidden = self._hidden(ids, causal=True)[:, start - 1:start - 1 + width]
             log_probs = self.model.logits(hidden).float().log_softmax(-1)
-            out.append(log_probs.gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
-        return torch.cat(out)
+            scores.append(log_probs[:, :stop - start].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
+            if with_next:
+                nexts.append(log_probs[:, -1].cpu())
+        return torch.cat(scores), torch.cat(nexts) if with_next else None
 
 
 def ordinary_tokens(vocab_size: int, special_ids: list[int]) -> Tensor:

@@ -82,7 +82,7 @@ def at_length_cap(datamodule: FinetuneDataModule) -> dict[str, float]:
 def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path, requested: int) -> None:
     """The checkpoint's model must take the task's inputs (`requested`: task.data.max_length as given, before
     the cut to the trained length); name the keys that disagree."""
-    if max(requested, datamodule.max_length) > config.max_len:
+    if requested > config.max_len:  # the length used is never above the one requested
         raise ValueError(f"task.data.max_length={requested} exceeds the checkpoint's "
                          f"model.max_len={config.max_len} ({origin}); lower task.data.max_length")
     vocab = datamodule.tokenizer.get_vocab_size()
@@ -146,10 +146,10 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)
-    max_length = trained_max_length(int(cfg.task.data.max_length), pretrained)
+    requested_length = int(cfg.task.data.max_length)
     datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed,
-                                           max_length=max_length)
-    check_fit(datamodule, model_config, pretrained.path, int(cfg.task.data.max_length))
+                                           max_length=trained_max_length(requested_length, pretrained))
+    check_fit(datamodule, model_config, pretrained.path, requested_length)
     datamodule.setup("fit")
     info = datamodule.info
     optim = OmegaConf.to_container(cfg.task.optim, resolve=True)
@@ -187,7 +187,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "epochs": int(cfg.task.epochs),
         "batch_size": datamodule.batch_size,
         "max_length": datamodule.max_length,
-        "requested_max_length": int(cfg.task.data.max_length),
+        "requested_max_length": requested_length,
         "trained_length": pretrained.trained_length,
         "at_length_cap": at_length_cap(datamodule),
         "examples": {split: len(e) for split, e in datamodule.encoded.items()},

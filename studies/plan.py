@@ -137,12 +137,16 @@ def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
     return int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
 
 
+def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:
+    """The input tokens at which an arm with `from_arm` and `checkpoint_fraction` reads its source's run."""
+    return int(arm_budget(cfg, cfg.study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
+
+
 def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
     """The token counts at which `arm_name`'s pretraining must leave a checkpoint for the arms that
     fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
-    arms = cfg.study.arms
-    return sorted({int(arm_budget(cfg, arms[arm_name]) * float(a.checkpoint_fraction))
-                   for a in arms.values() if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
+    return sorted({part_way_point(cfg, a) for a in cfg.study.arms.values()
+                   if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
 
 
 def plan(cfg: DictConfig) -> list[Stage]:
@@ -154,20 +158,16 @@ def plan(cfg: DictConfig) -> list[Stage]:
     for seed in seeds_of(cfg):
         for arm_name, arm in arms_of(cfg).items():
             base = seed_folder(cfg, arm_name, seed)
-            if arm.get("from_arm"):
-                source = seed_folder(cfg, arm.from_arm, seed) / "pretrain"
-                pretrained, needs = source, source / DONE_FILE["pretrain"]
-                if "checkpoint_fraction" in arm:
-                    tokens = int(arm_budget(cfg, study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
-                    pretrained = source / "checkpoints" / f"tokens-{tokens}.ckpt"
-            else:
-                pretrained = needs = base / "pretrain"
+            run = seed_folder(cfg, arm.get("from_arm", arm_name), seed) / "pretrain"  # the run this arm reads
+            needs, pretrained = run / DONE_FILE["pretrain"], run
+            if "checkpoint_fraction" in arm:
+                pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm)}.ckpt"
+            if not arm.get("from_arm"):
                 points = part_way_tokens(cfg, arm_name)
-                stages.append(Stage("pretrain", arm_name, seed, "pretrain", pretrained, tuple(
+                stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
                     [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
                      f"max_tokens={arm_budget(cfg, arm)}", *([f"save_at_tokens={points}"] if points else []),
                      *_strings(cfg.extra_pretrain)])))
-                needs = needs / DONE_FILE["pretrain"]
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
                 for variant in arm.get("finetune", study.default_variants):
                     for folder, finetune_seed in finetune_runs(f"{task}-{variant}", seed, finetune_seeds_of(cfg)):
@@ -180,26 +180,24 @@ def plan(cfg: DictConfig) -> list[Stage]:
             # Pretraining arms are diagnosed unless they say not; an arm that reads another's checkpoint only
             # when it asks (diagnose: true), e.g. to score it in another context (diagnose_settings).
             if arm.get("diagnose", not arm.get("from_arm")):
-                stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained if arm.get("from_arm") else None,
+                stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained, needs,
                                              _strings(arm.get("diagnose_settings"))))
     return stages
 
 
-def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | None = None,
-                   arm_settings: list[str] | None = None) -> Stage:
+def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path, run_done: Path,
+                   arm_settings: list[str]) -> Stage:
     """Every arm but the reference one scores the reference arm's candidate sets (same seed), so the
     independence diagnostics of different checkpoints compare on the same K x K tables. `checkpoint` (a
-    pretraining run folder or file; default this arm's own run) and `arm_settings` (the arm's
+    pretraining run folder or file, whose run writes `run_done`) and `arm_settings` (the arm's
     `diagnose_settings`, last) let an arm diagnose another arm's checkpoint another way."""
     diagnose = cfg.study.diagnose
-    checkpoint = checkpoint or base / "pretrain"
     overrides = [f"checkpoint={checkpoint}", f"data={cfg.corpus}", f"seed={seed}",
                  f"independence={str(bool(diagnose.independence)).lower()}",
                  f"representations.enabled={str(bool(diagnose.representations)).lower()}",
                  *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(arm_settings),
                  *_strings(cfg.extra_diagnose)]
-    run = checkpoint if checkpoint.is_dir() or checkpoint.suffix != ".ckpt" else checkpoint.parents[1]
-    needs = [run / DONE_FILE["pretrain"]]
+    needs = [run_done]
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:
         reference_folder = seed_folder(cfg, reference, seed) / "diagnostics"
