@@ -22,7 +22,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
 from studies.plan import DONE_FILE, describe, plan
 from studies.runner import Outcome, check_root, run_stages
 
@@ -52,7 +52,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            from analysis.findings import write_findings  # pandas and matplotlib: only once there is a study
+            from analysis.findings import (
+                write_findings,  # pandas and matplotlib: only once there is a study
+            )
             from analysis.study_report import write_report
 
             written = write_report(root)

@@ -25,13 +25,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
 from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
-from models.lit_module import NONFINITE_LOSS, NonFiniteLossError, PretrainModule
+from models.checkpoint import read_hyperparameters
 from training.callbacks import SaveAtTokens, TokenAccounting, ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
+from training.lit_module import NONFINITE_LOSS, NonFiniteLossError, PretrainModule
 from training.setup import (
     build,
     build_model_config,
@@ -39,7 +40,6 @@ from training.setup import (
     differences,
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
-    resume_hyperparameters,
 )
 from training.validate import check_run_settings
 
@@ -73,7 +73,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
 
 def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[str, Any]) -> None:
     """A resumed run must have the checkpoint's model and objective; list every key that differs."""
-    saved = resume_hyperparameters(ckpt_path)
+    saved = read_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
         raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
     ours = {"model": without_vocab(asdict(model_config)), "objective": objective}

@@ -32,7 +32,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.verdicts import paired_interval, seeds_needed, verdict
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
 
 QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "pretraining")
 FINDING_KEYS = {"claim", "anchor", "a", "b", "direction"}

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.vocabulary import Vocabulary
+from common.vocabulary import Vocabulary
 
 
 class PackedBlocks(Dataset):

@@ -46,25 +46,3 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-@contextmanager
-def atomic_file(path: Path, mode: str = "w") -> Iterator[Any]:
-    """Yield an open temporary sibling of `path`; once the block ends, its bytes are on disk and replace
-    `path` in one rename. On any error (or a kill) the old `path` stays as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a small file so readers see the old content or the new one, never a mix."""
-    with atomic_file(path) as f:
-        f.write(text)

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.vocabulary import IGNORE_INDEX
 from datamodules.hub import load_split
 from datamodules.textfile import read_utf8
-from datamodules.vocabulary import IGNORE_INDEX
 
 TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
 # CoNLL-2003's tag set in the order of the Hugging Face copy's `ner_tags` ids.

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
+from common.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
 from datamodules.conll import first_subword_labels
-from datamodules.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
 
 
 @dataclass

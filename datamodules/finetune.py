@@ -17,12 +17,24 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
-from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
-from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
+from common.seeding import derived_seed
+from common.vocabulary import IGNORE_INDEX
+from datamodules.conll import (
+    CONLL2003_TAGS,
+    Sentence,
+    first_subwords,
+    read_conll,
+    read_hub_conll,
+)
+from datamodules.encoding import (
+    Encoded,
+    encode_pair,
+    encode_words,
+    pad_batch,
+    pad_id_of,
+)
 from datamodules.glue import get_task, read_hub_split, read_release_split
 from datamodules.sampler import ResumableSampler
-from datamodules.vocabulary import IGNORE_INDEX
-from training.seeding import derived_seed
 
 log = logging.getLogger(__name__)
 TASK_KINDS = ("classification", "regression", "tagging")

@@ -16,6 +16,7 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
+from common.vocabulary import Vocabulary
 from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
 from datamodules.corpora import Corpus
@@ -28,7 +29,6 @@ from datamodules.tokenizer import (
     vocabulary_of,
     write_token_cache,
 )
-from datamodules.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation")

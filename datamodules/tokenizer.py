@@ -8,11 +8,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from tqdm.auto import tqdm
 
+from common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
 from datamodules.cache import atomic_directory
-from datamodules.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
 
 ENCODE_BATCH = 64  # documents per encode_batch call: large enough for the Rust threads, small for the bar
 TOKENIZER_KINDS = ("wordpiece", "byte_bpe")

@@ -24,17 +24,29 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
+from common.vocabulary import MASK
 from datamodules.encoding import token_id
-from datamodules.vocabulary import MASK
 from diagnostics.discrepancy import representation_report
-from diagnostics.pairwise import HEADLINE_JOINT, PairwiseResult, ar_pairwise, mlm_pairwise
+from diagnostics.pairwise import (
+    HEADLINE_JOINT,
+    PairwiseResult,
+    ar_pairwise,
+    mlm_pairwise,
+)
 from diagnostics.report import markdown_report, tensorboard_scalars
 from diagnostics.scoring import Scorer, ordinary_tokens
-from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
+from diagnostics.sentences import (
+    PAIR_KINDS,
+    Pair,
+    load_sentences,
+    sample_pairs,
+    special_token_ids,
+)
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
-from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig, Transformer
+from models.checkpoint import load_weights
+from training.pretrained import Pretrained, load_pretrained
 
 log = logging.getLogger("armlm.diagnostics")
 PAIR_CONTEXTS = ("sentence", "prefix")

@@ -15,9 +15,9 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
+from common.vocabulary import CLS, SPECIAL_TOKENS
 from datamodules.corpora import Corpus
 from datamodules.encoding import token_id
-from datamodules.vocabulary import CLS, SPECIAL_TOKENS
 
 # A sentence ends at . ! or ? followed by space and something that can start a sentence. Brown has one
 # sentence per line already; Wikipedia paragraphs need the split.

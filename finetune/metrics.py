@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import torch
-from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from seqeval.metrics import (
+    classification_report,
+    f1_score,
+    precision_score,
+    recall_score,
+)
 from torch import Tensor
 from torchmetrics import (
     Accuracy,
@@ -15,9 +20,9 @@ from torchmetrics import (
 )
 from torchmetrics.classification import BinaryMatthewsCorrCoef
 
+from common.vocabulary import IGNORE_INDEX
 from datamodules.finetune import TaskInfo
 from datamodules.glue import GlueTask, get_task
-from datamodules.vocabulary import IGNORE_INDEX
 
 
 class MatthewsCorrelation(BinaryMatthewsCorrCoef):

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
 from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
 from training.optim import adamw_with_schedule, fused_adamw_allowed
-from training.seeding import seed_dropout
 
 MODES = ("full", "features")
 

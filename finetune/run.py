@@ -19,16 +19,17 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
+from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
-from datamodules.vocabulary import MASK
 from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
-from finetune.pretrained import Pretrained, load_pretrained, load_weights
 from models.backbone import ModelConfig
+from models.checkpoint import load_weights, read_hyperparameters
 from training.checkpoint_io import AtomicCheckpointIO
-from training.setup import build, choose_cpu_precision, differences, resume_hyperparameters
+from training.pretrained import Pretrained, load_pretrained
+from training.setup import build, choose_cpu_precision, differences
 from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
@@ -115,7 +116,7 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
     end); the checkpoint must come from the same task, settings, model, optimiser and seed."""
-    saved = resume_hyperparameters(ckpt_path)
+    saved = read_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or "task" not in saved:
         raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")

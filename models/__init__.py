@@ -1,4 +1,4 @@
-"""The shared backbone, its heads and the LightningModule that trains any objective."""
+"""The shared backbone, its heads, the LM loss and the checkpoint reader; objectives and training build on them."""
 
 from models.backbone import ModelConfig, Transformer
 from models.heads import ClassificationHead

@@ -9,7 +9,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from datamodules.vocabulary import IGNORE_INDEX, Vocabulary
+from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]

@@ -7,9 +7,16 @@ import math
 import torch
 from torch import Tensor
 
-from datamodules.vocabulary import Vocabulary
+from common.vocabulary import Vocabulary
 from models.backbone import Transformer
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+from objectives.base import (
+    IGNORE_INDEX,
+    Batch,
+    LossOutput,
+    Objective,
+    mean_or_zero,
+    summed_token_nll,
+)
 
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from datamodules.cache import atomic_write_text
+from common.atomic import atomic_write_text
 from studies.plan import Stage
 
 log = logging.getLogger("armlm.study")

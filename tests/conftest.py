@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from datamodules.vocabulary import Vocabulary
+from common.vocabulary import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from common.vocabulary import IGNORE_INDEX, SPECIAL_TOKENS
 from datamodules.conll import CONLL2003_TAGS, read_conll
 from datamodules.finetune import ConllDataModule, GlueDataModule, LengthGroupedBatches
 from datamodules.glue import get_task, read_release_split
-from datamodules.vocabulary import IGNORE_INDEX, SPECIAL_TOKENS
 
 
 def word_tokenizer_json(words: list[str]) -> str:

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from common.vocabulary import IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS
-from datamodules.vocabulary import IGNORE_INDEX
 from finetune.module import FinetuneModule, metric_tag
 from models.heads import pool
 

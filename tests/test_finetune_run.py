@@ -10,8 +10,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from finetune.pretrained import Pretrained, load_pretrained
 from finetune.run import check_overrides, run_finetune, trained_max_length
+from training.pretrained import Pretrained, load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

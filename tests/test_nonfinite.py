@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import train
-from models.lit_module import NonFiniteLossError
 from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
+from training.lit_module import NonFiniteLossError
 
 
 def spoil_training_losses(monkeypatch, calls: set[int], factor: float) -> None:

@@ -5,9 +5,9 @@ import pytest
 
 import datamodules.pretrain as pretrain
 import datamodules.tokenizer as tok
+from common.vocabulary import SPECIAL_TOKENS
 from datamodules.corpora import TextFiles
 from datamodules.pretrain import PretrainDataModule
-from datamodules.vocabulary import SPECIAL_TOKENS
 
 WORDS = ("the of and to in is was for on that with as by at from his an were are which this be "
          "river city music war language king church team system science history island battle").split()

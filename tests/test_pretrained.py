@@ -6,9 +6,10 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from finetune.pretrained import load_pretrained, load_weights, resolve_checkpoint
 from models.backbone import ModelConfig, Transformer
+from models.checkpoint import load_weights, resolve_checkpoint
 from tests.test_finetune_data import word_tokenizer_json
+from training.pretrained import load_pretrained
 
 CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)
 OBJECTIVES = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},

@@ -29,7 +29,7 @@ def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
 
 
 def test_finetuning_from_a_checkpoint_with_a_pickled_object_is_refused(tmp_path):
-    from finetune.pretrained import load_pretrained
+    from training.pretrained import load_pretrained
 
     path = tmp_path / "evil.ckpt"
     torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from common.vocabulary import SPECIAL_TOKENS
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.tokenizer import TokenizerSettings, canonical_ids, train_tokenizer
-from datamodules.vocabulary import SPECIAL_TOKENS
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_IN_A_FRESH_PROCESS = """

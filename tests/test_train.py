@@ -9,9 +9,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import train
 import training.setup
-from datamodules.vocabulary import Vocabulary
-from models.lit_module import PretrainModule
+from common.vocabulary import Vocabulary
 from tests.conftest import tiny_config
+from training.lit_module import PretrainModule
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -61,19 +60,6 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") 
         elif mine != saved:
             found.append(f"{prefix}{key}: checkpoint {saved!r} vs run {mine!r}")
     return found
-
-
-def resume_hyperparameters(ckpt_path: Path) -> Any:
-    """The hyper_parameters of a checkpoint to resume from (pretraining or fine-tuning), read with
-    weights_only=True: armlm stores plain dicts and tensors, and nothing else is trusted."""
-    if not ckpt_path.is_file():
-        raise FileNotFoundError(f"ckpt_path={ckpt_path} does not exist; give the interrupted run's "
-                                "checkpoints/last.ckpt")
-    try:
-        return torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("hyper_parameters")
-    except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all
-        raise ValueError(f"{ckpt_path} cannot be loaded safely with weights_only=True ({err}); "
-                         "resume only from checkpoints that armlm wrote") from err
 
 
 def cpu_has_bf16_units() -> bool:

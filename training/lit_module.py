@@ -16,11 +16,11 @@ from hydra.utils import instantiate
 from torch import Tensor
 from torchmetrics import MeanMetric
 
+from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
 from training.callbacks import logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
-from training.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 
 NONFINITE_LOSS = ("stop", "skip")
 log = logging.getLogger("armlm.train")

@@ -1,0 +1,33 @@
+"""Atomic file writes: a file is written to a temporary sibling, flushed to disk and renamed into place, so a
+reader (or a run resumed after a kill) sees the old content or the new one, never half of either."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_file(path: Path, mode: str = "w") -> Iterator[Any]:
+    """Yield an open temporary sibling of `path`; once the block ends, its bytes are on disk and replace
+    `path` in one rename. On any error (or a kill) the old `path` stays as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a small file so readers see the old content or the new one, never a mix."""
+    with atomic_file(path) as f:
+        f.write(text)

@@ -1,0 +1,67 @@
+"""What fine-tuning and diagnostics need from a pretraining checkpoint: model config, backbone weights,
+tokenizer and the objective (which says how its backbone attends)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import get_class
+from torch import Tensor
+
+from models.backbone import ModelConfig
+from models.checkpoint import backbone_weights, read_checkpoint, resolve_checkpoint
+from objectives.base import Objective
+
+
+@dataclass
+class Pretrained:
+    path: Path
+    model: dict[str, Any]  # ModelConfig fields
+    objective: dict[str, Any]  # the objective's config, with its _target_
+    objective_name: str
+    causal: bool  # the attention mode the backbone was pretrained with
+    tokenizer_json: str
+    weights: dict[str, Tensor]  # backbone state dict
+    # The longest input pretraining fed (its block size): positions beyond it were never trained. None for
+    # checkpoints written before armlm recorded it.
+    trained_length: int | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {"checkpoint": str(self.path), "objective": self.objective_name,
+                "causal": self.causal, "model": self.model, "trained_length": self.trained_length}
+
+
+def load_pretrained(path: str | Path) -> Pretrained:
+    ckpt_path = resolve_checkpoint(path)
+    ckpt = read_checkpoint(ckpt_path)
+    hparams = ckpt.get("hyper_parameters")
+    if not isinstance(hparams, dict) or "task" in hparams:
+        raise ValueError(f"{ckpt_path} is not an armlm pretraining checkpoint (a fine-tuned one, or another "
+                         "program's); give the checkpoint of a `python train.py objective=...` run")
+    missing = [k for k in ("model", "objective") if k not in hparams] + (
+        [] if ckpt.get("tokenizer_json") else ["tokenizer_json"])
+    if missing:
+        raise ValueError(f"{ckpt_path} lacks {missing}; it was not written by armlm pretraining")
+    unknown = sorted(set(hparams["model"]) - {f.name for f in fields(ModelConfig)})
+    if unknown:
+        raise ValueError(f"{ckpt_path}: model config keys {unknown} are unknown to this version of armlm; "
+                         "fine-tune with the armlm version that wrote the checkpoint")
+    objective = objective_class(hparams["objective"], ckpt_path)
+    return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), objective.__name__,
+                      bool(objective.causal), ckpt["tokenizer_json"], backbone_weights(ckpt),
+                      ckpt.get("trained_length"))
+
+
+def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:
+    """The class a checkpoint's objective config names: its class attributes say how the backbone attends,
+    so nothing is built (no NSP head) to read them."""
+    try:
+        cls = get_class(str(config.get("_target_")))
+    except Exception as err:  # a class renamed or removed since the checkpoint was written
+        raise ValueError(f"{origin}: objective {config.get('_target_')!r} cannot be imported ({err}); use the "
+                         "armlm version that wrote the checkpoint") from err
+    if not (isinstance(cls, type) and issubclass(cls, Objective)):
+        raise ValueError(f"{origin}: objective {config.get('_target_')!r} is not an armlm objective")
+    return cls
