@@ -52,9 +52,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            from analysis.findings import (
-                write_findings,  # pandas and matplotlib: only once there is a study
-            )
+            from analysis.findings import write_findings  # pandas and matplotlib: only once there is a study
             from analysis.study_report import write_report
 
             written = write_report(root)

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.figure import (
-    Figure,  # figures without pyplot: no backend, no global state
-)
+from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
 from analysis import study as S
 from analysis import study_plots as P

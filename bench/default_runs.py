@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OBJECTIVES = ("ar", "mlm", "mlm_nsp")
+OBJECTIVES = tuple(sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml")))
 
 
 def run(objective: str, extra: list[str], root: Path) -> dict:

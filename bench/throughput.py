@@ -31,13 +31,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.flops import (  # noqa: E402
-    Shape,
-    classic_flops_per_token,
-    forward_flops_per_token,
-    matmul_peak,
-    synchronize,
-)
+from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak, synchronize  # noqa: E402
 from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import ModelConfig, Transformer  # noqa: E402
 from objectives.ar import AutoregressiveLM  # noqa: E402

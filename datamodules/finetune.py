@@ -19,20 +19,8 @@ from tqdm.auto import tqdm
 
 from common.seeding import derived_seed
 from common.vocabulary import IGNORE_INDEX
-from datamodules.conll import (
-    CONLL2003_TAGS,
-    Sentence,
-    first_subwords,
-    read_conll,
-    read_hub_conll,
-)
-from datamodules.encoding import (
-    Encoded,
-    encode_pair,
-    encode_words,
-    pad_batch,
-    pad_id_of,
-)
+from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
+from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
 from datamodules.glue import get_task, read_hub_split, read_release_split
 from datamodules.sampler import ResumableSampler
 

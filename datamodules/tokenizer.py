@@ -8,14 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import (
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    trainers,
-)
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
 from common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary

@@ -28,21 +28,10 @@ from common.atomic import atomic_write_text
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
-from diagnostics.pairwise import (
-    HEADLINE_JOINT,
-    PairwiseResult,
-    ar_pairwise,
-    mlm_pairwise,
-)
+from diagnostics.pairwise import HEADLINE_JOINT, PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.report import markdown_report, tensorboard_scalars
 from diagnostics.scoring import Scorer, ordinary_tokens
-from diagnostics.sentences import (
-    PAIR_KINDS,
-    Pair,
-    load_sentences,
-    sample_pairs,
-    special_token_ids,
-)
+from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import load_weights

