@@ -30,12 +30,11 @@ def representation_report(s: Setup, cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(f"representations need at least 2 sentences, the split has {len(s.sentences)} that "
                          "qualify; lower sentences.min_tokens or use a larger corpus")
     chosen = [s.sentences[i] for i in sorted(random.Random(int(cfg.seed)).sample(range(len(s.sentences)), count))]
-    causal = s.pretrained.causal
     with torch.inference_mode():
         shift = {f"{k:g}": [{"layer": layer, **row} for layer, row in enumerate(
-            sentence_shift(s.model, chosen, causal=causal, mask_id=s.mask_id, rate=k, seed=int(cfg.seed)), 1)]
+            sentence_shift(s.model, chosen, attention=s.attention, mask_id=s.mask_id, rate=k, seed=int(cfg.seed)), 1)]
             for k in rates}
         geometry = [{"layer": layer, **row} for layer, row in enumerate(
-            embedding_geometry(s.model, chosen, causal=causal, seed=int(cfg.seed)), 1)]
+            embedding_geometry(s.model, chosen, attention=s.attention, seed=int(cfg.seed)), 1)]
     return {"sentences": count, "tokens": sum(len(ids) - 1 for ids in chosen), "shift": shift,
             "geometry": geometry, "seconds": round(time.perf_counter() - started, 2)}

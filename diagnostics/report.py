@@ -1,8 +1,8 @@
 """The diagnostics report as Markdown tables and as TensorBoard scalars.
 
-Tags are the same for every checkpoint of a family, and the ones both families have (the headline joint's
-P-PPL and U-PPL, the independence gap) are shared, so AR and MLM runs overlay in TensorBoard. The sequence
-scores are different quantities and keep different tags:
+Tags are the same for every checkpoint scored the same way, and the ones every scoring method has (the
+headline joint's P-PPL and U-PPL, the independence gap) are shared, so AR and MLM runs overlay in TensorBoard.
+The sequence scores are different quantities and keep different tags:
 
     diagnostics/sequence/ppl                 AR perplexity (exact chain rule)
     diagnostics/sequence/pseudo_ppl          MLM pseudo-perplexity (one token masked at a time; not a likelihood)

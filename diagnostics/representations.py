@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from models.attention import Attention
 from models.backbone import Transformer
 
 
@@ -52,7 +53,7 @@ def _shift_summary(clean_layers: list[Tensor], shifted_layers: list[Tensor]) -> 
 
 
 @torch.no_grad()
-def representation_shift(model: Transformer, input_ids: Tensor, *, causal: bool, mask_id: int, rate: float,
+def representation_shift(model: Transformer, input_ids: Tensor, *, attention: Attention, mask_id: int, rate: float,
                          can_mask: Tensor, seed: int = 0) -> list[dict[str, float]]:
     """Per layer: mean cosine similarity and linear CKA between the clean and the masked input's states of
     the tokens that were not masked. `input_ids` is (B, T) without padding; `can_mask` marks positions that
@@ -60,13 +61,13 @@ def representation_shift(model: Transformer, input_ids: Tensor, *, causal: bool,
     model.eval()
     masked, unchanged = mask_other_positions(input_ids, rate, mask_id, can_mask,
                                              torch.Generator().manual_seed(seed))
-    clean_states = model.layer_states(input_ids, causal=causal)
-    masked_states = model.layer_states(masked, causal=causal)
+    clean_states = model.layer_states(input_ids, attention=attention)
+    masked_states = model.layer_states(masked, attention=attention)
     return _shift_summary([s[unchanged] for s in clean_states], [s[unchanged] for s in masked_states])
 
 
 @torch.no_grad()
-def sentence_shift(model: Transformer, sentences: list[list[int]], *, causal: bool, mask_id: int, rate: float,
+def sentence_shift(model: Transformer, sentences: list[list[int]], *, attention: Attention, mask_id: int, rate: float,
                    skip_first: bool = True, seed: int = 0) -> list[dict[str, float]]:
     """`representation_shift` over sentences of different lengths (one forward pass each, no padding),
     pooling every sentence's unchanged tokens before the per-layer cosine and CKA. The first token
@@ -81,8 +82,8 @@ def sentence_shift(model: Transformer, sentences: list[list[int]], *, causal: bo
         can_mask[:, 0] = not skip_first
         masked, unchanged = mask_other_positions(input_ids.cpu(), rate, mask_id, can_mask.cpu(), generator)
         unchanged = unchanged.to(input_ids.device)
-        for layer, (a, b) in enumerate(zip(model.layer_states(input_ids, causal=causal),
-                                           model.layer_states(masked.to(input_ids.device), causal=causal))):
+        for layer, (a, b) in enumerate(zip(model.layer_states(input_ids, attention=attention),
+                                           model.layer_states(masked.to(input_ids.device), attention=attention))):
             clean_rows[layer].append(a[unchanged].float().cpu())
             shifted_rows[layer].append(b[unchanged].float().cpu())
     return _shift_summary([torch.cat(r) for r in clean_rows], [torch.cat(r) for r in shifted_rows])
@@ -146,7 +147,7 @@ def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, n_pairs:
 
 
 @torch.no_grad()
-def embedding_geometry(model: Transformer, sentences: list[list[int]], *, causal: bool, seed: int = 0,
+def embedding_geometry(model: Transformer, sentences: list[list[int]], *, attention: Attention, seed: int = 0,
                        skip_first: bool = True) -> list[dict[str, float]]:
     """Per layer: anisotropy (raw, centred, standardised) and self-similarity of subword types, over the
     tokens of `sentences` (each its own context; `[CLS]` skipped when `skip_first`)."""
@@ -154,7 +155,7 @@ def embedding_geometry(model: Transformer, sentences: list[list[int]], *, causal
     per_layer: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
     types, contexts = [], []
     for index, ids in enumerate(sentences):
-        states = model.layer_states(torch.tensor([ids], device=_device(model)), causal=causal)
+        states = model.layer_states(torch.tensor([ids], device=_device(model)), attention=attention)
         start = 1 if skip_first else 0
         for layer, s in enumerate(states):
             per_layer[layer].append(s[0, start:].cpu())

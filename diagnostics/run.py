@@ -28,11 +28,13 @@ from common.atomic import atomic_write_text
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
-from diagnostics.pairwise import HEADLINE_JOINT, PairwiseResult, ar_pairwise, mlm_pairwise
+from diagnostics.methods import ScoringMethod, scoring_method
+from diagnostics.pairwise import PairwiseResult
 from diagnostics.report import markdown_report, tensorboard_scalars
 from diagnostics.scoring import Scorer, ordinary_tokens
 from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
-from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
+from diagnostics.tables import Candidates
+from models.attention import Attention
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import load_weights
 from training.pretrained import Pretrained, load_pretrained
@@ -62,29 +64,29 @@ def check_settings(cfg: DictConfig) -> None:
         raise ValueError(f"pair_context={cfg.pair_context!r}; choose one of {PAIR_CONTEXTS}")
 
 
-# Passes per pair above which an AR exact joint inside whole sentences is refused (V^2: days at V = 8192).
-MAX_AR_EXACT_PASSES = 100_000
+# Passes per pair above which an exact joint inside whole sentences is refused (AR's V^2: days at V = 8192).
+MAX_EXACT_PASSES = 100_000
 
 
-def check_affordable(cfg: DictConfig, causal: bool, vocab_size: int) -> None:
-    """An AR model's exact joint inside a whole sentence needs a pass per (a, b) for the tokens after j."""
-    if cfg.independence and causal and cfg.candidates is None and cfg.pair_context == "sentence" \
-            and vocab_size ** 2 > MAX_AR_EXACT_PASSES:
-        raise ValueError(f"candidates=null with pair_context=sentence: an AR exact joint needs V^2 = {vocab_size ** 2:,} "
+def check_affordable(cfg: DictConfig, method: ScoringMethod, vocab_size: int) -> None:
+    """An exact pair joint inside a whole sentence can cost V^2 passes (the chain rule needs one per (a, b)
+    for the tokens after j): refuse what would take days."""
+    passes = method.exact_sentence_passes(vocab_size)
+    if cfg.independence and cfg.candidates is None and cfg.pair_context == "sentence" and passes > MAX_EXACT_PASSES:
+        raise ValueError(f"candidates=null with pair_context=sentence: a {method.name} exact joint needs {passes:,} "
                          "forward passes per pair; use pair_context=prefix (V passes per pair, exact) or "
                          "candidates=K (restricted, not comparable across checkpoints)")
 
 
-def sequence_scores(scorer: Scorer, sentences: list[list[int]], *, causal: bool, mask_id: int) -> dict[str, Any]:
-    """AR: exact log-likelihood and perplexity. MLM: pseudo-log-likelihood and pseudo-perplexity."""
+def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringMethod, mask_id: int) -> dict[str, Any]:
+    """Chain rule: exact log-likelihood and perplexity. Conditionals: pseudo-log-likelihood and pseudo-perplexity."""
     total, tokens = 0.0, 0
     for ids in tqdm(sentences, desc="sequence scores", unit="sentence"):
-        scores = ar_log_likelihood(scorer, ids) if causal else pseudo_log_likelihood(scorer, ids, mask_id)
+        scores = method.sequence(scorer, ids, mask_id)
         total += scores.sum().item()
         tokens += len(scores)
-    name = "log_likelihood" if causal else "pseudo_log_likelihood"
-    return {"sentences": len(sentences), "tokens": tokens, name: total,
-            ("ppl" if causal else "pseudo_ppl"): math.exp(-total / tokens)}
+    return {"sentences": len(sentences), "tokens": tokens, method.sequence_name: total,
+            method.perplexity_name: math.exp(-total / tokens)}
 
 
 def load_model(path: str, device: str) -> tuple[Transformer, Pretrained, Tokenizer]:
@@ -100,7 +102,8 @@ class Setup:
 
     model: Transformer
     pretrained: Pretrained
-    family: str  # "ar" (causal: exact chain rule) or "mlm" (bidirectional: the constructions)
+    method: ScoringMethod  # how the objective's checkpoints are scored (its class says)
+    attention: Attention  # how its backbone attends when diagnosed
     corpus: Any
     sentences: list[list[int]]
     scorer: Scorer
@@ -113,10 +116,12 @@ def setup(cfg: DictConfig) -> Setup:
     check_settings(cfg)
     model, pretrained, tokenizer = load_model(cfg.checkpoint, cfg.device)
     corpus = instantiate(cfg.data.corpus)
-    check_affordable(cfg, pretrained.causal, model.config.vocab_size)
+    method = scoring_method(pretrained.objective_class)
+    check_affordable(cfg, method, model.config.vocab_size)
     sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
                                max_tokens=cfg.sentences.max_tokens, split=cfg.split)
-    return Setup(model, pretrained, "ar" if pretrained.causal else "mlm", corpus, sentences,
+    return Setup(model, pretrained, method, Attention.named(pretrained.objective_class.finetune_attention), corpus,
+                 sentences,
                  Scorer(model, batch_size=cfg.batch_size), token_id(tokenizer, MASK),
                  ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
                  None if cfg.candidates is None else int(cfg.candidates))
@@ -137,13 +142,10 @@ def pair_contexts(sentences: list[list[int]], pairs: list[Pair], context: str) -
 
 def pairwise(s: Setup, pairs: list[Pair], k: int | None, cfg: DictConfig,
              given: list[Candidates] | None = None) -> PairwiseResult:
-    """The family's diagnostics over one kind of pairs, with k candidates per position (or `given` ones)."""
+    """The checkpoint's diagnostics over one kind of pairs, with k candidates per position (or `given` ones)."""
     sentences = pair_contexts(s.sentences, pairs, cfg.pair_context)
     with torch.inference_mode():
-        if s.family == "mlm":
-            return mlm_pairwise(s.scorer, sentences, pairs, s.mask_id, s.ordinary, k, ag_tol=cfg.ag.tol,
-                                ag_max_iter=cfg.ag.max_iter, given=given)
-        return ar_pairwise(s.scorer, sentences, pairs, s.ordinary, k, given=given)
+        return s.method.pairwise(s.scorer, sentences, pairs, s.mask_id, s.ordinary, k, cfg, given)
 
 
 def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]:
@@ -178,23 +180,22 @@ def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
         log.info("%s pairs: %.1f s, %d forward passes", kind, results[kind].seconds, results[kind].passes)
     sequence_started = time.perf_counter()
     with torch.inference_mode():
-        sequence = sequence_scores(s.scorer, [s.sentences[i] for i in sorted(used)], causal=s.pretrained.causal,
-                                   mask_id=s.mask_id)
+        sequence = sequence_scores(s.scorer, [s.sentences[i] for i in sorted(used)], s.method, s.mask_id)
     sequence["seconds"] = round(time.perf_counter() - sequence_started, 2)
     return {"sequence": sequence,
-            "pairwise": {kind: r.summary(HEADLINE_JOINT[s.family]) for kind, r in results.items()}}
+            "pairwise": {kind: r.summary(s.method.headline_joint) for kind, r in results.items()}}
 
 
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.output_dir)
     s = setup(cfg)
-    model, pretrained, family, corpus, k = s.model, s.pretrained, s.family, s.corpus, s.candidates
-    log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", family,
+    model, pretrained, corpus, k = s.model, s.pretrained, s.corpus, s.candidates
+    log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", s.method.name,
              pretrained.path, pretrained.objective_name, len(s.sentences), cfg.pairs, k or "all (exact)")
 
     report: dict[str, Any] = {
-        "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "family": family,
+        "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "scoring": s.method.name,
         "vocab_size": model.config.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
         "pair_context": cfg.pair_context,
         # Exact tables (every ordinary token a candidate) are the checkpoint's own figures; restricted ones

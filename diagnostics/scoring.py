@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import Transformer
 
 # Rows x positions x vocabulary entries held at once when scoring whole sequences (~64 MB of float32).
@@ -32,20 +33,20 @@ class Scorer:
     def vocab_size(self) -> int:
         return self.model.config.vocab_size
 
-    def _hidden(self, input_ids: Tensor, causal: bool) -> Tensor:
+    def _hidden(self, input_ids: Tensor, attention: Attention) -> Tensor:
         self.passes += input_ids.shape[0]
-        return self.model(input_ids.to(self.device), causal=causal)
+        return self.model(input_ids.to(self.device), attention=attention)
 
     @torch.no_grad()
     def logits_at(self, input_ids: Tensor, positions: Tensor, candidates: Tensor | None = None, *,
-                  causal: bool = False) -> Tensor:
+                  attention: Attention = BIDIRECTIONAL) -> Tensor:
         """Logits at `positions[r]` of row r: over the whole vocabulary (R, V), or only for the token ids
         `candidates[r]` (R, K), which is all a K-restricted table needs."""
         weight, bias = self.model.token_embedding.weight, self.model.lm_bias
         out = []
         for start in range(0, input_ids.shape[0], self.batch_size):
             rows = slice(start, start + self.batch_size)
-            hidden = self._hidden(input_ids[rows], causal)
+            hidden = self._hidden(input_ids[rows], attention)
             at = hidden[torch.arange(hidden.shape[0], device=self.device), positions[rows].to(self.device)]
             # One position per row: the full projection costs ~2 % of the forward pass, and gathering
             # from it avoids materialising a (rows, K, d) copy of the embedding in the exact mode.
@@ -56,9 +57,9 @@ class Scorer:
         return torch.cat(out)
 
     @torch.no_grad()
-    def sequence_logits(self, ids: Tensor, *, causal: bool) -> Tensor:
+    def sequence_logits(self, ids: Tensor, *, attention: Attention) -> Tensor:
         """Logits at every position of one sequence: (T, V)."""
-        return self.model.logits(self._hidden(ids[None], causal)[0]).float().cpu()
+        return self.model.logits(self._hidden(ids[None], attention)[0]).float().cpu()
 
     @torch.no_grad()
     def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
@@ -86,7 +87,7 @@ class Scorer:
         scores, nexts = [], []
         for first in range(0, input_ids.shape[0], rows_per_chunk):
             ids = input_ids[first:first + rows_per_chunk].to(self.device)
-            hidden = self._hidden(ids, causal=True)[:, start - 1:start - 1 + width]
+            hidden = self._hidden(ids, attention=CAUSAL)[:, start - 1:start - 1 + width]
             log_probs = self.model.logits(hidden).float().log_softmax(-1)
             scores.append(log_probs[:, :stop - start].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
             if with_next:

@@ -16,13 +16,14 @@ from torch import Tensor
 from diagnostics.joints import normalise_joint
 from diagnostics.scoring import choose_candidates
 from diagnostics.sentences import Pair
+from models.attention import BIDIRECTIONAL, Attention
 
 
 class MaskedLogits(Protocol):
     """What the MLM tables need from a model: logits at one position per row (see Scorer.logits_at)."""
 
     def logits_at(self, input_ids: Tensor, positions: Tensor, candidates: Tensor | None = None, *,
-                  causal: bool = False) -> Tensor: ...
+                  attention: Attention = BIDIRECTIONAL) -> Tensor: ...
 
 
 class NextTokenScores(Protocol):
@@ -31,9 +32,9 @@ class NextTokenScores(Protocol):
     def next_token_log_probs(self, input_ids: Tensor, start: int = 1, stop: int | None = None) -> Tensor: ...
 
     def logits_at(self, input_ids: Tensor, positions: Tensor, candidates: Tensor | None = None, *,
-                  causal: bool = False) -> Tensor: ...
+                  attention: Attention = BIDIRECTIONAL) -> Tensor: ...
 
-    def sequence_logits(self, ids: Tensor, *, causal: bool) -> Tensor: ...
+    def sequence_logits(self, ids: Tensor, *, attention: Attention) -> Tensor: ...
 
     def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]: ...
 

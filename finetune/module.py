@@ -2,7 +2,7 @@
 and its official metrics on every dev split.
 
 The ablation switches are plain settings: `mode` (full fine-tuning or a frozen backbone with a trained
-head), `causal` (the attention mode the backbone runs in) and `pooling` (which state a sequence-level
+head), `attention` (causal or bidirectional: how the backbone attends) and `pooling` (which state a sequence-level
 head sees). Hyperparameters are plain dicts, so checkpoints load with `torch.load(weights_only=True)`.
 """
 
@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
+from models.attention import CAUSAL, Attention
 from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
 from training.optim import adamw_with_schedule, fused_adamw_allowed
@@ -37,17 +38,18 @@ def metric_tag(task: str, split: str, metric: str) -> str:
 class FinetuneModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], task: dict[str, Any], settings: dict[str, Any],
                  optim: dict[str, Any], pretrained: dict[str, Any] | None = None, seed: int = 0) -> None:
-        """`settings`: mode, causal, pooling, head_dropout, feature_layers. `pretrained` only records where
+        """`settings`: mode, attention, pooling, head_dropout, feature_layers. `pretrained` only records where
         the backbone came from; its weights are loaded by the caller (`load_backbone`)."""
         super().__init__()
         self.save_hyperparameters()
         self.info = TaskInfo(**{**task, "labels": tuple(task["labels"]), "eval_splits": tuple(task["eval_splits"])})
-        self.mode, self.causal, self.pooling = settings["mode"], bool(settings["causal"]), settings["pooling"]
+        self.mode, self.pooling = settings["mode"], settings["pooling"]
+        self.attention = Attention.named(settings["attention"])
         if self.mode not in MODES:
             raise ValueError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
-        if self.causal and self.pooling == "first" and self.info.kind != "tagging":
+        if self.attention is CAUSAL and self.pooling == "first" and self.info.kind != "tagging":
             raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
                              "use pooling=last or mean, or finetune.attention=bidirectional")
         self.backbone = Transformer(ModelConfig(**model))
@@ -76,7 +78,7 @@ class FinetuneModule(L.LightningModule):
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Head outputs: (B, classes), (B, 1) for regression, (B, T, tags) for tagging."""
         mask = batch["attention_mask"]
-        kwargs = {"causal": self.causal, "token_type_ids": batch["token_type_ids"],
+        kwargs = {"attention": self.attention, "token_type_ids": batch["token_type_ids"],
                   "attention_mask": None if bool(mask.all()) else mask}  # no padding: SDPA's fast path
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.mode == "full"):
             if self.info.kind == "tagging" and self.mode == "features":

@@ -51,9 +51,9 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
     the state that sees the whole input in that mode."""
     if cfg.attention not in ATTENTION_MODES:
         raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
-    causal = pretrained.causal if cfg.attention == "pretrained" else cfg.attention == "causal"
-    pooling = ("last" if causal else "first") if cfg.pooling == "auto" else cfg.pooling
-    return {"mode": cfg.mode, "causal": causal, "pooling": pooling, "head_dropout": float(cfg.dropout),
+    attention = pretrained.objective_class.finetune_attention if cfg.attention == "pretrained" else cfg.attention
+    pooling = ("last" if attention == "causal" else "first") if cfg.pooling == "auto" else cfg.pooling
+    return {"mode": cfg.mode, "attention": attention, "pooling": pooling, "head_dropout": float(cfg.dropout),
             "feature_layers": int(cfg.feature_layers)}
 
 
@@ -182,7 +182,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "objective": pretrained.objective_name,
         "seed": int(cfg.seed),
         "mode": settings["mode"],
-        "attention": "causal" if settings["causal"] else "bidirectional",
+        "attention": settings["attention"],
         "pooling": settings["pooling"] if info.kind != "tagging" else None,
         "optim": optim,
         "epochs": int(cfg.task.epochs),

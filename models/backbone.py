@@ -1,8 +1,8 @@
 """The one Transformer backbone shared by every objective.
 
-The same weights run causal or bidirectional attention per call, so an objective is only a choice of
-input corruption, attention mode, heads and loss. The LM head is tied to the token embedding and lives
-here because every language-modelling objective shares it.
+The same weights run any attention pattern per call (models.attention: causal, bidirectional, prefix, or
+an explicit mask), so an objective is only a choice of input corruption, attention, heads and loss. The LM
+head is tied to the token embedding and lives here because every language-modelling objective shares it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from models.attention import Attention, sdpa_arguments
 from models.lm_loss import linear_cross_entropy
 
 NORM_POSITIONS = ("pre", "post")
@@ -91,18 +92,14 @@ class SelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.rotary = Rotary(cfg.d_model // cfg.n_heads, cfg.max_len) if cfg.positions == "rope" else None
 
-    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool) -> Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         dropout = self.dropout if self.training else 0.0
-        if mask is None:
-            # No padding: let SDPA pick its fastest kernel (flash / efficient) with no dense mask.
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
-        else:
-            # The mask already folds in causality; SDPA must not get is_causal as well.
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        # sdpa_arguments gives a mask or is_causal, never both: without a dense mask SDPA picks its fastest kernel.
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -118,25 +115,15 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, *, causal: bool, mask: Tensor | None, keep: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool, keep: Tensor | None = None) -> Tensor:
         """`keep` (B, T) bool: after attention, go on with those positions only, as rows (N, d)."""
         if self.pre_norm:
-            x = x + self.drop(self.attn(self.norm1(x), causal=causal, mask=mask))
+            x = x + self.drop(self.attn(self.norm1(x), mask=mask, is_causal=is_causal))
             x = x if keep is None else x[keep]
             return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.drop(self.attn(x, causal=causal, mask=mask)))
+        x = self.norm1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal)))
         x = x if keep is None else x[keep]
         return self.norm2(x + self.mlp(x))
-
-
-def build_attention_mask(attention_mask: Tensor, *, causal: bool) -> Tensor:
-    """One boolean mask (True = may attend) combining key padding and, if asked, causality."""
-    keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): broadcast over heads and queries
-    if not causal:
-        return keep
-    t = attention_mask.shape[-1]
-    lower = torch.ones(t, t, dtype=torch.bool, device=attention_mask.device).tril()
-    return keep & lower  # (B, 1, T, T)
 
 
 class Transformer(nn.Module):
@@ -169,33 +156,34 @@ class Transformer(nn.Module):
         self,
         input_ids: Tensor,
         *,
-        causal: bool,
+        attention: Attention,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         output_mask: Tensor | None = None,
     ) -> Tensor:
-        """Hidden states (B, T, d). `attention_mask` is 1 for real tokens and 0 for padding.
+        """Hidden states (B, T, d). `attention` says which positions each one sees (models.attention);
+        `attention_mask` is 1 for real tokens and 0 for padding, which is never attended.
 
         With `output_mask` ((B, T) bool) only those positions' states come back, as rows (N, d) in row-major
         order, and the last block's MLP runs only there: an MLM that scores 15 % of the positions skips 85 %
         of that MLP's work (the other layers still need every position as a key and value)."""
-        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=False,
+        return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=False,
                          output_mask=output_mask)[-1]
 
     def layer_states(
         self,
         input_ids: Tensor,
         *,
-        causal: bool,
+        attention: Attention,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
     ) -> list[Tensor]:
         """Every block's output (n_layers tensors of (B, T, d)), the last equal to `forward`'s. Each goes
         through the final norm, so a pre-LN model's intermediate layers are on the same scale as its last."""
-        return self._run(input_ids, causal, attention_mask, token_type_ids, keep_layers=True)
+        return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=True)
 
-    def _run(self, input_ids: Tensor, causal: bool, attention_mask: Tensor | None, token_type_ids: Tensor | None,
-             *, keep_layers: bool, output_mask: Tensor | None = None) -> list[Tensor]:
+    def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
+             token_type_ids: Tensor | None, *, keep_layers: bool, output_mask: Tensor | None = None) -> list[Tensor]:
         t = input_ids.shape[1]
         if t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
@@ -205,11 +193,11 @@ class Transformer(nn.Module):
             offset = offset + self.position_embedding.weight[:t]
         x = self.token_embedding(input_ids) + offset
         x = self.drop(self.embedding_norm(x))
-        mask = None if attention_mask is None else build_attention_mask(attention_mask, causal=causal)
+        mask, is_causal = sdpa_arguments(attention, attention_mask, t, input_ids.device)
         states = []
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
-            x = block(x, causal=causal, mask=mask, keep=output_mask if i == last else None)
+            x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None)
             if keep_layers or i == last:
                 states.append(self.final_norm(x))
         return states

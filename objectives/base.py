@@ -1,4 +1,5 @@
-"""What every pretraining objective provides: an attention mode, an input format, heads and a loss."""
+"""What every pretraining objective provides: its attention, an input format, heads and a loss, and how its
+checkpoints are fine-tuned and scored."""
 
 from __future__ import annotations
 
@@ -35,7 +36,14 @@ class Objective(nn.Module, ABC):
     of the model and the same backbone can be trained or evaluated under any objective.
     """
 
-    causal: ClassVar[bool]
+    # How the backbone attends when this objective's checkpoint is fine-tuned (finetune.attention=pretrained)
+    # and diagnosed: "causal" or "bidirectional" (models.attention.STATIC_KINDS). In pretraining the objective
+    # passes its own attention to the backbone in `loss`, which may depend on the batch (a prefix LM's).
+    finetune_attention: ClassVar[str]
+    # How diagnostics score its checkpoints (diagnostics.methods): "chain_rule" (left-to-right factors: exact
+    # pair joints and likelihood) or "conditionals" (each token given all the others: the MLM joint
+    # constructions and pseudo-likelihood). A new way is written in diagnostics/ and named here.
+    scoring: ClassVar[str]
     # What the DataModule must deliver (datamodules.pretrain.INPUT_FORMATS): packed fixed-length "blocks"
     # or "[CLS] A [SEP] B [SEP]" "segment_pairs".
     input_format: ClassVar[str] = "blocks"

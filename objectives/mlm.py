@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from common.vocabulary import Vocabulary
+from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
@@ -24,7 +25,8 @@ class MaskedLM(Objective):
     with probabilities `mask_prob / random_prob / keep_prob`. Only selected positions carry a loss, and the
     vocabulary projection is computed only for them (never B x T x V logits)."""
 
-    causal = False
+    finetune_attention = "bidirectional"
+    scoring = "conditionals"
     val_loss_kind = "masked_token"  # the selected positions only (mask_rate of the inputs, some left visible)
     extra_metrics = ("mask_share",)
 
@@ -104,7 +106,7 @@ class MaskedLM(Objective):
         positions = selected if also is None else selected | also
         states = model(
             corrupted,
-            causal=False,
+            attention=BIDIRECTIONAL,
             attention_mask=batch.get("attention_mask"),
             token_type_ids=batch.get("token_type_ids"),
             output_mask=positions,

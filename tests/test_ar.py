@@ -1,6 +1,7 @@
 import torch
 import torch.nn.functional as F
 
+from models.attention import CAUSAL
 from models.backbone import ModelConfig, Transformer
 from objectives.ar import AutoregressiveLM
 
@@ -15,7 +16,7 @@ def test_loss_is_next_token_cross_entropy():
     m = model()
     ids = torch.randint(6, 30, (3, 12))
     out = AutoregressiveLM().loss({"input_ids": ids}, m)
-    logits = m.logits(m(ids, causal=True))
+    logits = m.logits(m(ids, attention=CAUSAL))
     expected = F.cross_entropy(logits[:, :-1].reshape(-1, 30), ids[:, 1:].reshape(-1))
     torch.testing.assert_close(out.loss, expected)
     assert int(out.predicted_tokens) == 3 * 11 and int(out.input_tokens) == 36
@@ -37,5 +38,5 @@ def test_later_tokens_do_not_change_earlier_losses():
     ids = torch.randint(6, 30, (1, 10))
     changed = ids.clone()
     changed[0, 6:] = (changed[0, 6:] - 5) % 24 + 6
-    per_token = lambda x: F.cross_entropy(m.logits(m(x, causal=True))[0, :-1], x[0, 1:], reduction="none")
+    per_token = lambda x: F.cross_entropy(m.logits(m(x, attention=CAUSAL))[0, :-1], x[0, 1:], reduction="none")
     torch.testing.assert_close(per_token(ids)[:5], per_token(changed)[:5])

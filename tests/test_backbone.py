@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import ModelConfig, Transformer
 
 VARIANTS = [("pre", "learned"), ("post", "learned"), ("pre", "rope"), ("post", "rope")]
@@ -21,8 +22,8 @@ def test_causal_outputs_ignore_later_tokens(norm, positions):
     changed = ids.clone()
     changed[:, 9:] = torch.randint(6, 40, (2, 7))
     with torch.no_grad():
-        a = model(ids, causal=True)
-        b = model(changed, causal=True)
+        a = model(ids, attention=CAUSAL)
+        b = model(changed, attention=CAUSAL)
     torch.testing.assert_close(a[:, :9], b[:, :9])
     assert not torch.allclose(a[:, 9:], b[:, 9:])
 
@@ -34,21 +35,21 @@ def test_bidirectional_outputs_see_later_tokens(norm, positions):
     changed = ids.clone()
     changed[:, 12] = (changed[:, 12] - 6 + 1) % 34 + 6
     with torch.no_grad():
-        a = model(ids, causal=False)
-        b = model(changed, causal=False)
+        a = model(ids, attention=BIDIRECTIONAL)
+        b = model(changed, attention=BIDIRECTIONAL)
     assert (a[:, :12] - b[:, :12]).abs().amax() > 1e-4
 
 
-@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("attention", [CAUSAL, BIDIRECTIONAL, Attention.prefix(torch.tensor([4]))], ids=str)
 @pytest.mark.parametrize("norm,positions", VARIANTS)
-def test_padding_mask_matches_unpadded_sequence(causal, norm, positions):
+def test_padding_mask_matches_unpadded_sequence(attention, norm, positions):
     model = tiny_model(norm, positions)
     ids = torch.randint(6, 40, (1, 10))
     padded = torch.cat([ids, torch.zeros(1, 6, dtype=torch.long)], dim=1)
     mask = torch.cat([torch.ones(1, 10), torch.zeros(1, 6)], dim=1).long()
     with torch.no_grad():
-        plain = model(ids, causal=causal)
-        with_pad = model(padded, causal=causal, attention_mask=mask)
+        plain = model(ids, attention=attention)
+        with_pad = model(padded, attention=attention, attention_mask=mask)
     torch.testing.assert_close(with_pad[:, :10], plain, atol=1e-5, rtol=1e-5)
 
 
@@ -64,9 +65,13 @@ def test_sdpa_never_gets_a_mask_and_is_causal(monkeypatch):
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     model = tiny_model()
     ids = torch.randint(6, 40, (2, 8))
-    for causal in (True, False):
-        model(ids, causal=causal)
-        model(ids, causal=causal, attention_mask=torch.ones(2, 8, dtype=torch.long))
+    lower = torch.ones(8, 8, dtype=torch.bool).tril().expand(2, 8, 8)
+    for attention in (CAUSAL, BIDIRECTIONAL, Attention.prefix(torch.tensor([3, 5])), Attention.explicit(lower)):
+        model(ids, attention=attention)
+        model(ids, attention=attention, attention_mask=torch.ones(2, 8, dtype=torch.long))
+    # no dense mask where none is needed (causal or bidirectional without padding), one otherwise
+    blocks = len(model.blocks)
+    assert calls[:blocks] == [(False, True)] * blocks and calls[2 * blocks:3 * blocks] == [(False, False)] * blocks
     assert (False, True) in calls and (True, False) in calls and (False, False) in calls
 
 
@@ -75,9 +80,10 @@ def test_token_type_ids_change_outputs():
     ids = torch.randint(6, 40, (1, 8))
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])
     with torch.no_grad():
-        assert not torch.allclose(model(ids, causal=False), model(ids, causal=False, token_type_ids=types))
-        torch.testing.assert_close(model(ids, causal=False),
-                                   model(ids, causal=False, token_type_ids=torch.zeros_like(types)))
+        plain = model(ids, attention=BIDIRECTIONAL)
+        assert not torch.allclose(plain, model(ids, attention=BIDIRECTIONAL, token_type_ids=types))
+        torch.testing.assert_close(model(ids, attention=BIDIRECTIONAL),
+                                   model(ids, attention=BIDIRECTIONAL, token_type_ids=torch.zeros_like(types)))
 
 
 def test_lm_head_is_tied_to_the_token_embedding():
@@ -105,7 +111,7 @@ def test_invalid_configs_are_rejected():
     with pytest.raises(ValueError, match="positions"):
         ModelConfig(positions="alibi")
     with pytest.raises(ValueError, match="max_len"):
-        tiny_model()(torch.zeros(1, 33, dtype=torch.long), causal=True)
+        tiny_model()(torch.zeros(1, 33, dtype=torch.long), attention=CAUSAL)
 
 
 
@@ -118,8 +124,8 @@ def test_output_mask_returns_the_full_forwards_rows_with_gradients(norm, positio
     attention_mask[1, 9:] = 0
     keep = torch.rand(3, 12, generator=torch.Generator().manual_seed(1)) < 0.3
     keep[0, 0] = True
-    full = model(ids, causal=False, attention_mask=attention_mask)
-    rows = model(ids, causal=False, attention_mask=attention_mask, output_mask=keep)
+    full = model(ids, attention=BIDIRECTIONAL, attention_mask=attention_mask)
+    rows = model(ids, attention=BIDIRECTIONAL, attention_mask=attention_mask, output_mask=keep)
     assert rows.shape == (int(keep.sum()), 32)
     torch.testing.assert_close(rows, full[keep], atol=1e-6, rtol=1e-5)
     weights = torch.randn_like(rows)
@@ -129,3 +135,68 @@ def test_output_mask_returns_the_full_forwards_rows_with_gradients(norm, positio
         assert (a is None) == (b is None)
         if a is not None:
             torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
+
+
+def brute_force_attention(model: Transformer, ids: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Hidden states with each query position attending exactly where allowed[b, t, s], by running every
+    row through SDPA with its own explicit float mask (-inf where not allowed)."""
+    bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+    real = F.scaled_dot_product_attention
+
+    def with_bias(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw):
+        return real(q, k, v, attn_mask=bias[:, None], dropout_p=dropout_p)
+
+    F.scaled_dot_product_attention = with_bias
+    try:
+        return model(ids, attention=BIDIRECTIONAL)
+    finally:
+        F.scaled_dot_product_attention = real
+
+
+def test_prefix_attention_is_bidirectional_inside_each_prefix_and_causal_after():
+    model = tiny_model().eval()
+    ids = torch.randint(6, 40, (3, 9))
+    lengths = torch.tensor([0, 4, 9])
+    t = torch.arange(9)
+    allowed = (t[None, :] <= t[:, None])[None] | (t[None, None, :] < lengths[:, None, None])
+    with torch.no_grad():
+        prefix = model(ids, attention=Attention.prefix(lengths))
+        torch.testing.assert_close(prefix, brute_force_attention(model, ids, allowed), atol=1e-5, rtol=1e-5)
+        # a prefix of 0 is causal attention, a whole-row prefix is bidirectional
+        torch.testing.assert_close(prefix[0], model(ids[:1], attention=CAUSAL)[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(prefix[2], model(ids[2:], attention=BIDIRECTIONAL)[0], atol=1e-5, rtol=1e-5)
+        # inside the prefix a position sees the later prefix tokens: changing token 3 moves position 1
+        changed = ids.clone()
+        changed[1, 3] = (changed[1, 3] + 1 - 6) % 34 + 6
+        moved = model(changed, attention=Attention.prefix(lengths))
+        assert (moved[1, 1] - prefix[1, 1]).abs().amax() > 1e-4
+        # after the prefix attention is causal: a change at position 6 leaves positions 0-5 as they were
+        later = ids.clone()
+        later[1, 6] = (later[1, 6] + 1 - 6) % 34 + 6
+        torch.testing.assert_close(model(later, attention=Attention.prefix(lengths))[1, :6], prefix[1, :6])
+
+
+def test_an_explicit_mask_gives_what_the_named_patterns_give():
+    model = tiny_model().eval()
+    ids = torch.randint(6, 40, (2, 7))
+    lower = torch.ones(7, 7, dtype=torch.bool).tril().expand(2, 7, 7)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, attention=Attention.explicit(lower)), model(ids, attention=CAUSAL),
+                                   atol=1e-5, rtol=1e-5)
+        everything = torch.ones(2, 7, 7, dtype=torch.bool)
+        torch.testing.assert_close(model(ids, attention=Attention.explicit(everything)),
+                                   model(ids, attention=BIDIRECTIONAL), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="does not fit"):
+        model(ids[:, :5], attention=Attention.explicit(lower))
+
+
+def test_attention_values_are_checked():
+    with pytest.raises(ValueError, match="choose one of"):
+        Attention("sideways")
+    with pytest.raises(ValueError, match="prefix_lengths"):
+        Attention("prefix")
+    with pytest.raises(ValueError, match="bool mask"):
+        Attention.explicit(torch.ones(2, 3, 3))
+    assert Attention.named("causal") is CAUSAL and Attention.named("bidirectional") is BIDIRECTIONAL
+    with pytest.raises(ValueError, match="cannot be named"):
+        Attention.named("prefix")

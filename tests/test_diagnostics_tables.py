@@ -12,6 +12,7 @@ from diagnostics.run import pair_contexts
 from diagnostics.scoring import Scorer, choose_candidates, ordinary_tokens
 from diagnostics.sentences import Pair
 from diagnostics.tables import ar_pair_joint, mlm_pair_tables, pseudo_log_likelihood
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import ModelConfig, Transformer
 
 V, MASK, CLS = 12, 4, 2
@@ -32,10 +33,11 @@ def close(got, expected):
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=0)
 
 
-def masked_log_probs(model: Transformer, ids: list[int], position: int, causal: bool = False) -> torch.Tensor:
+def masked_log_probs(model: Transformer, ids: list[int], position: int,
+                     attention: Attention = BIDIRECTIONAL) -> torch.Tensor:
     """The model's distribution at `position` over the ordinary tokens, computed directly."""
     with torch.no_grad():
-        logits = model.logits(model(torch.tensor([ids]), causal=causal))[0, position].double()
+        logits = model.logits(model(torch.tensor([ids]), attention=attention))[0, position].double()
     return logits[ORDINARY].log_softmax(-1)  # indexed by ordinary token id - 6
 
 
@@ -91,7 +93,7 @@ class JointOracle:
     def __init__(self, log_p: torch.Tensor) -> None:
         self.log_p = log_p  # (6, 6) over ordinary ids 6..11
 
-    def logits_at(self, input_ids, positions, candidates=None, *, causal=False):
+    def logits_at(self, input_ids, positions, candidates=None, *, attention=BIDIRECTIONAL):
         rows = []
         for ids, position in zip(input_ids.tolist(), positions.tolist()):
             other = ids[3 - position]
@@ -127,7 +129,7 @@ def test_a_model_with_compatible_conditionals_gets_its_joint_back():
 def test_ar_joint_is_the_normalised_sentence_probability():
     model = tiny_model(3)
     scorer = Scorer(model, batch_size=7)
-    logits = scorer.sequence_logits(torch.tensor(SENTENCE), causal=True)
+    logits = scorer.sequence_logits(torch.tensor(SENTENCE), attention=CAUSAL)
     for pair in (Pair(0, 2, 4, "random"), Pair(0, 3, 5, "random"), Pair(0, 1, 2, "contiguous")):
         check_ar_joint(model, scorer, logits, pair)
     # The gold sentence, K sentences once (factors through j and the distribution at j), then K^2 for the tail.
@@ -142,7 +144,7 @@ def check_ar_joint(model, scorer, logits, pair):
     for a, b in itertools.product(range(6, V), repeat=2):
         ids = replaced(SENTENCE, **{f"p{pair.i}": a, f"p{pair.j}": b})
         with torch.no_grad():
-            log_probs = model.logits(model(torch.tensor([ids]), causal=True))[0].double().log_softmax(-1)
+            log_probs = model.logits(model(torch.tensor([ids]), attention=CAUSAL))[0].double().log_softmax(-1)
         scores[a, b] = sum(log_probs[t - 1, ids[t]].item() for t in range(1, len(ids)))
     total = math.log(sum(math.exp(s) for s in scores.values()))
     for ai, a in enumerate(joint.cand_i[0].tolist()):
@@ -156,7 +158,7 @@ def test_pseudo_log_likelihood_masks_one_position_at_a_time():
     for t in range(1, len(SENTENCE)):
         with torch.no_grad():
             ids = replaced(SENTENCE, **{f"p{t}": MASK})
-            full = model.logits(model(torch.tensor([ids]), causal=False))[0, t].double().log_softmax(-1)
+            full = model.logits(model(torch.tensor([ids]), attention=BIDIRECTIONAL))[0, t].double().log_softmax(-1)
         assert got[t - 1].item() == pytest.approx(full[SENTENCE[t]].item(), abs=2e-5)
 
 
@@ -190,7 +192,7 @@ def test_prefix_context_gives_the_exact_ar_joint_of_the_cut_sentence_and_its_gap
         for a, b in itertools.product(range(6, V), repeat=2):
             filled = replaced(ids, **{f"p{pair.i}": a, f"p{pair.j}": b})
             with torch.no_grad():
-                log_probs = model.logits(model(torch.tensor([filled]), causal=True))[0].double().log_softmax(-1)
+                log_probs = model.logits(model(torch.tensor([filled]), attention=CAUSAL))[0].double().log_softmax(-1)
             scores[a - 6, b - 6] = sum(log_probs[t - 1, filled[t]] for t in range(1, len(filled)))
         log_p = scores - scores.logsumexp((0, 1))
         a, b = ids[pair.i] - 6, ids[pair.j] - 6

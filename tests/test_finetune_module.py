@@ -17,7 +17,8 @@ NER = {"name": "conll2003", "kind": "tagging", "labels": list(CONLL2003_TAGS), "
 
 def module(task=RTE, mode="full", causal=False, pooling="first") -> FinetuneModule:
     torch.manual_seed(0)
-    settings = {"mode": mode, "causal": causal, "pooling": pooling, "head_dropout": 0.0, "feature_layers": 4}
+    settings = {"mode": mode, "attention": "causal" if causal else "bidirectional", "pooling": pooling,
+                "head_dropout": 0.0, "feature_layers": 4}
     return FinetuneModule(TINY, task, settings, OPTIM).eval()
 
 

@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from finetune.run import check_overrides, run_finetune, trained_max_length
+from objectives.mlm import MaskedLM
 from training.pretrained import Pretrained, load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +145,7 @@ def test_bad_fine_tuning_commands_name_the_fix(tmp_path, tiny_pretrained):
 
 @pytest.mark.parametrize("trained,requested,used", [(64, 128, 64), (64, 48, 48), (None, 128, 128)])
 def test_inputs_are_cut_to_the_positions_pretraining_trained(trained, requested, used, caplog):
-    pretrained = Pretrained(Path("x.ckpt"), {}, {}, "MaskedLM", False, "{}", {}, trained_length=trained)
+    pretrained = Pretrained(Path("x.ckpt"), {}, {}, MaskedLM, "{}", {}, trained_length=trained)
     assert trained_max_length(requested, pretrained) == used
     assert ("exceeds the 64 positions" in caplog.text) == (requested > 64 and trained == 64)
     assert ("does not record its pretraining block size" in caplog.text) == (trained is None)

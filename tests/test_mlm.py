@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.base import IGNORE_INDEX
 from objectives.mlm import MaskedLM
@@ -106,7 +107,7 @@ def test_sparse_head_equals_dense_head_and_never_builds_full_logits(vocab, monke
     monkeypatch.undo()
 
     corrupted, labels = objective.corrupt(ids, torch.Generator().manual_seed(9))
-    dense_logits = model.logits(model(corrupted, causal=False))  # B x T x V
+    dense_logits = model.logits(model(corrupted, attention=BIDIRECTIONAL))  # B x T x V
     dense = F.cross_entropy(dense_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(out.loss, dense)
     n_selected = int((labels != IGNORE_INDEX).sum())

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.mlm_nsp import MaskedLMWithNSP
 from tests.conftest import make_vocabulary
@@ -26,7 +27,7 @@ def test_loss_is_the_weighted_sum_of_mlm_and_nsp():
     torch.testing.assert_close(out.loss, 0.5 * mlm + 2.0 * nsp)
     torch.testing.assert_close(mlm, out.lm_nll_sum / out.predicted_tokens)
     corrupted, _ = objective.corrupt(batch["input_ids"], torch.Generator().manual_seed(1))
-    hidden = model(corrupted, causal=False, attention_mask=batch["attention_mask"],
+    hidden = model(corrupted, attention=BIDIRECTIONAL, attention_mask=batch["attention_mask"],
                    token_type_ids=batch["token_type_ids"])
     torch.testing.assert_close(nsp, F.cross_entropy(objective.nsp_head(hidden[:, 0]), batch["nsp_labels"]))
     assert 0.0 <= float(out.extras["nsp_acc"][0]) <= 1.0 and out.extras["nsp_acc"][1] == 4

@@ -17,8 +17,10 @@ import torch
 from hydra.utils import instantiate
 
 import train
+from diagnostics.methods import scoring_method
 from diagnostics.run import evaluate_config, run_diagnostics
 from finetune.run import run_finetune
+from models.attention import Attention
 from models.backbone import Transformer
 from objectives.base import LossOutput, Objective
 from tests.conftest import REPO, tiny_config
@@ -52,7 +54,9 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     cfg = tiny_config(tmp_path, cache_dir, f"objective={name}")
     objective = instantiate(cfg.objective)
     assert isinstance(objective, Objective)
-    assert isinstance(objective.causal, bool) and objective.val_loss_kind in ("next_token", "masked_token")
+    assert objective.val_loss_kind in ("next_token", "masked_token")
+    Attention.named(objective.finetune_attention)  # a pattern fine-tuning and diagnostics can run
+    scoring_method(type(objective))  # a scoring method the diagnostics implement
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
     objective.set_vocabulary(datamodule.vocabulary)

@@ -26,11 +26,12 @@ def save_checkpoint(path, objective="ar", config=CONFIG, **changes):
     return path
 
 
-@pytest.mark.parametrize("objective, causal", [("ar", True), ("mlm", False)])
-def test_a_checkpoint_brings_config_tokenizer_and_attention_mode(tmp_path, objective, causal):
+@pytest.mark.parametrize("objective, attention", [("ar", "causal"), ("mlm", "bidirectional")])
+def test_a_checkpoint_brings_config_tokenizer_and_attention_mode(tmp_path, objective, attention):
     path = save_checkpoint(tmp_path / "ckpt", objective)
     loaded = load_pretrained(path)
-    assert loaded.causal is causal and loaded.model == asdict(CONFIG)
+    assert loaded.objective_class.finetune_attention == attention and loaded.model == asdict(CONFIG)
+    assert loaded.summary()["attention"] == attention
     assert loaded.tokenizer_json and loaded.objective_name in ("AutoregressiveLM", "MaskedLM")
     backbone = Transformer(ModelConfig(**loaded.model))
     load_weights(backbone, loaded.weights, path)

@@ -11,6 +11,7 @@ from diagnostics.representations import (
     self_similarity,
     sentence_shift,
 )
+from models.attention import BIDIRECTIONAL, CAUSAL
 from models.backbone import ModelConfig, Transformer
 
 
@@ -45,12 +46,12 @@ def test_representation_shift_is_one_without_masks_and_drops_with_them():
     ids = torch.randint(6, 30, (4, 12), generator=torch.Generator().manual_seed(1))
     can_mask = torch.ones_like(ids, dtype=torch.bool)
     can_mask[:, 0] = False
-    none = representation_shift(model, ids, causal=False, mask_id=4, rate=0.0, can_mask=can_mask)
+    none = representation_shift(model, ids, attention=BIDIRECTIONAL, mask_id=4, rate=0.0, can_mask=can_mask)
     assert len(none) == 2 and all(layer["cosine"] == pytest.approx(1.0) for layer in none)
-    shifted = representation_shift(model, ids, causal=False, mask_id=4, rate=0.4, can_mask=can_mask)
+    shifted = representation_shift(model, ids, attention=BIDIRECTIONAL, mask_id=4, rate=0.4, can_mask=can_mask)
     assert all(layer["cosine"] < 0.999 and layer["cka"] < 0.999 for layer in shifted)
     with pytest.raises(ValueError, match="must be in"):
-        representation_shift(model, ids, causal=False, mask_id=4, rate=1.0, can_mask=can_mask)
+        representation_shift(model, ids, attention=BIDIRECTIONAL, mask_id=4, rate=1.0, can_mask=can_mask)
 
 
 def test_sentence_shift_pools_sentences_of_different_lengths():
@@ -58,15 +59,15 @@ def test_sentence_shift_pools_sentences_of_different_lengths():
     g = torch.Generator().manual_seed(3)
     sentences = [[2, *torch.randint(6, 30, (n,), generator=g).tolist()] for n in (5, 9, 12, 7)]
     assert all(layer["cosine"] == pytest.approx(1.0) and layer["cka"] == pytest.approx(1.0)
-               for layer in sentence_shift(model, sentences, causal=False, mask_id=4, rate=1e-9))
-    shifted = sentence_shift(model, sentences, causal=False, mask_id=4, rate=0.4)
+               for layer in sentence_shift(model, sentences, attention=BIDIRECTIONAL, mask_id=4, rate=1e-9))
+    shifted = sentence_shift(model, sentences, attention=BIDIRECTIONAL, mask_id=4, rate=0.4)
     assert len(shifted) == 2 and all(layer["cosine"] < 0.999 for layer in shifted)
     # One sentence alone: the same figures as the batched function with the same mask draw.
     ids = torch.tensor([sentences[1]])
     can_mask = torch.ones_like(ids, dtype=torch.bool)
     can_mask[:, 0] = False
-    assert sentence_shift(model, [sentences[1]], causal=False, mask_id=4, rate=0.4, seed=5) == \
-        representation_shift(model, ids, causal=False, mask_id=4, rate=0.4, can_mask=can_mask, seed=5)
+    assert sentence_shift(model, [sentences[1]], attention=BIDIRECTIONAL, mask_id=4, rate=0.4, seed=5) == \
+        representation_shift(model, ids, attention=BIDIRECTIONAL, mask_id=4, rate=0.4, can_mask=can_mask, seed=5)
 
 
 def test_causal_states_before_the_first_mask_do_not_move():
@@ -76,12 +77,12 @@ def test_causal_states_before_the_first_mask_do_not_move():
     can_mask[:, 6:] = True  # only the tail may be masked: the causal prefix cannot see it
     only_prefix = can_mask.clone()
     only_prefix[:, 6:] = False
-    clean = model.layer_states(ids, causal=True)
+    clean = model.layer_states(ids, attention=CAUSAL)
     masked_ids = ids.masked_fill(can_mask, 4)
-    masked = model.layer_states(masked_ids, causal=True)
+    masked = model.layer_states(masked_ids, attention=CAUSAL)
     for a, b in zip(clean, masked):
         torch.testing.assert_close(a[:, :6], b[:, :6])
-    shift = representation_shift(model, ids, causal=True, mask_id=4, rate=0.9, can_mask=can_mask)
+    shift = representation_shift(model, ids, attention=CAUSAL, mask_id=4, rate=0.9, can_mask=can_mask)
     assert all(0 < layer["cosine"] <= 1 for layer in shift)
 
 
@@ -140,7 +141,7 @@ def test_embedding_geometry_reports_every_layer():
     model = tiny_model()
     g = torch.Generator().manual_seed(5)
     sentences = [[2, *torch.randint(6, 12, (8,), generator=g).tolist()] for _ in range(12)]  # repeated types
-    layers = embedding_geometry(model, sentences, causal=False)
+    layers = embedding_geometry(model, sentences, attention=BIDIRECTIONAL)
     assert len(layers) == 2
     for layer in layers:
         assert set(layer) == {"anisotropy_raw", "anisotropy_centred", "anisotropy_standardised",

@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import train
 import training.setup
 from common.vocabulary import Vocabulary
+from models.attention import BIDIRECTIONAL
 from tests.conftest import tiny_config
 from training.lit_module import PretrainModule
 
@@ -92,10 +93,10 @@ def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cac
     module.load_state_dict(checkpoint["state_dict"])  # strict: every tensor has a home
     ids = torch.randint(6, module.model.config.vocab_size, (2, 16))
     module.eval()
-    expected = module.model.logits(module.model(ids, causal=False))
+    expected = module.model.logits(module.model(ids, attention=BIDIRECTIONAL))
     reloaded = PretrainModule.load_from_checkpoint(summary["last_checkpoint"], map_location="cpu", weights_only=True)
     reloaded.eval()
-    torch.testing.assert_close(reloaded.model.logits(reloaded.model(ids, causal=False)), expected)
+    torch.testing.assert_close(reloaded.model.logits(reloaded.model(ids, attention=BIDIRECTIONAL)), expected)
 
 
 def test_resume_continues_from_the_saved_step(tmp_path, cache_dir):

@@ -20,17 +20,21 @@ class Pretrained:
     path: Path
     model: dict[str, Any]  # ModelConfig fields
     objective: dict[str, Any]  # the objective's config, with its _target_
-    objective_name: str
-    causal: bool  # the attention mode the backbone was pretrained with
+    objective_class: type[Objective]  # asked how the backbone attends downstream and how it is scored
     tokenizer_json: str
     weights: dict[str, Tensor]  # backbone state dict
     # The longest input pretraining fed (its block size): positions beyond it were never trained. None for
     # checkpoints written before armlm recorded it.
     trained_length: int | None = None
 
+    @property
+    def objective_name(self) -> str:
+        return self.objective_class.__name__
+
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": str(self.path), "objective": self.objective_name,
-                "causal": self.causal, "model": self.model, "trained_length": self.trained_length}
+                "attention": self.objective_class.finetune_attention, "model": self.model,
+                "trained_length": self.trained_length}
 
 
 def load_pretrained(path: str | Path) -> Pretrained:
@@ -49,9 +53,8 @@ def load_pretrained(path: str | Path) -> Pretrained:
         raise ValueError(f"{ckpt_path}: model config keys {unknown} are unknown to this version of armlm; "
                          "fine-tune with the armlm version that wrote the checkpoint")
     objective = objective_class(hparams["objective"], ckpt_path)
-    return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), objective.__name__,
-                      bool(objective.causal), ckpt["tokenizer_json"], backbone_weights(ckpt),
-                      ckpt.get("trained_length"))
+    return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), objective,
+                      ckpt["tokenizer_json"], backbone_weights(ckpt), ckpt.get("trained_length"))
 
 
 def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:

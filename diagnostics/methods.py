@@ -1,0 +1,65 @@
+"""How a checkpoint is scored, chosen by its objective class's `scoring` (objectives.base), never by the
+objective's name or its attention: the pair joints, the joint the independence gap is read from, the
+sequence score, and what an exact pair joint costs inside a whole sentence.
+
+    chain_rule     left-to-right factors (AR): exact pair joints, log-likelihood and perplexity
+    conditionals   each token given all the others (MLM): the joint constructions, pseudo-log-likelihood
+
+A new objective whose checkpoints are scored another way gets a ScoringMethod here and names it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+from torch import Tensor
+
+from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
+from diagnostics.scoring import Scorer
+from diagnostics.sentences import Pair
+from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
+from objectives.base import Objective
+
+
+@dataclass(frozen=True)
+class ScoringMethod:
+    name: str
+    # (scorer, sentences, pairs, mask_id, ordinary tokens, K or None for exact, evaluate config, given candidates)
+    pairwise: Callable[[Scorer, list[list[int]], list[Pair], int, Tensor, int | None, DictConfig,
+                        list[Candidates] | None], PairwiseResult]
+    headline_joint: str  # the joint the independence gap is read from
+    sequence: Callable[[Scorer, list[int], int], Tensor]  # per-token log scores of one sentence (scorer, ids, mask_id)
+    sequence_name: str  # what the summed scores are
+    perplexity_name: str  # exp(-mean score): perplexity and pseudo-perplexity are different quantities
+    exact_sentence_passes: Callable[[int], int]  # forward passes of an exact pair joint in a whole sentence, of V
+
+
+def _chain_rule_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
+                      k: int | None, cfg: DictConfig, given: list[Candidates] | None) -> PairwiseResult:
+    return ar_pairwise(scorer, sentences, pairs, ordinary, k, given=given)
+
+
+def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
+                       k: int | None, cfg: DictConfig, given: list[Candidates] | None) -> PairwiseResult:
+    return mlm_pairwise(scorer, sentences, pairs, mask_id, ordinary, k, ag_tol=cfg.ag.tol, ag_max_iter=cfg.ag.max_iter,
+                        given=given)
+
+
+METHODS = {
+    "chain_rule": ScoringMethod(
+        "chain_rule", _chain_rule_pairs, "ar_exact", lambda scorer, ids, mask_id: ar_log_likelihood(scorer, ids),
+        "log_likelihood", "ppl", exact_sentence_passes=lambda v: v * v),  # a pass per (a, b) for the tokens after j
+    "conditionals": ScoringMethod(
+        "conditionals", _conditional_pairs, "ag", pseudo_log_likelihood, "pseudo_log_likelihood", "pseudo_ppl",
+        exact_sentence_passes=lambda v: 2 * v),  # one unary table per position
+}
+
+
+def scoring_method(objective: type[Objective]) -> ScoringMethod:
+    method = METHODS.get(getattr(objective, "scoring", None))
+    if method is None:
+        raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, which the "
+                         f"diagnostics do not implement ({sorted(METHODS)}); add its ScoringMethod to "
+                         "diagnostics/methods.py")
+    return method

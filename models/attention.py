@@ -1,0 +1,82 @@
+"""How each query position may attend: one value handed to the backbone per call, turned into SDPA's
+arguments in one place.
+
+    CAUSAL                    every position sees itself and the positions before it
+    BIDIRECTIONAL             every position sees every (non-padding) position
+    Attention.prefix(n)       row i: bidirectional inside its first n[i] positions, causal after (prefix LM)
+    Attention.explicit(m)     m (B, T, T) bool, True where query t may attend to key s (any other pattern)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+KINDS = ("causal", "bidirectional", "prefix", "mask")
+STATIC_KINDS = ("causal", "bidirectional")  # the ones that need no per-input tensor (fine-tuning, diagnostics)
+
+
+@dataclass(frozen=True, eq=False)
+class Attention:
+    kind: str
+    prefix_lengths: Tensor | None = None  # (B,) for kind "prefix"
+    allowed: Tensor | None = None  # (B, T, T) bool for kind "mask"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"attention kind {self.kind!r}; choose one of {KINDS}")
+        if (self.kind == "prefix") != (self.prefix_lengths is not None):
+            raise ValueError("prefix attention needs prefix_lengths (B,), and only prefix attention takes them")
+        if (self.kind == "mask") != (self.allowed is not None):
+            raise ValueError("an explicit attention mask needs `allowed` (B, T, T), and only it takes one")
+        if self.allowed is not None and (self.allowed.dtype != torch.bool or self.allowed.dim() != 3):
+            raise ValueError(f"explicit attention takes a (B, T, T) bool mask, got {self.allowed.dtype} "
+                             f"{tuple(self.allowed.shape)}")
+
+    @staticmethod
+    def named(kind: str) -> Attention:
+        """CAUSAL or BIDIRECTIONAL from their names, as plain-dict settings and configs store them."""
+        if kind not in STATIC_KINDS:
+            raise ValueError(f"attention {kind!r} cannot be named in a setting; choose one of {STATIC_KINDS}")
+        return CAUSAL if kind == "causal" else BIDIRECTIONAL
+
+    @staticmethod
+    def prefix(lengths: Tensor) -> Attention:
+        return Attention("prefix", prefix_lengths=lengths)
+
+    @staticmethod
+    def explicit(allowed: Tensor) -> Attention:
+        return Attention("mask", allowed=allowed)
+
+
+CAUSAL = Attention("causal")
+BIDIRECTIONAL = Attention("bidirectional")
+
+
+def sdpa_arguments(attention: Attention, padding: Tensor | None, length: int,
+                   device: torch.device) -> tuple[Tensor | None, bool]:
+    """(attn_mask, is_causal) for F.scaled_dot_product_attention. Causal or bidirectional attention without
+    padding needs no dense mask, so SDPA keeps its fastest kernels; otherwise one boolean (B, 1, T, T) mask
+    (True = may attend) folds in everything, and is_causal is never passed with it.
+
+    `padding`: (B, T), 1 for real tokens and 0 for padding (keys at padding are never attended)."""
+    if attention.kind in STATIC_KINDS and padding is None:
+        return None, attention.kind == "causal"
+    positions = torch.arange(length, device=device)
+    if attention.kind == "causal":
+        allowed = (positions[None, :] <= positions[:, None])[None]  # (1, T, T)
+    elif attention.kind == "prefix":
+        lengths = attention.prefix_lengths.to(device)[:, None, None]  # (B, 1, 1)
+        allowed = (positions[None, :] <= positions[:, None])[None] | (positions[None, None, :] < lengths)
+    elif attention.kind == "mask":
+        if attention.allowed.shape[-2:] != (length, length):
+            raise ValueError(f"explicit attention mask {tuple(attention.allowed.shape)} does not fit "
+                             f"{length}-token inputs")
+        allowed = attention.allowed.to(device)
+    else:
+        allowed = torch.ones(1, 1, 1, dtype=torch.bool, device=device)
+    if padding is not None:
+        allowed = allowed & padding.bool()[:, None, :]  # keys at padding: (B, 1, T)
+    return allowed[:, None], False  # broadcast over heads
