@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("checkpoint")
     parser.add_argument("--ks", type=int, nargs="+", default=[10, 25, 50, 100])
     parser.add_argument("--pairs", type=int, default=50)
-    parser.add_argument("--no-exact", action="store_true", help="MLM: use the largest K as the reference")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="use the largest K as the reference, not the exact mode")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)  # evaluate.yaml overrides follow --
     args = parser.parse_args(argv[:split])
@@ -35,7 +36,8 @@ def main() -> None:
     s = setup(cfg)
     ks: list[int | None] = sorted(args.ks)
     vocab = s.model.config.vocab_size
-    exact_affordable = cfg.pair_context == "prefix" or s.method.exact_sentence_passes(vocab) <= MAX_EXACT_PASSES
+    passes = s.method.exact_prefix_passes if cfg.pair_context == "prefix" else s.method.exact_sentence_passes
+    exact_affordable = passes(vocab) <= MAX_EXACT_PASSES
     if exact_affordable and not args.no_exact:
         ks.append(None)  # the exact mode, last
     reference = ks[-1]

@@ -32,7 +32,10 @@ class ScoringMethod:
     sequence: Callable[[Scorer, list[int], int], Tensor]  # per-token log scores of one sentence (scorer, ids, mask_id)
     sequence_name: str  # what the summed scores are
     perplexity_name: str  # exp(-mean score): perplexity and pseudo-perplexity are different quantities
-    exact_sentence_passes: Callable[[int], int]  # forward passes of an exact pair joint in a whole sentence, of V
+    # Forward passes of an exact pair joint (every ordinary token a candidate), as a function of V: inside the
+    # whole sentence, and in the sentence cut after the pair (pair_context=prefix).
+    exact_sentence_passes: Callable[[int], int]
+    exact_prefix_passes: Callable[[int], int]
 
 
 def _chain_rule_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
@@ -49,10 +52,11 @@ def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[P
 METHODS = {
     "chain_rule": ScoringMethod(
         "chain_rule", _chain_rule_pairs, "ar_exact", lambda scorer, ids, mask_id: ar_log_likelihood(scorer, ids),
-        "log_likelihood", "ppl", exact_sentence_passes=lambda v: v * v),  # a pass per (a, b) for the tokens after j
+        # inside a sentence a pass per (a, b) for the tokens after j; in the prefix one per a
+        "log_likelihood", "ppl", exact_sentence_passes=lambda v: v * v, exact_prefix_passes=lambda v: v),
     "conditionals": ScoringMethod(
         "conditionals", _conditional_pairs, "ag", pseudo_log_likelihood, "pseudo_log_likelihood", "pseudo_ppl",
-        exact_sentence_passes=lambda v: 2 * v),  # one unary table per position
+        exact_sentence_passes=lambda v: 2 * v, exact_prefix_passes=lambda v: 2 * v),  # a unary table per position
 }
 
 

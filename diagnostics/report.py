@@ -64,9 +64,18 @@ def representations_markdown(part: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+PERPLEXITY_LABELS = {"ppl": "perplexity", "pseudo_ppl": "pseudo-perplexity"}
+
+
+def perplexity_kind(sequence: dict[str, Any]) -> str:
+    """Which perplexity the sequence scores hold (reports written before they said so hold ppl or pseudo_ppl)."""
+    return sequence.get("perplexity_kind") or ("ppl" if "ppl" in sequence else "pseudo_ppl")
+
+
 def independence_markdown(report: dict[str, Any]) -> list[str]:
     seq = report["sequence"]
-    seq_line = (f"perplexity {seq['ppl']:.2f}" if "ppl" in seq else f"pseudo-perplexity {seq['pseudo_ppl']:.2f}")
+    kind = perplexity_kind(seq)
+    seq_line = f"{PERPLEXITY_LABELS.get(kind, kind)} {seq[kind]:.2f}"
     k = report["candidates"]
     candidates = f"those of {report['candidates_from']}" if report.get("candidates_from") else (k or "all (exact)")
     context = ("each pair's sentence cut after its second token" if report.get("pair_context") == "prefix"
@@ -116,9 +125,8 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
     if "sequence" not in report:
         return
     seq = report["sequence"]
-    for name in ("ppl", "pseudo_ppl"):
-        if name in seq:
-            yield f"diagnostics/sequence/{name}", seq[name], 0
+    kind = perplexity_kind(seq)
+    yield f"diagnostics/sequence/{kind}", seq[kind], 0
     for kind, part in report["pairwise"].items():
         prefix = f"diagnostics/{kind}"
         headline = part["rows"][part["headline_joint"]]

@@ -69,13 +69,18 @@ MAX_EXACT_PASSES = 100_000
 
 
 def check_affordable(cfg: DictConfig, method: ScoringMethod, vocab_size: int) -> None:
-    """An exact pair joint inside a whole sentence can cost V^2 passes (the chain rule needs one per (a, b)
-    for the tokens after j): refuse what would take days."""
-    passes = method.exact_sentence_passes(vocab_size)
-    if cfg.independence and cfg.candidates is None and cfg.pair_context == "sentence" and passes > MAX_EXACT_PASSES:
-        raise ValueError(f"candidates=null with pair_context=sentence: a {method.name} exact joint needs {passes:,} "
-                         "forward passes per pair; use pair_context=prefix (V passes per pair, exact) or "
-                         "candidates=K (restricted, not comparable across checkpoints)")
+    """An exact pair joint can cost V^2 passes (the chain rule inside a whole sentence needs one per (a, b)
+    for the tokens after j): refuse what would take days, and say what is affordable."""
+    if not cfg.independence or cfg.candidates is not None:
+        return
+    sentence, prefix = method.exact_sentence_passes(vocab_size), method.exact_prefix_passes(vocab_size)
+    passes = sentence if cfg.pair_context == "sentence" else prefix
+    if passes > MAX_EXACT_PASSES:
+        cheaper = (f"pair_context=prefix ({prefix:,} passes per pair, exact) or "
+                   if cfg.pair_context == "sentence" and prefix <= MAX_EXACT_PASSES else "")
+        raise ValueError(f"candidates=null with pair_context={cfg.pair_context}: a {method.name} exact joint at "
+                         f"V = {vocab_size:,} needs {passes:,} forward passes per pair; use {cheaper}candidates=K "
+                         "(restricted, not comparable across checkpoints)")
 
 
 def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringMethod, mask_id: int) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringM
         total += scores.sum().item()
         tokens += len(scores)
     return {"sentences": len(sentences), "tokens": tokens, method.sequence_name: total,
-            method.perplexity_name: math.exp(-total / tokens)}
+            method.perplexity_name: math.exp(-total / tokens), "perplexity_kind": method.perplexity_name}
 
 
 def load_model(path: str, device: str) -> tuple[Transformer, Pretrained, Tokenizer]:

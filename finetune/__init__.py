@@ -1,1 +1,1 @@
-"""Fine-tuning pretrained armlm backbones on GLUE and CoNLL-2003: checkpoint loading, the module, the run."""
+"""Fine-tuning pretrained armlm backbones on GLUE and CoNLL-2003: the module, its metrics, the run."""

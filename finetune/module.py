@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
-from models.attention import CAUSAL, Attention
+from models.attention import Attention
 from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
 from training.optim import adamw_with_schedule, fused_adamw_allowed
@@ -49,7 +49,7 @@ class FinetuneModule(L.LightningModule):
             raise ValueError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
-        if self.attention is CAUSAL and self.pooling == "first" and self.info.kind != "tagging":
+        if self.attention.kind == "causal" and self.pooling == "first" and self.info.kind != "tagging":
             raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
                              "use pooling=last or mean, or finetune.attention=bidirectional")
         self.backbone = Transformer(ModelConfig(**model))

@@ -113,6 +113,19 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
     return round(value, 6) if value == value and abs(value) != float("inf") else None
 
 
+def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
+    """Checkpoints written before attention was a value said `causal: bool` where they now name the attention."""
+    renamed = {}
+    settings, pretrained = saved.get("settings") or {}, saved.get("pretrained") or {}
+    if "causal" in settings:
+        renamed["settings"] = {**{k: v for k, v in settings.items() if k != "causal"},
+                               "attention": "causal" if settings["causal"] else "bidirectional"}
+    if "causal" in pretrained:
+        renamed["pretrained"] = {**{k: v for k, v in pretrained.items() if k != "causal"},
+                                 "finetune_attention": "causal" if pretrained["causal"] else "bidirectional"}
+    return renamed
+
+
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
     end); the checkpoint must come from the same task, settings, model, optimiser and seed."""
@@ -121,7 +134,7 @@ def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
         raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")
     keys = ("model", "task", "settings", "optim", "pretrained", "seed")
-    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
+    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys} | older_keys(saved))
     if differing:
         raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")

@@ -34,6 +34,16 @@ class Attention:
         if self.allowed is not None and (self.allowed.dtype != torch.bool or self.allowed.dim() != 3):
             raise ValueError(f"explicit attention takes a (B, T, T) bool mask, got {self.allowed.dtype} "
                              f"{tuple(self.allowed.shape)}")
+        lengths = self.prefix_lengths
+        if lengths is not None and (lengths.dim() != 1 or lengths.dtype.is_floating_point or bool((lengths < 0).any())):
+            raise ValueError(f"prefix attention takes one non-negative integer length per row, (B,), got "
+                             f"{lengths.dtype} {tuple(lengths.shape)}")
+
+    def rows(self) -> int | None:
+        """The batch size the pattern is for (None: any)."""
+        if self.kind == "prefix":
+            return self.prefix_lengths.shape[0]
+        return self.allowed.shape[0] if self.kind == "mask" else None
 
     @staticmethod
     def named(kind: str) -> Attention:
@@ -43,8 +53,8 @@ class Attention:
         return CAUSAL if kind == "causal" else BIDIRECTIONAL
 
     @staticmethod
-    def prefix(lengths: Tensor) -> Attention:
-        return Attention("prefix", prefix_lengths=lengths)
+    def prefix(lengths: Tensor | list[int]) -> Attention:
+        return Attention("prefix", prefix_lengths=torch.as_tensor(lengths))
 
     @staticmethod
     def explicit(allowed: Tensor) -> Attention:
@@ -55,15 +65,19 @@ CAUSAL = Attention("causal")
 BIDIRECTIONAL = Attention("bidirectional")
 
 
-def sdpa_arguments(attention: Attention, padding: Tensor | None, length: int,
+def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, length: int,
                    device: torch.device) -> tuple[Tensor | None, bool]:
     """(attn_mask, is_causal) for F.scaled_dot_product_attention. Causal or bidirectional attention without
-    padding needs no dense mask, so SDPA keeps its fastest kernels; otherwise one boolean (B, 1, T, T) mask
-    (True = may attend) folds in everything, and is_causal is never passed with it.
+    padding needs no dense mask, so SDPA keeps its fastest kernels; otherwise one boolean mask (True = may
+    attend; (B, 1, T, T), or (B, 1, 1, T) for bidirectional attention over padding) folds in everything, and
+    is_causal is never passed with it. A query left with nothing to attend to (a padding position under
+    left padding, or an explicit mask's empty row) attends to itself, so no row becomes NaN.
 
     `padding`: (B, T), 1 for real tokens and 0 for padding (keys at padding are never attended)."""
     if attention.kind in STATIC_KINDS and padding is None:
         return None, attention.kind == "causal"
+    if attention.rows() not in (None, batch):
+        raise ValueError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
     positions = torch.arange(length, device=device)
     if attention.kind == "causal":
         allowed = (positions[None, :] <= positions[:, None])[None]  # (1, T, T)
@@ -79,4 +93,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, length: int,
         allowed = torch.ones(1, 1, 1, dtype=torch.bool, device=device)
     if padding is not None:
         allowed = allowed & padding.bool()[:, None, :]  # keys at padding: (B, 1, T)
+    if allowed.shape[-2] == length:  # per-query rows: none may be empty
+        itself = torch.eye(length, dtype=torch.bool, device=device)
+        allowed = allowed | (itself & ~allowed.any(-1, keepdim=True))
     return allowed[:, None], False  # broadcast over heads

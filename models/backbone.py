@@ -193,7 +193,7 @@ class Transformer(nn.Module):
             offset = offset + self.position_embedding.weight[:t]
         x = self.token_embedding(input_ids) + offset
         x = self.drop(self.embedding_norm(x))
-        mask, is_causal = sdpa_arguments(attention, attention_mask, t, input_ids.device)
+        mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], t, input_ids.device)
         states = []
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from models.attention import CAUSAL
 from models.backbone import Transformer
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 
 class AutoregressiveLM(Objective):
+    pretraining_attention = "causal"
     finetune_attention = "causal"
     scoring = "chain_rule"
     val_loss_kind = "next_token"  # every next token of the block, [EOD] included
@@ -17,9 +17,8 @@ class AutoregressiveLM(Objective):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         input_ids = batch["input_ids"]
         attention_mask = batch.get("attention_mask")
-        hidden = model(
-            input_ids, attention=CAUSAL, attention_mask=attention_mask, token_type_ids=batch.get("token_type_ids")
-        )
+        hidden = model(input_ids, attention=self.attention(batch), attention_mask=attention_mask,
+                       token_type_ids=batch.get("token_type_ids"))
         # Position t predicts token t + 1; the last position has no target inside the block.
         targets = input_ids[:, 1:]
         if attention_mask is not None:

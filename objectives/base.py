@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from common.vocabulary import IGNORE_INDEX, Vocabulary
+from models.attention import Attention
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
@@ -36,9 +37,11 @@ class Objective(nn.Module, ABC):
     of the model and the same backbone can be trained or evaluated under any objective.
     """
 
+    # How the backbone attends in pretraining: a models.attention kind ("causal", "bidirectional", "prefix",
+    # "mask"); `attention(batch)` gives the value `loss` runs the backbone with.
+    pretraining_attention: ClassVar[str]
     # How the backbone attends when this objective's checkpoint is fine-tuned (finetune.attention=pretrained)
-    # and diagnosed: "causal" or "bidirectional" (models.attention.STATIC_KINDS). In pretraining the objective
-    # passes its own attention to the backbone in `loss`, which may depend on the batch (a prefix LM's).
+    # and diagnosed: "causal" or "bidirectional" (models.attention.STATIC_KINDS).
     finetune_attention: ClassVar[str]
     # How diagnostics score its checkpoints (diagnostics.methods): "chain_rule" (left-to-right factors: exact
     # pair joints and likelihood) or "conditionals" (each token given all the others: the MLM joint
@@ -52,6 +55,11 @@ class Objective(nn.Module, ABC):
     # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
     # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
     val_loss_kind: ClassVar[str]
+
+    def attention(self, batch: Batch) -> Attention:
+        """The attention `loss` runs the backbone with. An objective whose pattern depends on the batch (a
+        prefix LM's prefix lengths) overrides this."""
+        return Attention.named(self.pretraining_attention)
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         """Receive corpus statistics (special ids, unigram counts) once the tokenizer exists."""

@@ -8,7 +8,6 @@ import torch
 from torch import Tensor
 
 from common.vocabulary import Vocabulary
-from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
@@ -25,6 +24,7 @@ class MaskedLM(Objective):
     with probabilities `mask_prob / random_prob / keep_prob`. Only selected positions carry a loss, and the
     vocabulary projection is computed only for them (never B x T x V logits)."""
 
+    pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
     scoring = "conditionals"
     val_loss_kind = "masked_token"  # the selected positions only (mask_rate of the inputs, some left visible)
@@ -106,7 +106,7 @@ class MaskedLM(Objective):
         positions = selected if also is None else selected | also
         states = model(
             corrupted,
-            attention=BIDIRECTIONAL,
+            attention=self.attention(batch),
             attention_mask=batch.get("attention_mask"),
             token_type_ids=batch.get("token_type_ids"),
             output_mask=positions,

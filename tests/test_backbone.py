@@ -137,14 +137,26 @@ def test_output_mask_returns_the_full_forwards_rows_with_gradients(norm, positio
             torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
 
 
-def brute_force_attention(model: Transformer, ids: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Hidden states with each query position attending exactly where allowed[b, t, s], by running every
-    row through SDPA with its own explicit float mask (-inf where not allowed)."""
-    bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+def allowed_by_definition(kind: str, lengths: list[int], padding: list[list[int]], t: int) -> torch.Tensor:
+    """allowed[b, q, k] written out from the definitions, one entry at a time: a key at padding is never
+    seen; causal sees k <= q; prefix sees k <= q or k inside row b's first lengths[b] tokens."""
+    allowed = torch.zeros(len(padding), t, t, dtype=torch.bool)
+    for b in range(len(padding)):
+        for q in range(t):
+            for k in range(t):
+                visible = {"causal": k <= q, "bidirectional": True, "prefix": k <= q or k < lengths[b]}[kind]
+                allowed[b, q, k] = visible and padding[b][k] == 1
+    return allowed
+
+
+def with_float_mask(model: Transformer, ids: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Hidden states when every layer's SDPA gets -inf where `allowed` is False (an additive float mask,
+    not the boolean one models.attention builds)."""
+    bias = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None]
     real = F.scaled_dot_product_attention
 
     def with_bias(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw):
-        return real(q, k, v, attn_mask=bias[:, None], dropout_p=dropout_p)
+        return real(q, k, v, attn_mask=bias, dropout_p=dropout_p)
 
     F.scaled_dot_product_attention = with_bias
     try:
@@ -153,15 +165,28 @@ def brute_force_attention(model: Transformer, ids: torch.Tensor, allowed: torch.
         F.scaled_dot_product_attention = real
 
 
+@pytest.mark.parametrize("kind", ["causal", "bidirectional", "prefix"])
+def test_each_pattern_with_padding_matches_its_definition(kind):
+    model = tiny_model().eval()
+    ids = torch.randint(6, 40, (3, 9))
+    lengths, padding = [0, 4, 9], [[1] * 9, [1] * 7 + [0] * 2, [1] * 5 + [0] * 4]
+    attention = Attention.prefix(lengths) if kind == "prefix" else Attention.named(kind)
+    expected = with_float_mask(model, ids, allowed_by_definition(kind, lengths, padding, 9))
+    with torch.no_grad():
+        got = model(ids, attention=attention, attention_mask=torch.tensor(padding))
+        explicit = model(ids, attention=Attention.explicit(allowed_by_definition(kind, lengths, [[1] * 9] * 3, 9)),
+                         attention_mask=torch.tensor(padding))
+    real = torch.tensor(padding).bool()
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
 def test_prefix_attention_is_bidirectional_inside_each_prefix_and_causal_after():
     model = tiny_model().eval()
     ids = torch.randint(6, 40, (3, 9))
     lengths = torch.tensor([0, 4, 9])
-    t = torch.arange(9)
-    allowed = (t[None, :] <= t[:, None])[None] | (t[None, None, :] < lengths[:, None, None])
     with torch.no_grad():
         prefix = model(ids, attention=Attention.prefix(lengths))
-        torch.testing.assert_close(prefix, brute_force_attention(model, ids, allowed), atol=1e-5, rtol=1e-5)
         # a prefix of 0 is causal attention, a whole-row prefix is bidirectional
         torch.testing.assert_close(prefix[0], model(ids[:1], attention=CAUSAL)[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(prefix[2], model(ids[2:], attention=BIDIRECTIONAL)[0], atol=1e-5, rtol=1e-5)
@@ -174,6 +199,18 @@ def test_prefix_attention_is_bidirectional_inside_each_prefix_and_causal_after()
         later = ids.clone()
         later[1, 6] = (later[1, 6] + 1 - 6) % 34 + 6
         torch.testing.assert_close(model(later, attention=Attention.prefix(lengths))[1, :6], prefix[1, :6])
+
+
+def test_a_query_with_nothing_to_attend_to_attends_to_itself_not_nan():
+    model = tiny_model().eval()
+    ids = torch.randint(6, 40, (1, 5))
+    left_padded = torch.tensor([[0, 0, 1, 1, 1]])  # causal: positions 0 and 1 see only padding
+    allowed = allowed_by_definition("causal", [0], left_padded.tolist(), 5)
+    allowed[0, 0, 0] = allowed[0, 1, 1] = True  # ... so each attends to itself
+    with torch.no_grad():
+        states = model(ids, attention=CAUSAL, attention_mask=left_padded)
+    assert torch.isfinite(states).all()
+    torch.testing.assert_close(states, with_float_mask(model, ids, allowed), atol=1e-5, rtol=1e-5)
 
 
 def test_an_explicit_mask_gives_what_the_named_patterns_give():
@@ -197,6 +234,12 @@ def test_attention_values_are_checked():
         Attention("prefix")
     with pytest.raises(ValueError, match="bool mask"):
         Attention.explicit(torch.ones(2, 3, 3))
+    with pytest.raises(ValueError, match="one non-negative integer length per row"):
+        Attention.prefix(torch.tensor([[2], [3]]))
+    with pytest.raises(ValueError, match="one non-negative integer length per row"):
+        Attention.prefix([1.5, 2.0])
+    with pytest.raises(ValueError, match="the batch has 2"):
+        tiny_model()(torch.randint(6, 40, (2, 5)), attention=Attention.prefix([1, 2, 3]))
     assert Attention.named("causal") is CAUSAL and Attention.named("bidirectional") is BIDIRECTIONAL
     with pytest.raises(ValueError, match="cannot be named"):
         Attention.named("prefix")

@@ -10,7 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from finetune.run import check_overrides, run_finetune, trained_max_length
+from finetune.run import check_overrides, older_keys, run_finetune, trained_max_length
 from objectives.mlm import MaskedLM
 from training.pretrained import Pretrained, load_pretrained
 
@@ -149,3 +149,12 @@ def test_inputs_are_cut_to_the_positions_pretraining_trained(trained, requested,
     assert trained_max_length(requested, pretrained) == used
     assert ("exceeds the 64 positions" in caplog.text) == (requested > 64 and trained == 64)
     assert ("does not record its pretraining block size" in caplog.text) == (trained is None)
+
+
+def test_fine_tuning_checkpoints_from_before_attention_was_a_value_compare_under_the_new_keys():
+    saved = {"settings": {"mode": "full", "causal": True, "pooling": "last"},
+             "pretrained": {"objective": "AutoregressiveLM", "causal": True}, "seed": 1}
+    renamed = older_keys(saved)
+    assert renamed["settings"] == {"mode": "full", "attention": "causal", "pooling": "last"}
+    assert renamed["pretrained"] == {"objective": "AutoregressiveLM", "finetune_attention": "causal"}
+    assert older_keys({"settings": {"attention": "bidirectional"}, "pretrained": {}}) == {}

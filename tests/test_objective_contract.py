@@ -20,7 +20,7 @@ import train
 from diagnostics.methods import scoring_method
 from diagnostics.run import evaluate_config, run_diagnostics
 from finetune.run import run_finetune
-from models.attention import Attention
+from models.attention import KINDS, Attention
 from models.backbone import Transformer
 from objectives.base import LossOutput, Objective
 from tests.conftest import REPO, tiny_config
@@ -30,7 +30,6 @@ from training.setup import build_model_config
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 STEPS, HALF = 8, 4  # tiny_config: batch 8 x 32-token blocks
-pytestmark = pytest.mark.slow
 
 
 def test_every_objective_config_is_discovered():
@@ -49,14 +48,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> dict[str,
     return folders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", OBJECTIVES)
 def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     cfg = tiny_config(tmp_path, cache_dir, f"objective={name}")
     objective = instantiate(cfg.objective)
     assert isinstance(objective, Objective)
-    assert objective.val_loss_kind in ("next_token", "masked_token")
-    Attention.named(objective.finetune_attention)  # a pattern fine-tuning and diagnostics can run
-    scoring_method(type(objective))  # a scoring method the diagnostics implement
+    cls = type(objective)  # fine-tuning and diagnostics ask the class, never an instance
+    assert cls.val_loss_kind in ("next_token", "masked_token") and cls.pretraining_attention in KINDS
+    Attention.named(cls.finetune_attention)  # a pattern fine-tuning and diagnostics can run
+    scoring_method(cls)  # a scoring method the diagnostics implement
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
     objective.set_vocabulary(datamodule.vocabulary)
@@ -64,7 +65,11 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     config.vocab_size = datamodule.vocabulary.size
     model = Transformer(config)
     batch = next(iter(datamodule.train_dataloader()))
+    seen = []
+    forward = model.forward
+    model.forward = lambda *args, **kwargs: seen.append(kwargs["attention"].kind) or forward(*args, **kwargs)
     out = objective.loss(batch, model, torch.Generator().manual_seed(0))
+    assert seen == [cls.pretraining_attention]  # it attends as it declares
     assert isinstance(out, LossOutput) and torch.isfinite(out.loss)
     assert 0 < int(out.predicted_tokens) <= int(out.input_tokens) <= batch["input_ids"].numel()
     assert set(out.extras) == set(objective.extra_metrics)
@@ -73,15 +78,19 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", OBJECTIVES)
 def test_trains_checkpoints_and_resumes_exactly(name, runs, tmp_path, cache_dir):
     folder = runs[name]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["tokens_seen"] == STEPS * 8 * 32  # every block fills 32 positions
     assert 0 < summary["pred_tokens_seen"] <= summary["tokens_seen"] and math.isfinite(summary["val_loss"])
+    assert Path(summary["best_checkpoint"]).is_file() and Path(summary["last_checkpoint"]).is_file()
     assert summary["val_ppl"] == pytest.approx(math.exp(summary["val_loss"]), rel=1e-5)
     objective = instantiate(tiny_config(tmp_path, cache_dir, f"objective={name}").objective)
     assert summary["val_loss_kind"] == objective.val_loss_kind
+    if objective.val_loss_kind == "next_token":  # every position but a block's last predicts the next token
+        assert summary["pred_tokens_seen"] == STEPS * 8 * 31
     # the same tags for every objective, plus each objective's own metrics
     assert COMMON_TAGS | {f"val/{m}" for m in objective.extra_metrics} <= scalar_tags(folder)
     last = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
@@ -108,6 +117,7 @@ def tiny_ner(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", OBJECTIVES)
 def test_the_checkpoint_fine_tunes_and_is_diagnosed(name, runs, tiny_ner, tmp_path):
     results = run_finetune(finetune_config(tmp_path / "ner", "task=conll2003", f"pretrained={runs[name]}",

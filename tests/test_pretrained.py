@@ -31,7 +31,7 @@ def test_a_checkpoint_brings_config_tokenizer_and_attention_mode(tmp_path, objec
     path = save_checkpoint(tmp_path / "ckpt", objective)
     loaded = load_pretrained(path)
     assert loaded.objective_class.finetune_attention == attention and loaded.model == asdict(CONFIG)
-    assert loaded.summary()["attention"] == attention
+    assert loaded.summary()["finetune_attention"] == attention
     assert loaded.tokenizer_json and loaded.objective_name in ("AutoregressiveLM", "MaskedLM")
     backbone = Transformer(ModelConfig(**loaded.model))
     load_weights(backbone, loaded.weights, path)
@@ -73,3 +73,11 @@ def test_foreign_and_unsafe_checkpoints_are_refused(tmp_path):
     (tmp_path / "e").write_text("not a checkpoint")
     with pytest.raises(ValueError, match="weights_only=True"):
         load_pretrained(tmp_path / "e")
+
+
+def test_an_objective_that_cannot_be_imported_or_is_not_one_is_named(tmp_path):
+    for name, target, message in (("gone", "objectives.gone.VanishedLM", "cannot be imported"),
+                                  ("other", "models.backbone.Transformer", "is not an armlm objective")):
+        hparams = {"model": asdict(CONFIG), "objective": {"_target_": target}}
+        with pytest.raises(ValueError, match=message):
+            load_pretrained(save_checkpoint(tmp_path / name, hyper_parameters=hparams))

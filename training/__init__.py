@@ -1,1 +1,2 @@
-"""Training-loop pieces shared by pretraining and fine-tuning runs (callbacks)."""
+"""The training loop: the pretraining LightningModule, callbacks, optimiser, checkpoint IO, run setup and
+checks, and pretrained checkpoints opened for fine-tuning and diagnostics."""

@@ -33,7 +33,7 @@ class Pretrained:
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": str(self.path), "objective": self.objective_name,
-                "attention": self.objective_class.finetune_attention, "model": self.model,
+                "finetune_attention": self.objective_class.finetune_attention, "model": self.model,
                 "trained_length": self.trained_length}
 
 
