@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
+import objectives
 from studies.plan import FINETUNE_SEED_SUFFIX
 
 # The metric each task's plot shows (its GLUE leaderboard metric); tables list every metric.
@@ -42,6 +43,18 @@ def _read(path: Path) -> dict[str, Any]:
 VAL_LOSS_KINDS = ("next_token", "masked_token")
 
 
+def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
+    """Which tokens the run's val/loss averages: the summary says so; summaries written before it did are
+    asked of their objective class."""
+    if summary.get("val_loss_kind"):
+        return summary["val_loss_kind"]
+    objective = getattr(objectives, summary["objective"], None)
+    if objective is None:
+        raise ValueError(f"{path}: objective {summary['objective']!r} is not one of armlm's objectives and the "
+                         "summary does not say which tokens its val/loss averages; add \"val_loss_kind\" to it")
+    return objective.val_loss_kind
+
+
 def pretraining_runs(root: Path) -> pd.DataFrame:
     """One row per run. The validation NLL sits in the column of its kind (val_nll_next_token for AR,
     val_nll_masked_token for MLM): the two average different tokens and are never one column."""
@@ -49,7 +62,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = arm_and_seed(path, root)
         s = _read(path)
-        kind = s.get("val_loss_kind") or ("next_token" if s["objective"] == "AutoregressiveLM" else "masked_token")
+        kind = val_loss_kind(s, path)
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
                      **{f"val_nll_{k}": s["val_loss"] if k == kind else math.nan for k in VAL_LOSS_KINDS},

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.study import cell, finetune_feature_gap, mean_ci, over_seeds
+from analysis.study import cell, finetune_feature_gap, mean_ci, over_seeds, val_loss_kind
 
 
 def test_mean_ci_is_the_student_t_interval_and_none_for_one_seed():
@@ -34,3 +34,12 @@ def test_finetune_feature_gap_pairs_runs_of_the_same_seed():
     gap = finetune_feature_gap(table).sort_values("seed")
     assert list(gap["arm"]) == ["mlm", "mlm"]
     assert list(gap["value"]) == pytest.approx([0.10, 0.30])
+
+
+def test_val_loss_kind_comes_from_the_summary_or_else_from_the_objective_class(tmp_path):
+    assert val_loss_kind({"objective": "AutoregressiveLM", "val_loss_kind": "masked_token"}, tmp_path) == "masked_token"
+    # summaries written before the kind was recorded: the objective class answers, not its name
+    assert val_loss_kind({"objective": "AutoregressiveLM"}, tmp_path) == "next_token"
+    assert val_loss_kind({"objective": "MaskedLMWithNSP"}, tmp_path) == "masked_token"
+    with pytest.raises(ValueError, match="val_loss_kind"):
+        val_loss_kind({"objective": "SomeoneElsesLM"}, tmp_path)
