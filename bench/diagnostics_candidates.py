@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from diagnostics.run import MAX_EXACT_PASSES, evaluate_config, pairwise, setup
+from diagnostics.run import MAX_EXACT_PASSES, evaluate_config, exact_passes, pairwise, setup
 from diagnostics.sentences import sample_pairs
 
 METRICS = ("p_ppl", "u_ppl", "kl_all", "kl_gold")
@@ -36,8 +36,7 @@ def main() -> None:
     s = setup(cfg)
     ks: list[int | None] = sorted(args.ks)
     vocab = s.model.config.vocab_size
-    passes = s.method.exact_prefix_passes if cfg.pair_context == "prefix" else s.method.exact_sentence_passes
-    exact_affordable = passes(vocab) <= MAX_EXACT_PASSES
+    exact_affordable = exact_passes(s.method, cfg.pair_context, vocab) <= MAX_EXACT_PASSES
     if exact_affordable and not args.no_exact:
         ks.append(None)  # the exact mode, last
     reference = ks[-1]

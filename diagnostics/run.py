@@ -68,13 +68,18 @@ def check_settings(cfg: DictConfig) -> None:
 MAX_EXACT_PASSES = 100_000
 
 
+def exact_passes(method: ScoringMethod, pair_context: str, vocab_size: int) -> int:
+    """Forward passes per pair of an exact joint (every ordinary token a candidate) in this pair context."""
+    passes = method.exact_sentence_passes if pair_context == "sentence" else method.exact_prefix_passes
+    return passes(vocab_size)
+
+
 def check_affordable(cfg: DictConfig, method: ScoringMethod, vocab_size: int) -> None:
     """An exact pair joint can cost V^2 passes (the chain rule inside a whole sentence needs one per (a, b)
     for the tokens after j): refuse what would take days, and say what is affordable."""
     if not cfg.independence or cfg.candidates is not None:
         return
-    sentence, prefix = method.exact_sentence_passes(vocab_size), method.exact_prefix_passes(vocab_size)
-    passes = sentence if cfg.pair_context == "sentence" else prefix
+    passes, prefix = exact_passes(method, cfg.pair_context, vocab_size), exact_passes(method, "prefix", vocab_size)
     if passes > MAX_EXACT_PASSES:
         cheaper = (f"pair_context=prefix ({prefix:,} passes per pair, exact) or "
                    if cfg.pair_context == "sentence" and prefix <= MAX_EXACT_PASSES else "")
@@ -108,13 +113,17 @@ class Setup:
     model: Transformer
     pretrained: Pretrained
     method: ScoringMethod  # how the objective's checkpoints are scored (its class says)
-    attention: Attention  # how its backbone attends when diagnosed
     corpus: Any
     sentences: list[list[int]]
     scorer: Scorer
     mask_id: int
     ordinary: Tensor
     candidates: int | None
+
+    @property
+    def attention(self) -> Attention:
+        """How the backbone attends when diagnosed: as its objective's class says it does when fine-tuned."""
+        return Attention.named(self.pretrained.objective_class.finetune_attention)
 
 
 def setup(cfg: DictConfig) -> Setup:
@@ -125,8 +134,7 @@ def setup(cfg: DictConfig) -> Setup:
     check_affordable(cfg, method, model.config.vocab_size)
     sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
                                max_tokens=cfg.sentences.max_tokens, split=cfg.split)
-    return Setup(model, pretrained, method, Attention.named(pretrained.objective_class.finetune_attention), corpus,
-                 sentences,
+    return Setup(model, pretrained, method, corpus, sentences,
                  Scorer(model, batch_size=cfg.batch_size), token_id(tokenizer, MASK),
                  ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
                  None if cfg.candidates is None else int(cfg.candidates))

@@ -113,16 +113,18 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
     return round(value, 6) if value == value and abs(value) != float("inf") else None
 
 
+# Where checkpoints written before attention was a value said `causal: bool`: the group, and its key now.
+ATTENTION_KEYS = {"settings": "attention", "pretrained": "finetune_attention"}
+
+
 def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
-    """Checkpoints written before attention was a value said `causal: bool` where they now name the attention."""
+    """The groups of an older checkpoint's hyperparameters that said `causal`, under the keys they have now."""
     renamed = {}
-    settings, pretrained = saved.get("settings") or {}, saved.get("pretrained") or {}
-    if "causal" in settings:
-        renamed["settings"] = {**{k: v for k, v in settings.items() if k != "causal"},
-                               "attention": "causal" if settings["causal"] else "bidirectional"}
-    if "causal" in pretrained:
-        renamed["pretrained"] = {**{k: v for k, v in pretrained.items() if k != "causal"},
-                                 "finetune_attention": "causal" if pretrained["causal"] else "bidirectional"}
+    for group, key in ATTENTION_KEYS.items():
+        part = dict(saved.get(group) or {})
+        if "causal" in part:
+            part[key] = "causal" if part.pop("causal") else "bidirectional"
+            renamed[group] = part
     return renamed
 
 
