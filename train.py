@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
@@ -20,19 +19,14 @@ from typing import Any
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from common.atomic import atomic_write_text
 from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
-from training.callbacks import SaveAtTokens, TokenAccounting, ValidateAtEnd
-from training.checkpoint_io import AtomicCheckpointIO
-from training.lit_module import NONFINITE_LOSS, NonFiniteLossError, PretrainModule
+from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
+from training.lit_module import NonFiniteLossError, PretrainModule
 from training.setup import (
     build,
     build_model_config,
@@ -41,6 +35,7 @@ from training.setup import (
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
 )
+from training.trainer import build_trainer, checkpoints, write_result
 from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
@@ -55,17 +50,12 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     """Everything that can be checked without data, so bad settings fail before any data processing."""
     objective = build(cfg.objective)  # validates mask rates and probabilities
     model_config, _ = build_model_config(cfg.model)  # validates sizes
-    check_run_settings(cfg, NONFINITE_LOSS, needs_documents=objective.input_format == "segment_pairs")
+    check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     if cfg.get("pretrained"):
         raise ValueError("pretrained= is for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
-    points = list(cfg.get("save_at_tokens") or [])
-    if any(not isinstance(n, int) or n <= 0 or (cfg.max_tokens and n >= cfg.max_tokens) for n in points):
-        raise ValueError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={cfg.max_tokens}")
-    if not cfg.max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
-        raise ValueError("no end to training: set max_tokens=..., trainer.max_steps=... or trainer.max_epochs=...")
     if cfg.ckpt_path:
         check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
     return objective, model_config
@@ -107,18 +97,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         seed=cfg.seed,
         compile_backbone=bool(cfg.model.get("compile", False)),
         nonfinite_loss=cfg.nonfinite_loss,
+        built_objective=objective,
     )
     tokens = TokenAccounting(cfg.max_tokens)
-    checkpoints = ModelCheckpoint(
-        dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
-        monitor="val/loss", mode="min", save_top_k=1, save_last=True,
-    )
+    best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
-    trainer: L.Trainer = instantiate(
-        cfg.trainer, default_root_dir=str(out), callbacks=[tokens, part_way, ValidateAtEnd(), checkpoints],
-        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
-        plugins=[AtomicCheckpointIO()],  # a kill mid-write keeps the previous checkpoint
-    )
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last])
     if cfg.max_tokens:
         # The budget is counted in input positions; TokenAccounting stops at it exactly, and the LR
         # schedule spans the steps the budget needs (or trainer.max_steps, if that comes first).
@@ -149,12 +133,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
         # bench/loop.py sets its tokens/s against the bare step's.
         "fit_seconds": round(fit_seconds, 2),
-        "best_checkpoint": checkpoints.best_model_path,
-        "last_checkpoint": checkpoints.last_model_path,
+        "best_checkpoint": best_and_last.best_model_path,
+        "last_checkpoint": best_and_last.last_model_path,
         "metrics": metrics,
     }
-    if trainer.is_global_zero:  # every DDP rank holds the same (reduced) figures; one writes them
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    write_result(trainer, out / "summary.json", summary)
     log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s",
              summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"])

@@ -7,6 +7,7 @@ keys the tokenizer and token caches, so a changed file or setting is never serve
 from __future__ import annotations
 
 import bz2
+import functools
 import hashlib
 import re
 from abc import ABC, abstractmethod
@@ -86,15 +87,24 @@ class EmbeddedWikipedia(Corpus):
         return {**super().fingerprint(), "file": file_fingerprint(self.path()), "cleaning": 2}
 
     def read_documents(self) -> list[tuple[str, str]]:
-        from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+        path = self.path()
+        stat = path.stat()
+        return list(extracted_wikipedia(str(path), stat.st_size, stat.st_mtime_ns))
 
-        docs = []
-        with bz2.open(self.path(), "rb") as f:
-            for title, markup, _ in extract_pages(f, filter_namespaces=("0",)):
-                if markup.lstrip().lower().startswith("#redirect"):
-                    continue
-                docs.append((title, tidy_wiki_text(filter_wiki(markup))))
-        return docs
+
+@functools.lru_cache(maxsize=2)
+def extracted_wikipedia(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, str], ...]:
+    """(title, text) of every article of a Wikipedia dump, once per process and file version: extraction takes
+    seconds, and one process (diagnostics after training, the tests) often reads the excerpt more than once."""
+    from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+
+    docs = []
+    with bz2.open(path, "rb") as f:
+        for title, markup, _ in extract_pages(f, filter_namespaces=("0",)):
+            if markup.lstrip().lower().startswith("#redirect"):
+                continue
+            docs.append((title, tidy_wiki_text(filter_wiki(markup))))
+    return tuple(docs)
 
 
 def tidy_wiki_text(text: str) -> str:

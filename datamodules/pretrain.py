@@ -64,12 +64,10 @@ class PretrainDataModule(L.LightningDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
+        # data.block_size, batch_size and num_workers are checked (types and ranges) with the run's other
+        # settings before anything is built: training.validate.
         if input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format={input_format!r}; choose one of {INPUT_FORMATS}")
-        if block_size < 8:
-            raise ValueError(f"data.block_size={block_size} is too small; use at least 8")
-        if batch_size < 1 or num_workers < 0:
-            raise ValueError(f"data.batch_size={batch_size} must be >= 1 and data.num_workers={num_workers} >= 0")
         self.corpus = corpus
         self.tokenizer_settings = (
             tokenizer if isinstance(tokenizer, TokenizerSettings) else TokenizerSettings(**(tokenizer or {}))
@@ -82,6 +80,10 @@ class PretrainDataModule(L.LightningDataModule):
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
         self.datasets: dict[str, Dataset] = {}
+        # How far training has got: the epoch and the batches of it trained on (training.callbacks.DataPosition
+        # says), saved in every checkpoint through state_dict; after a resume the sampler continues from there.
+        self.position: dict[str, int] | None = None
+        self.resume_position: dict[str, int] | None = None
 
     def cache_paths(self) -> CachePaths:
         corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
@@ -157,12 +159,23 @@ class PretrainDataModule(L.LightningDataModule):
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         sampler = ResumableSampler(self.datasets["train"], num_replicas=world, rank=rank, seed=self.seed)
         # After a resume, the epoch in progress continues after the batches the checkpoint had trained on.
-        position = getattr(getattr(trainer, "lightning_module", None), "resume_position", None)
-        if position is not None:
-            sampler.resume_at(position["epoch"], position["batches"] * self.batch_size)
+        if self.resume_position is not None:
+            sampler.resume_at(self.resume_position["epoch"], self.resume_position["batches"] * self.batch_size)
         # Full batches only: every step then feeds exactly batch_size x block_size tokens to any objective.
         return DataLoader(self.datasets["train"], batch_size=self.batch_size, sampler=sampler, drop_last=True,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def trained_through(self, epoch: int, batches: int) -> None:
+        self.position = {"epoch": int(epoch), "batches": int(batches)}
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(self.position or {})
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Lightning restores this before it asks for the train loader, so the sampler can skip what was done."""
+        if state_dict:
+            self.position = self.resume_position = {"epoch": int(state_dict["epoch"]),
+                                                    "batches": int(state_dict["batches"])}
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.datasets["validation"], batch_size=self.val_batch_size, shuffle=False,

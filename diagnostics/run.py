@@ -220,7 +220,7 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     if cfg.independence:
         report.update(independence(s, cfg))
     if cfg.representations.enabled:
-        report["representations"] = representation_report(s, cfg)
+        report["representations"] = representation_report(s.model, s.sentences, s.attention, s.mask_id, cfg)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "diagnostics.json", json.dumps(report, indent=2))

@@ -4,7 +4,6 @@ metric on every dev split, the majority-class baseline, wall time)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -14,12 +13,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from common.atomic import atomic_write_text
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
@@ -27,23 +22,42 @@ from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
 from models.backbone import ModelConfig
 from models.checkpoint import load_weights, read_hyperparameters
-from training.checkpoint_io import AtomicCheckpointIO
 from training.pretrained import Pretrained, load_pretrained
 from training.setup import build, choose_cpu_precision, differences
+from training.trainer import build_trainer, checkpoints, write_result
 from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
-PRETRAINING_GROUPS = ("objective", "model", "data", "max_tokens", "optim")
+PRETRAINING_GROUPS = ("objective", "model", "data", "max_tokens", "optim", "save_at_tokens", "nonfinite_loss")
+# Trainer settings a fine-tuning run fixes itself (one validation per epoch, on the whole dev split), with the
+# setting that does the job instead. Every other trainer.* setting is honoured (trainer.max_steps included).
+FIXED_TRAINER_SETTINGS = {
+    "max_epochs": "task.epochs",
+    "val_check_interval": "nothing: fine-tuning validates at each epoch end (and at trainer.max_steps)",
+    "check_val_every_n_epoch": "nothing: fine-tuning validates at each epoch end",
+    "limit_val_batches": "task.data.max_eval_examples (dev scores are reported on whole splits otherwise)",
+    "num_sanity_val_steps": "nothing: fine-tuning runs no sanity validation",
+}
+
+
+def setting_name(override: str) -> str:
+    return override.lstrip("+~").split("=")[0]
 
 
 def check_overrides(overrides: list[str]) -> None:
     """Fine-tuning takes the model, objective and tokenizer from the checkpoint, so command-line settings
-    for them would be silently ignored: refuse them instead."""
-    ignored = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in PRETRAINING_GROUPS]
+    for them would be silently ignored: refuse them, and trainer settings fine-tuning fixes itself, instead."""
+    ignored = [o for o in overrides if setting_name(o).split(".")[0] in PRETRAINING_GROUPS]
     if ignored:
         raise ValueError(f"{ignored} would be ignored: with task=... the checkpoint brings its own model, objective "
                          "and tokenizer. Drop them (finetune.dropout sets the dropout while fine-tuning)")
+    trainer_keys = {o: setting_name(o).removeprefix("trainer.") for o in overrides
+                    if setting_name(o).startswith("trainer.")}
+    fixed = {o: FIXED_TRAINER_SETTINGS[key] for o, key in trainer_keys.items() if key in FIXED_TRAINER_SETTINGS}
+    if fixed:
+        raise ValueError("fine-tuning sets these trainer settings itself, so they would be ignored: "
+                         + "; ".join(f"{o} (use {instead})" for o, instead in fixed.items()))
 
 
 def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
@@ -180,13 +194,10 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         check_finetune_resumable(Path(cfg.ckpt_path), dict(module.hparams))
 
     out = Path(cfg.output_dir)
-    trainer: L.Trainer = instantiate(
-        cfg.trainer, default_root_dir=str(out), max_epochs=int(cfg.task.epochs), max_steps=-1,
-        val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
-        callbacks=[ModelCheckpoint(dirpath=out / "checkpoints", save_top_k=0, save_last=True)],
-        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
-        plugins=[AtomicCheckpointIO()],  # a kill mid-write keeps the previous checkpoint
-    )
+    # trainer.max_steps is honoured (the run validates at the step it stops); the validation settings are fixed.
+    trainer = build_trainer(cfg.trainer, out, [checkpoints(out)], max_epochs=int(cfg.task.epochs),
+                            val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
+                            limit_val_batches=1.0)
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", pretrained.path,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
@@ -201,6 +212,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "pooling": settings["pooling"] if info.kind != "tagging" else None,
         "optim": optim,
         "epochs": int(cfg.task.epochs),
+        "max_steps": int(cfg.trainer.max_steps),  # -1: the epochs decide
         "batch_size": datamodule.batch_size,
         "max_length": datamodule.max_length,
         "requested_max_length": requested_length,
@@ -215,8 +227,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "wall_seconds": round(time.perf_counter() - started, 1),
         "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),
     }
-    if trainer.is_global_zero:
-        atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    write_result(trainer, out / "results.json", results)
     log.info("%s dev scores: %s (majority baseline %s), %.0f s", info.name, results["metrics"],
              results["majority_baseline"], results["wall_seconds"])
     return results

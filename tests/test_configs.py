@@ -7,8 +7,10 @@ from pathlib import Path
 import lightning as L
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.errors import MissingConfigException
 from hydra.utils import instantiate
 
+import train
 from datamodules.corpora import Corpus
 from datamodules.finetune import FinetuneDataModule
 from datamodules.pretrain import PretrainDataModule
@@ -97,15 +99,31 @@ def test_experiment_presets_compose_and_pass_the_startup_checks(name):
     check_config(cfg)
 
 
-def test_unknown_names_list_the_valid_options():
-    for override, valid in [("objective=permutation", "mlm_nsp"), ("model=huge", "tiny"), ("data=nowhere", "enwiki")]:
-        result = subprocess.run([sys.executable, "train.py", override], cwd=REPO, capture_output=True, text=True,
-                                timeout=120)
-        assert result.returncode != 0
-        assert "Available options" in result.stderr and valid in result.stderr, result.stderr
+@pytest.mark.parametrize("override, valid", [("objective=permutation", "mlm_nsp"), ("model=huge", "tiny"),
+                                             ("data=nowhere", "enwiki")])
+def test_unknown_names_list_the_valid_options(override, valid):
+    with pytest.raises(MissingConfigException, match=f"(?s)Available options in .*{valid}"):
+        composed(override)
 
 
+@pytest.mark.slow
+def test_the_command_line_lists_the_valid_options_of_an_unknown_name():
+    result = subprocess.run([sys.executable, "train.py", "objective=permutation"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert "Available options" in result.stderr and "mlm_nsp" in result.stderr, result.stderr
+
+
+def test_bad_settings_fail_before_any_data_processing(tmp_path):
+    cfg = composed("objective.mask_prob=0.9", f"data.cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}")
+    with pytest.raises(ValueError, match="must sum to 1"):
+        train.run(cfg)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
 def test_bad_mask_probabilities_fail_before_any_data_processing(tmp_path):
+    """The command line: exit status 1 and the message, no traceback, nothing cached or written."""
     result = subprocess.run(
         [sys.executable, "train.py", "objective.mask_prob=0.9", f"data.cache_dir={tmp_path / 'cache'}",
          f"hydra.run.dir={tmp_path / 'run'}"],
@@ -158,7 +176,7 @@ def test_a_run_without_any_end_is_rejected():
     ("trainer.val_check_interval=0", "trainer.val_check_interval=0"),
     ("trainer.val_check_interval=1.5", "trainer.val_check_interval=1.5"),
     ("trainer.limit_val_batches=-1", "trainer.limit_val_batches=-1"),
-    ("nonfinite_loss=ignore", "nonfinite_loss='ignore'; choose one of ('stop', 'skip')"),
+    ("nonfinite_loss=ignore", "nonfinite_loss='ignore': expected one of ('stop', 'skip')"),
     ("model.d_model=wide", "model.d_model='wide' must be a positive integer"),
     ("model.dropout=some", "model.dropout='some' must be a number"),
     ("objective.mask_rate=lots", "objective.mask_rate='lots' must be a number in [0, 1]"),

@@ -9,6 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from diagnostics.run import evaluate_config as composed_evaluate_config
 from diagnostics.run import run_diagnostics
 from diagnostics.sentences import sample_pairs, split_sentences
+from tests.test_pretrained import save_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,11 +74,17 @@ def test_evaluate_writes_the_same_tags_for_ar_and_mlm(tiny_pretrained, tmp_path)
     assert mlm["forward_passes"] == 3 * (4 + 2 * 5) and 3 * 7 <= ar["forward_passes"] <= 3 * (7 + 36)
 
 
-def test_bad_settings_name_the_fix(tiny_pretrained, tmp_path):
+def test_bad_settings_name_the_fix(tmp_path):
+    checkpoint = save_checkpoint(tmp_path / "untrained.ckpt", "mlm")  # settings fail before any scoring
     with pytest.raises(ValueError, match="kinds="):
-        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tiny_pretrained['mlm']}", "kinds=[nearby]"))
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={checkpoint}", "kinds=[nearby]"))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}"))
+    assert not (tmp_path / "diagnostics.json").exists()
+
+
+@pytest.mark.slow
+def test_more_pairs_than_sentences_name_the_fix(tiny_pretrained, tmp_path):
     with pytest.raises(ValueError, match="pairs=100000 but only"):
         run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tiny_pretrained['mlm']}", "pairs=100000"))
     assert not (tmp_path / "diagnostics.json").exists()

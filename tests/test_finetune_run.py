@@ -114,6 +114,30 @@ def test_a_finished_or_interrupted_run_resumes_from_its_last_checkpoint(tmp_path
                                      f"ckpt_path={tiny_pretrained['ar'] / 'checkpoints' / 'last.ckpt'}"))
 
 
+def test_trainer_max_steps_is_honoured_and_the_stopping_step_validated(tmp_path, tiny_pretrained, rte_slice):
+    """64 examples in batches of 16: 4 steps an epoch; max_steps=6 stops in the second epoch and validates there."""
+    results = run_finetune(finetune_config(tmp_path, "task=rte", f"pretrained={tiny_pretrained['ar']}",
+                                           f"task.data.source={rte_slice}", "task.epochs=3", "trainer.max_steps=6"))
+    assert results["steps"] == 6 and results["max_steps"] == 6
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    # Lightning logs a validation at the index of the batch it follows: the epoch end (step 4) and step 6.
+    assert [e.step for e in events.Scalars("rte/val/accuracy")] == [3, 5]
+    assert results["metrics"]["dev"]["accuracy"] is not None
+    saved = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 6  # the checkpoint holds the model the scores describe
+
+
+def test_trainer_settings_fine_tuning_fixes_are_refused_with_what_to_use():
+    with pytest.raises(ValueError, match=r"trainer.max_epochs=5 \(use task.epochs\)"):
+        check_overrides(["task=rte", "trainer.max_epochs=5"])
+    with pytest.raises(ValueError, match=r"trainer.limit_val_batches=0.5 \(use task.data.max_eval_examples"):
+        check_overrides(["task=rte", "trainer.limit_val_batches=0.5"])
+    with pytest.raises(ValueError, match=r"\['save_at_tokens=\[100\]'\] would be ignored"):
+        check_overrides(["task=rte", "save_at_tokens=[100]"])
+    check_overrides(["task=rte", "trainer.max_steps=10", "trainer.precision=32-true", "seed=2"])  # honoured
+
+
 def test_the_command_line_runs_a_task_into_its_run_folder(tmp_path, tiny_pretrained, rte_slice):
     run_dir = tmp_path / "run"
     result = subprocess.run(

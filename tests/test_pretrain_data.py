@@ -148,3 +148,22 @@ def test_ranks_split_each_global_batch_and_match_one_process(tmp_path):
     (single,) = first_batches(1, 8)
     assert len(rank0) == len(rank1) == 4 and not rank0 & rank1
     assert rank0 | rank1 == single
+
+
+def test_the_data_position_is_the_datamodules_state_and_a_restored_one_skips_what_was_trained(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    trained = datamodule(corpus, tmp_path / "cache", seed=3)
+    trained.setup()
+    assert trained.state_dict() == {}  # nothing trained yet: Lightning then stores no DataModule state
+    full_epoch = [batch["input_ids"] for batch in trained.train_dataloader()]
+    trained.trained_through(epoch=0, batches=5)
+    state = trained.state_dict()
+    assert state == {"epoch": 0, "batches": 5}
+
+    resumed = datamodule(corpus, tmp_path / "cache", seed=3)
+    resumed.setup()
+    resumed.load_state_dict(state)
+    rest = [batch["input_ids"] for batch in resumed.train_dataloader()]
+    assert len(rest) == len(full_epoch) - 5
+    assert all((a == b).all() for a, b in zip(rest, full_epoch[5:]))
+    assert resumed.state_dict() == state  # a checkpoint written before the next step keeps the position

@@ -35,7 +35,9 @@ def stage_config(stage):
         return compose("train", overrides=list(stage.overrides))
 
 
-@pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
+# The fast lane composes every preset at the CPU scale; the other scales run with the slow tests.
+@pytest.mark.parametrize("scale", [pytest.param("smoke", marks=pytest.mark.slow), "cpu",
+                                   pytest.param("gpu", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("study", STUDIES)
 def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path):
     cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}")
@@ -147,6 +149,7 @@ def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.slow
 def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir):
     root = tmp_path / "failing"
     result = subprocess.run(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+import datamodules.tokenizer as tokenizer_module
 from common.vocabulary import SPECIAL_TOKENS
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.tokenizer import TokenizerSettings, canonical_ids, train_tokenizer
@@ -24,6 +25,7 @@ print(train_tokenizer(documents, TokenizerSettings(vocab_size=3000, kind=sys.arg
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
 def test_two_processes_train_the_same_tokenizer(kind):
     """Hash-map order differs per process (Python and Rust seed their hashes afresh), so this needs two."""
@@ -39,11 +41,13 @@ def test_two_processes_train_the_same_tokenizer(kind):
     assert sorted(vocab.values()) == list(range(len(vocab)))
 
 
-@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
-def test_canonical_ids_change_no_tokenization(kind, monkeypatch):
-    documents = EmbeddedWikipedia().load()["train"][:20]
-    import datamodules.tokenizer as tokenizer_module
+@pytest.fixture(scope="module")
+def documents() -> list[str]:
+    return EmbeddedWikipedia().load()["train"][:12]
 
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_bpe"])
+def test_canonical_ids_change_no_tokenization(kind, documents, monkeypatch):
     monkeypatch.setattr(tokenizer_module, "canonical_ids", lambda tokenizer: tokenizer)
     trained: Tokenizer = train_tokenizer(documents, TokenizerSettings(vocab_size=2000, kind=kind))
     canonical = canonical_ids(trained)

@@ -11,6 +11,7 @@ import train
 import training.setup
 from common.vocabulary import Vocabulary
 from models.attention import BIDIRECTIONAL
+from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
 from training.lit_module import PretrainModule
 
@@ -62,8 +63,24 @@ def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_tr
     part_way = torch.load(tmp_path / "checkpoints" / "tokens-1000.ckpt", weights_only=True)
     assert part_way["global_step"] == 4  # the first step at which 4 x 256 >= 1000 input tokens were seen
     assert part_way["trained_length"] == 32 and part_way["tokenizer_json"]  # fine-tuning reads both
+    # The data position lives with the data: the DataModule's state, four batches into epoch 0.
+    assert part_way["PretrainDataModule"] == {"epoch": 0, "batches": 4} and "data_position" not in part_way
     with pytest.raises(ValueError, match="save_at_tokens"):
         train.check_config(tiny_config(tmp_path, cache_dir, "max_tokens=2048", "save_at_tokens=[4096]"))
+
+
+def test_the_objective_is_built_once_per_run(tmp_path, cache_dir, monkeypatch):
+    """train.py builds the objective to check the config before any data is read; the module uses that one."""
+    built = []
+    real_init = MaskedLM.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(MaskedLM, "__init__", counting_init)
+    train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=2"))
+    assert len(built) == 1
 
 
 def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):

@@ -25,8 +25,6 @@ class TokenAccounting(Callback):
     budgets. The counts are saved in checkpoints, so a resumed run keeps counting where it stopped."""
 
     def __init__(self, max_tokens: int | None = None) -> None:
-        if max_tokens is not None and max_tokens <= 0:
-            raise ValueError(f"max_tokens={max_tokens} must be positive (or null for no token budget)")
         self.max_tokens = max_tokens
         self.tokens_seen = 0
         self.pred_tokens_seen = 0
@@ -82,8 +80,6 @@ class SaveAtTokens(Callback):
     can be fine-tuned at two budgets. Put it after `tokens` in the callback list."""
 
     def __init__(self, tokens: TokenAccounting, points: list[int], folder: Path) -> None:
-        if any(int(n) <= 0 for n in points):
-            raise ValueError(f"save_at_tokens={list(points)}: every point must be a positive token count")
         self.tokens, self.points, self.folder = tokens, sorted(int(n) for n in points), folder
 
     @staticmethod
@@ -111,3 +107,15 @@ class ValidateAtEnd(Callback):
     ) -> None:
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
+
+
+class DataPosition(Callback):
+    """Tell the DataModule how far through its epoch training has got (the epoch and the batches trained on,
+    skipped non-finite ones included): the DataModule keeps it in its state_dict, which Lightning saves in every
+    checkpoint, so a resumed run's sampler continues after those batches. Put it first in the callback list, so
+    a checkpoint written by a later callback of the same step (SaveAtTokens) already counts the step."""
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        trainer.datamodule.trained_through(trainer.current_epoch, batch_idx + 1)

@@ -17,12 +17,13 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
+from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig, Transformer
 from objectives.base import Batch, Objective
 from training.callbacks import logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
 
-NONFINITE_LOSS = ("stop", "skip")
+DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
 log = logging.getLogger("armlm.train")
 
 
@@ -32,20 +33,22 @@ class NonFiniteLossError(RuntimeError):
 
 class PretrainModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
-                 compile_backbone: bool = False, nonfinite_loss: str = "stop") -> None:
-        """`nonfinite_loss`: "stop" raises NonFiniteLossError at a NaN/inf training loss; "skip" leaves the
-        weights alone for that batch (no backward, no update; the step still counts) and counts it in
-        train/skipped_batches."""
+                 compile_backbone: bool = False, nonfinite_loss: str = "stop",
+                 built_objective: Objective | None = None) -> None:
+        """`objective` is the objective's config (with its `_target_`), kept in the checkpoint's hyperparameters;
+        `built_objective`, if given, is that objective already built (train.py builds it to check the config
+        before any data is read; an objective is built once per run), else it is built here.
+        `nonfinite_loss` (checked in training.validate): "stop" raises NonFiniteLossError at a NaN/inf training
+        loss; "skip" leaves the weights alone for that batch (no backward, no update; the step still counts)
+        and counts it in train/skipped_batches."""
         super().__init__()
-        if nonfinite_loss not in NONFINITE_LOSS:
-            raise ValueError(f"nonfinite_loss={nonfinite_loss!r}; choose one of {NONFINITE_LOSS}")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["built_objective"])
         self.model = Transformer(ModelConfig(**model))
         self.skipped_batches = 0
         if compile_backbone:
             # In place: the state dict keeps its plain names, and the LM-head loss (lm_nll) stays eager.
             self.model.compile()
-        self.objective: Objective = instantiate(objective)
+        self.objective: Objective = built_objective if built_objective is not None else instantiate(objective)
         self.val_lm_nll = MeanMetric()
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})
         self.tokenizer_json: str | None = None
@@ -53,10 +56,6 @@ class PretrainModule(L.LightningModule):
         # Positions 0..trained_length-1 are the only ones pretraining fed; fine-tuning caps its inputs there.
         self.trained_length: int | None = None
         self.last_finite_loss: float | None = None
-        # Where the data stands: the epoch and how many of its batches have been trained on. Saved in every
-        # checkpoint, so a resumed run's sampler continues after them (datamodules.sampler).
-        self.data_position: dict[str, int] | None = None
-        self.resume_position: dict[str, int] | None = None
 
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -79,12 +78,13 @@ class PretrainModule(L.LightningModule):
         # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
         checkpoint["tokenizer_json"] = self.tokenizer_json
         checkpoint["trained_length"] = self.trained_length
-        checkpoint["data_position"] = self.data_position
         checkpoint["skipped_batches"] = self.skipped_batches
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
-        self.resume_position = checkpoint.get("data_position")
+        # Checkpoints written before the data position moved to the DataModule kept it here: hand it over.
+        if "data_position" in checkpoint and checkpoint["data_position"] is not None:
+            checkpoint.setdefault(DATAMODULE_STATE, dict(checkpoint["data_position"]))
         self.skipped_batches = int(checkpoint.get("skipped_batches", 0))
 
     # -- steps ------------------------------------------------------------------------------------------
@@ -99,7 +99,6 @@ class PretrainModule(L.LightningModule):
         generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
         out = self.objective.loss(batch, self.model, generator)
         loss_value = float(out.loss.detach())
-        self.data_position = {"epoch": self.current_epoch, "batches": batch_idx + 1}
         if not math.isfinite(loss_value) and self.hparams.nonfinite_loss == "skip":
             self.skipped_batches += 1
             log.warning("training loss is %s at step %d (epoch %d, batch %d): batch skipped (%d so far)", loss_value,

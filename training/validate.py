@@ -1,6 +1,10 @@
 """Start-up checks of the run-level settings of pretraining and fine-tuning runs: types, ranges and combinations
-that would otherwise fail deep inside Lightning or after minutes of data processing. Model, objective and tokenizer
-settings are checked by their own classes (ModelConfig, the objectives, TokenizerSettings) when built."""
+that would otherwise fail deep inside Lightning or after minutes of data processing.
+
+Each setting is checked in one place. The run's own numbers (seed, budgets, data sizes, optimiser, trainer, task
+and fine-tuning numbers) are checked here, before anything is built, and the classes that take them trust them.
+Model, objective, tokenizer and fine-tuning-mode settings are checked by their own classes (ModelConfig, the
+objectives, TokenizerSettings, FinetuneModule) when built, which also happens before any data is read."""
 
 from __future__ import annotations
 
@@ -34,8 +38,14 @@ def count_or_share(v: Any) -> bool:
     return v >= 0 if isinstance(v, int) else 0.0 <= v <= 1.0
 
 
+def one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: v in choices
+
+
 NUMBER = (int, float)
+NONFINITE_LOSS = ("stop", "skip")
 RULES = (
+    Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
     Rule("max_tokens", (int,), above(0), "a positive integer (input tokens), or null", optional=True),
     Rule("data.block_size", (int,), at_least(8), "an integer >= 8"),
@@ -73,7 +83,10 @@ FINETUNE_RULES = (
     Rule("task.optim.eps", NUMBER, above(0), "a number > 0"),
     Rule("finetune.dropout", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     Rule("finetune.feature_layers", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer (stops before task.epochs "
+         "end), or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
+    Rule("trainer.accumulate_grad_batches", (int,), at_least(1), "an integer >= 1"),
     Rule("trainer.gradient_clip_val", NUMBER, at_least(0), "a number >= 0, or null", optional=True),
 )
 
@@ -98,11 +111,16 @@ def check_finetune_settings(cfg: DictConfig) -> None:
     check_rules(cfg, FINETUNE_RULES, "task.optim.betas")
 
 
-def check_run_settings(cfg: DictConfig, nonfinite_choices: tuple[str, ...], needs_documents: bool) -> None:
+def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     """The pretraining run's numbers and combinations; raises naming the key, the value and the fix."""
     check_rules(cfg, RULES, "optim.betas")
-    if cfg.get("nonfinite_loss") not in nonfinite_choices:
-        raise ValueError(f"nonfinite_loss={cfg.get('nonfinite_loss')!r}; choose one of {nonfinite_choices}")
+    max_tokens = cfg.get("max_tokens")
+    points = list(cfg.get("save_at_tokens") or [])
+    if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 or (max_tokens and n >= max_tokens)
+           for n in points):
+        raise ValueError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={max_tokens}")
+    if not max_tokens and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
+        raise ValueError("no end to training: set max_tokens=..., trainer.max_steps=... or trainer.max_epochs=...")
     corpus = OmegaConf.select(cfg, "data.corpus", default=None)
     if corpus is not None:
         check_corpus(corpus, needs_documents)

@@ -1,0 +1,47 @@
+"""The run skeleton shared by pretraining and fine-tuning: one way to build the Trainer (the trainer group's
+settings, TensorBoard under the run folder, checkpoints written atomically, the last step validated) and one
+way to write the run's result file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from omegaconf import DictConfig
+
+from common.atomic import atomic_write_text
+from training.callbacks import ValidateAtEnd
+from training.checkpoint_io import AtomicCheckpointIO
+
+
+def checkpoints(out: Path, best_by: str | None = None) -> ModelCheckpoint:
+    """<out>/checkpoints/last.ckpt at every validation (what a resume and fine-tuning read), plus, with
+    `best_by`, the checkpoint of the lowest value of that metric (best-step<N>.ckpt)."""
+    if best_by is None:
+        return ModelCheckpoint(dirpath=out / "checkpoints", save_top_k=0, save_last=True)
+    return ModelCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
+                           monitor=best_by, mode="min", save_top_k=1, save_last=True)
+
+
+def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], **overrides: Any) -> L.Trainer:
+    """The `trainer` group's Trainer for a run writing into `out`: `callbacks` (the run's own, then
+    ValidateAtEnd so a run stopped by max_steps mid-epoch validates and checkpoints its last step),
+    TensorBoard under out/tensorboard with tags shared by every objective, and AtomicCheckpointIO (a kill
+    mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
+    return instantiate(
+        trainer, default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd()],
+        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
+        plugins=[AtomicCheckpointIO()], **overrides,
+    )
+
+
+def write_result(trainer: L.Trainer, path: Path, result: dict[str, Any]) -> None:
+    """The run's summary as JSON, written atomically by one process (every DDP rank holds the same reduced
+    figures)."""
+    if trainer.is_global_zero:
+        atomic_write_text(path, json.dumps(result, indent=2))
