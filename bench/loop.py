@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
 from bench.flops import Shape  # noqa: E402
-from models.checkpoint import read_checkpoint  # noqa: E402
+from models.checkpoint import read_hyperparameters  # noqa: E402
 from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,9 +44,9 @@ def loop_run(objective: str, args: argparse.Namespace, folder: Path) -> dict:
         cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     summary = json.loads((folder / "summary.json").read_text())
-    checkpoint = read_checkpoint(Path(summary["last_checkpoint"]))
+    saved = read_hyperparameters(Path(summary["last_checkpoint"]))
     return {"tokens_per_s": summary["tokens_seen"] / summary["fit_seconds"], "steps": summary["steps"],
-            "model": checkpoint["hyper_parameters"]["model"]}
+            "model": saved["model"]}
 
 
 def bare_step(objective: str, model: dict, args: argparse.Namespace) -> float:

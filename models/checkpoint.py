@@ -46,12 +46,17 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return ckpt
 
 
+def hyperparameters(ckpt: dict[str, Any]) -> Any:
+    """A read checkpoint's hyperparameters (plain dicts: model, objective or task, optimiser, ...), or None."""
+    return ckpt.get("hyper_parameters")
+
+
 def read_hyperparameters(path: Path) -> Any:
-    """The hyper_parameters of a checkpoint to resume from (pretraining or fine-tuning)."""
+    """The hyperparameters of a checkpoint to resume from (pretraining or fine-tuning)."""
     if not path.is_file():
         raise FileNotFoundError(f"ckpt_path={path} does not exist; give the interrupted run's "
                                 "checkpoints/last.ckpt")
-    return read_checkpoint(path).get("hyper_parameters")
+    return hyperparameters(read_checkpoint(path))
 
 
 def backbone_weights(ckpt: dict[str, Any]) -> dict[str, Tensor]:

@@ -11,7 +11,7 @@ from hydra.utils import get_class
 from torch import Tensor
 
 from models.backbone import ModelConfig
-from models.checkpoint import backbone_weights, read_checkpoint, resolve_checkpoint
+from models.checkpoint import backbone_weights, hyperparameters, read_checkpoint, resolve_checkpoint
 from objectives.base import Objective
 
 
@@ -40,7 +40,7 @@ class Pretrained:
 def load_pretrained(path: str | Path) -> Pretrained:
     ckpt_path = resolve_checkpoint(path)
     ckpt = read_checkpoint(ckpt_path)
-    hparams = ckpt.get("hyper_parameters")
+    hparams = hyperparameters(ckpt)
     if not isinstance(hparams, dict) or "task" in hparams:
         raise ValueError(f"{ckpt_path} is not an armlm pretraining checkpoint (a fine-tuned one, or another "
                          "program's); give the checkpoint of a `python train.py objective=...` run")
