@@ -54,6 +54,17 @@ def pairwise_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["kind", "checkpoint", "construction"]).sort_index()
 
 
+def likelihood_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per checkpoint: NLL per target token of the held-out blocks and its perplexity, exact for AR and an
+    upper bound for a bidirectional checkpoint (column `kind`). Rows compare when the reports share the
+    tokenizer, corpus, split, block size and blocks (the same evaluate settings on checkpoints of one data set)."""
+    rows = [{"checkpoint": name, "objective": report["objective"],
+             **{key: report["likelihood"][key] for key in ("kind", "nll_per_token", "ppl", "mc_stderr",
+                                                          "blocks_stderr", "blocks", "block_size", "target_tokens")}}
+            for name, report in reports.items() if "likelihood" in report]
+    return pd.DataFrame(rows).set_index("checkpoint").sort_index()
+
+
 def gap_by_distance(report: dict[str, Any], joint: str | None = None) -> pd.DataFrame:
     """Mean independence gap (and its standard error) per distance bin, pooling both pair kinds."""
     distances, gaps = [], []

@@ -40,9 +40,6 @@ def _read(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
 
 
-VAL_LOSS_KINDS = ("next_token", "masked_token")
-
-
 def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
     """Which tokens the run's val/loss averages: the summary says so; summaries written before it did are
     asked of their objective class."""
@@ -56,8 +53,8 @@ def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
 
 
 def pretraining_runs(root: Path) -> pd.DataFrame:
-    """One row per run. The validation NLL sits in the column of its kind (val_nll_next_token for AR,
-    val_nll_masked_token for MLM): the two average different tokens and are never one column."""
+    """One row per run. The validation NLL sits in the column of its kind, val_nll_<val_loss_kind> (next_token
+    for AR, masked_token for MLM, ...): kinds average different tokens and are never one column."""
     rows = []
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = arm_and_seed(path, root)
@@ -65,7 +62,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
         kind = val_loss_kind(s, path)
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
-                     **{f"val_nll_{k}": s["val_loss"] if k == kind else math.nan for k in VAL_LOSS_KINDS},
+                     f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # objectives that insert no [MASK] (AR) log no share
                      "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],

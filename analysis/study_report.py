@@ -59,7 +59,7 @@ def study_tables(root: str | Path) -> StudyTables:
     return StudyTables(
         pretraining_runs=pretraining,
         pretraining=S.over_seeds(pretraining, ["arm", "objective"], [
-            *(f"val_nll_{k}" for k in S.VAL_LOSS_KINDS), "below_unigram", "tokens_seen", "pred_tokens_seen",
+            *sorted(c for c in pretraining.columns if c.startswith("val_nll_")), "below_unigram", "tokens_seen", "pred_tokens_seen",
             "mask_share", "wall_seconds"]),
         downstream=downstream,
         finetune_feature_gap=S.over_seeds(S.finetune_feature_gap(finetuning), ["task", "split", "metric", "arm"],
@@ -100,8 +100,9 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         f"Seeds {seeds}; every cell is mean ± 95 % CI over seeds (Student t; no interval for one seed). "
         "The CSV files beside this report hold the same tables with n per cell.", "",
         "## Pretraining", "",
-        "val_nll_next_token (AR: every next token) and val_nll_masked_token (MLM: the selected positions, some "
-        "left visible) are different quantities: compare each only within its column. below_unigram is each "
+        "val_nll_<kind> columns are different quantities (next_token: AR's every next token; masked_token: MLM's "
+        "selected positions, some left visible; masked_token_any_rate: masked diffusion's masked positions at "
+        "rates over (0, 1]): compare each only within its column. below_unigram is each "
         "run's margin under the unigram NLL of the same tokens: how far it learned, not a comparison of "
         "objectives, which the downstream scores make.", "",
         markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),

@@ -1,4 +1,4 @@
-"""Run the three default pretraining runs (`python train.py objective=X`) and print their figures.
+"""Run the default pretraining run of every objective config (`python train.py objective=X`) and print its figures.
 
     python bench/default_runs.py [extra overrides...]
 

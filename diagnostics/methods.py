@@ -2,8 +2,10 @@
 objective's name or its attention: the pair joints, the joint the independence gap is read from, the
 sequence score, and what an exact pair joint costs inside a whole sentence.
 
-    chain_rule     left-to-right factors (AR): exact pair joints, log-likelihood and perplexity
-    conditionals   each token given all the others (MLM): the joint constructions, pseudo-log-likelihood
+    chain_rule     left-to-right factors (AR): exact pair joints, log-likelihood and perplexity; on held-out
+                   blocks the exact NLL
+    conditionals   each token given all the others (MLM): the joint constructions, pseudo-log-likelihood; on
+                   held-out blocks the any-order likelihood bound (diagnostics.likelihood)
 
 A new objective whose checkpoints are scored another way gets a ScoringMethod here and names it."""
 
@@ -15,10 +17,12 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 from torch import Tensor
 
+from diagnostics.likelihood import LikelihoodResult, any_order_bound, exact_chain_rule_nll, model_masked_scorer
 from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.scoring import Scorer
 from diagnostics.sentences import Pair
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
+from models.backbone import Transformer
 from objectives.base import Objective
 
 
@@ -36,6 +40,8 @@ class ScoringMethod:
     # whole sentence, and in the sentence cut after the pair (pair_context=prefix).
     exact_sentence_passes: Callable[[int], int]
     exact_prefix_passes: Callable[[int], int]
+    # The NLL per target token of held-out blocks (model, blocks, mask_id, evaluate config): exact, or a bound.
+    likelihood: Callable[[Transformer, Tensor, int, DictConfig], LikelihoodResult]
 
 
 def _chain_rule_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
@@ -49,14 +55,27 @@ def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[P
                         given=given)
 
 
+def _chain_rule_likelihood(model: Transformer, blocks: Tensor, mask_id: int, cfg: DictConfig) -> LikelihoodResult:
+    return exact_chain_rule_nll(model, blocks, batch_size=int(cfg.batch_size))
+
+
+def _conditional_likelihood(model: Transformer, blocks: Tensor, mask_id: int, cfg: DictConfig) -> LikelihoodResult:
+    settings = cfg.likelihood
+    return any_order_bound(model_masked_scorer(model, mask_id, int(cfg.batch_size)), blocks,
+                           strata=int(settings.strata), draws=int(settings.draws), max_draws=int(settings.max_draws),
+                           target_rel_stderr=float(settings.target_rel_stderr), seed=int(cfg.seed))
+
+
 METHODS = {
     "chain_rule": ScoringMethod(
         "chain_rule", _chain_rule_pairs, "ar_exact", lambda scorer, ids, mask_id: ar_log_likelihood(scorer, ids),
         # inside a sentence a pass per (a, b) for the tokens after j; in the prefix one per a
-        "log_likelihood", "ppl", exact_sentence_passes=lambda v: v * v, exact_prefix_passes=lambda v: v),
+        "log_likelihood", "ppl", exact_sentence_passes=lambda v: v * v, exact_prefix_passes=lambda v: v,
+        likelihood=_chain_rule_likelihood),
     "conditionals": ScoringMethod(
         "conditionals", _conditional_pairs, "ag", pseudo_log_likelihood, "pseudo_log_likelihood", "pseudo_ppl",
-        exact_sentence_passes=lambda v: 2 * v, exact_prefix_passes=lambda v: 2 * v),  # a unary table per position
+        exact_sentence_passes=lambda v: 2 * v, exact_prefix_passes=lambda v: 2 * v,  # a unary table per position
+        likelihood=_conditional_likelihood),
 }
 
 

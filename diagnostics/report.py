@@ -6,6 +6,9 @@ The sequence scores are different quantities and keep different tags:
 
     diagnostics/sequence/ppl                 AR perplexity (exact chain rule)
     diagnostics/sequence/pseudo_ppl          MLM pseudo-perplexity (one token masked at a time; not a likelihood)
+    diagnostics/likelihood/{nll_per_token,ppl}   every objective, the same held-out blocks: AR exact, a
+                                             bidirectional checkpoint's any-order upper bound (report: kind)
+    diagnostics/likelihood/mc_stderr         the bound's Monte-Carlo standard error (0 when exact)
     diagnostics/<kind>/joint/{p_ppl,u_ppl}   AR: its exact joint; MLM: AG
     diagnostics/<kind>/gap                   mean pointwise dependence of the gold pairs under that joint
     diagnostics/<kind>/gap_by_distance       the same, step = the smallest distance of each bin
@@ -40,6 +43,8 @@ def _cell(value: float | None) -> str:
 def markdown_report(report: dict[str, Any]) -> str:
     lines = [f"# Diagnostics: {report['objective']} ({report['checkpoint']})", "",
              f"{report['corpus']}, {report['split']} split; seed {report['seed']}; {report['wall_seconds']:.0f} s.", ""]
+    if "likelihood" in report:
+        lines += likelihood_markdown(report["likelihood"])
     if "pairwise" in report:
         lines += independence_markdown(report)
     if "representations" in report:
@@ -62,6 +67,17 @@ def representations_markdown(part: dict[str, Any]) -> list[str]:
         geo += [geometry["self_similarity_same_type"], geometry["self_similarity_different_types"]]
         lines.append(f"| {geometry['layer']} | " + " | ".join(_cell(v) for v in [*shift, *geo]) + " |")
     return [*lines, ""]
+
+
+def likelihood_markdown(part: dict[str, Any]) -> list[str]:
+    exact = part["kind"] == "exact"
+    how = ("exact (chain rule)" if exact else
+           f"upper bound (any-order, {part['strata']} strata x {part['draws']} draws per block; Monte-Carlo "
+           f"standard error {part['mc_stderr']:.4f} nats, {part['rel_mc_stderr']:.2%})")
+    return [f"## Likelihood on held-out blocks ({part['blocks']} blocks of {part['block_size']} tokens, "
+            f"{part['target_tokens']} target tokens: every position after [CLS], [EOD] included)", "",
+            "| kind | NLL per token | perplexity | standard error over blocks |", "|---|---|---|---|",
+            f"| {how} | {part['nll_per_token']:.4f} | {part['ppl']:.2f} | {part['blocks_stderr']:.4f} |", ""]
 
 
 PERPLEXITY_LABELS = {"ppl": "perplexity", "pseudo_ppl": "pseudo-perplexity"}
@@ -122,6 +138,10 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
             for metric, value in row.items():
                 if metric != "layer":
                     yield f"diagnostics/representations/{metric}", value, row["layer"]
+    if "likelihood" in report:
+        part = report["likelihood"]
+        for metric in ("nll_per_token", "ppl", "mc_stderr"):
+            yield f"diagnostics/likelihood/{metric}", part[metric], 0
     if "sequence" not in report:
         return
     seq = report["sequence"]

@@ -28,6 +28,7 @@ from common.atomic import atomic_write_text
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
+from diagnostics.likelihood import held_out_blocks
 from diagnostics.methods import ScoringMethod, scoring_method
 from diagnostics.pairwise import PairwiseResult
 from diagnostics.report import markdown_report, tensorboard_scalars
@@ -56,8 +57,9 @@ def check_settings(cfg: DictConfig) -> None:
     unknown = sorted(set(cfg.kinds) - set(PAIR_KINDS))
     if unknown or not cfg.kinds:
         raise ValueError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
-    if not cfg.independence and not cfg.representations.enabled:
-        raise ValueError("independence=false and representations.enabled=false: nothing to measure")
+    if not cfg.independence and not cfg.representations.enabled and not cfg.likelihood.enabled:
+        raise ValueError("independence=false, representations.enabled=false and likelihood.enabled=false: "
+                         "nothing to measure")
     if cfg.candidates is not None and int(cfg.candidates) < 2:
         raise ValueError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
     if cfg.pair_context not in PAIR_CONTEXTS:
@@ -119,6 +121,7 @@ class Setup:
     mask_id: int
     ordinary: Tensor
     candidates: int | None
+    tokenizer: Tokenizer
 
     @property
     def attention(self) -> Attention:
@@ -137,7 +140,7 @@ def setup(cfg: DictConfig) -> Setup:
     return Setup(model, pretrained, method, corpus, sentences,
                  Scorer(model, batch_size=cfg.batch_size), token_id(tokenizer, MASK),
                  ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
-                 None if cfg.candidates is None else int(cfg.candidates))
+                 None if cfg.candidates is None else int(cfg.candidates), tokenizer)
 
 
 def pair_contexts(sentences: list[list[int]], pairs: list[Pair], context: str) -> list[list[int]]:
@@ -199,6 +202,21 @@ def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
             "pairwise": {kind: r.summary(s.method.headline_joint) for kind, r in results.items()}}
 
 
+def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
+    """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says."""
+    started = time.perf_counter()
+    block_size = cfg.likelihood.block_size or s.pretrained.trained_length
+    if block_size is None:
+        raise ValueError(f"{s.pretrained.path} does not record its pretraining block size; give likelihood.block_size")
+    if not 2 <= int(block_size) <= s.model.config.max_len:
+        raise ValueError(f"likelihood.block_size={block_size}; use 2..model.max_len={s.model.config.max_len}")
+    blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
+                             split=cfg.split)
+    with torch.inference_mode():
+        result = s.method.likelihood(s.model, blocks, s.mask_id, cfg)
+    return {**result.summary(), "block_size": int(block_size), "seconds": round(time.perf_counter() - started, 2)}
+
+
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.output_dir)
@@ -219,6 +237,8 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     }
     if cfg.independence:
         report.update(independence(s, cfg))
+    if cfg.likelihood.enabled:
+        report["likelihood"] = likelihood(s, cfg)
     if cfg.representations.enabled:
         report["representations"] = representation_report(s.model, s.sentences, s.attention, s.mask_id, cfg)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.attention import Attention, sdpa_arguments
-from models.lm_loss import linear_cross_entropy
+from models.lm_loss import linear_cross_entropy, weighted_linear_cross_entropy
 
 NORM_POSITIONS = ("pre", "post")
 POSITION_KINDS = ("learned", "rope")
@@ -206,10 +206,17 @@ class Transformer(nn.Module):
         """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""
         return F.linear(hidden, self.token_embedding.weight, self.lm_bias)
 
-    def lm_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
+    def lm_nll(self, hidden: Tensor, targets: Tensor, *, excluded: int | None = None) -> Tensor:
         """Summed NLL (fp32) of `targets` (N,) at hidden states (N, d) under the tied LM head, without ever
-        holding the N x V logits (models.lm_loss); every target must be a real token id."""
-        return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets)
+        holding the N x V logits (models.lm_loss); every target must be a real token id. `excluded`: a token
+        out of the support (masked diffusion's [MASK])."""
+        return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets, excluded=excluded)
+
+    def weighted_lm_nll(self, hidden: Tensor, targets: Tensor, row_weights: Tensor, *,
+                        excluded: int | None = None) -> tuple[Tensor, Tensor]:
+        """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL, without), in one pass."""
+        return weighted_linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets,
+                                             row_weights, excluded=excluded)
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

@@ -21,45 +21,69 @@ ACCELERATOR_LOGITS_PER_BLOCK = 1 << 27
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool) -> Tensor:
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool,
+                row_weights: Tensor | None, excluded: int | None) -> Tensor:
         budget = CPU_LOGITS_PER_BLOCK if hidden.device.type == "cpu" else ACCELERATOR_LOGITS_PER_BLOCK
         rows = max(1, budget // weight.shape[0])  # 512 rows at V = 8,192 on a CPU
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        plain = torch.zeros((), dtype=torch.float32, device=hidden.device)  # unweighted, for logging
         grad_hidden = torch.empty_like(hidden) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if want_grad else None
         for start in range(0, hidden.shape[0], rows):
             h, y = hidden[start:start + rows], targets[start:start + rows]
             # Under autocast the matmul runs in bf16; the softmax and the loss are taken in fp32.
-            log_probs = torch.log_softmax(torch.addmm(bias, h, weight.t()).float(), dim=-1)
-            total -= log_probs.gather(1, y[:, None]).sum()
+            logits = torch.addmm(bias, h, weight.t()).float()
+            if excluded is not None:
+                logits[:, excluded] = float("-inf")  # out of the support: zero probability, zero gradient
+            log_probs = torch.log_softmax(logits, dim=-1)
+            nll = -log_probs.gather(1, y[:, None]).squeeze(1)
+            w = None if row_weights is None else row_weights[start:start + rows].float()
+            plain += nll.sum()
+            total += nll.sum() if w is None else (w * nll).sum()
             if not want_grad:
                 continue
             grad_logits = log_probs.exp_()  # softmax, in place
             grad_logits[torch.arange(y.shape[0], device=y.device), y] -= 1.0
+            if w is not None:
+                grad_logits *= w[:, None]
             grad_hidden[start:start + rows] = grad_logits @ weight
             grad_weight += grad_logits.t() @ h
             grad_bias += grad_logits.sum(0)
         if want_grad:
             ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype), grad_bias.to(bias.dtype))
-        return total
+        ctx.mark_non_differentiable(plain)
+        return total, plain
 
     @staticmethod
-    def backward(ctx, grad_total: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx, grad_total: Tensor, grad_plain: Tensor | None) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
         need = ctx.needs_input_grad
         return (grad_hidden * grad_total if need[0] else None, grad_weight * grad_total if need[1] else None,
-                grad_bias * grad_total if need[2] else None, None, None)
+                grad_bias * grad_total if need[2] else None, None, None, None, None)
 
 
-def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
+def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, *,
+                         excluded: int | None = None) -> Tensor:
     """Summed NLL (fp32) of `targets` (N,) under softmax(hidden @ weight.T + bias) for hidden (N, d).
 
     Every target must be a real class: callers select the rows that carry a loss first (which also spares the
     head's work on padding). Equal to `F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")`
-    within float rounding, gradients included.
+    within float rounding, gradients included. `excluded` is a class removed from the support (its logit -inf
+    before the softmax: masked diffusion never predicts [MASK]); no target may be it.
     """
+    return weighted_linear_cross_entropy(hidden, weight, bias, targets, None, excluded=excluded)[0]
+
+
+def weighted_linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor,
+                                  row_weights: Tensor | None, *, excluded: int | None = None) -> tuple[Tensor, Tensor]:
+    """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL of the same rows, without):
+    masked diffusion optimises the first (its 1/t weights are constants) and logs the second, from one pass."""
+    if row_weights is not None and row_weights.shape != targets.shape:
+        raise ValueError(f"row_weights has shape {tuple(row_weights.shape)}, targets {tuple(targets.shape)}")
     if hidden.shape[0] == 0:
-        return (hidden.sum() + weight.sum() * 0 + bias.sum() * 0).float()  # zero that keeps the graph
+        zero = (hidden.sum() + weight.sum() * 0 + bias.sum() * 0).float()  # zero that keeps the graph
+        return zero, zero.detach()
     want_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, want_grad)
+    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, want_grad,
+                                     None if row_weights is None else row_weights.detach(), excluded)

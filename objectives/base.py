@@ -52,6 +52,9 @@ class Objective(nn.Module, ABC):
     input_format: ClassVar[str] = "blocks"
     # Names of the objective-specific entries of `LossOutput.extras`, logged as train/<name>, val/<name>.
     extra_metrics: ClassVar[tuple[str, ...]] = ()
+    # Extras that are an NLL per token (nats), with the name their exponential is logged under as val/<name>
+    # (masked diffusion: {"nelbo": "ppl_bound"}).
+    perplexity_of: ClassVar[dict[str, str]] = {}
     # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
     # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
     val_loss_kind: ClassVar[str]

@@ -9,6 +9,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import bench.data_path as data_path
+import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.throughput as throughput
 from bench.flops import Shape, forward_flops_per_token
@@ -96,3 +97,15 @@ def test_loop_benchmark_sets_a_real_run_against_the_bare_step(capsys, cache_dir)
     (run,) = result["runs"]["mlm"]
     assert run["steps"] == 3 and run["loop"] > 0 and run["bare"] > 0
     assert run["share"] == pytest.approx(run["loop"] / run["bare"])
+
+
+@pytest.mark.slow
+def test_likelihood_table_puts_exact_and_bound_side_by_side(capsys, tiny_pretrained, tmp_path):
+    likelihood_table.main(["--seeds", "1", "--reference", "ar", "--out", str(tmp_path),
+                           "--arm", f"ar={tiny_pretrained['ar']}", "--arm", f"mlm={tiny_pretrained['mlm']}",
+                           "--", "likelihood.blocks=4", "likelihood.draws=2", "likelihood.max_draws=2"])
+    out = capsys.readouterr().out
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if line.startswith("| ")}
+    assert " exact " in rows["ar"] and " upper_bound " in rows["mlm"]
+    assert "4 held-out blocks of 32 tokens, 124 target tokens" in out
+    assert (tmp_path / "mlm" / "seed1" / "diagnostics.json").is_file()

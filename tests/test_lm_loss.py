@@ -74,3 +74,35 @@ def test_no_rows_gives_a_zero_that_keeps_the_graph():
     assert float(loss.detach()) == 0.0
     loss.backward()
     assert float(weight.grad.abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("logits_per_block", [50 * 7, 1 << 22])
+def test_row_weights_and_an_excluded_class_equal_the_plain_form(monkeypatch, logits_per_block):
+    """Masked diffusion's head: each row's NLL times a constant weight, one class out of the support; the
+    unweighted sum of the same rows comes back too, without a gradient."""
+    monkeypatch.setattr(lm_loss, "CPU_LOGITS_PER_BLOCK", logits_per_block)
+    hidden, weight, bias, targets = leaves()
+    targets = torch.where(targets == 4, torch.full_like(targets, 5), targets)  # class 4 is excluded: never a target
+    row_weights = torch.rand(targets.shape, generator=torch.Generator().manual_seed(1)) * 5 + 0.1
+
+    def plain_rows():
+        logits = F.linear(hidden, weight, bias)
+        logits = logits.masked_fill(torch.arange(logits.shape[1]) == 4, float("-inf"))
+        return F.cross_entropy(logits, targets, reduction="none")
+
+    plain, plain_grads = grads_of(lambda: (row_weights * plain_rows()).sum(), (hidden, weight, bias))
+    kept = {}
+
+    def blocked_loss():
+        total, unweighted = lm_loss.weighted_linear_cross_entropy(hidden, weight, bias, targets, row_weights,
+                                                                  excluded=4)
+        kept["unweighted"] = unweighted
+        return total
+
+    blocked, blocked_grads = grads_of(blocked_loss, (hidden, weight, bias))
+    torch.testing.assert_close(blocked, plain, rtol=1e-5, atol=1e-4)
+    for mine, reference in zip(blocked_grads, plain_grads):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+    assert not kept["unweighted"].requires_grad
+    torch.testing.assert_close(kept["unweighted"], plain_rows().sum().detach(), rtol=1e-5, atol=1e-4)
+    assert blocked_grads[2][4] == 0  # the excluded class's bias gets no gradient

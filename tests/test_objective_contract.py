@@ -55,7 +55,9 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     objective = instantiate(cfg.objective)
     assert isinstance(objective, Objective)
     cls = type(objective)  # fine-tuning and diagnostics ask the class, never an instance
-    assert cls.val_loss_kind in ("next_token", "masked_token") and cls.pretraining_attention in KINDS
+    # val_loss_kind names what val/loss averages; reports keep each kind in its own column
+    assert cls.val_loss_kind.isidentifier() and cls.pretraining_attention in KINDS
+    assert set(cls.perplexity_of) <= set(cls.extra_metrics)
     Attention.named(cls.finetune_attention)  # a pattern fine-tuning and diagnostics can run
     scoring_method(cls)  # a scoring method the diagnostics implement
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
@@ -93,6 +95,7 @@ def test_trains_checkpoints_and_resumes_exactly(name, runs, tmp_path, cache_dir)
         assert summary["pred_tokens_seen"] == STEPS * 8 * 31
     # the same tags for every objective, plus each objective's own metrics
     assert COMMON_TAGS | {f"val/{m}" for m in objective.extra_metrics} <= scalar_tags(folder)
+    assert {f"val/{p}" for p in objective.perplexity_of.values()} <= scalar_tags(folder)
     last = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["hyper_parameters"]["objective"]["_target_"].startswith("objectives.")
     part_way = folder / "checkpoints" / f"tokens-{HALF * 8 * 32}.ckpt"

@@ -137,7 +137,10 @@ class PretrainModule(L.LightningModule):
             self.log(f"val/nll_{self.objective.val_loss_kind}", nll)  # the same figure, named for what it is
         for name, metric in self.val_extras.items():
             if metric.update_count:
-                self.log(f"val/{name}", metric.compute())
+                value = metric.compute()
+                self.log(f"val/{name}", value)
+                if name in self.objective.perplexity_of:
+                    self.log(f"val/{self.objective.perplexity_of[name]}", torch.exp(value))
             metric.reset()
         self.val_lm_nll.reset()
         if self.unigram_baseline is not None:

@@ -1,0 +1,175 @@
+"""Likelihood on held-out blocks, comparable across objectives (../shared/specs/likelihood-bounds.md): an AR
+checkpoint's exact NLL, and for a bidirectional one the any-order bound
+
+    B(x) = sum_{m=1..L} E_{|M| = m} [ (1/m) sum_{i in M} -log q(x_i | x_{-M}) ],
+
+an upper bound on the NLL of a proper model built from its conditionals (a uniform mixture of AR models, one
+per order). Both are taken over the same target positions of the same blocks: every position after the leading
+[CLS], [EOD] included, so a model is never told where a document ends when AR is not.
+
+The bound is estimated in its discrete form, stratified over the masked-set size m: the continuous form's 1/t
+weight has unbounded variance near t = 0, while each term of the discrete form is a mean of NLLs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+from tqdm import tqdm
+
+from common.vocabulary import CLS
+from datamodules.corpora import Corpus
+from datamodules.encoding import token_id
+from datamodules.tokenizer import encode_documents
+from models.attention import BIDIRECTIONAL, CAUSAL
+from models.backbone import Transformer
+
+# (blocks (N, T), masked (N, T) bool) -> (N, T) float64: -log q(x_i | x with the masked positions as [MASK])
+# at every masked position, 0 elsewhere.
+MaskedScorer = Callable[[Tensor, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class LikelihoodResult:
+    kind: str  # "exact" (AR's chain rule) or "upper_bound" (the any-order bound of a bidirectional model)
+    nll_per_token: float
+    blocks: int
+    target_tokens: int
+    mc_stderr: float = 0.0  # Monte-Carlo standard error of nll_per_token on these blocks (0 when exact)
+    blocks_stderr: float = 0.0  # standard error over blocks: how much another sample of blocks would move it
+    strata: int = 0
+    draws: int = 0  # replicates per block, each with one masked set per stratum
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll_per_token)
+
+    def summary(self) -> dict[str, float | int | str]:
+        return {**asdict(self), "ppl": self.perplexity,
+                "rel_mc_stderr": self.mc_stderr / self.nll_per_token if self.nll_per_token else 0.0}
+
+
+def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, count: int,
+                    split: str = "validation") -> Tensor:
+    """`count` blocks `[CLS] + block_size - 1 tokens` of the split's document stream ([EOD] after each document),
+    as the pretraining DataModule packs them, spread evenly over the split."""
+    documents = corpus.load().get(split)
+    if documents is None:
+        raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
+    tokens, _ = encode_documents(tokenizer, documents, desc=f"{split} blocks")
+    span = block_size - 1
+    available = len(tokens) // span
+    if available < 1 or count < 1:
+        raise ValueError(f"likelihood.blocks={count}: the {split} split of {corpus.describe()} makes {available} "
+                         f"blocks of {block_size} tokens; lower likelihood.blocks or likelihood.block_size")
+    chosen = np.unique(np.linspace(0, available - 1, num=min(count, available)).round().astype(np.int64))
+    rows = np.stack([tokens[i * span:(i + 1) * span] for i in chosen]).astype(np.int64)
+    cls = np.full((len(rows), 1), token_id(tokenizer, CLS), dtype=np.int64)
+    return torch.from_numpy(np.concatenate([cls, rows], axis=1))
+
+
+def target_positions(blocks: Tensor) -> Tensor:
+    """Every position after the leading [CLS]: the tokens AR predicts."""
+    targets = torch.ones_like(blocks, dtype=torch.bool)
+    targets[:, 0] = False
+    return targets
+
+
+@torch.no_grad()
+def exact_chain_rule_nll(model: Transformer, blocks: Tensor, batch_size: int = 64) -> LikelihoodResult:
+    """An AR checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t)."""
+    device = next(model.parameters()).device
+    total = 0.0
+    for start in range(0, blocks.shape[0], batch_size):
+        ids = blocks[start:start + batch_size].to(device)
+        hidden = model(ids, attention=CAUSAL)[:, :-1]
+        total += float(model.lm_nll(hidden.reshape(-1, hidden.shape[-1]), ids[:, 1:].reshape(-1)))
+    n = int(target_positions(blocks).sum())
+    return LikelihoodResult("exact", total / n, blocks.shape[0], n)
+
+
+def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256) -> MaskedScorer:
+    """The checkpoint's conditionals at masked positions, [MASK] out of the support, bidirectional attention.
+    The vocabulary projection runs only at the masked positions."""
+    device = next(model.parameters()).device
+
+    @torch.no_grad()
+    def score(blocks: Tensor, masked: Tensor) -> Tensor:
+        nll = torch.zeros(blocks.shape, dtype=torch.float64)
+        for start in range(0, blocks.shape[0], batch_size):
+            ids, where = blocks[start:start + batch_size].to(device), masked[start:start + batch_size].to(device)
+            if not where.any():
+                continue
+            states = model(ids.masked_fill(where, mask_id), attention=BIDIRECTIONAL, output_mask=where)
+            logits = model.logits(states).float()
+            logits[:, mask_id] = float("-inf")
+            rows = -torch.log_softmax(logits, dim=-1).gather(1, ids[where][:, None]).squeeze(1)
+            part = torch.zeros(where.shape, dtype=torch.float64, device=device)
+            part[where] = rows.double()  # rows come back in row-major order of `where`
+            nll[start:start + batch_size] = part.cpu()
+        return nll
+
+    return score
+
+
+def random_subsets(targets: Tensor, sizes: Tensor, generator: torch.Generator) -> Tensor:
+    """(N, T) bool: for row r a uniformly random set of `sizes[r]` of its target positions."""
+    keys = torch.rand(targets.shape, generator=generator, dtype=torch.float64)
+    keys = keys.masked_fill(~targets, 2.0)  # non-targets sort last
+    ranks = keys.argsort(dim=1).argsort(dim=1)
+    return ranks < sizes[:, None]
+
+
+def stratified_sizes(lengths: Tensor, strata: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """One masked-set size per (row, stratum): strata split 1..L_r into `strata` contiguous groups (as equal as
+    integers allow) and a size is drawn uniformly inside each. Returns (sizes (N, S), group sizes (N, S)), so
+    sum_s group_size * term(size) is an unbiased estimate of sum_{m=1..L} term(m)."""
+    edges = torch.stack([torch.div(lengths * s, strata, rounding_mode="floor") for s in range(strata + 1)], dim=1)
+    group = edges[:, 1:] - edges[:, :-1]  # sizes in (edges[s], edges[s + 1]]
+    u = torch.rand(group.shape, generator=generator, dtype=torch.float64)
+    sizes = edges[:, :-1] + 1 + (u * group).floor().long().clamp(max=(group - 1).clamp(min=0))
+    return sizes, group
+
+
+def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: int, max_draws: int,
+                    target_rel_stderr: float, seed: int, progress: bool = True) -> LikelihoodResult:
+    """The bound per target token, stratified over m, with `draws` replicates per block (each one masked set
+    per stratum), doubled up to `max_draws` until the Monte-Carlo standard error is below `target_rel_stderr`
+    of the value. The standard error is the replicates' spread per block, summed over blocks."""
+    if strata < 1 or draws < 2 or max_draws < draws:
+        raise ValueError(f"likelihood.strata={strata}, draws={draws}, max_draws={max_draws}: need strata >= 1, "
+                         "draws >= 2 (the standard error needs two replicates) and max_draws >= draws")
+    generator = torch.Generator().manual_seed(seed)
+    targets = target_positions(blocks)
+    lengths = targets.sum(1)
+    strata = int(min(strata, int(lengths.min())))  # never an empty stratum
+    replicates: list[Tensor] = []  # (N,) estimates of B(x), one per replicate
+    bar = tqdm(total=draws, desc="likelihood bound", unit="replicate", disable=not progress)
+    wanted = draws
+    while True:
+        while len(replicates) < wanted:
+            sizes, group = stratified_sizes(lengths, strata, generator)
+            rows = blocks.repeat_interleave(strata, dim=0)
+            masked = random_subsets(targets.repeat_interleave(strata, dim=0), sizes.reshape(-1), generator)
+            per_set = score(rows, masked).sum(1) / sizes.reshape(-1).double()  # (1/m) sum of the m NLLs
+            replicates.append((per_set.reshape(-1, strata) * group.double()).sum(1))
+            bar.update(1)
+        estimates = torch.stack(replicates)  # (R, N)
+        total_tokens = float(lengths.sum())
+        value = float(estimates.mean(0).sum()) / total_tokens
+        mc_stderr = math.sqrt(float(estimates.var(0, unbiased=True).sum()) / len(replicates)) / total_tokens
+        if mc_stderr <= target_rel_stderr * value or wanted >= max_draws:
+            break
+        wanted = min(2 * wanted, max_draws)
+        bar.total = wanted
+        bar.refresh()
+    bar.close()
+    per_block = estimates.mean(0) / lengths.double()
+    blocks_stderr = float(per_block.std(unbiased=True)) / math.sqrt(len(per_block)) if len(per_block) > 1 else 0.0
+    return LikelihoodResult("upper_bound", value, blocks.shape[0], int(total_tokens), mc_stderr, blocks_stderr,
+                            strata, len(replicates))

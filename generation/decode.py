@@ -1,0 +1,100 @@
+"""Generating text from a pretraining checkpoint, the way its objective factorises the distribution (its
+class's `scoring`, as the diagnostics choose): left to right for a chain-rule model (AR), iterative unmasking
+for one that gives each token's conditional given the others (MLM, masked diffusion)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from generation.sampling import SamplingSettings, sample
+from models.attention import BIDIRECTIONAL, CAUSAL
+from models.backbone import Transformer
+from objectives.base import Objective
+
+UNMASKING_ORDERS = ("confidence", "random")
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: Tensor  # (P,) token ids, [CLS] first
+    new_tokens: int
+    samples: int
+    sampling: SamplingSettings
+    banned: Tensor  # ids never generated (special tokens but [EOD])
+    eod_id: int
+    mask_id: int
+    steps: int | None = None  # unmasking steps (None: one position revealed per step)
+    order: str = "confidence"  # which masked positions are revealed first
+
+
+@torch.no_grad()
+def left_to_right(model: Transformer, request: Request, generator: torch.Generator) -> Tensor:
+    """(samples, P + n) ids: each next token drawn given the ones before it; a row that draws [EOD] stops there
+    (the rest of it is [EOD])."""
+    device = next(model.parameters()).device
+    ids = request.prompt.to(device).repeat(request.samples, 1)
+    done = torch.zeros(request.samples, dtype=torch.bool, device=device)
+    for _ in range(request.new_tokens):
+        hidden = model(ids, attention=CAUSAL)[:, -1]
+        drawn, _ = sample(model.logits(hidden), request.sampling, generator, request.banned)
+        drawn = torch.where(done, torch.full_like(drawn, request.eod_id), drawn)
+        ids = torch.cat([ids, drawn[:, None]], dim=1)
+        done |= drawn == request.eod_id
+        if done.all():
+            break
+    return ids.cpu()
+
+
+@torch.no_grad()
+def iterative_unmasking(model: Transformer, request: Request, generator: torch.Generator) -> Tensor:
+    """(samples, P + n) ids: the n positions after the prompt start as [MASK]; each of `steps` steps draws a token
+    at every masked position (given everything visible) and keeps ceil(masked / steps left) of them, the most
+    probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again."""
+    if request.order not in UNMASKING_ORDERS:
+        raise ValueError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
+    device = next(model.parameters()).device
+    n = request.new_tokens
+    steps = n if request.steps is None else min(request.steps, n)
+    if steps < 1:
+        raise ValueError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
+    tail = torch.full((request.samples, n), request.mask_id, dtype=torch.long)
+    ids = torch.cat([request.prompt.repeat(request.samples, 1), tail], dim=1).to(device)
+    banned = torch.cat([request.banned, torch.tensor([request.mask_id])]).unique()
+    for step in range(steps):
+        masked = ids == request.mask_id
+        remaining = int(masked[0].sum())  # every row has the same number left
+        if remaining == 0:
+            break
+        keep = math.ceil(remaining / (steps - step))
+        states = model(ids, attention=BIDIRECTIONAL, output_mask=masked)  # rows in row-major order of `masked`
+        drawn, probability = sample(model.logits(states), request.sampling, generator, banned)
+        score = torch.full(masked.shape, -1.0, dtype=torch.float64, device=device)  # visible: never chosen
+        if request.order == "confidence":
+            score[masked] = probability
+        else:
+            score[masked] = torch.rand(int(masked.sum()), generator=generator, dtype=torch.float64, device=device)
+        chosen = torch.zeros_like(masked)
+        chosen.scatter_(1, score.topk(keep, dim=1).indices, True)
+        proposal = ids.clone()
+        proposal[masked] = drawn
+        ids = torch.where(chosen & masked, proposal, ids)
+    return ids.cpu()
+
+
+GENERATORS: dict[str, Callable[[Transformer, Request, torch.Generator], Tensor]] = {
+    "chain_rule": left_to_right,
+    "conditionals": iterative_unmasking,
+}
+
+
+def generator_for(objective: type[Objective]) -> Callable[[Transformer, Request, torch.Generator], Tensor]:
+    method = GENERATORS.get(getattr(objective, "scoring", None))
+    if method is None:
+        raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "
+                         f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
+    return method

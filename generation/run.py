@@ -1,0 +1,68 @@
+"""`python generate.py checkpoint=<ckpt or run folder> prompt="..."`: samples from a pretraining checkpoint, printed
+and written to <run folder>/samples.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tokenizers import Tokenizer
+
+from common.atomic import atomic_write_text
+from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
+from datamodules.encoding import token_id
+from generation.decode import Request, generator_for
+from generation.sampling import SamplingSettings
+from models.backbone import ModelConfig, Transformer
+from models.checkpoint import load_weights
+from training.pretrained import load_pretrained
+
+log = logging.getLogger("armlm.generate")
+
+
+def encode_prompt(tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
+    """[CLS] + the prompt's tokens: pretraining blocks start with [CLS], so every sample does too."""
+    return torch.tensor([token_id(tokenizer, CLS), *tokenizer.encode(prompt, add_special_tokens=False).ids])
+
+
+def run_generation(cfg: DictConfig) -> dict[str, Any]:
+    started = time.perf_counter()
+    if not cfg.get("checkpoint"):
+        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
+    if int(cfg.new_tokens) < 1 or int(cfg.samples) < 1:
+        raise ValueError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
+    sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
+    pretrained = load_pretrained(cfg.checkpoint)
+    model = Transformer(ModelConfig(**pretrained.model))
+    load_weights(model, pretrained.weights, pretrained.path)
+    model = model.to(cfg.device).eval()
+    tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
+    prompt = encode_prompt(tokenizer, str(cfg.prompt))
+    length = len(prompt) + int(cfg.new_tokens)
+    limit = pretrained.trained_length or model.config.max_len
+    if length > limit:
+        raise ValueError(f"the prompt ({len(prompt)} tokens with [CLS]) plus new_tokens={cfg.new_tokens} make "
+                         f"{length}, beyond the {limit} positions the checkpoint was trained on; lower new_tokens")
+    eod = token_id(tokenizer, EOD)
+    banned = torch.tensor([token_id(tokenizer, t) for t in SPECIAL_TOKENS if t != EOD])
+    request = Request(prompt, int(cfg.new_tokens), int(cfg.samples), sampling, banned, eod,
+                      token_id(tokenizer, MASK), None if cfg.steps is None else int(cfg.steps), str(cfg.order))
+    generate = generator_for(pretrained.objective_class)
+    ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)))
+    texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
+    result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
+              "method": generate.__name__, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),
+              "steps": request.steps, "order": request.order, "temperature": sampling.temperature,
+              "top_k": sampling.top_k, "top_p": sampling.top_p, "seed": int(cfg.seed), "samples": texts,
+              "seconds": round(time.perf_counter() - started, 2)}
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "samples.json", json.dumps(result, indent=2))
+    for i, text in enumerate(texts, 1):
+        log.info("sample %d (%s, %s): %s", i, pretrained.objective_name, generate.__name__, text)
+    return result

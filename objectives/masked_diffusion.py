@@ -1,0 +1,88 @@
+"""Masked diffusion LM (MDLM, Sahoo et al. 2024; Ou et al. 2024): an MLM trained over every mask rate, whose loss
+is an upper bound on the negative log-likelihood (../shared/specs/likelihood-bounds.md, section 2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from common.vocabulary import Vocabulary
+from models.backbone import Transformer
+from objectives.base import Batch, LossOutput, Objective, mean_or_zero
+from objectives.mlm import mask_share
+
+
+def stratified_rates(batch_size: int, eps: float, generator: torch.Generator | None, device: torch.device) -> Tensor:
+    """One mask rate per sequence in (eps, 1]: t_b = eps + (1 - eps) ((u + b / B) mod 1) for one u ~ U(0, 1).
+    Each t_b is uniform, so the loss stays unbiased, and the batch covers (eps, 1] evenly, which cuts the
+    variance the 1/t weight gives small rates."""
+    u = torch.rand((), generator=generator, device=device)
+    offsets = torch.arange(batch_size, device=device, dtype=torch.float32) / batch_size
+    return eps + (1.0 - eps) * torch.remainder(u + offsets, 1.0)
+
+
+def target_positions(batch: Batch) -> Tensor:
+    """(B, T) bool: the positions whose tokens are predicted, the same ones AR predicts: every position after the
+    leading [CLS] ([EOD] included), padding never."""
+    input_ids = batch["input_ids"]
+    targets = torch.ones_like(input_ids, dtype=torch.bool)
+    targets[:, 0] = False
+    mask = batch.get("attention_mask")
+    return targets if mask is None else targets & mask.bool()
+
+
+class MaskedDiffusionLM(Objective):
+    """Per sequence one rate t (stratified across the batch, see `stratified_rates`); every target position is
+    replaced by [MASK] with probability t, independently; the loss is the NELBO, sum over masked positions of
+    their cross-entropy times 1/t, per target position of the batch. [MASK] is never predicted (its logit is
+    out of the support), unmasked positions carry no loss, and the network gets no time input (Ou et al. 2024:
+    the mask count carries it). The vocabulary projection and last MLP run only at masked positions."""
+
+    pretraining_attention = "bidirectional"
+    finetune_attention = "bidirectional"
+    scoring = "conditionals"
+    # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity
+    val_loss_kind = "masked_token_any_rate"
+    extra_metrics = ("nelbo", "mask_share")
+    # val/nelbo is an NLL bound per target token: its exponential is logged as val/ppl_bound.
+    perplexity_of = {"nelbo": "ppl_bound"}
+
+    def __init__(self, eps: float = 1e-3) -> None:
+        super().__init__()
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < 1.0:
+            raise ValueError(f"objective.eps={eps!r} must be a number in (0, 1): the smallest mask rate drawn")
+        self.eps = float(eps)
+        self.mask_id: int | None = None
+
+    def set_vocabulary(self, vocab: Vocabulary) -> None:
+        self.mask_id = vocab.mask_id
+
+    def corrupt(self, batch: Batch, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(inputs with the masked positions replaced by [MASK], the (B, T) masked positions, the (B,) rates)."""
+        if self.mask_id is None:
+            raise RuntimeError("MaskedDiffusionLM.set_vocabulary must be called before corrupting inputs")
+        input_ids = batch["input_ids"]
+        rates = stratified_rates(input_ids.shape[0], self.eps, generator, input_ids.device)
+        draws = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+        masked = (draws < rates[:, None]) & target_positions(batch)
+        return input_ids.masked_fill(masked, self.mask_id), masked, rates
+
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        corrupted, masked, rates = self.corrupt(batch, generator)
+        states = model(corrupted, attention=self.attention(batch), attention_mask=batch.get("attention_mask"),
+                       token_type_ids=batch.get("token_type_ids"), output_mask=masked)
+        targets = batch["input_ids"][masked]
+        weights = (1.0 / rates)[:, None].expand_as(masked)[masked]  # each masked row's sequence's 1/t
+        # The weighted NLL is the loss; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
+        nelbo_sum, nll_sum = model.weighted_lm_nll(states, targets, weights, excluded=self.mask_id)
+        n_masked = masked.sum()
+        n_targets = target_positions(batch).sum()
+        inputs = self.input_token_count(batch)
+        nelbo = mean_or_zero(nelbo_sum, n_targets)
+        return LossOutput(
+            loss=nelbo,
+            lm_nll_sum=nll_sum,
+            predicted_tokens=n_masked,
+            input_tokens=inputs,
+            extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs)},
+        )

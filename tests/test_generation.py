@@ -1,0 +1,141 @@
+"""Sampling in float64 and the two decoders: left to right (chain-rule objectives) and iterative unmasking
+(objectives that give conditionals), chosen by the objective's class."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from generation.decode import Request, generator_for, iterative_unmasking, left_to_right
+from generation.run import run_generation
+from generation.sampling import SamplingSettings, filtered_log_probs, sample
+from models.attention import BIDIRECTIONAL, CAUSAL
+from models.backbone import ModelConfig, Transformer
+from objectives.ar import AutoregressiveLM
+from objectives.masked_diffusion import MaskedDiffusionLM
+from objectives.mlm import MaskedLM
+from tests.test_pretrained import save_checkpoint
+
+LOGITS = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+
+
+def frequencies(settings: SamplingSettings, n: int = 40_000, banned: torch.Tensor | None = None) -> torch.Tensor:
+    ids, _ = sample(LOGITS.repeat(n, 1), settings, torch.Generator().manual_seed(0), banned)
+    return torch.bincount(ids, minlength=4).double() / n
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_draws_follow_the_tempered_distribution(temperature):
+    expected = torch.softmax(LOGITS[0].double() / temperature, -1)
+    observed = frequencies(SamplingSettings(temperature=temperature))
+    assert (observed - expected).abs().max() < 4 * (expected * (1 - expected) / 40_000).sqrt().max()
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p_and_top_k_the_k_best():
+    assert torch.allclose(frequencies(SamplingSettings(top_p=0.8)), torch.tensor([0.625, 0.375, 0, 0]).double(),
+                          atol=0.01)
+    kept = filtered_log_probs(LOGITS, SamplingSettings(top_k=3)).exp()[0]
+    assert kept[3] == 0 and torch.allclose(kept[:3], torch.tensor([0.5, 0.3, 0.15]).double() / 0.95)
+    assert frequencies(SamplingSettings(temperature=0), n=10).tolist() == [1, 0, 0, 0]
+    assert frequencies(SamplingSettings(), banned=torch.tensor([0, 1]))[:2].sum() == 0
+
+
+@pytest.mark.parametrize("bad", [dict(temperature=-1), dict(top_k=-2), dict(top_p=0), dict(top_p=1.5)])
+def test_bad_sampling_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        SamplingSettings(**bad)
+
+
+def test_a_rare_token_comes_up_at_its_rate():
+    """Gumbel-max in float64: a token at probability 1e-4 comes up 20 times in 200,000 draws, give or take."""
+    probs = torch.tensor([1 - 1e-4, 1e-4], dtype=torch.float64)
+    ids, _ = sample(probs.log()[None].repeat(200_000, 1), SamplingSettings(), torch.Generator().manual_seed(1))
+    assert 5 <= int(ids.sum()) <= 40  # expected 20
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=12, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                   dropout=0.0)).eval()
+
+
+def request(**changes) -> Request:
+    settings = dict(prompt=torch.tensor([2, 7, 8]), new_tokens=5, samples=3, sampling=SamplingSettings(temperature=0),
+                    banned=torch.tensor([0, 1, 2, 3]), eod_id=5, mask_id=4)
+    return Request(**{**settings, **changes})
+
+
+def test_left_to_right_greedy_is_the_argmax_chain(model):
+    ids = left_to_right(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])), torch.Generator())
+    expected = torch.tensor([[2, 7, 8]])
+    for _ in range(5):
+        logits = model.logits(model(expected, attention=CAUSAL)[:, -1])
+        logits[:, :6] = float("-inf")
+        expected = torch.cat([expected, logits.argmax(-1, keepdim=True)], 1)
+    assert torch.equal(ids, expected.repeat(3, 1))
+
+
+def test_left_to_right_stops_a_sample_at_eod(model):
+    with torch.no_grad():
+        model.lm_bias[5] += 100.0  # [EOD] always wins
+    try:
+        ids = left_to_right(model, request(), torch.Generator())
+    finally:
+        with torch.no_grad():
+            model.lm_bias[5] -= 100.0
+    assert ids.shape == (3, 4) and (ids[:, 3] == 5).all()
+
+
+def test_unmasking_reveals_on_schedule_and_keeps_the_prompt(model, monkeypatch):
+    calls = []
+    forward = model.forward
+
+    def counting(ids, **kwargs):
+        calls.append(int((ids == 4).sum(1)[0]))  # masked positions per row when the pass runs
+        return forward(ids, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    ids = iterative_unmasking(model, request(steps=2, sampling=SamplingSettings()), torch.Generator().manual_seed(0))
+    assert calls == [5, 2]  # 5 masked: ceil(5/2) = 3 revealed, then the last 2
+    assert (ids[:, :3] == torch.tensor([2, 7, 8])).all() and not (ids == 4).any()
+    assert not torch.isin(ids[:, 3:], torch.tensor([0, 1, 2, 3, 4])).any()
+
+
+def test_greedy_confidence_unmasking_reveals_the_most_probable_position_first(model):
+    ids = iterative_unmasking(model, request(new_tokens=3, steps=3), torch.Generator())
+    start = torch.tensor([[2, 7, 8, 4, 4, 4]])
+    with torch.no_grad():
+        logits = model.logits(model(start, attention=BIDIRECTIONAL))[0, 3:]
+    logits[:, :6] = float("-inf")
+    probs = logits.double().softmax(-1).max(-1)
+    first = 3 + int(probs.values.argmax())
+    assert ids[0, first] == int(logits[first - 3].argmax())
+
+
+def test_the_objective_class_picks_the_decoder():
+    assert generator_for(AutoregressiveLM) is left_to_right
+    assert generator_for(MaskedLM) is iterative_unmasking and generator_for(MaskedDiffusionLM) is iterative_unmasking
+
+    class Odd(AutoregressiveLM):
+        scoring = "sideways"
+
+    with pytest.raises(ValueError, match="no sampler"):
+        generator_for(Odd)
+
+
+def test_generate_command_writes_samples(tmp_path):
+    checkpoint = save_checkpoint(tmp_path / "ckpt", "mlm")
+    cfg = OmegaConf.create({"checkpoint": str(checkpoint), "prompt": "a b", "new_tokens": 4, "samples": 2,
+                            "steps": 2, "order": "random", "temperature": 1.0, "top_k": 0, "top_p": 0.9, "seed": 3,
+                            "device": "cpu", "output_dir": str(tmp_path / "out")})
+    result = run_generation(cfg)
+    saved = json.loads((tmp_path / "out" / "samples.json").read_text())
+    assert saved == result and len(saved["samples"]) == 2 and saved["method"] == "iterative_unmasking"
+    assert all(text.startswith("a b") for text in saved["samples"])
+    cfg.new_tokens = 100
+    with pytest.raises(ValueError, match="lower new_tokens"):
+        run_generation(cfg)

@@ -1,0 +1,160 @@
+"""The any-order likelihood bound against brute force (../shared/specs/likelihood-bounds.md, section 5): exact
+enumeration of every order on a tiny model, a model whose conditionals come from one known joint, the
+stratified estimator, and the masked-diffusion training loss, whose expectation is the same bound."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from diagnostics.likelihood import (
+    any_order_bound,
+    exact_chain_rule_nll,
+    model_masked_scorer,
+    random_subsets,
+    stratified_sizes,
+    target_positions,
+)
+from models.attention import CAUSAL
+from models.backbone import ModelConfig, Transformer
+from objectives.masked_diffusion import MaskedDiffusionLM
+from tests.conftest import make_vocabulary
+
+V, L = 10, 4  # 6 special ids + 4 ordinary tokens; [CLS] then L targets
+MASK_ID = 4
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(3)
+    net = Transformer(ModelConfig(vocab_size=V, max_len=8, d_model=16, n_layers=2, n_heads=2, d_ff=32, dropout=0.0))
+    with torch.no_grad():  # larger weights than the initialisation: conditionals far from uniform
+        for p in net.parameters():
+            p.mul_(8.0)
+    return net.eval()
+
+
+def blocks_of(*rows: list[int]) -> torch.Tensor:
+    return torch.tensor([[2, *row] for row in rows])  # 2 = [CLS]
+
+
+def nll_at(score, block: torch.Tensor, masked_positions: set[int], i: int) -> float:
+    masked = torch.zeros_like(block, dtype=torch.bool)
+    masked[0, sorted(masked_positions)] = True
+    return float(score(block, masked)[0, i])
+
+
+def every_order_nll(score, block: torch.Tensor) -> float:
+    """Brute force: -log p_sigma(x) averaged over all L! orders, each revealing one position at a time."""
+    positions = list(range(1, block.shape[1]))
+    total = 0.0
+    for order in itertools.permutations(positions):
+        total += sum(nll_at(score, block, set(order[k:]), order[k]) for k in range(len(order)))
+    return total / math.factorial(len(positions))
+
+
+def every_subset_bound(score, block: torch.Tensor) -> float:
+    """The discrete formula: sum over m of the mean over all size-m sets M of (1/m) sum_{i in M} l_i(M)."""
+    positions = list(range(1, block.shape[1]))
+    total = 0.0
+    for m in range(1, len(positions) + 1):
+        subsets = list(itertools.combinations(positions, m))
+        total += sum(sum(nll_at(score, block, set(s), i) for i in s) / m for s in subsets) / len(subsets)
+    return total
+
+
+def test_every_order_equals_the_subset_formula_and_the_estimator_agrees(model):
+    score = model_masked_scorer(model, MASK_ID)
+    block = blocks_of([6, 9, 7, 6])
+    by_order, by_subset = every_order_nll(score, block), every_subset_bound(score, block)
+    assert by_order == pytest.approx(by_subset, rel=1e-12)
+    estimate = any_order_bound(score, block, strata=2, draws=400, max_draws=400, target_rel_stderr=0.0, seed=1,
+                               progress=False)
+    assert estimate.kind == "upper_bound" and estimate.target_tokens == L and estimate.draws == 400
+    assert abs(estimate.nll_per_token - by_subset / L) < 4 * estimate.mc_stderr
+    assert 0 < estimate.mc_stderr < 0.05 * estimate.nll_per_token
+
+
+def lookup_scorer(joint: dict[tuple[int, ...], float]) -> object:
+    """Conditionals of one known joint over L positions: q(x_i | visible) marginalises the other masked ones."""
+    def score(blocks: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(blocks.shape, dtype=torch.float64)
+        for r in range(blocks.shape[0]):
+            x, hidden = blocks[r, 1:].tolist(), masked[r, 1:].tolist()
+            agree = {seq: p for seq, p in joint.items()
+                     if all(h or seq[k] == x[k] for k, h in enumerate(hidden))}
+            z = sum(agree.values())
+            for k, h in enumerate(hidden):
+                if h:
+                    out[r, k + 1] = -math.log(sum(p for seq, p in agree.items() if seq[k] == x[k]) / z)
+        return out
+    return score
+
+
+def test_conditionals_of_one_joint_give_its_exact_nll():
+    g = torch.Generator().manual_seed(0)
+    tokens = (6, 7, 8)
+    weights = torch.rand(len(tokens) ** L, generator=g, dtype=torch.float64) + 0.05
+    joint = {seq: float(w) for seq, w in zip(itertools.product(tokens, repeat=L), weights / weights.sum())}
+    score = lookup_scorer(joint)
+    for x in [(6, 7, 8, 6), (8, 8, 7, 6)]:
+        block = blocks_of(list(x))
+        assert every_subset_bound(score, block) == pytest.approx(-math.log(joint[x]), rel=1e-12)
+        assert every_order_nll(score, block) == pytest.approx(-math.log(joint[x]), rel=1e-12)
+
+
+def test_stratified_sizes_cover_every_size_and_subsets_have_them():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([7, 7, 5])
+    seen = set()
+    for _ in range(300):
+        sizes, group = stratified_sizes(lengths, 3, g)
+        assert (group.sum(1) == lengths).all() and (group >= 1).all()
+        seen.update(sizes[0].tolist())
+        assert ((sizes >= 1) & (sizes <= lengths[:, None])).all()
+    assert seen == set(range(1, 8))
+    targets = target_positions(torch.zeros(3, 8, dtype=torch.long))
+    targets[2, 6:] = False  # a row with 5 targets
+    masked = random_subsets(targets, torch.tensor([3, 7, 5]), g)
+    assert masked.sum(1).tolist() == [3, 7, 5] and not (masked & ~targets).any()
+
+
+def test_the_estimator_doubles_its_draws_until_the_standard_error_is_small(model):
+    score = model_masked_scorer(model, MASK_ID)
+    blocks = blocks_of([6, 9, 7, 6], [7, 7, 8, 9], [9, 6, 6, 8])
+    result = any_order_bound(score, blocks, strata=4, draws=2, max_draws=1024, target_rel_stderr=0.02, seed=2,
+                             progress=False)
+    assert result.mc_stderr <= 0.02 * result.nll_per_token and 2 < result.draws < 1024
+    capped = any_order_bound(score, blocks, strata=4, draws=2, max_draws=4, target_rel_stderr=1e-6, seed=2,
+                             progress=False)
+    assert capped.draws == 4  # stops at max_draws and reports the standard error it reached
+    with pytest.raises(ValueError, match="draws >= 2"):
+        any_order_bound(score, blocks, strata=4, draws=1, max_draws=4, target_rel_stderr=0.01, seed=2)
+
+
+def test_the_training_loss_is_an_unbiased_estimate_of_the_bound(model):
+    """MDLM's NELBO (continuous form, t ~ U(eps, 1]) averaged over many draws equals the discrete bound per token."""
+    block = blocks_of([6, 9, 7, 6])
+    exact = every_subset_bound(model_masked_scorer(model, MASK_ID), block) / L
+    objective = MaskedDiffusionLM()  # eps = 1e-3: rates below it are never drawn, a bias of about eps x the NLL
+    objective.set_vocabulary(make_vocabulary(V))
+    batch = {"input_ids": block.repeat(1024, 1)}
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        losses = torch.stack([objective.loss(batch, model, g).loss for _ in range(64)]).double()
+    # Each loss averages 1024 sequences; the 64 losses' spread gives the standard error of their mean.
+    stderr = float(losses.std()) / math.sqrt(len(losses))
+    assert abs(float(losses.mean()) - exact) < 4 * stderr + 2e-3 * exact
+
+
+def test_an_ar_checkpoints_exact_nll_is_its_chain_rule(model):
+    block = blocks_of([6, 9, 7, 6], [7, 7, 8, 9])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model.logits(model(block, attention=CAUSAL)).double(), dim=-1)
+    by_hand = -sum(float(log_probs[r, t - 1, block[r, t]]) for r in range(2) for t in range(1, L + 1))
+    result = exact_chain_rule_nll(model, block)
+    assert result.kind == "exact" and result.target_tokens == 2 * L
+    assert result.nll_per_token == pytest.approx(by_hand / (2 * L), rel=1e-5)

@@ -1,0 +1,81 @@
+"""Masked diffusion (MDLM): the rates, the corruption and the NELBO against a plain re-computation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.attention import BIDIRECTIONAL
+from models.backbone import ModelConfig, Transformer
+from objectives.masked_diffusion import MaskedDiffusionLM, stratified_rates
+
+
+def objective_with(vocab, **settings) -> MaskedDiffusionLM:
+    objective = MaskedDiffusionLM(**settings)
+    objective.set_vocabulary(vocab)
+    return objective
+
+
+def test_rates_are_one_per_stratum_of_eps_to_one():
+    rates = stratified_rates(64, 1e-3, torch.Generator().manual_seed(0), torch.device("cpu"))
+    assert ((rates > 1e-3) & (rates <= 1.0)).all()
+    width = (1 - 1e-3) / 64
+    strata = ((rates.sort().values - 1e-3) / width).floor().long()
+    assert strata.tolist() == list(range(64))  # low discrepancy: every stratum of (eps, 1] gets one rate
+
+
+def test_corruption_masks_targets_at_each_rows_rate_and_nothing_else(vocab):
+    objective = objective_with(vocab)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(6, vocab.size, (256, 200), generator=g)
+    ids[:, 0] = vocab.cls_id
+    ids[:, 50] = vocab.eod_id
+    attention_mask = torch.ones_like(ids)
+    attention_mask[:, 180:] = 0  # padding
+    corrupted, masked, rates = objective.corrupt({"input_ids": ids, "attention_mask": attention_mask}, g)
+    assert not masked[:, 0].any() and not masked[:, 180:].any()  # [CLS] and padding never
+    assert masked[:, 50].float().mean() > 0.3  # [EOD] is a target like any token
+    assert (corrupted[masked] == vocab.mask_id).all() and (corrupted[~masked] == ids[~masked]).all()
+    share = masked[:, 1:180].float().mean(1)
+    assert (share - rates).abs().max() < 0.15  # 179 targets per row: within ~4 standard deviations
+    assert torch.corrcoef(torch.stack([share, rates]))[0, 1] > 0.99
+
+
+def test_loss_is_the_nelbo_with_mask_out_of_the_support(vocab):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                    dropout=0.0))
+    objective = objective_with(vocab)
+    ids = torch.randint(6, vocab.size, (8, 24), generator=torch.Generator().manual_seed(2))
+    ids[:, 0] = vocab.cls_id
+    batch = {"input_ids": ids}
+    out = objective.loss(batch, model, torch.Generator().manual_seed(3))
+    out.loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+
+    corrupted, masked, rates = objective.corrupt(batch, torch.Generator().manual_seed(3))
+    logits = model.logits(model(corrupted, attention=BIDIRECTIONAL)).float()
+    logits[..., vocab.mask_id] = float("-inf")
+    nll = F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")  # (B, T)
+    weighted = ((nll * masked) / rates[:, None]).sum() / (ids.shape[0] * (ids.shape[1] - 1))
+    weighted.backward()
+    torch.testing.assert_close(out.loss, weighted, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.lm_nll_sum, (nll * masked).sum().detach(), rtol=1e-5, atol=1e-5)
+    assert int(out.predicted_tokens) == int(masked.sum())
+    nelbo, count = out.extras["nelbo"]
+    assert int(count) == 8 * 23 and torch.allclose(nelbo, weighted.detach())
+    for mine, reference in zip(grads, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1.0, -0.1, "small", True])
+def test_bad_eps_is_refused(eps):
+    with pytest.raises(ValueError, match="objective.eps"):
+        MaskedDiffusionLM(eps=eps)
+
+
+def test_corrupting_before_the_vocabulary_is_known_says_so():
+    with pytest.raises(RuntimeError, match="set_vocabulary"):
+        MaskedDiffusionLM().corrupt({"input_ids": torch.zeros(2, 4, dtype=torch.long)})
