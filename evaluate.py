@@ -9,11 +9,11 @@ See diagnostics/ and README.md ("Independence diagnostics").
 from __future__ import annotations
 
 import logging
-import sys
 
 import hydra
 from omegaconf import DictConfig
 
+from common.cli import run_or_exit
 from diagnostics.run import run_diagnostics
 
 log = logging.getLogger("armlm.evaluate")
@@ -21,11 +21,7 @@ log = logging.getLogger("armlm.evaluate")
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    try:
-        run_diagnostics(cfg)
-    except (ValueError, FileNotFoundError) as err:
-        log.error("%s: %s", type(err).__name__, err)  # the message names the problem and the fix
-        sys.exit(1)
+    run_or_exit(run_diagnostics, cfg, log)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import hydra
 from omegaconf import DictConfig
 
+from common.cli import run_or_exit
 from generation.run import run_generation
 
 log = logging.getLogger("armlm.generate")
@@ -19,11 +19,7 @@ log = logging.getLogger("armlm.generate")
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="generate")
 def main(cfg: DictConfig) -> None:
-    try:
-        run_generation(cfg)
-    except (ValueError, FileNotFoundError) as err:
-        log.error("%s: %s", type(err).__name__, err)  # the message names the problem and the fix
-        sys.exit(1)
+    run_or_exit(run_generation, cfg, log)
 
 
 if __name__ == "__main__":

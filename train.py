@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
 import warnings
 from dataclasses import asdict
@@ -21,6 +20,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from common.cli import CONFIG_ERRORS, run_or_exit
 from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
@@ -152,20 +152,21 @@ def run_kind(task: str | None, objective: str) -> str:
 OmegaConf.register_new_resolver("armlm_run_kind", run_kind, replace=True)
 
 
+def pretrain_or_finetune(cfg: DictConfig) -> dict[str, Any]:
+    """`python train.py ...`: fine-tune with task=..., pretrain otherwise."""
+    resolve_last_checkpoint(cfg)
+    if cfg.get("task"):
+        check_overrides(list(HydraConfig.get().overrides.task))
+        return run_finetune(cfg)
+    return run(cfg)
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     keep_large_allocations_on_the_heap()
-    try:
-        resolve_last_checkpoint(cfg)
-        if cfg.get("task"):
-            check_overrides(list(HydraConfig.get().overrides.task))
-            run_finetune(cfg)
-        else:
-            run(cfg)
-    except (ValueError, FileNotFoundError, ConnectionError, NonFiniteLossError, FloatingPointError) as err:
-        # Configuration and data errors: the message names the problem and the fix; no traceback needed.
-        log.error("%s: %s", type(err).__name__, err)
-        sys.exit(1)
+    # Configuration and data errors, an unreachable hub, a NaN loss: one line naming the problem and the fix.
+    run_or_exit(pretrain_or_finetune, cfg, log,
+                errors=(*CONFIG_ERRORS, ConnectionError, NonFiniteLossError, FloatingPointError))
 
 
 if __name__ == "__main__":

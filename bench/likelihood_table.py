@@ -67,21 +67,30 @@ def main(argv: list[str] | None = None) -> None:
     reports = {(arm, seed): evaluate(pattern.format(seed=seed), args.out / arm / f"seed{seed}", 1,
                                      overrides)["likelihood"]
                for arm, pattern in arms.items() for seed in args.seeds}
+    fingerprints = {key: part.get("blocks_fingerprint") for key, part in reports.items()}
+    if len(set(fingerprints.values())) != 1:
+        sys.exit(f"the checkpoints were scored on different blocks (another tokenizer, corpus or block size): "
+                 f"{fingerprints}; compare only checkpoints of one data set, or give likelihood.block_size")
     print(f"| arm | kind | NLL per target token, seeds {args.seeds} | mean [95 % CI] | perplexity | "
-          f"largest rel. MC s.e. | minus {args.reference or '-'} per seed | mean [95 % CI] |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"without [EOD] targets, mean | largest rel. MC s.e. | minus {args.reference or '-'} per seed | "
+          "mean [95 % CI] |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for arm in arms:
         parts = [reports[(arm, seed)] for seed in args.seeds]
         nll = [part["nll_per_token"] for part in parts]
         kinds = {part["kind"] for part in parts}
         diff = ([n - reports[(args.reference, seed)]["nll_per_token"] for n, seed in zip(nll, args.seeds)]
                 if args.reference and arm != args.reference else [])
+        without = sum(part["nll_per_token_without_eod"] for part in parts) / len(parts)
+        missed = "" if all(part["target_met"] for part in parts) else " (above target)"
         print(f"| {arm} | {', '.join(sorted(kinds))} | {', '.join(f'{n:.4f}' for n in nll)} | {interval_text(nll)} "
-              f"| {math.exp(sum(nll) / len(nll)):.2f} | {max(part['rel_mc_stderr'] for part in parts):.2%} "
+              f"| {math.exp(sum(nll) / len(nll)):.2f} | {without:.4f} "
+              f"| {max(part['rel_mc_stderr'] for part in parts):.2%}{missed} "
               f"| {', '.join(f'{d:+.4f}' for d in diff) or '-'} | {interval_text(diff) if diff else '-'} |")
     first = reports[(next(iter(arms)), args.seeds[0])]
     print(f"\n{first['blocks']} held-out blocks of {first['block_size']} tokens, {first['target_tokens']} target "
-          "tokens (every position after [CLS], [EOD] included), the same for every arm and seed.")
+          f"tokens (every position after [CLS], {first['eod_targets']} of them [EOD]), the same for every arm and "
+          f"seed (fingerprint {first['blocks_fingerprint']}).")
 
 
 if __name__ == "__main__":

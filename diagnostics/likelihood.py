@@ -12,6 +12,8 @@ weight has unbounded variance near t = 0, while each term of the discrete form i
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -29,6 +31,9 @@ from datamodules.tokenizer import encode_documents
 from models.attention import BIDIRECTIONAL, CAUSAL
 from models.backbone import Transformer
 
+log = logging.getLogger("armlm.diagnostics")
+# Logits held at once when scoring masked rows (~64 MB of float32), whatever the block size and vocabulary.
+LOGIT_BUDGET = 16 * 1024 * 1024
 # (blocks (N, T), masked (N, T) bool) -> (N, T) float64: -log q(x_i | x with the masked positions as [MASK])
 # at every masked position, 0 elsewhere.
 MaskedScorer = Callable[[Tensor, Tensor], Tensor]
@@ -40,10 +45,15 @@ class LikelihoodResult:
     nll_per_token: float
     blocks: int
     target_tokens: int
+    # The same over the targets that are not [EOD] (every position still in the context): an MLM never learns to
+    # predict [EOD] (it selects only ordinary tokens), so the full figure carries that on top of the objective.
+    nll_per_token_without_eod: float
+    eod_targets: int
+    blocks_stderr: float  # standard error over blocks: how much another sample of blocks would move it
     mc_stderr: float = 0.0  # Monte-Carlo standard error of nll_per_token on these blocks (0 when exact)
-    blocks_stderr: float = 0.0  # standard error over blocks: how much another sample of blocks would move it
     strata: int = 0
     draws: int = 0  # replicates per block, each with one masked set per stratum
+    target_met: bool = True  # the Monte-Carlo standard error reached the asked share of the value
 
     @property
     def perplexity(self) -> float:
@@ -73,6 +83,12 @@ def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, co
     return torch.from_numpy(np.concatenate([cls, rows], axis=1))
 
 
+def blocks_fingerprint(blocks: Tensor) -> str:
+    """A short hash of the token ids: two reports compare only when they scored the same blocks (the same
+    corpus, split, tokenizer, block size and count)."""
+    return hashlib.sha1(blocks.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
+
+
 def target_positions(blocks: Tensor) -> Tensor:
     """Every position after the leading [CLS]: the tokens AR predicts."""
     targets = torch.ones_like(blocks, dtype=torch.bool)
@@ -80,17 +96,30 @@ def target_positions(blocks: Tensor) -> Tensor:
     return targets
 
 
+def per_token(per_block_nll: Tensor, per_block_tokens: Tensor) -> tuple[float, float]:
+    """(NLL per token over all blocks, its standard error over blocks as a ratio estimator)."""
+    value = float(per_block_nll.sum() / per_block_tokens.sum())
+    n = len(per_block_nll)
+    if n < 2:
+        return value, 0.0
+    residual = (per_block_nll - value * per_block_tokens) / per_block_tokens.double().mean()
+    return value, float(residual.std(unbiased=True)) / math.sqrt(n)
+
+
 @torch.no_grad()
-def exact_chain_rule_nll(model: Transformer, blocks: Tensor, batch_size: int = 64) -> LikelihoodResult:
+def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_size: int = 64) -> LikelihoodResult:
     """An AR checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t)."""
     device = next(model.parameters()).device
-    total = 0.0
+    per_position = []
     for start in range(0, blocks.shape[0], batch_size):
         ids = blocks[start:start + batch_size].to(device)
-        hidden = model(ids, attention=CAUSAL)[:, :-1]
-        total += float(model.lm_nll(hidden.reshape(-1, hidden.shape[-1]), ids[:, 1:].reshape(-1)))
-    n = int(target_positions(blocks).sum())
-    return LikelihoodResult("exact", total / n, blocks.shape[0], n)
+        log_probs = torch.log_softmax(model.logits(model(ids, attention=CAUSAL)[:, :-1]).float(), dim=-1)
+        per_position.append(-log_probs.gather(-1, ids[:, 1:, None]).squeeze(-1).double().cpu())
+    nll = torch.cat(per_position)  # (N, T - 1): the targets 1..T-1
+    keep = blocks[:, 1:] != eod_id
+    value, stderr = per_token(nll.sum(1), torch.full((len(nll),), nll.shape[1], dtype=torch.float64))
+    without_eod = float((nll * keep).sum() / keep.sum().clamp(min=1))
+    return LikelihoodResult("exact", value, blocks.shape[0], nll.numel(), without_eod, int((~keep).sum()), stderr)
 
 
 def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256) -> MaskedScorer:
@@ -106,9 +135,14 @@ def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256)
             if not where.any():
                 continue
             states = model(ids.masked_fill(where, mask_id), attention=BIDIRECTIONAL, output_mask=where)
-            logits = model.logits(states).float()
-            logits[:, mask_id] = float("-inf")
-            rows = -torch.log_softmax(logits, dim=-1).gather(1, ids[where][:, None]).squeeze(1)
+            targets = ids[where]
+            rows = torch.empty(len(targets), dtype=torch.float32, device=device)
+            step = max(1, LOGIT_BUDGET // model.config.vocab_size)  # never all N x V logits at once
+            for first in range(0, len(targets), step):
+                logits = model.logits(states[first:first + step]).float()
+                logits[:, mask_id] = float("-inf")
+                picked = targets[first:first + step, None]
+                rows[first:first + step] = -torch.log_softmax(logits, dim=-1).gather(1, picked).squeeze(1)
             part = torch.zeros(where.shape, dtype=torch.float64, device=device)
             part[where] = rows.double()  # rows come back in row-major order of `where`
             nll[start:start + batch_size] = part.cpu()
@@ -137,10 +171,13 @@ def stratified_sizes(lengths: Tensor, strata: int, generator: torch.Generator) -
 
 
 def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: int, max_draws: int,
-                    target_rel_stderr: float, seed: int, progress: bool = True) -> LikelihoodResult:
+                    target_rel_stderr: float, seed: int, eod_id: int | None = None,
+                    progress: bool = True) -> LikelihoodResult:
     """The bound per target token, stratified over m, with `draws` replicates per block (each one masked set
     per stratum), doubled up to `max_draws` until the Monte-Carlo standard error is below `target_rel_stderr`
-    of the value. The standard error is the replicates' spread per block, summed over blocks."""
+    of the value (a warning, and target_met=false, if max_draws comes first). The standard error is the
+    replicates' spread per block, summed over blocks. B(x) is a sum over positions i of their terms, so the
+    part over targets that are not [EOD] is reported too."""
     if strata < 1 or draws < 2 or max_draws < draws:
         raise ValueError(f"likelihood.strata={strata}, draws={draws}, max_draws={max_draws}: need strata >= 1, "
                          "draws >= 2 (the standard error needs two replicates) and max_draws >= draws")
@@ -148,7 +185,10 @@ def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: 
     targets = target_positions(blocks)
     lengths = targets.sum(1)
     strata = int(min(strata, int(lengths.min())))  # never an empty stratum
+    keep = (blocks != eod_id) if eod_id is not None else torch.ones_like(blocks, dtype=torch.bool)
     replicates: list[Tensor] = []  # (N,) estimates of B(x), one per replicate
+    replicates_kept: list[Tensor] = []  # the same, summed over the targets that are not [EOD]
+    keep_rows = keep.repeat_interleave(strata, dim=0)
     bar = tqdm(total=draws, desc="likelihood bound", unit="replicate", disable=not progress)
     wanted = draws
     while True:
@@ -156,20 +196,29 @@ def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: 
             sizes, group = stratified_sizes(lengths, strata, generator)
             rows = blocks.repeat_interleave(strata, dim=0)
             masked = random_subsets(targets.repeat_interleave(strata, dim=0), sizes.reshape(-1), generator)
-            per_set = score(rows, masked).sum(1) / sizes.reshape(-1).double()  # (1/m) sum of the m NLLs
-            replicates.append((per_set.reshape(-1, strata) * group.double()).sum(1))
+            nll = score(rows, masked)
+            for parts, scored in ((replicates, nll), (replicates_kept, nll * keep_rows)):
+                per_set = scored.sum(1) / sizes.reshape(-1).double()  # (1/m) sum of the m NLLs
+                parts.append((per_set.reshape(-1, strata) * group.double()).sum(1))
             bar.update(1)
         estimates = torch.stack(replicates)  # (R, N)
         total_tokens = float(lengths.sum())
         value = float(estimates.mean(0).sum()) / total_tokens
         mc_stderr = math.sqrt(float(estimates.var(0, unbiased=True).sum()) / len(replicates)) / total_tokens
-        if mc_stderr <= target_rel_stderr * value or wanted >= max_draws:
+        target_met = mc_stderr <= target_rel_stderr * value
+        if target_met or wanted >= max_draws:
             break
         wanted = min(2 * wanted, max_draws)
         bar.total = wanted
         bar.refresh()
     bar.close()
-    per_block = estimates.mean(0) / lengths.double()
-    blocks_stderr = float(per_block.std(unbiased=True)) / math.sqrt(len(per_block)) if len(per_block) > 1 else 0.0
-    return LikelihoodResult("upper_bound", value, blocks.shape[0], int(total_tokens), mc_stderr, blocks_stderr,
-                            strata, len(replicates))
+    if not target_met:
+        log.warning("likelihood bound: Monte-Carlo standard error %.4f is %.2f%% of %.4f after max_draws=%d "
+                    "replicates, above target_rel_stderr=%g; raise likelihood.max_draws", mc_stderr,
+                    100 * mc_stderr / value, value, len(replicates), target_rel_stderr)
+    _, blocks_stderr = per_token(estimates.mean(0), lengths.double())
+    kept_targets = targets & keep
+    without_eod = float(torch.stack(replicates_kept).mean(0).sum() / kept_targets.sum().clamp(min=1))
+    return LikelihoodResult("upper_bound", value, blocks.shape[0], int(total_tokens), without_eod,
+                            int((targets & ~keep).sum()), blocks_stderr, mc_stderr, strata, len(replicates),
+                            target_met)

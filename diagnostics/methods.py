@@ -40,8 +40,9 @@ class ScoringMethod:
     # whole sentence, and in the sentence cut after the pair (pair_context=prefix).
     exact_sentence_passes: Callable[[int], int]
     exact_prefix_passes: Callable[[int], int]
-    # The NLL per target token of held-out blocks (model, blocks, mask_id, evaluate config): exact, or a bound.
-    likelihood: Callable[[Transformer, Tensor, int, DictConfig], LikelihoodResult]
+    # The NLL per target token of held-out blocks (model, blocks, mask_id, eod_id, evaluate config): exact, or a
+    # bound.
+    likelihood: Callable[[Transformer, Tensor, int, int, DictConfig], LikelihoodResult]
 
 
 def _chain_rule_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
@@ -55,15 +56,17 @@ def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[P
                         given=given)
 
 
-def _chain_rule_likelihood(model: Transformer, blocks: Tensor, mask_id: int, cfg: DictConfig) -> LikelihoodResult:
-    return exact_chain_rule_nll(model, blocks, batch_size=int(cfg.batch_size))
+def _chain_rule_likelihood(model: Transformer, blocks: Tensor, mask_id: int, eod_id: int,
+                           cfg: DictConfig) -> LikelihoodResult:
+    return exact_chain_rule_nll(model, blocks, eod_id, batch_size=int(cfg.batch_size))
 
 
-def _conditional_likelihood(model: Transformer, blocks: Tensor, mask_id: int, cfg: DictConfig) -> LikelihoodResult:
+def _conditional_likelihood(model: Transformer, blocks: Tensor, mask_id: int, eod_id: int,
+                            cfg: DictConfig) -> LikelihoodResult:
     settings = cfg.likelihood
     return any_order_bound(model_masked_scorer(model, mask_id, int(cfg.batch_size)), blocks,
                            strata=int(settings.strata), draws=int(settings.draws), max_draws=int(settings.max_draws),
-                           target_rel_stderr=float(settings.target_rel_stderr), seed=int(cfg.seed))
+                           target_rel_stderr=float(settings.target_rel_stderr), seed=int(cfg.seed), eod_id=eod_id)
 
 
 METHODS = {

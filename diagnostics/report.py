@@ -9,6 +9,7 @@ The sequence scores are different quantities and keep different tags:
     diagnostics/likelihood/{nll_per_token,ppl}   every objective, the same held-out blocks: AR exact, a
                                              bidirectional checkpoint's any-order upper bound (report: kind)
     diagnostics/likelihood/mc_stderr         the bound's Monte-Carlo standard error (0 when exact)
+    diagnostics/likelihood/nll_per_token_without_eod   the same over the targets that are not [EOD]
     diagnostics/<kind>/joint/{p_ppl,u_ppl}   AR: its exact joint; MLM: AG
     diagnostics/<kind>/gap                   mean pointwise dependence of the gold pairs under that joint
     diagnostics/<kind>/gap_by_distance       the same, step = the smallest distance of each bin
@@ -73,11 +74,16 @@ def likelihood_markdown(part: dict[str, Any]) -> list[str]:
     exact = part["kind"] == "exact"
     how = ("exact (chain rule)" if exact else
            f"upper bound (any-order, {part['strata']} strata x {part['draws']} draws per block; Monte-Carlo "
-           f"standard error {part['mc_stderr']:.4f} nats, {part['rel_mc_stderr']:.2%})")
+           f"standard error {part['mc_stderr']:.4f} nats, {part['rel_mc_stderr']:.2%}"
+           + ("" if part.get("target_met", True) else ", ABOVE the target: raise likelihood.max_draws") + ")")
+    without = part.get("nll_per_token_without_eod")
     return [f"## Likelihood on held-out blocks ({part['blocks']} blocks of {part['block_size']} tokens, "
-            f"{part['target_tokens']} target tokens: every position after [CLS], [EOD] included)", "",
-            "| kind | NLL per token | perplexity | standard error over blocks |", "|---|---|---|---|",
-            f"| {how} | {part['nll_per_token']:.4f} | {part['ppl']:.2f} | {part['blocks_stderr']:.4f} |", ""]
+            f"{part['target_tokens']} target tokens: every position after [CLS], {part.get('eod_targets', '?')} of "
+            f"them [EOD]; blocks {part.get('blocks_fingerprint', '?')})", "",
+            "| kind | NLL per token | perplexity | without the [EOD] targets | standard error over blocks |",
+            "|---|---|---|---|---|",
+            f"| {how} | {part['nll_per_token']:.4f} | {part['ppl']:.2f} | "
+            f"{'-' if without is None else f'{without:.4f}'} | {part['blocks_stderr']:.4f} |", ""]
 
 
 PERPLEXITY_LABELS = {"ppl": "perplexity", "pseudo_ppl": "pseudo-perplexity"}
@@ -140,7 +146,7 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
                     yield f"diagnostics/representations/{metric}", value, row["layer"]
     if "likelihood" in report:
         part = report["likelihood"]
-        for metric in ("nll_per_token", "ppl", "mc_stderr"):
+        for metric in ("nll_per_token", "ppl", "mc_stderr", "nll_per_token_without_eod"):
             yield f"diagnostics/likelihood/{metric}", part[metric], 0
     if "sequence" not in report:
         return

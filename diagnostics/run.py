@@ -25,10 +25,10 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
-from common.vocabulary import MASK
+from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
-from diagnostics.likelihood import held_out_blocks
+from diagnostics.likelihood import blocks_fingerprint, held_out_blocks
 from diagnostics.methods import ScoringMethod, scoring_method
 from diagnostics.pairwise import PairwiseResult
 from diagnostics.report import markdown_report, tensorboard_scalars
@@ -213,8 +213,10 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
                              split=cfg.split)
     with torch.inference_mode():
-        result = s.method.likelihood(s.model, blocks, s.mask_id, cfg)
-    return {**result.summary(), "block_size": int(block_size), "seconds": round(time.perf_counter() - started, 2)}
+        result = s.method.likelihood(s.model, blocks, s.mask_id, token_id(s.tokenizer, EOD), cfg)
+    # Reports compare only on the same blocks: the fingerprint says whether two did (corpus, tokenizer, size).
+    return {**result.summary(), "block_size": int(block_size), "blocks_fingerprint": blocks_fingerprint(blocks),
+            "seconds": round(time.perf_counter() - started, 2)}
 
 
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:

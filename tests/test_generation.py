@@ -9,6 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+import generation.sampling as sampling
 from generation.decode import Request, generator_for, iterative_unmasking, left_to_right
 from generation.run import run_generation
 from generation.sampling import SamplingSettings, filtered_log_probs, sample
@@ -47,6 +48,21 @@ def test_top_p_keeps_the_smallest_set_reaching_p_and_top_k_the_k_best():
 def test_bad_sampling_settings_are_refused(bad):
     with pytest.raises(ValueError):
         SamplingSettings(**bad)
+
+
+def test_the_noise_is_drawn_in_float64(monkeypatch):
+    """float32 uniforms cut the Gumbel tail (-log(-log u) is at most 16.6 when u rounds to 1), lowering the
+    temperature; the draw must be float64."""
+    dtypes = []
+    real_rand = torch.rand
+
+    def spy(*args, **kwargs):
+        dtypes.append(kwargs.get("dtype"))
+        return real_rand(*args, **kwargs)
+
+    monkeypatch.setattr(sampling.torch, "rand", spy)
+    sample(LOGITS, SamplingSettings(), torch.Generator().manual_seed(0))
+    assert dtypes == [torch.float64]
 
 
 def test_a_rare_token_comes_up_at_its_rate():
@@ -105,15 +121,34 @@ def test_unmasking_reveals_on_schedule_and_keeps_the_prompt(model, monkeypatch):
     assert not torch.isin(ids[:, 3:], torch.tensor([0, 1, 2, 3, 4])).any()
 
 
-def test_greedy_confidence_unmasking_reveals_the_most_probable_position_first(model):
-    ids = iterative_unmasking(model, request(new_tokens=3, steps=3), torch.Generator())
+@pytest.mark.parametrize("order", ["confidence", "random"])
+def test_the_first_step_reveals_the_most_probable_position_or_a_random_one(model, monkeypatch, order):
     start = torch.tensor([[2, 7, 8, 4, 4, 4]])
     with torch.no_grad():
         logits = model.logits(model(start, attention=BIDIRECTIONAL))[0, 3:]
-    logits[:, :6] = float("-inf")
-    probs = logits.double().softmax(-1).max(-1)
-    first = 3 + int(probs.values.argmax())
-    assert ids[0, first] == int(logits[first - 3].argmax())
+    logits[:, :5] = float("-inf")  # the request bans ids 0-3 and [MASK] (4); [EOD] (5) may be drawn
+    most_confident = 3 + int(logits.double().softmax(-1).max(-1).values.argmax())
+    seen = []
+    forward = model.forward
+
+    def recording(ids, **kwargs):
+        seen.append(ids.clone())
+        return forward(ids, **kwargs)
+
+    monkeypatch.setattr(model, "forward", recording)
+    revealed = set()
+    for seed in range(12):
+        seen.clear()
+        # greedy draws: the confidence of a position is its most probable token's probability
+        iterative_unmasking(model, request(new_tokens=3, steps=3, samples=1, order=order),
+                            torch.Generator().manual_seed(seed))
+        after_first = (seen[1][0, 3:] != 4).nonzero().flatten() + 3  # what the second pass sees unmasked
+        assert len(after_first) == 1
+        revealed.add(int(after_first[0]))
+    if order == "confidence":
+        assert revealed == {most_confident}
+    else:
+        assert len(revealed) > 1
 
 
 def test_the_objective_class_picks_the_decoder():

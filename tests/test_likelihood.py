@@ -24,7 +24,7 @@ from objectives.masked_diffusion import MaskedDiffusionLM
 from tests.conftest import make_vocabulary
 
 V, L = 10, 4  # 6 special ids + 4 ordinary tokens; [CLS] then L targets
-MASK_ID = 4
+MASK_ID, EOD_ID = 4, 5
 
 
 @pytest.fixture(scope="module")
@@ -66,16 +66,29 @@ def every_subset_bound(score, block: torch.Tensor) -> float:
     return total
 
 
-def test_every_order_equals_the_subset_formula_and_the_estimator_agrees(model):
+@pytest.mark.parametrize("row, strata", [([6, 9, 7, 6], 2), ([6, 9, 7, 6, 8], 3)])  # groups 2+2; 1+2+2
+def test_every_order_equals_the_subset_formula_and_the_estimator_agrees(model, row, strata):
     score = model_masked_scorer(model, MASK_ID)
-    block = blocks_of([6, 9, 7, 6])
+    block = blocks_of(row)
     by_order, by_subset = every_order_nll(score, block), every_subset_bound(score, block)
     assert by_order == pytest.approx(by_subset, rel=1e-12)
-    estimate = any_order_bound(score, block, strata=2, draws=400, max_draws=400, target_rel_stderr=0.0, seed=1,
-                               progress=False)
-    assert estimate.kind == "upper_bound" and estimate.target_tokens == L and estimate.draws == 400
-    assert abs(estimate.nll_per_token - by_subset / L) < 4 * estimate.mc_stderr
+    estimate = any_order_bound(score, block, strata=strata, draws=400, max_draws=400, target_rel_stderr=0.0,
+                               seed=1, progress=False)
+    assert estimate.kind == "upper_bound" and estimate.target_tokens == len(row) and estimate.draws == 400
+    assert abs(estimate.nll_per_token - by_subset / len(row)) < 4 * estimate.mc_stderr
     assert 0 < estimate.mc_stderr < 0.05 * estimate.nll_per_token
+    assert estimate.nll_per_token_without_eod == estimate.nll_per_token and estimate.eod_targets == 0
+
+
+def test_the_reported_standard_error_matches_the_spread_of_estimates(model):
+    score = model_masked_scorer(model, MASK_ID)
+    block = blocks_of([6, 9, 7, 6, 8])
+    runs = [any_order_bound(score, block, strata=3, draws=4, max_draws=4, target_rel_stderr=0.0, seed=seed,
+                            progress=False) for seed in range(40)]
+    spread = torch.tensor([r.nll_per_token for r in runs]).std().item()
+    reported = sum(r.mc_stderr for r in runs) / len(runs)
+    assert 0.6 < spread / reported < 1.6
+    assert not runs[0].target_met  # target 0 is never met: reported, not hidden
 
 
 def lookup_scorer(joint: dict[tuple[int, ...], float]) -> object:
@@ -104,6 +117,19 @@ def test_conditionals_of_one_joint_give_its_exact_nll():
         block = blocks_of(list(x))
         assert every_subset_bound(score, block) == pytest.approx(-math.log(joint[x]), rel=1e-12)
         assert every_order_nll(score, block) == pytest.approx(-math.log(joint[x]), rel=1e-12)
+        # The estimator too (its single masked sets still vary: only each size's average is the joint's share)
+        estimate = any_order_bound(score, block, strata=2, draws=200, max_draws=200, target_rel_stderr=0.0, seed=0,
+                                   progress=False)
+        assert abs(estimate.nll_per_token * L + math.log(joint[x])) < 4 * estimate.mc_stderr * L
+
+
+def test_stratified_sizes_estimate_a_sum_over_every_size_without_bias():
+    """sum_s group_s f(size_s) averages to sum_{m=1..L} f(m) for rows of different lengths (unequal groups)."""
+    lengths = torch.tensor([7, 5, 13]).repeat(20_000)
+    sizes, group = stratified_sizes(lengths, 3, torch.Generator().manual_seed(4))
+    estimates = (group * sizes.double() ** 2).sum(1).reshape(-1, 3).mean(0)
+    exact = torch.tensor([sum(m * m for m in range(1, n + 1)) for n in (7, 5, 13)], dtype=torch.float64)
+    assert torch.allclose(estimates, exact, rtol=0.01)
 
 
 def test_stratified_sizes_cover_every_size_and_subsets_have_them():
@@ -151,10 +177,27 @@ def test_the_training_loss_is_an_unbiased_estimate_of_the_bound(model):
 
 
 def test_an_ar_checkpoints_exact_nll_is_its_chain_rule(model):
-    block = blocks_of([6, 9, 7, 6], [7, 7, 8, 9])
+    block = blocks_of([6, 9, 7, EOD_ID], [7, 7, 8, 9])
     with torch.no_grad():
         log_probs = torch.log_softmax(model.logits(model(block, attention=CAUSAL)).double(), dim=-1)
-    by_hand = -sum(float(log_probs[r, t - 1, block[r, t]]) for r in range(2) for t in range(1, L + 1))
-    result = exact_chain_rule_nll(model, block)
-    assert result.kind == "exact" and result.target_tokens == 2 * L
-    assert result.nll_per_token == pytest.approx(by_hand / (2 * L), rel=1e-5)
+    terms = {(r, t): -float(log_probs[r, t - 1, block[r, t]]) for r in range(2) for t in range(1, L + 1)}
+    result = exact_chain_rule_nll(model, block, EOD_ID)
+    assert result.kind == "exact" and result.target_tokens == 2 * L and result.eod_targets == 1
+    assert result.nll_per_token == pytest.approx(sum(terms.values()) / (2 * L), rel=1e-5)
+    assert result.nll_per_token_without_eod == pytest.approx((sum(terms.values()) - terms[(0, 4)]) / 7, rel=1e-5)
+    assert result.blocks_stderr > 0  # another sample of blocks would move it, exact or not
+
+
+def test_the_bound_without_eod_leaves_out_the_eod_targets_terms(model):
+    score = model_masked_scorer(model, MASK_ID)
+    block = blocks_of([6, 9, EOD_ID, 6])
+    both = any_order_bound(score, block, strata=2, draws=4, max_draws=4, target_rel_stderr=0.0, seed=3,
+                           eod_id=EOD_ID, progress=False)
+    assert both.eod_targets == 1 and both.nll_per_token_without_eod != both.nll_per_token
+    exact_terms = every_subset_bound(score, block)  # all four positions' terms
+    eod_terms = 0.0  # position 3's terms alone: sum over m of E_{|M|=m, 3 in M} (1/m) l_3(M) P(3 in M)
+    for m in range(1, L + 1):
+        subsets = [s for s in itertools.combinations(range(1, L + 1), m)]
+        eod_terms += sum(nll_at(score, block, set(s), 3) / m for s in subsets if 3 in s) / len(subsets)
+    expected = (exact_terms - eod_terms) / (L - 1)
+    assert abs(both.nll_per_token_without_eod - expected) < 6 * both.mc_stderr + 1e-3
