@@ -79,3 +79,28 @@ def test_bad_eps_is_refused(eps):
 def test_corrupting_before_the_vocabulary_is_known_says_so():
     with pytest.raises(RuntimeError, match="set_vocabulary"):
         MaskedDiffusionLM().corrupt({"input_ids": torch.zeros(2, 4, dtype=torch.long)})
+
+
+def test_padding_is_never_a_target_and_the_loss_is_per_real_target(vocab):
+    """Rows of different lengths: the NELBO is normalised by the real target positions only."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=1, n_heads=2, d_ff=32,
+                                    dropout=0.0))
+    objective = objective_with(vocab)
+    ids = torch.randint(6, vocab.size, (4, 12), generator=torch.Generator().manual_seed(2))
+    ids[:, 0] = vocab.cls_id
+    attention_mask = torch.ones_like(ids)
+    attention_mask[1, 7:] = 0
+    attention_mask[3, 4:] = 0
+    ids = ids.masked_fill(attention_mask == 0, vocab.pad_id)
+    batch = {"input_ids": ids, "attention_mask": attention_mask}
+    out = objective.loss(batch, model, torch.Generator().manual_seed(4))
+    corrupted, masked, rates = objective.corrupt(batch, torch.Generator().manual_seed(4))
+    assert not (masked & (attention_mask == 0)).any()
+    n_targets = int(attention_mask[:, 1:].sum())
+    assert int(out.extras["nelbo"][1]) == n_targets == 11 + 6 + 11 + 3
+    logits = model.logits(model(corrupted, attention=BIDIRECTIONAL, attention_mask=attention_mask)).float()
+    logits[..., vocab.mask_id] = float("-inf")
+    nll = F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+    expected = ((nll * masked) / rates[:, None]).sum() / n_targets
+    torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
