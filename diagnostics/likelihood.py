@@ -111,10 +111,14 @@ def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_
     """An AR checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t)."""
     device = next(model.parameters()).device
     per_position = []
+    step = max(1, LOGIT_BUDGET // model.config.vocab_size)  # rows of logits at once, whatever T and V
     for start in range(0, blocks.shape[0], batch_size):
         ids = blocks[start:start + batch_size].to(device)
-        log_probs = torch.log_softmax(model.logits(model(ids, attention=CAUSAL)[:, :-1]).float(), dim=-1)
-        per_position.append(-log_probs.gather(-1, ids[:, 1:, None]).squeeze(-1).double().cpu())
+        hidden = model(ids, attention=CAUSAL)[:, :-1].reshape(-1, model.config.d_model)
+        targets = ids[:, 1:].reshape(-1)
+        rows = torch.cat([-torch.log_softmax(model.logits(hidden[i:i + step]).float(), dim=-1)
+                          .gather(1, targets[i:i + step, None]).squeeze(1) for i in range(0, len(targets), step)])
+        per_position.append(rows.double().reshape(ids.shape[0], -1).cpu())
     nll = torch.cat(per_position)  # (N, T - 1): the targets 1..T-1
     keep = blocks[:, 1:] != eod_id
     value, stderr = per_token(nll.sum(1), torch.full((len(nll),), nll.shape[1], dtype=torch.float64))
