@@ -59,8 +59,8 @@ def study_tables(root: str | Path) -> StudyTables:
     return StudyTables(
         pretraining_runs=pretraining,
         pretraining=S.over_seeds(pretraining, ["arm", "objective"], [
-            *sorted(c for c in pretraining.columns if c.startswith("val_nll_")), "below_unigram", "tokens_seen", "pred_tokens_seen",
-            "mask_share", "wall_seconds"]),
+            *sorted(c for c in pretraining.columns if c.startswith("val_nll_")), "below_unigram", "tokens_seen",
+            "pred_tokens_seen", "mask_share", "wall_seconds"]),
         downstream=downstream,
         finetune_feature_gap=S.over_seeds(S.finetune_feature_gap(finetuning), ["task", "split", "metric", "arm"],
                                           ["value"]),

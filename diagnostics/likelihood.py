@@ -28,12 +28,12 @@ from common.vocabulary import CLS
 from datamodules.corpora import Corpus
 from datamodules.encoding import token_id
 from datamodules.tokenizer import encode_documents
+from diagnostics.scoring import LOGIT_BUDGET
 from models.attention import BIDIRECTIONAL, CAUSAL
 from models.backbone import Transformer
+from objectives.base import target_positions
 
 log = logging.getLogger("armlm.diagnostics")
-# Logits held at once when scoring masked rows (~64 MB of float32), whatever the block size and vocabulary.
-LOGIT_BUDGET = 16 * 1024 * 1024
 # (blocks (N, T), masked (N, T) bool) -> (N, T) float64: -log q(x_i | x with the masked positions as [MASK])
 # at every masked position, 0 elsewhere.
 MaskedScorer = Callable[[Tensor, Tensor], Tensor]
@@ -89,13 +89,6 @@ def blocks_fingerprint(blocks: Tensor) -> str:
     return hashlib.sha1(blocks.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
 
 
-def target_positions(blocks: Tensor) -> Tensor:
-    """Every position after the leading [CLS]: the tokens AR predicts."""
-    targets = torch.ones_like(blocks, dtype=torch.bool)
-    targets[:, 0] = False
-    return targets
-
-
 def per_token(per_block_nll: Tensor, per_block_tokens: Tensor) -> tuple[float, float]:
     """(NLL per token over all blocks, its standard error over blocks as a ratio estimator)."""
     value = float(per_block_nll.sum() / per_block_tokens.sum())
@@ -106,18 +99,28 @@ def per_token(per_block_nll: Tensor, per_block_tokens: Tensor) -> tuple[float, f
     return value, float(residual.std(unbiased=True)) / math.sqrt(n)
 
 
+def row_nll(model: Transformer, states: Tensor, targets: Tensor, excluded: int | None = None) -> Tensor:
+    """-log p(target) per row of states (N, d) under the LM head (`excluded` out of the support), a block of rows
+    of logits at a time, so no N x V matrix is ever held whatever the block size and vocabulary."""
+    step = max(1, LOGIT_BUDGET // model.config.vocab_size)
+    rows = []
+    for first in range(0, len(targets), step):
+        logits = model.logits(states[first:first + step]).float()
+        if excluded is not None:
+            logits[:, excluded] = float("-inf")
+        rows.append(-torch.log_softmax(logits, dim=-1).gather(1, targets[first:first + step, None]).squeeze(1))
+    return torch.cat(rows) if rows else states.new_zeros(0, dtype=torch.float32)
+
+
 @torch.no_grad()
 def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_size: int = 64) -> LikelihoodResult:
     """An AR checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t)."""
     device = next(model.parameters()).device
     per_position = []
-    step = max(1, LOGIT_BUDGET // model.config.vocab_size)  # rows of logits at once, whatever T and V
     for start in range(0, blocks.shape[0], batch_size):
         ids = blocks[start:start + batch_size].to(device)
         hidden = model(ids, attention=CAUSAL)[:, :-1].reshape(-1, model.config.d_model)
-        targets = ids[:, 1:].reshape(-1)
-        rows = torch.cat([-torch.log_softmax(model.logits(hidden[i:i + step]).float(), dim=-1)
-                          .gather(1, targets[i:i + step, None]).squeeze(1) for i in range(0, len(targets), step)])
+        rows = row_nll(model, hidden, ids[:, 1:].reshape(-1))
         per_position.append(rows.double().reshape(ids.shape[0], -1).cpu())
     nll = torch.cat(per_position)  # (N, T - 1): the targets 1..T-1
     keep = blocks[:, 1:] != eod_id
@@ -139,16 +142,9 @@ def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256)
             if not where.any():
                 continue
             states = model(ids.masked_fill(where, mask_id), attention=BIDIRECTIONAL, output_mask=where)
-            targets = ids[where]
-            rows = torch.empty(len(targets), dtype=torch.float32, device=device)
-            step = max(1, LOGIT_BUDGET // model.config.vocab_size)  # never all N x V logits at once
-            for first in range(0, len(targets), step):
-                logits = model.logits(states[first:first + step]).float()
-                logits[:, mask_id] = float("-inf")
-                picked = targets[first:first + step, None]
-                rows[first:first + step] = -torch.log_softmax(logits, dim=-1).gather(1, picked).squeeze(1)
             part = torch.zeros(where.shape, dtype=torch.float64, device=device)
-            part[where] = rows.double()  # rows come back in row-major order of `where`
+            # states come back in row-major order of `where`, as ids[where] lists the targets
+            part[where] = row_nll(model, states, ids[where], excluded=mask_id).double()
             nll[start:start + batch_size] = part.cpu()
         return nll
 
@@ -192,14 +188,15 @@ def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: 
     keep = (blocks != eod_id) if eod_id is not None else torch.ones_like(blocks, dtype=torch.bool)
     replicates: list[Tensor] = []  # (N,) estimates of B(x), one per replicate
     replicates_kept: list[Tensor] = []  # the same, summed over the targets that are not [EOD]
+    # Each block once per stratum: the same rows for every replicate, only the masked sets change.
+    rows, row_targets = blocks.repeat_interleave(strata, dim=0), targets.repeat_interleave(strata, dim=0)
     keep_rows = keep.repeat_interleave(strata, dim=0)
     bar = tqdm(total=draws, desc="likelihood bound", unit="replicate", disable=not progress)
     wanted = draws
     while True:
         while len(replicates) < wanted:
             sizes, group = stratified_sizes(lengths, strata, generator)
-            rows = blocks.repeat_interleave(strata, dim=0)
-            masked = random_subsets(targets.repeat_interleave(strata, dim=0), sizes.reshape(-1), generator)
+            masked = random_subsets(row_targets, sizes.reshape(-1), generator)
             nll = score(rows, masked)
             for parts, scored in ((replicates, nll), (replicates_kept, nll * keep_rows)):
                 per_set = scored.sum(1) / sizes.reshape(-1).double()  # (1/m) sum of the m NLLs

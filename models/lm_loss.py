@@ -39,8 +39,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
             log_probs = torch.log_softmax(logits, dim=-1)
             nll = -log_probs.gather(1, y[:, None]).squeeze(1)
             w = None if row_weights is None else row_weights[start:start + rows].float()
-            plain += nll.sum()
-            total += nll.sum() if w is None else (w * nll).sum()
+            block_sum = nll.sum()
+            plain += block_sum
+            total += block_sum if w is None else (w * nll).sum()
             if not want_grad:
                 continue
             grad_logits = log_probs.exp_()  # softmax, in place

@@ -15,7 +15,7 @@ from models.attention import Attention
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
-__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "mean_or_zero", "summed_token_nll"]
+__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "mean_or_zero", "summed_token_nll", "target_positions"]
 
 
 @dataclass
@@ -77,6 +77,14 @@ class Objective(nn.Module, ABC):
         if mask is None:
             return torch.tensor(batch["input_ids"].numel(), device=batch["input_ids"].device)
         return mask.sum()
+
+
+def target_positions(input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    """(B, T) bool: the positions AR predicts, every one after the leading [CLS] ([EOD] included), padding never.
+    Masked diffusion predicts these too, and the likelihood diagnostics score these for every objective."""
+    targets = torch.ones_like(input_ids, dtype=torch.bool)
+    targets[:, 0] = False
+    return targets if attention_mask is None else targets & attention_mask.bool()
 
 
 def summed_token_nll(model: Transformer, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from common.vocabulary import Vocabulary
 from models.backbone import Transformer
-from objectives.base import Batch, LossOutput, Objective, mean_or_zero
+from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
 from objectives.mlm import mask_share
 
 
@@ -19,16 +19,6 @@ def stratified_rates(batch_size: int, eps: float, generator: torch.Generator | N
     u = torch.rand((), generator=generator, device=device)
     offsets = torch.arange(batch_size, device=device, dtype=torch.float32) / batch_size
     return eps + (1.0 - eps) * torch.remainder(u + offsets, 1.0)
-
-
-def target_positions(batch: Batch) -> Tensor:
-    """(B, T) bool: the positions whose tokens are predicted, the same ones AR predicts: every position after the
-    leading [CLS] ([EOD] included), padding never."""
-    input_ids = batch["input_ids"]
-    targets = torch.ones_like(input_ids, dtype=torch.bool)
-    targets[:, 0] = False
-    mask = batch.get("attention_mask")
-    return targets if mask is None else targets & mask.bool()
 
 
 class MaskedDiffusionLM(Objective):
@@ -64,7 +54,7 @@ class MaskedDiffusionLM(Objective):
         input_ids = batch["input_ids"]
         rates = stratified_rates(input_ids.shape[0], self.eps, generator, input_ids.device)
         draws = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-        masked = (draws < rates[:, None]) & target_positions(batch)
+        masked = (draws < rates[:, None]) & target_positions(input_ids, batch.get("attention_mask"))
         return input_ids.masked_fill(masked, self.mask_id), masked, rates
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
@@ -76,7 +66,7 @@ class MaskedDiffusionLM(Objective):
         # The weighted NLL is the loss; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
         nelbo_sum, nll_sum = model.weighted_lm_nll(states, targets, weights, excluded=self.mask_id)
         n_masked = masked.sum()
-        n_targets = target_positions(batch).sum()
+        n_targets = target_positions(batch["input_ids"], batch.get("attention_mask")).sum()
         inputs = self.input_token_count(batch)
         nelbo = mean_or_zero(nelbo_sum, n_targets)
         return LossOutput(

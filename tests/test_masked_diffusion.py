@@ -17,6 +17,24 @@ def objective_with(vocab, **settings) -> MaskedDiffusionLM:
     return objective
 
 
+def tiny_model_and_blocks(vocab, n_layers: int, shape: tuple[int, int]) -> tuple[Transformer, torch.Tensor]:
+    """A seeded tiny backbone and random blocks of ordinary tokens, [CLS] first."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=n_layers, n_heads=2,
+                                    d_ff=32, dropout=0.0))
+    ids = torch.randint(6, vocab.size, shape, generator=torch.Generator().manual_seed(2))
+    ids[:, 0] = vocab.cls_id
+    return model, ids
+
+
+def plain_nll(model: Transformer, corrupted: torch.Tensor, ids: torch.Tensor, mask_id: int,
+              attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T) cross-entropy of the original tokens from full logits, [MASK]'s logit at -inf: the reference."""
+    logits = model.logits(model(corrupted, attention=BIDIRECTIONAL, attention_mask=attention_mask)).float()
+    logits[..., mask_id] = float("-inf")
+    return F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+
+
 def test_rates_are_one_per_stratum_of_eps_to_one():
     rates = stratified_rates(64, 1e-3, torch.Generator().manual_seed(0), torch.device("cpu"))
     assert ((rates > 1e-3) & (rates <= 1.0)).all()
@@ -43,12 +61,8 @@ def test_corruption_masks_targets_at_each_rows_rate_and_nothing_else(vocab):
 
 
 def test_loss_is_the_nelbo_with_mask_out_of_the_support(vocab):
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=2, n_heads=2, d_ff=32,
-                                    dropout=0.0))
+    model, ids = tiny_model_and_blocks(vocab, n_layers=2, shape=(8, 24))
     objective = objective_with(vocab)
-    ids = torch.randint(6, vocab.size, (8, 24), generator=torch.Generator().manual_seed(2))
-    ids[:, 0] = vocab.cls_id
     batch = {"input_ids": ids}
     out = objective.loss(batch, model, torch.Generator().manual_seed(3))
     out.loss.backward()
@@ -56,9 +70,7 @@ def test_loss_is_the_nelbo_with_mask_out_of_the_support(vocab):
     model.zero_grad()
 
     corrupted, masked, rates = objective.corrupt(batch, torch.Generator().manual_seed(3))
-    logits = model.logits(model(corrupted, attention=BIDIRECTIONAL)).float()
-    logits[..., vocab.mask_id] = float("-inf")
-    nll = F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")  # (B, T)
+    nll = plain_nll(model, corrupted, ids, vocab.mask_id)
     weighted = ((nll * masked) / rates[:, None]).sum() / (ids.shape[0] * (ids.shape[1] - 1))
     weighted.backward()
     torch.testing.assert_close(out.loss, weighted, rtol=1e-5, atol=1e-6)
@@ -83,12 +95,8 @@ def test_corrupting_before_the_vocabulary_is_known_says_so():
 
 def test_padding_is_never_a_target_and_the_loss_is_per_real_target(vocab):
     """Rows of different lengths: the NELBO is normalised by the real target positions only."""
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=1, n_heads=2, d_ff=32,
-                                    dropout=0.0))
+    model, ids = tiny_model_and_blocks(vocab, n_layers=1, shape=(4, 12))
     objective = objective_with(vocab)
-    ids = torch.randint(6, vocab.size, (4, 12), generator=torch.Generator().manual_seed(2))
-    ids[:, 0] = vocab.cls_id
     attention_mask = torch.ones_like(ids)
     attention_mask[1, 7:] = 0
     attention_mask[3, 4:] = 0
@@ -99,8 +107,6 @@ def test_padding_is_never_a_target_and_the_loss_is_per_real_target(vocab):
     assert not (masked & (attention_mask == 0)).any()
     n_targets = int(attention_mask[:, 1:].sum())
     assert int(out.extras["nelbo"][1]) == n_targets == 11 + 6 + 11 + 3
-    logits = model.logits(model(corrupted, attention=BIDIRECTIONAL, attention_mask=attention_mask)).float()
-    logits[..., vocab.mask_id] = float("-inf")
-    nll = F.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+    nll = plain_nll(model, corrupted, ids, vocab.mask_id, attention_mask)
     expected = ((nll * masked) / rates[:, None]).sum() / n_targets
     torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
