@@ -1,7 +1,7 @@
 """Pretrain the shared backbone with any objective, or fine-tune a pretrained one on a task.
 
     python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
-        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 trainer.max_steps=500 ckpt_path=<file to resume, or last>
+        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 (or max_tokens=null max_flops=3e13) trainer.max_steps=500 ckpt_path=<file to resume, or last>
     python train.py task=rte pretrained=outputs/mlm/<time> seed=1 finetune.mode=features
 """
 
@@ -21,10 +21,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from common.cli import CONFIG_ERRORS, run_or_exit
+from datamodules.pretrain import PretrainDataModule
 from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
 from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
+from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
 from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
 from training.lit_module import NonFiniteLossError, PretrainModule
 from training.setup import (
@@ -99,19 +101,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         nonfinite_loss=cfg.nonfinite_loss,
         built_objective=objective,
     )
-    tokens = TokenAccounting(cfg.max_tokens)
+    max_flops = cfg.get("max_flops")
+    tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last])
-    if cfg.max_tokens:
-        # The budget is counted in input positions; TokenAccounting stops at it exactly, and the LR
-        # schedule spans the steps the budget needs (or trainer.max_steps, if that comes first).
-        per_step = datamodule.batch_size * datamodule.block_size * trainer.world_size
-        per_step *= trainer.accumulate_grad_batches
-        budget_steps = math.ceil(cfg.max_tokens / per_step)
-        if trainer.max_steps > 0:
-            budget_steps = min(budget_steps, trainer.max_steps)
-        trainer.fit_loop.epoch_loop.max_steps = budget_steps
+    set_budget_steps(cfg, trainer, module, datamodule)
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
     fit_started = time.perf_counter()
@@ -124,10 +119,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "steps": trainer.global_step,
         "tokens_seen": tokens.tokens_seen,
         "pred_tokens_seen": tokens.pred_tokens_seen,
+        "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
+        # passes over the unique training tokens (data.max_train_tokens, or the whole train split)
+        "train_tokens": datamodule.train_tokens,
+        "epochs": tokens.tokens_seen / datamodule.train_tokens,
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
         "val_loss_kind": module.objective.val_loss_kind,
         "val_ppl": metrics.get("val/ppl"),
+        # NLL per target token, exact (AR) or a bound (masked diffusion), comparable across those objectives;
+        # None for an objective that logs none (Objective.likelihood_metric)
+        "val_likelihood": metrics.get(f"val/{module.objective.likelihood_metric}")
+        if module.objective.likelihood_metric else None,
         "unigram_baseline": datamodule.unigram_baseline,
         "wall_seconds": round(time.perf_counter() - started, 1),
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
@@ -142,6 +145,27 @@ def run(cfg: DictConfig) -> dict[str, Any]:
              summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"])
     return summary
+
+
+def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
+                     datamodule: PretrainDataModule) -> None:
+    """Make the learning-rate schedule span the steps the budget takes (or trainer.max_steps, if that comes
+    first). TokenAccounting stops the run at the budget exactly; a FLOPs budget's steps are an estimate, so the
+    step cap sits past it (training.budget)."""
+    sequences_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    cap = trainer.max_steps if trainer.max_steps > 0 else math.inf
+    if cfg.max_tokens:
+        steps = steps_for_tokens(cfg.max_tokens, sequences_per_step * datamodule.block_size)
+        trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
+    elif cfg.get("max_flops"):
+        module.objective.set_vocabulary(datamodule.vocabulary)
+        per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
+                                       sequences_per_step, cfg.seed)
+        steps = math.ceil(float(cfg.max_flops) / per_step)
+        module.schedule_steps = min(steps, cap)
+        trainer.fit_loop.epoch_loop.max_steps = min(math.ceil(steps * FLOPS_STEP_MARGIN) + 1, cap)
+        log.info("FLOPs budget %.3g: about %.3g training FLOPs per step, so about %d steps", float(cfg.max_flops),
+                 per_step, steps)
 
 
 def run_kind(task: str | None, objective: str) -> str:

@@ -1,4 +1,5 @@
-"""How many matmul FLOPs a training or inference step executes, counted as ../shared/specs/performance.md says.
+"""How many matmul FLOPs a training or inference step executes, counted as ../shared/specs/performance.md says
+(by models.flops, the count train.py's FLOPs budget uses).
 
 Per token, a forward pass costs 2 x (the weights of every linear layer the token passes through), plus the
 vocabulary projection only at the positions where it is computed (every position for AR or a dense MLM head,
@@ -14,6 +15,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from models.flops import block_linear_weights, forward_flops
 
 
 @dataclass(frozen=True)
@@ -31,25 +34,22 @@ class Shape:
         return self.batch_size * self.seq_len
 
     @property
-    def block_linear_weights(self) -> int:
-        """Weights of one block's linear layers (QKV, output projection, two MLP layers)."""
-        return 4 * self.d_model**2 + 2 * self.d_model * self.d_ff
-
-    @property
     def non_embedding_parameters(self) -> int:
-        return self.n_layers * self.block_linear_weights
+        return self.n_layers * block_linear_weights(self.d_model, self.d_ff)
 
 
 def forward_flops_per_token(shape: Shape, *, causal: bool, vocab_share: float, last_mlp_share: float = 1.0,
                             mlm_transform: bool = False) -> float:
-    """Matmul FLOPs of one token's forward pass. `vocab_share` is the share of positions whose vocabulary
-    logits are computed, `last_mlp_share` the share that goes through the last block's MLP (armlm's MLM runs
-    it only where it scores); `mlm_transform` adds BERT's dense d x d layer in front of the decoder."""
-    skipped_mlp = (1.0 - last_mlp_share) * 2 * shape.d_model * shape.d_ff
-    linear = shape.n_layers * shape.block_linear_weights - skipped_mlp
-    attention = shape.n_layers * 2 * shape.seq_len * shape.d_model * (0.5 if causal else 1.0)
-    head = vocab_share * (shape.d_model * shape.vocab_size + (shape.d_model**2 if mlm_transform else 0))
-    return 2.0 * (linear + head) + 2.0 * attention
+    """Matmul FLOPs of one token's forward pass (models.flops, which train.py's FLOPs budget counts with).
+    `vocab_share` is the share of positions whose vocabulary logits are computed, `last_mlp_share` the share
+    that goes through the last block's MLP (armlm's MLM runs it only where it scores); `mlm_transform` adds
+    BERT's dense d x d layer in front of the decoder (Hugging Face's BERT, which armlm's head does not have)."""
+    per_sequence = forward_flops(d_model=shape.d_model, n_layers=shape.n_layers, d_ff=shape.d_ff,
+                                 vocab_size=shape.vocab_size, sequences=1, length=shape.seq_len,
+                                 output_rows=last_mlp_share * shape.seq_len, vocab_rows=vocab_share * shape.seq_len,
+                                 attention_share=0.5 if causal else 1.0)
+    transform = 2.0 * vocab_share * shape.d_model**2 if mlm_transform else 0.0
+    return per_sequence / shape.seq_len + transform
 
 
 def classic_flops_per_token(shape: Shape) -> float:

@@ -1,16 +1,19 @@
-"""armlm's AR and MLM steps against Hugging Face transformers' GPT2LMHeadModel and BertForMaskedLM, side by side.
+"""armlm's objectives (every configs/objective config) side by side, and its AR and MLM steps against Hugging Face
+transformers' GPT2LMHeadModel and BertForMaskedLM.
 
     python bench/throughput.py                      # d=256, 4 layers, 4 heads, ff 1024, V=8192, 32 x 128, fp32, CPU
     python bench/throughput.py --rounds 7 --precision bf16 --compile
     python bench/throughput.py --device cuda --precision bf16 --d-model 768 --n-layers 12 --n-heads 12 \
         --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 16 --only armlm   # GPU MFU of model=base
 
-One process builds the four models from one configuration (random init, nothing downloaded) and, after a
+One process builds every model from one configuration (random init, nothing downloaded) and, after a
 warm-up, alternates them step by step, so a noisy neighbour slows every contestant of a round alike. Each
 round times `--steps` training steps (forward + backward + AdamW step) and as many inference steps (forward
 and loss, no graph) per model. Printed: a table of the median tokens/s over rounds with the min-max spread,
-the armlm / HF ratio (taken per round, then the median), and FLOP/s as a share of a large matmul's peak
-measured in the same process (bench/flops.py says how FLOPs are counted); then the same as one JSON line.
+each objective's tokens/s over armlm AR's and the armlm / HF ratio (each taken per round, then the
+median), and FLOP/s as a share of a large matmul's peak
+measured in the same process (armlm's objectives count their own, as a FLOPs budget does: models.flops; the HF
+models by bench/flops.py's formula); then the same as one JSON line.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,19 +39,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak, synchronize  # noqa: E402
 from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import ModelConfig, Transformer  # noqa: E402
-from objectives.ar import AutoregressiveLM  # noqa: E402
+from objectives.base import Objective  # noqa: E402
 from objectives.mlm import MaskedLM  # noqa: E402
 from training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
 from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
 N_SPECIAL = 6  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
+OBJECTIVE_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "objective"
+HF_REFERENCE = {"ar": "HF gpt2", "mlm": "HF bert"}  # the Hugging Face model each armlm objective is held against
 Step = Callable[[], None]
 
 
 @dataclass
 class Contestant:
     name: str
-    objective: str  # "ar" or "mlm": which FLOP count and which HF reference it pairs with
+    objective: str  # the objective config's name (HF_REFERENCE pairs ar and mlm with a Hugging Face model)
     train: Step
     infer: Step
     forward_flops_per_token: float
@@ -86,11 +93,45 @@ def inference_step(module: nn.Module, loss_of_batch: Callable[[], Tensor],
     return step
 
 
+def objective_names() -> list[str]:
+    """Every objective config (configs/objective/*.yaml), discovered as the contract test discovers them."""
+    return sorted(path.stem for path in OBJECTIVE_CONFIGS.glob("*.yaml"))
+
+
+def build_objective(name: str, d_model: int) -> Objective:
+    """The objective as its config builds it (the config may read model.d_model, as MLM+NSP's head does)."""
+    path = OBJECTIVE_CONFIGS / f"{name}.yaml"
+    if not path.is_file():
+        raise SystemExit(f"--objectives: no configs/objective/{name}.yaml; choose from {objective_names()}")
+    return instantiate(OmegaConf.create({"model": {"d_model": d_model}, "objective": OmegaConf.load(path)}).objective)
+
+
+def synthetic_batch(objective: Objective, input_ids: Tensor, seed: int) -> dict[str, Tensor]:
+    """Random blocks, plus what segment pairs carry (segment ids, NSP labels) for an objective that reads them."""
+    if objective.input_format != "segment_pairs":
+        return {"input_ids": input_ids}
+    b, t = input_ids.shape
+    generator = torch.Generator(device=input_ids.device).manual_seed(seed)
+    token_type_ids = (torch.arange(t, device=input_ids.device) >= t // 2).long().expand(b, t)
+    labels = torch.randint(0, 2, (b,), generator=generator, device=input_ids.device)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "nsp_labels": labels}
+
+
+def mean_forward_flops(objective: Objective, model: Transformer, batch: dict[str, Tensor], seed: int,
+                       draws: int = 8) -> float:
+    """The objective's own count (models.flops, as training budgets it), averaged over corruption draws: an
+    MLM's selected positions and masked diffusion's masked ones change from step to step."""
+    generator = torch.Generator(device=batch["input_ids"].device).manual_seed(seed + 1)
+    with torch.no_grad():
+        return statistics.mean(objective.loss(batch, model, generator).forward_flops for _ in range(draws))
+
+
 def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.device, batch: Tensor) -> list[Contestant]:
-    """armlm's model and objectives exactly as training builds them: the objective's loss (MLM corruption
-    included, on the device) and the AdamW of training.optim."""
+    """armlm's model and objectives exactly as training builds them: the objective's loss (corruption included,
+    on the device) and the AdamW of training.optim; one per objective config, or those in --objectives."""
     contestants = []
-    for name, objective in (("ar", AutoregressiveLM()), ("mlm", MaskedLM())):
+    for name in args.objectives or objective_names():
+        objective = build_objective(name, shape.d_model)
         torch.manual_seed(args.seed)
         model = Transformer(ModelConfig(
             vocab_size=shape.vocab_size, max_len=max(512, shape.seq_len), d_model=shape.d_model,
@@ -98,28 +139,24 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
         )).to(device)
         objective.set_vocabulary(vocabulary(shape.vocab_size))
         objective.to(device)
+        inputs = synthetic_batch(objective, batch, args.seed)
+        flops = mean_forward_flops(objective, model, inputs, args.seed) / shape.tokens
         if args.compile:
             model.compile()  # as model.compile=true does in training
+        parameters = nn.ModuleList([model, objective])  # MLM+NSP's head trains too
         optimizer = adamw_with_schedule(
-            model, lr=1e-4, weight_decay=0.01, betas=(0.9, 0.98), eps=1e-6, warmup_steps=1, total_steps=10**9,
+            parameters, lr=1e-4, weight_decay=0.01, betas=(0.9, 0.98), eps=1e-6, warmup_steps=1, total_steps=10**9,
             min_lr_ratio=1.0,
         )["optimizer"]
         generator = torch.Generator(device=device).manual_seed(args.seed)
 
-        def loss_of_batch(objective=objective, model=model, generator=generator) -> Tensor:
-            return objective.loss({"input_ids": batch}, model, generator).loss
+        def loss_of_batch(objective=objective, model=model, generator=generator, inputs=inputs) -> Tensor:
+            return objective.loss(inputs, model, generator).loss
 
         autocast = lambda: precision_context(device, args.precision)  # noqa: E731
-        # Positions through the vocabulary projection: AR scores all but the last, MLM the selected ones (and
-        # runs its last MLP only there too).
-        if name == "ar":
-            flops = forward_flops_per_token(shape, causal=True, vocab_share=(shape.seq_len - 1) / shape.seq_len)
-        else:
-            flops = forward_flops_per_token(shape, causal=False, vocab_share=objective.mask_rate,
-                                            last_mlp_share=objective.mask_rate)
         contestants.append(Contestant(
-            f"armlm {name}", name, training_step(model, loss_of_batch, optimizer, autocast),
-            inference_step(model, loss_of_batch, autocast), flops,
+            f"armlm {name}", name, training_step(parameters, loss_of_batch, optimizer, autocast),
+            inference_step(parameters, loss_of_batch, autocast), flops,
         ))
     return contestants
 
@@ -205,7 +242,7 @@ def run(args: argparse.Namespace) -> dict:
     peak = statistics.median(peaks)
     rows = []
     for c in contestants:
-        reference = {"ar": "HF gpt2", "mlm": "HF bert"}[c.objective]
+        reference = HF_REFERENCE.get(c.objective)
         for mode in ("train", "infer"):
             per_round = seconds[(c.name, mode)]
             tokens_per_s = [shape.tokens / s for s in per_round]
@@ -220,6 +257,9 @@ def run(args: argparse.Namespace) -> dict:
             if (reference, mode) in seconds and c.name != reference:
                 ratios = [ref / mine for mine, ref in zip(per_round, seconds[(reference, mode)])]
                 row["ratio_vs_hf"] = summarise(ratios)
+            if c.name.startswith("armlm") and ("armlm ar", mode) in seconds and c.name != "armlm ar":
+                # tokens/s of this objective over armlm AR's, round by round: what the objective itself costs
+                row["ratio_vs_ar"] = summarise([ar / mine for mine, ar in zip(per_round, seconds[("armlm ar", mode)])])
             rows.append(row)
     return {
         "config": {**asdict(shape), "dropout": args.dropout, "precision": args.precision, "device": args.device,
@@ -236,15 +276,19 @@ def print_table(result: dict) -> None:
           f"compile={cfg['compile']} allocator={cfg['allocator']} threads={cfg['threads']}; "
           f"median of {cfg['rounds']} rounds x {cfg['steps']} steps")
     print(f"# matmul peak {peak['median'] / 1e9:.1f} GFLOP/s (rounds {peak['min'] / 1e9:.1f}-{peak['max'] / 1e9:.1f})")
-    print("| model | step | tokens/s (min-max) | armlm / HF (min-max) | share of peak | 6NT share |")
-    print("|---|---|---|---|---|---|")
+    print("| model | step | tokens/s (min-max) | / armlm ar (min-max) | armlm / HF (min-max) | share of peak "
+          "| 6NT share |")
+    print("|---|---|---|---|---|---|---|")
     for row in result["rows"]:
         t = row["tokens_per_s"]
-        ratio = row.get("ratio_vs_hf")
-        ratio_text = f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else ""
         classic = f"{row['classic_peak_share']:.0%}" if "classic_peak_share" in row else ""
         print(f"| {row['model']} | {row['mode']} | {t['median']:,.0f} ({t['min']:,.0f}-{t['max']:,.0f}) "
-              f"| {ratio_text} | {row['peak_share']:.0%} | {classic} |")
+              f"| {ratio_text(row.get('ratio_vs_ar'))} | {ratio_text(row.get('ratio_vs_hf'))} "
+              f"| {row['peak_share']:.0%} | {classic} |")
+
+
+def ratio_text(ratio: dict[str, float] | None) -> str:
+    return f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else ""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -261,6 +305,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="train: glibc keeps large blocks on the heap, as train.py sets it (for every model here); "
                         "default: glibc's own settings")
     p.add_argument("--only", choices=("all", "armlm"), default="all", help="armlm: skip the HF models")
+    p.add_argument("--objectives", nargs="+", metavar="NAME",
+                   help="armlm objectives to time (configs/objective names); default: every one")
     p.add_argument("--json", type=Path, help="also append the JSON line to this file")
     args = p.parse_args(argv)
     if min(args.rounds, args.steps, args.batch_size, args.seq_len) < 1 or args.warmup < 0:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# Independent streams of one run's randomness.
-TRAIN_CORRUPTION, VAL_CORRUPTION, DROPOUT = 0, 1, 2
+# Independent streams of one run's randomness (BUDGET_PROBE: the batches a FLOPs budget estimates its steps from).
+TRAIN_CORRUPTION, VAL_CORRUPTION, DROPOUT, BUDGET_PROBE = 0, 1, 2, 3
 
 
 def derived_seed(*parts: int) -> int:

@@ -62,8 +62,20 @@ class PretrainDataModule(L.LightningDataModule):
         num_workers: int = 0,
         input_format: str = "blocks",
         seed: int = 0,
+        max_train_tokens: int | None = None,
     ) -> None:
+        """`max_train_tokens`: train on the first N tokens of the train split only (the unique data of a
+        data-constrained run; more steps repeat it). The tokenizer is still the whole split's, so runs on
+        different slices share it, and the validation split is untouched."""
         super().__init__()
+        if max_train_tokens is not None and (isinstance(max_train_tokens, bool) or not isinstance(max_train_tokens, int)
+                                             or max_train_tokens < block_size):
+            raise ValueError(f"data.max_train_tokens={max_train_tokens!r}: give a number of tokens >= data.block_size "
+                             f"({block_size}), or null for the whole train split")
+        if max_train_tokens is not None and input_format != "blocks":
+            raise ValueError(f"data.max_train_tokens slices packed blocks; input format {input_format!r} (this "
+                             "objective's) pairs documents, which a token slice would cut: use the whole split")
+        self.max_train_tokens = max_train_tokens
         # data.block_size, batch_size and num_workers are checked (types and ranges) with the run's other
         # settings before anything is built: training.validate.
         if input_format not in INPUT_FORMATS:
@@ -79,6 +91,7 @@ class PretrainDataModule(L.LightningDataModule):
         self.tokenizer: Tokenizer | None = None
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
+        self.train_tokens: int | None = None
         self.datasets: dict[str, Dataset] = {}
         # How far training has got: the epoch and the batches of it trained on (training.callbacks.DataPosition
         # says), saved in every checkpoint through state_dict; after a resume the sampler continues from there.
@@ -124,6 +137,13 @@ class PretrainDataModule(L.LightningDataModule):
         log.info("tokenizer and token cache: %s", paths.tokenizer.parent)
         self.tokenizer = Tokenizer.from_file(str(paths.tokenizer / "tokenizer.json"))
         caches = {split: read_token_cache(folder) for split, folder in paths.splits.items()}
+        if self.max_train_tokens is not None:
+            tokens, offsets = caches["train"]
+            if len(tokens) < self.max_train_tokens:
+                raise ValueError(f"data.max_train_tokens={self.max_train_tokens}, but the train split of "
+                                 f"{self.corpus.describe()} has {len(tokens)} tokens; give at most that")
+            caches["train"] = (tokens[:self.max_train_tokens], offsets)
+        self.train_tokens = len(caches["train"][0])  # the unique tokens one epoch passes over
         vocab_size = self.tokenizer.get_vocab_size()
         counts = np.bincount(caches["train"][0], minlength=vocab_size).astype(np.int64)
         self.vocabulary = vocabulary_of(self.tokenizer, counts)

@@ -65,6 +65,12 @@ CAUSAL = Attention("causal")
 BIDIRECTIONAL = Attention("bidirectional")
 
 
+def is_kernel_causal(attention: Attention, padding: Tensor | None) -> bool:
+    """Whether SDPA gets `is_causal=True` and no mask (causal attention without padding), so its kernels skip
+    the blocks above the diagonal: the FLOPs count (models.flops) halves attention's work only then."""
+    return attention.kind == "causal" and padding is None
+
+
 def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, length: int,
                    device: torch.device) -> tuple[Tensor | None, bool]:
     """(attn_mask, is_causal) for F.scaled_dot_product_attention. Causal or bidirectional attention without
@@ -75,7 +81,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
 
     `padding`: (B, T), 1 for real tokens and 0 for padding (keys at padding are never attended)."""
     if attention.kind in STATIC_KINDS and padding is None:
-        return None, attention.kind == "causal"
+        return None, is_kernel_causal(attention, padding)
     if attention.rows() not in (None, batch):
         raise ValueError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
     positions = torch.arange(length, device=device)

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import Attention, sdpa_arguments
+from models.attention import Attention, is_kernel_causal, sdpa_arguments
+from models.flops import forward_flops
 from models.lm_loss import linear_cross_entropy, weighted_linear_cross_entropy
 
 NORM_POSITIONS = ("pre", "post")
@@ -217,6 +218,18 @@ class Transformer(nn.Module):
         """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL, without), in one pass."""
         return weighted_linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets,
                                              row_weights, excluded=excluded)
+
+    def forward_flops(self, input_ids: Tensor, attention: Attention, *, attention_mask: Tensor | None = None,
+                      output_rows: int | None = None, vocab_rows: int = 0) -> float:
+        """Matmul FLOPs of `forward` on these inputs (its last MLP on `output_rows` rows, default every
+        position) plus the LM head on `vocab_rows` rows, as models.flops counts them."""
+        sequences, length = input_ids.shape
+        c = self.config
+        return forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=c.vocab_size,
+                             sequences=sequences, length=length,
+                             output_rows=sequences * length if output_rows is None else int(output_rows),
+                             vocab_rows=int(vocab_rows),
+                             attention_share=0.5 if is_kernel_causal(attention, attention_mask) else 1.0)
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

@@ -13,11 +13,13 @@ class AutoregressiveLM(Objective):
     finetune_attention = "causal"
     scoring = "chain_rule"
     val_loss_kind = "next_token"  # every next token of the block, [EOD] included
+    likelihood_metric = "loss"  # the exact NLL per target token
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         input_ids = batch["input_ids"]
         attention_mask = batch.get("attention_mask")
-        hidden = model(input_ids, attention=self.attention(batch), attention_mask=attention_mask,
+        attention = self.attention(batch)
+        hidden = model(input_ids, attention=attention, attention_mask=attention_mask,
                        token_type_ids=batch.get("token_type_ids"))
         # Position t predicts token t + 1; the last position has no target inside the block.
         targets = input_ids[:, 1:]
@@ -29,4 +31,6 @@ class AutoregressiveLM(Objective):
             lm_nll_sum=nll_sum.detach(),
             predicted_tokens=n_predicted,
             input_tokens=self.input_token_count(batch),
+            forward_flops=model.forward_flops(input_ids, attention, attention_mask=attention_mask,
+                                              vocab_rows=int(n_predicted)),
         )

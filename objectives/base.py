@@ -26,6 +26,9 @@ class LossOutput:
     lm_nll_sum: Tensor  # summed NLL (nats) of every token that carried an LM loss, detached
     predicted_tokens: Tensor  # how many tokens carried an LM loss
     input_tokens: Tensor  # non-padding input positions fed to the backbone
+    # Matmul FLOPs of the forward pass that gave this loss, backbone and heads (Transformer.forward_flops,
+    # models.flops.linear_flops for extra heads): training counts 3x this against a FLOPs budget.
+    forward_flops: float
     # Objective-specific metrics as (mean over the batch, number of items it averages).
     extras: dict[str, tuple[Tensor, Tensor | int]] = field(default_factory=dict)
 
@@ -55,6 +58,11 @@ class Objective(nn.Module, ABC):
     # Extras that are an NLL per token (nats), with the name their exponential is logged under as val/<name>
     # (masked diffusion: {"nelbo": "ppl_bound"}).
     perplexity_of: ClassVar[dict[str, str]] = {}
+    # The validation metric (logged as val/<name>) that is an NLL per target token (`target_positions`: every
+    # position after [CLS]), exact or an upper bound, on the same tokens for every objective that has one: AR's
+    # val/loss (exact), masked diffusion's val/nelbo (a bound). None: the objective logs no such quantity (an
+    # MLM's val/loss averages its selected positions only). Summaries keep it as val_likelihood.
+    likelihood_metric: ClassVar[str | None] = None
     # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
     # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
     val_loss_kind: ClassVar[str]

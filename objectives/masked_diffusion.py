@@ -36,6 +36,7 @@ class MaskedDiffusionLM(Objective):
     extra_metrics = ("nelbo", "mask_share")
     # val/nelbo is an NLL bound per target token: its exponential is logged as val/ppl_bound.
     perplexity_of = {"nelbo": "ppl_bound"}
+    likelihood_metric = "nelbo"  # an upper bound on the NLL per target token
 
     def __init__(self, eps: float = 1e-3) -> None:
         super().__init__()
@@ -59,13 +60,16 @@ class MaskedDiffusionLM(Objective):
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         corrupted, masked, rates = self.corrupt(batch, generator)
-        states = model(corrupted, attention=self.attention(batch), attention_mask=batch.get("attention_mask"),
+        attention = self.attention(batch)
+        states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=masked)
         targets = batch["input_ids"][masked]
         weights = (1.0 / rates)[:, None].expand_as(masked)[masked]  # each masked row's sequence's 1/t
         # The weighted NLL is the loss; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
         nelbo_sum, nll_sum = model.weighted_lm_nll(states, targets, weights, excluded=self.mask_id)
         n_masked = masked.sum()
+        flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
+                                    output_rows=int(n_masked), vocab_rows=int(n_masked))
         n_targets = target_positions(batch["input_ids"], batch.get("attention_mask")).sum()
         inputs = self.input_token_count(batch)
         nelbo = mean_or_zero(nelbo_sum, n_targets)
@@ -74,5 +78,6 @@ class MaskedDiffusionLM(Objective):
             lm_nll_sum=nll_sum,
             predicted_tokens=n_masked,
             input_tokens=inputs,
+            forward_flops=flops,
             extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs)},
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -17,6 +18,18 @@ REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
 def mask_share(n_masked: Tensor, inputs: Tensor) -> tuple[Tensor, Tensor]:
     """The `mask_share` metric: [MASK] inputs per input token, weighted by the input tokens."""
     return (n_masked / inputs.clamp(min=1)).float(), inputs
+
+
+class MaskedPass(NamedTuple):
+    """One corrupted batch through the backbone and the LM head (MaskedLM.masked_lm)."""
+
+    states: Tensor  # (N, d): the rows at `positions`, in row-major order
+    positions: Tensor  # (B, T) bool: the selected positions plus any asked for
+    nll_sum: Tensor  # summed NLL of the selected positions' original tokens
+    n_predicted: Tensor  # how many positions were selected
+    # [MASK] inputs: fine-tuning inputs have none (the pretrain-finetune discrepancy the studies measure)
+    n_masked: Tensor
+    forward_flops: float  # the backbone's and the LM head's (Transformer.forward_flops)
 
 
 class MaskedLM(Objective):
@@ -92,35 +105,35 @@ class MaskedLM(Objective):
         labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
         return corrupted, labels
 
-    def masked_lm(
-        self, batch: Batch, model: Transformer, generator: torch.Generator | None, also: Tensor | None = None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def masked_lm(self, batch: Batch, model: Transformer, generator: torch.Generator | None,
+                  also: Tensor | None = None) -> MaskedPass:
         """Corrupt, encode bidirectionally, score the selected positions. The backbone returns states only at
         the selected positions plus those in `also` ((B, T) bool; MLM+NSP's [CLS]), so neither its last MLP
-        nor the vocabulary projection runs anywhere else. Returns (states (N, d), their (B, T) positions,
-        nll_sum, n_predicted, n_masked), the last being how many inputs are [MASK] (fine-tuning inputs have
-        none: the pretrain-finetune discrepancy the studies measure)."""
+        nor the vocabulary projection runs anywhere else."""
         corrupted, labels = self.corrupt(batch["input_ids"], generator)
-        n_masked = (corrupted == self.mask_id).sum()
         selected = labels != IGNORE_INDEX
         positions = selected if also is None else selected | also
+        attention = self.attention(batch)
         states = model(
             corrupted,
-            attention=self.attention(batch),
+            attention=attention,
             attention_mask=batch.get("attention_mask"),
             token_type_ids=batch.get("token_type_ids"),
             output_mask=positions,
         )
         nll_sum, n_predicted = summed_token_nll(model, states, labels[positions])  # drops the `also` rows
-        return states, positions, nll_sum, n_predicted, n_masked
+        flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
+                                    output_rows=int(positions.sum()), vocab_rows=int(n_predicted))
+        return MaskedPass(states, positions, nll_sum, n_predicted, (corrupted == self.mask_id).sum(), flops)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        _, _, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator)
+        out = self.masked_lm(batch, model, generator)
         inputs = self.input_token_count(batch)
         return LossOutput(
-            loss=mean_or_zero(nll_sum, n_predicted),
-            lm_nll_sum=nll_sum.detach(),
-            predicted_tokens=n_predicted,
+            loss=mean_or_zero(out.nll_sum, out.n_predicted),
+            lm_nll_sum=out.nll_sum.detach(),
+            predicted_tokens=out.n_predicted,
             input_tokens=inputs,
-            extras={"mask_share": mask_share(n_masked, inputs)},
+            forward_flops=out.forward_flops,
+            extras={"mask_share": mask_share(out.n_masked, inputs)},
         )

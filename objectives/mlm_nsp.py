@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from models.backbone import Transformer
+from models.flops import linear_flops
 from models.heads import ClassificationHead
 from objectives.base import Batch, LossOutput, mean_or_zero
 from objectives.mlm import MaskedLM, mask_share
@@ -28,19 +29,20 @@ class MaskedLMWithNSP(MaskedLM):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         first = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
         first[:, 0] = True  # the [CLS] position, whose state the NSP head reads
-        states, positions, nll_sum, n_predicted, n_masked = self.masked_lm(batch, model, generator, also=first)
+        out = self.masked_lm(batch, model, generator, also=first)
         inputs = self.input_token_count(batch)
-        mlm_loss = mean_or_zero(nll_sum, n_predicted)
-        nsp_logits = self.nsp_head(states[first[positions]]).float()  # one [CLS] row per sequence, in order
+        mlm_loss = mean_or_zero(out.nll_sum, out.n_predicted)
+        nsp_logits = self.nsp_head(out.states[first[out.positions]]).float()  # one [CLS] row per sequence, in order
         labels = batch["nsp_labels"]
         nsp_loss = F.cross_entropy(nsp_logits, labels)
         nsp_acc = (nsp_logits.argmax(-1) == labels).float().mean()
         n = labels.numel()
         return LossOutput(
             loss=self.mlm_weight * mlm_loss + self.nsp_weight * nsp_loss,
-            lm_nll_sum=nll_sum.detach(),
-            predicted_tokens=n_predicted,
+            lm_nll_sum=out.nll_sum.detach(),
+            predicted_tokens=out.n_predicted,
             input_tokens=inputs,
-            extras={"mlm_loss": (mlm_loss.detach(), int(n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
-                    "nsp_acc": (nsp_acc, n), "mask_share": mask_share(n_masked, inputs)},
+            forward_flops=out.forward_flops + linear_flops(self.nsp_head, n),
+            extras={"mlm_loss": (mlm_loss.detach(), int(out.n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
+                    "nsp_acc": (nsp_acc, n), "mask_share": mask_share(out.n_masked, inputs)},
         )

@@ -13,8 +13,6 @@ import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.throughput as throughput
 from bench.flops import Shape, forward_flops_per_token
-from objectives.base import IGNORE_INDEX
-from objectives.mlm import MaskedLM
 
 pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
 
@@ -29,51 +27,42 @@ def test_benchmark_prints_a_table_and_a_json_line_for_every_model(capsys, tmp_pa
     result = json.loads(line)
     assert json.loads((tmp_path / "runs.jsonl").read_text()) == result
     rows = {(r["model"], r["mode"]): r for r in result["rows"]}
-    assert set(rows) == {(m, s) for m in ("armlm ar", "armlm mlm", "HF gpt2", "HF bert") for s in ("train", "infer")}
+    armlm = {f"armlm {name}" for name in throughput.objective_names()}  # every objective config, discovered
+    assert {"armlm ar", "armlm mlm", "armlm masked_diffusion"} <= armlm
+    assert set(rows) == {(m, s) for m in armlm | {"HF gpt2", "HF bert"} for s in ("train", "infer")}
     for (model, mode), row in rows.items():
         t = row["tokens_per_s"]
         assert 0 < t["min"] <= t["median"] <= t["max"]
         assert row["peak_share"] > 0
-        assert ("ratio_vs_hf" in row) == model.startswith("armlm")
+        assert ("ratio_vs_hf" in row) == (model in ("armlm ar", "armlm mlm"))
+        assert ("ratio_vs_ar" in row) == (model in armlm - {"armlm ar"})
     assert result["matmul_peak_flops"]["median"] > 0
     assert "| armlm mlm | train |" in out
 
 
-def test_flop_count_matches_torch_flop_counter(monkeypatch):
+def test_flop_count_matches_torch_flop_counter():
     """torch's counter sees every matmul (it does not count the CPU flash-attention kernel, so the attention
-    term is left out of the comparison). MLM's count follows the positions actually selected."""
+    term is left out of the comparison). armlm's MLM and masked diffusion count their own, varying rows
+    (tests/test_objective_contract.py holds every objective's count against the counter)."""
     shape = Shape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=300, batch_size=4, seq_len=16)
-    args = throughput.parse_args(TINY)
+    args = throughput.parse_args([*TINY, "--objectives", "ar", "mlm_nsp"])
     batch = torch.randint(throughput.N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len))
     contestants = {c.name: c for c in throughput.armlm_contestants(args, shape, torch.device("cpu"), batch)}
+    assert set(contestants) == {"armlm ar", "armlm mlm_nsp"}  # --objectives picks them; segment pairs get built
+    contestants["armlm mlm_nsp"].train()
     contestants.update({c.name: c for c in throughput.hf_contestants(args, shape, torch.device("cpu"), batch)})
 
-    def attention(causal: bool) -> float:
-        no_attention = Shape(**{**shape.__dict__, "seq_len": 0})
-        return forward_flops_per_token(shape, causal=causal, vocab_share=1.0) - forward_flops_per_token(
-            no_attention, causal=causal, vocab_share=1.0)
+    def attention(causal: bool) -> float:  # QK^T and AV per token: 2 x 2 x T x d per layer, half if causal
+        return 4 * shape.n_layers * shape.seq_len * shape.d_model * (0.5 if causal else 1.0)
 
+    ar_share = (shape.seq_len - 1) / shape.seq_len  # AR scores every position but the last
+    ar_formula = forward_flops_per_token(shape, causal=True, vocab_share=ar_share)
+    assert contestants["armlm ar"].forward_flops_per_token == pytest.approx(ar_formula, rel=1e-12)
     for name in ("armlm ar", "HF gpt2", "HF bert"):
         with FlopCounterMode(display=False) as counter:
             contestants[name].train()
         expected = 3 * (contestants[name].forward_flops_per_token - attention(causal=name != "HF bert"))
         assert counter.get_total_flops() / shape.tokens == pytest.approx(expected, rel=1e-9), name
-
-    selected = []
-    corrupt = MaskedLM.corrupt
-
-    def counting_corrupt(self, input_ids, generator=None):
-        corrupted, labels = corrupt(self, input_ids, generator)
-        selected.append(int((labels != IGNORE_INDEX).sum()))
-        return corrupted, labels
-
-    monkeypatch.setattr(MaskedLM, "corrupt", counting_corrupt)
-    with FlopCounterMode(display=False) as counter:
-        contestants["armlm mlm"].train()
-    share = selected[0] / shape.tokens
-    expected = 3 * (forward_flops_per_token(shape, causal=False, vocab_share=share, last_mlp_share=share)
-                    - attention(causal=False))
-    assert counter.get_total_flops() / shape.tokens == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 objective is one file + one YAML, and this test covers it with no edit.
 
 Per objective: it builds from its config, its loss on a batch of its own input format is finite and its
-gradients reach the backbone; it trains end to end, its checkpoint loads with weights_only=True, a run resumed
+gradients reach the backbone, and the FLOPs it reports are those torch's flop counter sees; it trains end to end, its checkpoint loads with weights_only=True, a run resumed
 part-way ends with the same weights as the uninterrupted one; the checkpoint fine-tunes on a tiny NER task and
 runs the independence and representation diagnostics."""
 
@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 import train
 from diagnostics.methods import scoring_method
@@ -25,6 +27,7 @@ from models.backbone import Transformer
 from objectives.base import LossOutput, Objective
 from tests.conftest import REPO, tiny_config
 from tests.test_finetune_run import finetune_config
+from tests.test_flops import skipped_causal_half
 from tests.test_train import COMMON_TAGS, scalar_tags
 from training.setup import build_model_config
 
@@ -58,6 +61,7 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     # val_loss_kind names what val/loss averages; reports keep each kind in its own column
     assert cls.val_loss_kind.isidentifier() and cls.pretraining_attention in KINDS
     assert set(cls.perplexity_of) <= set(cls.extra_metrics)
+    assert cls.likelihood_metric in (None, "loss", *cls.extra_metrics)  # a metric it logs
     Attention.named(cls.finetune_attention)  # a pattern fine-tuning and diagnostics can run
     scoring_method(cls)  # a scoring method the diagnostics implement
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
@@ -75,6 +79,12 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     assert isinstance(out, LossOutput) and torch.isfinite(out.loss)
     assert 0 < int(out.predicted_tokens) <= int(out.input_tokens) <= batch["input_ids"].numel()
     assert set(out.extras) == set(objective.extra_metrics)
+    # The FLOPs it reports (budgets, train/flops_seen) are the matmuls it runs, heads included
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        reported = objective.loss(batch, model, torch.Generator().manual_seed(0)).forward_flops
+    attention = objective.attention(batch)
+    skipped = skipped_causal_half(config, batch["input_ids"], attention, batch.get("attention_mask"))
+    assert counter.get_total_flops() == pytest.approx(reported + skipped, rel=1e-12)
     out.loss.backward()
     grads = [p.grad for p in model.blocks.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
@@ -96,12 +106,16 @@ def test_trains_checkpoints_and_resumes_exactly(name, runs, tmp_path, cache_dir)
     # the same tags for every objective, plus each objective's own metrics
     assert COMMON_TAGS | {f"val/{m}" for m in objective.extra_metrics} <= scalar_tags(folder)
     assert {f"val/{p}" for p in objective.perplexity_of.values()} <= scalar_tags(folder)
+    if objective.likelihood_metric is not None:  # the summary keeps the comparable NLL per target token
+        assert summary["val_likelihood"] == pytest.approx(summary["metrics"][f"val/{objective.likelihood_metric}"])
+    else:
+        assert summary["val_likelihood"] is None
     last = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["hyper_parameters"]["objective"]["_target_"].startswith("objectives.")
     part_way = folder / "checkpoints" / f"tokens-{HALF * 8 * 32}.ckpt"
     resumed = train.run(tiny_config(tmp_path, cache_dir, f"objective={name}", f"trainer.max_steps={STEPS}",
                                     f"ckpt_path={part_way}"))
-    assert resumed["steps"] == STEPS
+    assert resumed["steps"] == STEPS and resumed["flops_seen"] == summary["flops_seen"] > 0  # counts carried over
     again = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     for key, value in last["state_dict"].items():
         assert torch.equal(again["state_dict"][key], value), f"{name}: {key} differs after resuming at step {HALF}"

@@ -26,7 +26,7 @@ def scalar_tags(run_dir: Path) -> set[str]:
 
 
 COMMON_TAGS = {"train/loss", "val/loss", "val/ppl", "train/tokens_seen", "train/pred_tokens_seen", "train/lr",
-               "train/tokens_per_s", "val/unigram_baseline"}
+               "train/tokens_per_s", "train/flops_seen", "val/unigram_baseline"}
 
 
 def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path, cache_dir):
@@ -91,6 +91,22 @@ def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
         seen[objective] = train.run(cfg)
     assert seen["ar"]["tokens_seen"] == seen["mlm"]["tokens_seen"] == 6 * 256  # ceil(1500 / 256) steps
     assert seen["ar"]["steps"] == seen["mlm"]["steps"] == 6
+
+
+def test_a_flops_budget_stops_each_objective_at_its_first_step_past_it(tmp_path, cache_dir):
+    """AR spends the same FLOPs every step; masked diffusion's vary with its mask rates. Each stops at the first
+    step that reaches the budget, and its learning-rate schedule spans the steps that took (ends near its floor)."""
+    budget = 1.0e10
+    for objective in ("ar", "masked_diffusion"):
+        summary = train.run(tiny_config(tmp_path / objective, cache_dir, f"objective={objective}",
+                                        f"max_flops={budget}", "trainer.max_steps=-1", "optim.warmup_steps=2"))
+        per_step = summary["flops_seen"] / summary["steps"]
+        assert budget <= summary["flops_seen"] < budget + 1.5 * per_step, objective
+        events = EventAccumulator(str(tmp_path / objective / "tensorboard"))
+        events.Reload()
+        lr, floor = events.Scalars("train/lr")[-1].value, 0.1 * 5e-4  # optim.min_lr_ratio x optim.lr
+        assert floor * (1 - 1e-6) <= lr < floor + 0.1 * (5e-4 - floor), objective  # logged in float32
+        assert events.Scalars("train/flops_seen")[-1].value == pytest.approx(summary["flops_seen"], rel=1e-6)
 
 
 def test_trainer_max_steps_still_stops_a_budgeted_run_first(tmp_path, cache_dir):

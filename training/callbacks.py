@@ -1,4 +1,5 @@
-"""Token accounting shared by every objective: tokens seen, throughput, learning rate, token budget."""
+"""Budget accounting shared by every objective: tokens seen, FLOPs spent, throughput, learning rate, and the
+token or FLOPs budget that stops a run."""
 
 from __future__ import annotations
 
@@ -20,14 +21,17 @@ def logs_this_step(trainer: L.Trainer) -> bool:
 
 class TokenAccounting(Callback):
     """Logs train/tokens_seen (input tokens), train/pred_tokens_seen (tokens that carried a loss),
-    train/tokens_per_s and train/lr under the same tags for every objective, and stops training once
-    `max_tokens` input tokens (summed over all ranks) have been seen, so AR and MLM runs end at equal
-    budgets. The counts are saved in checkpoints, so a resumed run keeps counting where it stopped."""
+    train/flops_seen (training matmul FLOPs: 3 x each step's forward count, models.flops), train/tokens_per_s
+    and train/lr under the same tags for every objective, and stops training once `max_tokens` input tokens or
+    `max_flops` FLOPs (summed over all ranks) have been spent, so runs of different objectives end at equal
+    budgets. Validation is not counted. The counts are saved in checkpoints, so a resumed run keeps counting
+    where it stopped."""
 
-    def __init__(self, max_tokens: int | None = None) -> None:
-        self.max_tokens = max_tokens
+    def __init__(self, max_tokens: int | None = None, max_flops: float | None = None) -> None:
+        self.max_tokens, self.max_flops = max_tokens, max_flops
         self.tokens_seen = 0
         self.pred_tokens_seen = 0
+        self.flops_seen = 0.0
         # Throughput is wall time between consecutive training batches (data loading included),
         # with validation and checkpointing pauses left out.
         self._clock: float | None = None
@@ -48,30 +52,41 @@ class TokenAccounting(Callback):
     ) -> None:
         if not outputs:  # a batch skipped for a non-finite loss (nonfinite_loss=skip): nothing trained
             return
-        counts = torch.stack([outputs["input_tokens"], outputs["predicted_tokens"]]).to(torch.float64)
-        input_tokens, predicted_tokens = (int(c) for c in trainer.strategy.reduce(counts, reduce_op="sum").tolist())
-        self.tokens_seen += input_tokens
-        self.pred_tokens_seen += predicted_tokens
+        device = outputs["input_tokens"].device
+        counts = torch.tensor([float(outputs["input_tokens"]), float(outputs["predicted_tokens"]), outputs["flops"]],
+                              dtype=torch.float64, device=device)
+        input_tokens, predicted_tokens, flops = trainer.strategy.reduce(counts, reduce_op="sum").tolist()
+        self.tokens_seen += int(input_tokens)
+        self.pred_tokens_seen += int(predicted_tokens)
+        self.flops_seen += flops
         now = time.perf_counter()
         self._window_seconds += now - (self._clock or now)
         self._clock = now
-        self._window_tokens += input_tokens
+        self._window_tokens += int(input_tokens)
         if self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
+            trainer.should_stop = True
+        if self.max_flops is not None and self.flops_seen >= self.max_flops:
             trainer.should_stop = True
         if logs_this_step(trainer):
             pl_module.log("train/tokens_seen", float(self.tokens_seen))
             pl_module.log("train/pred_tokens_seen", float(self.pred_tokens_seen))
+            pl_module.log("train/flops_seen", self.flops_seen)
             pl_module.log("train/lr", trainer.optimizers[0].param_groups[0]["lr"])
             if self._window_seconds > 0:
                 pl_module.log("train/tokens_per_s", self._window_tokens / self._window_seconds, prog_bar=True)
                 self._window_seconds, self._window_tokens = 0.0, 0
 
-    def state_dict(self) -> dict[str, int]:
-        return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen}
+    def state_dict(self) -> dict[str, float]:
+        return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen,
+                "flops_seen": self.flops_seen}
 
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+    def load_state_dict(self, state_dict: dict[str, float]) -> None:
         self.tokens_seen = int(state_dict["tokens_seen"])
         self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
+        if "flops_seen" not in state_dict and self.max_flops is not None:
+            raise ValueError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
+                             "resume from it; resume with its token budget (max_tokens=..., max_flops=null)")
+        self.flops_seen = float(state_dict.get("flops_seen", 0.0))
 
 
 class SaveAtTokens(Callback):

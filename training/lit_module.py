@@ -19,6 +19,7 @@ from torchmetrics import MeanMetric
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig, Transformer
+from models.flops import TRAINING_PASSES
 from objectives.base import Batch, Objective
 from training.callbacks import logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
@@ -56,6 +57,8 @@ class PretrainModule(L.LightningModule):
         # Positions 0..trained_length-1 are the only ones pretraining fed; fine-tuning caps its inputs there.
         self.trained_length: int | None = None
         self.last_finite_loss: float | None = None
+        # The steps the learning-rate schedule spans, when the run's step cap is not them (a FLOPs budget).
+        self.schedule_steps: int | None = None
 
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -119,7 +122,8 @@ class PretrainModule(L.LightningModule):
             self.log("train/lm_loss", out.lm_nll_sum / n_pred.clamp(min=1))
             for name, (value, _) in out.extras.items():
                 self.log(f"train/{name}", value)
-        return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred}
+        return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred,
+                "flops": TRAINING_PASSES * out.forward_flops}
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_CORRUPTION, batch_idx))
@@ -151,6 +155,6 @@ class PretrainModule(L.LightningModule):
         cfg = self.hparams.optim
         return adamw_with_schedule(
             self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],
-            warmup_steps=int(cfg["warmup_steps"]), total_steps=int(self.trainer.estimated_stepping_batches),
+            warmup_steps=int(cfg["warmup_steps"]), total_steps=self.schedule_steps or int(self.trainer.estimated_stepping_batches),
             min_lr_ratio=float(cfg["min_lr_ratio"]), fused=fused_adamw_allowed(self),
         )

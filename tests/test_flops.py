@@ -1,0 +1,71 @@
+"""models.flops against torch.utils.flop_counter, which counts the matmuls the real model dispatches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention, is_kernel_causal
+from models.backbone import ModelConfig, Transformer
+from models.flops import forward_flops, linear_flops
+from models.heads import ClassificationHead
+
+
+def skipped_causal_half(config: ModelConfig, input_ids: torch.Tensor, attention: Attention,
+                        attention_mask: torch.Tensor | None) -> float:
+    """The attention FLOPs models.flops leaves out for a kernel that skips the causal upper triangle; the
+    flop counter (run on SDPA's math backend) counts the full T x T scores, so the test adds them back."""
+    if not is_kernel_causal(attention, attention_mask):
+        return 0.0
+    b, t = input_ids.shape
+    return 0.5 * 4 * config.n_layers * b * t * t * config.d_model
+
+
+def counted(fn) -> float:
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+@pytest.fixture
+def model() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=50, max_len=16, d_model=32, n_layers=3, n_heads=4, d_ff=48)).eval()
+
+
+@pytest.mark.parametrize("attention", [CAUSAL, BIDIRECTIONAL, Attention.prefix([3, 5])], ids=["causal", "bi", "prefix"])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("sparse_output", [False, True])
+def test_backbone_and_head_flops_match_the_counter(model, attention, padded, sparse_output):
+    ids = torch.randint(5, 50, (2, 12))
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, 9:] = 0
+    mask = mask if padded else None
+    output_mask = (torch.rand(2, 12, generator=torch.Generator().manual_seed(1)) < 0.3) if sparse_output else None
+    rows = int(output_mask.sum()) if sparse_output else 24
+    vocab_rows = rows - 1  # the head may score fewer rows than the backbone returns (AR's last position)
+
+    def run():
+        states = model(ids, attention=attention, attention_mask=mask, output_mask=output_mask)
+        model.lm_nll(states.reshape(-1, 32)[:vocab_rows], torch.randint(5, 50, (vocab_rows,)))
+
+    ours = model.forward_flops(ids, attention, attention_mask=mask, output_rows=rows, vocab_rows=vocab_rows)
+    assert counted(run) == pytest.approx(ours + skipped_causal_half(model.config, ids, attention, mask), rel=1e-12)
+
+
+def test_the_sparse_output_saves_exactly_the_last_mlp_on_the_other_rows():
+    shape = dict(d_model=8, n_layers=2, d_ff=16, vocab_size=10, sequences=1, length=4, vocab_rows=0,
+                 attention_share=1.0)
+    full, sparse = forward_flops(output_rows=4, **shape), forward_flops(output_rows=1, **shape)
+    assert full - sparse == 3 * 2 * 2 * 8 * 16  # 3 rows x 2 FLOPs x the MLP's two 8 x 16 matrices
+    with pytest.raises(ValueError, match="output_rows=5"):
+        forward_flops(output_rows=5, **shape)
+
+
+def test_a_small_head_is_counted_by_its_linear_layers():
+    head = ClassificationHead(32, 2)
+    x = torch.randn(5, 32)
+    assert counted(lambda: head(x)) == linear_flops(head, 5) == 2 * 5 * (32 * 32 + 32 * 2)
