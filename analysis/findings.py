@@ -16,7 +16,11 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
     pairwise: {kind, row, column}                  a row of the independence table (exact tables only)
     gap: {min_distance[, max_distance, kind]}      mean independence gap of the pairs at those distances
     representation: {measure, layer}               e.g. shift_cosine@0.4 at layer `last`
-    pretraining: <column>                          e.g. below_unigram
+    likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
+    pretraining: <column>                          e.g. below_unigram, val_likelihood
+
+A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
+(e.g. the validation NLL at 16 epochs minus at 4).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from analysis import study as S
 from analysis.verdicts import paired_interval, seeds_needed, verdict
 from common.atomic import atomic_write_text
 
-QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "pretraining")
+QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining")
 FINDING_KEYS = {"claim", "anchor", "a", "b", "direction"}
 
 
@@ -110,8 +114,25 @@ def _representation(report: dict[str, Any], spec: dict[str, Any]) -> float:
     return float(row[measure])
 
 
+def _likelihood(report: dict[str, Any], key: str) -> float:
+    if "likelihood" not in report:
+        raise NotComparable("a diagnostics report without a likelihood section; run evaluate.py with "
+                            "likelihood.enabled=true")
+    return float(report["likelihood"][key])
+
+
+def likelihood_blocks(runs: StudyRuns, side: dict[str, Any]) -> dict[int, str]:
+    """seed -> the fingerprint of the held-out blocks a likelihood side was scored on."""
+    return {seed: report["likelihood"]["blocks_fingerprint"] for (arm, seed), report in runs.reports.items()
+            if arm == side["arm"] and "likelihood" in report}
+
+
 def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-    """seed -> the side's value for every seed that has it."""
+    """seed -> the side's value for every seed that has it (its change from `relative_to`'s, if given)."""
+    if side.get("relative_to"):
+        own = values(runs, {k: v for k, v in side.items() if k != "relative_to"})
+        reference = values(runs, {**{k: v for k, v in side.items() if k != "relative_to"}, "arm": side["relative_to"]})
+        return {seed: own[seed] - reference[seed] for seed in own.keys() & reference.keys()}
     quantity, arm = quantity_of(side), side["arm"]
     spec = side[quantity]
     if quantity == "finetune":
@@ -123,7 +144,7 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
     if quantity == "pretraining":
         rows = runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else []
         return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
-    read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation}[quantity]
+    read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
 
 
@@ -132,7 +153,8 @@ def describe(side: dict[str, Any]) -> str:
     spec = side[quantity]
     detail = (f"{spec} {side['metric']}" if quantity in ("finetune", "features_gap") else
               ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
-    return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}"
+    since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
+    return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
 
 
 def judge(runs: StudyRuns, finding_id: str, finding: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +166,12 @@ def judge(runs: StudyRuns, finding_id: str, finding: dict[str, Any]) -> dict[str
                            "a": describe(finding["a"]), "b": describe(finding["b"]), "direction": finding["direction"]}
     try:
         a, b = values(runs, finding["a"]), values(runs, finding["b"])
+        if all(quantity_of(finding[side]) == "likelihood" for side in ("a", "b")):
+            blocks_a, blocks_b = likelihood_blocks(runs, finding["a"]), likelihood_blocks(runs, finding["b"])
+            differing = sorted(s for s in blocks_a.keys() & blocks_b.keys() if blocks_a[s] != blocks_b[s])
+            if differing:
+                raise NotComparable(f"seeds {differing} were scored on different held-out blocks; diagnose both "
+                                    "arms on the same corpus, block size and blocks")
     except NotComparable as err:
         return {**row, "n": 0, "verdict": "unresolved", "note": f"not comparable: {err}"}
     seeds = sorted(a.keys() & b.keys())

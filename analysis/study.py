@@ -63,6 +63,9 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
                      f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
+                     # NLL per target token, exact (AR) or a bound (masked diffusion): one column across objectives
+                     "val_likelihood": s.get("val_likelihood"), "flops_seen": s.get("flops_seen"),
+                     "epochs": s.get("epochs"),
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # objectives that insert no [MASK] (AR) log no share
                      "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],

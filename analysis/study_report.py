@@ -33,6 +33,7 @@ class StudyTables:
     independence: pd.DataFrame
     gap_by_distance: pd.DataFrame
     representations: pd.DataFrame
+    epochs: pd.DataFrame  # val_likelihood and FLOPs per objective and epochs over the unique data (data_constrained)
 
 
 def study_tables(root: str | Path) -> StudyTables:
@@ -69,7 +70,21 @@ def study_tables(root: str | Path) -> StudyTables:
                                   ["ppl", "pseudo_ppl", "p_ppl", "u_ppl", "gap"]),
         gap_by_distance=S.over_seeds(gap, ["arm", "low", "distance"], ["gap"]) if not gap.empty else pd.DataFrame(),
         representations=S.over_seeds(S.representation_runs(reports), ["arm", "layer", "measure"], ["value"]),
+        epochs=epochs_table(pretraining),
     )
+
+
+def epochs_table(pretraining: pd.DataFrame) -> pd.DataFrame:
+    """Validation NLL per target token (AR exact, masked diffusion a bound) and training FLOPs per objective
+    and number of epochs, over seeds; empty unless some objective ran at more than one number of epochs."""
+    runs = pretraining.dropna(subset=["val_likelihood", "epochs"]) if "epochs" in pretraining else pd.DataFrame()
+    if runs.empty:
+        return pd.DataFrame()
+    runs = runs.assign(epochs=runs["epochs"].round(2))
+    if runs.groupby("objective")["epochs"].nunique().max() < 2:
+        return pd.DataFrame()
+    return S.over_seeds(runs.sort_values(["objective", "epochs"]), ["objective", "epochs"],
+                        ["val_likelihood", "flops_seen"])
 
 
 def markdown_table(table: pd.DataFrame, index: list[str], columns: list[str]) -> str:
@@ -106,6 +121,7 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "run's margin under the unigram NLL of the same tokens: how far it learned, not a comparison of "
         "objectives, which the downstream scores make.", "",
         markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
+        *epochs_section(t),
         "## Downstream (dev splits)", "",
         markdown_table(primary, ["task", "split", "metric", "baseline"], ["arm", "variant"]),
         "## Pretrain-finetune discrepancy", "",
@@ -131,6 +147,17 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "## Figures", "", *[f"![{name}]({name})" for name in figures], "",
     ]
     return "\n".join(parts)
+
+
+def epochs_section(t: StudyTables) -> list[str]:
+    if t.epochs.empty:
+        return []
+    nll = t.epochs[t.epochs["quantity"] == "val_likelihood"]
+    return ["## Repeated data: validation NLL against epochs", "",
+            "NLL per target token of the validation blocks: exact for AR, an upper bound for masked diffusion "
+            "(the same tokens). Each epoch count is a run of its own over the same unique tokens (figure "
+            "epochs.png, against epochs and against training FLOPs).", "",
+            markdown_table(nll, ["epochs"], ["objective"])]
 
 
 def subplots(ncols: int, width: float, height: float) -> tuple[Figure, list]:
@@ -170,6 +197,11 @@ def study_figures(t: StudyTables) -> dict[str, Figure]:
         fig, axes = subplots(len(P.GEOMETRY), 3.4, 3.4)
         P.plot_layers(t.representations, P.GEOMETRY, axes)
         figures["embeddings"] = fig
+    if not t.epochs.empty:
+        fig, axes = subplots(2, 5, 4)
+        P.plot_epochs(t.epochs, axes[0], "epochs")
+        P.plot_epochs(t.epochs, axes[1], "flops_seen")
+        figures["epochs"] = fig
     if not t.gap_by_distance.empty:
         fig, axes = subplots(1, 7, 4)
         P.plot_gap_by_distance(t.gap_by_distance, axes[0])
@@ -193,7 +225,7 @@ def write_report(root: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in ("pretraining_runs", "pretraining", "downstream", "finetune_feature_gap", "mask_share",
-                 "independence", "gap_by_distance", "representations"):
+                 "independence", "gap_by_distance", "representations", "epochs"):
         table: pd.DataFrame = getattr(t, name)
         if not table.empty:
             atomic_write_text(out / f"{name}.csv", table.to_csv(index=False))

@@ -19,9 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json"}
 SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
-# budget_scale (times the study's budget; default 1) and diagnose (default true).
+# budget_scale (times the study's budget; default 1) or epochs (passes over the study's unique_tokens, the first
+# tokens of the train split: a data-constrained run), and diagnose (default true).
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction"}
+            "checkpoint_fraction", "epochs"}
 FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
@@ -129,12 +130,49 @@ def check_study(cfg: DictConfig) -> None:
             arm = finding.get(side, {}).get("arm")
             if arm not in study.arms:
                 raise ValueError(f"finding {finding_id}: {side}.arm={arm!r} is not one of the arms {list(study.arms)}")
+    epoch_arms = [name for name, arm in study.arms.items() if "epochs" in arm]
+    if epoch_arms:
+        unique = study.get("unique_tokens")
+        if isinstance(unique, bool) or not isinstance(unique, int) or unique < 1:
+            raise ValueError(f"arms {epoch_arms} train for a number of epochs over study.unique_tokens, which is "
+                             f"{unique!r}; set it to a positive number of tokens")
+        for name in epoch_arms:
+            epochs = study.arms[name].epochs
+            if "budget_scale" in study.arms[name] or not isinstance(epochs, (int, float)) or not epochs > 0:
+                raise ValueError(f"arm {name}: epochs={epochs!r} must be > 0, and an arm takes epochs or "
+                                 "budget_scale, not both")
+    kind = budget_kind(cfg)
+    if kind not in BUDGET_KEYS:
+        raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
     if not float(cfg.budget) > 0:
-        raise ValueError(f"budget={cfg.budget}: give the pretraining budget in input tokens")
+        raise ValueError(f"budget={cfg.budget}: give the pretraining budget per arm, in {kind}")
+    if kind != "tokens" and any("checkpoint_fraction" in arm or "epochs" in arm for arm in study.arms.values()):
+        raise ValueError(f"budget_kind={kind}: an arm with checkpoint_fraction or epochs counts input tokens (a "
+                         "checkpoint saved at a token count, passes over the data), which only a token budget "
+                         "fixes; use budget_kind=tokens")
+
+
+# What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
+BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
+
+
+def budget_kind(cfg: DictConfig) -> str:
+    return str(cfg.get("budget_kind") or "tokens")
 
 
 def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
+    if "epochs" in arm:
+        return int(float(arm.epochs) * int(cfg.study.unique_tokens))
     return int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
+
+
+def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
+    """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
+    token budget, as the study's budget_kind says."""
+    key = BUDGET_KEYS[budget_kind(cfg)]
+    others = [f"{other}=null" for other in BUDGET_KEYS.values() if other != key]
+    data = [f"data.max_train_tokens={int(cfg.study.unique_tokens)}"] if "epochs" in arm else []
+    return [*others, f"{key}={arm_budget(cfg, arm)}", *data]
 
 
 def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:
@@ -166,7 +204,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
                 points = part_way_tokens(cfg, arm_name)
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
                     [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
-                     f"max_tokens={arm_budget(cfg, arm)}", *([f"save_at_tokens={points}"] if points else []),
+                     *budget_overrides(cfg, arm), *([f"save_at_tokens={points}"] if points else []),
                      *_strings(cfg.extra_pretrain)])))
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
                 for variant in arm.get("finetune", study.default_variants):

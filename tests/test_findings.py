@@ -101,3 +101,46 @@ def test_findings_files_are_written(study):
     assert "**reproduced**" in text and "**unresolved**" in text and "BERT Table 5" in text
     assert "Pretraining seeds [1, 2, 3]" in text
     assert len(pd.read_csv(written[1])) == 3
+
+
+def likelihood_report(root: Path, arm: str, seed: int, nll: float, fingerprint: str = "same-blocks") -> None:
+    write(root / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json",
+          {"likelihood": {"nll_per_token": nll, "blocks_fingerprint": fingerprint}})
+
+
+def pretraining_summary(root: Path, arm: str, seed: int, val_likelihood: float | None, objective: str) -> None:
+    write(root / arm / f"seed{seed}" / "pretrain" / "summary.json", {
+        "objective": objective, "steps": 10, "tokens_seen": 1000, "pred_tokens_seen": 900, "val_loss": 5.0,
+        "val_loss_kind": "next_token", "unigram_baseline": 6.0, "wall_seconds": 1.0, "metrics": {},
+        "val_likelihood": val_likelihood, "flops_seen": 1e9, "epochs": 1.0})
+
+
+F6 = {"direction": "greater", "a": {"arm": "masked_diffusion", "likelihood": "nll_per_token"},
+      "b": {"arm": "ar", "likelihood": "nll_per_token"}}
+
+
+def test_likelihoods_compare_only_on_the_same_held_out_blocks(tmp_path):
+    for seed, (bound, exact) in enumerate([(5.9, 3.9), (5.8, 4.0), (6.0, 3.95)], 1):
+        likelihood_report(tmp_path, "masked_diffusion", seed, bound)
+        likelihood_report(tmp_path, "ar", seed, exact)
+    row = findings_table(tmp_path, {"F6": F6}).iloc[0]
+    assert row["verdict"] == "reproduced" and row["difference"] == pytest.approx((2.0 + 1.8 + 2.05) / 3)
+    likelihood_report(tmp_path, "ar", 2, 4.0, fingerprint="other-blocks")
+    row = findings_table(tmp_path, {"F6": F6}).iloc[0]
+    assert row["verdict"] == "unresolved" and "different held-out blocks" in row["note"] and "[2]" in row["note"]
+
+
+def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
+    """F7's form: the NLL change from 4 to 16 epochs, masked diffusion's against AR's."""
+    changes = {"ar": (3.0, 3.2), "mdlm": (5.5, 5.0)}  # (4 epochs, 16 epochs): AR worse, MDLM better
+    for seed in (1, 2, 3):
+        for objective, (at4, at16) in changes.items():
+            pretraining_summary(tmp_path, f"{objective}_e4", seed, at4 + 0.01 * seed, objective)
+            pretraining_summary(tmp_path, f"{objective}_e16", seed, at16 + 0.02 * seed, objective)
+    gain = {"direction": "less",
+            "a": {"arm": "mdlm_e16", "pretraining": "val_likelihood", "relative_to": "mdlm_e4"},
+            "b": {"arm": "ar_e16", "pretraining": "val_likelihood", "relative_to": "ar_e4"}}
+    row = findings_table(tmp_path, {"F7": gain}).iloc[0]
+    # per seed: (-0.5 + 0.01 s) - (0.2 + 0.01 s) = -0.7
+    assert row["difference"] == pytest.approx(-0.7) and row["verdict"] == "reproduced"
+    assert row["a"] == "mdlm_e16: pretraining val_likelihood minus mdlm_e4's"
