@@ -120,9 +120,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "tokens_seen": tokens.tokens_seen,
         "pred_tokens_seen": tokens.pred_tokens_seen,
         "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
-        # passes over the unique training tokens (data.max_train_tokens, or the whole train split)
+        # the unique training tokens (data.max_train_tokens, or the whole train split) and the passes over them
         "train_tokens": datamodule.train_tokens,
-        "epochs": tokens.tokens_seen / datamodule.train_tokens,
+        "epochs": tokens.tokens_seen / datamodule.epoch_positions,
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
         "val_loss_kind": module.objective.val_loss_kind,

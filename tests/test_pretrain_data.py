@@ -2,6 +2,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import datamodules.pretrain as pretrain
 import datamodules.tokenizer as tok
@@ -167,3 +168,24 @@ def test_the_data_position_is_the_datamodules_state_and_a_restored_one_skips_wha
     assert len(rest) == len(full_epoch) - 5
     assert all((a == b).all() for a, b in zip(rest, full_epoch[5:]))
     assert resumed.state_dict() == state  # a checkpoint written before the next step keeps the position
+
+
+def test_max_train_tokens_trains_on_the_first_tokens_only_and_counts_an_epoch(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    whole = datamodule(corpus, tmp_path / "cache", block_size=16)
+    whole.setup("fit")
+    sliced = datamodule(corpus, tmp_path / "cache", block_size=16, max_train_tokens=200)
+    sliced.setup("fit")
+    assert sliced.train_tokens == 200 < whole.train_tokens
+    assert sliced.tokenizer_json == whole.tokenizer_json  # the whole split's tokenizer: slices share it
+    assert len(sliced.datasets["validation"]) == len(whole.datasets["validation"])  # validation untouched
+    first = [sliced.datasets["train"][i]["input_ids"] for i in range(len(sliced.datasets["train"]))]
+    assert all(torch.equal(a, whole.datasets["train"][i]["input_ids"]) for i, a in enumerate(first))
+    # 200 tokens: 13 blocks of [CLS] + 15, 3 full batches of 4 per epoch (the 13th block is dropped)
+    assert len(first) == 13 and sliced.epoch_positions == 3 * 4 * 16
+    with pytest.raises(ValueError, match="data.max_train_tokens=8: give a number of tokens >= data.block_size"):
+        datamodule(corpus, tmp_path / "cache", block_size=16, max_train_tokens=8)
+    with pytest.raises(ValueError, match="but the train split .* has"):
+        datamodule(corpus, tmp_path / "cache", max_train_tokens=10**9).setup("fit")
+    with pytest.raises(ValueError, match="pairs documents"):
+        datamodule(corpus, tmp_path / "cache", max_train_tokens=200, input_format="segment_pairs")

@@ -351,6 +351,7 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
               *[f"~study.arms.{objective}_e{epochs}" for objective in ("ar", "mdlm") for epochs in (2, 8)],
               f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]', timeout=900)
     summary = json.loads((root / "mdlm_e16" / "seed1" / "pretrain" / "summary.json").read_text())
+    # 4,096 tokens make 65 blocks of [CLS] + 63, 4 full batches of 16: 4,096 input positions per epoch
     assert summary["train_tokens"] == 4096 and summary["epochs"] == 16 and summary["val_likelihood"] > 0
     epochs = pd.read_csv(root / "report" / "epochs.csv")
     nll = epochs[epochs["quantity"] == "val_likelihood"]
