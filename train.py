@@ -1,7 +1,7 @@
 """Pretrain the shared backbone with any objective, or fine-tune a pretrained one on a task.
 
     python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
-        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 (or max_tokens=null max_flops=3e13) trainer.max_steps=500 ckpt_path=<file to resume, or last>
+        trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 (or max_tokens=null max_flops=3e13 | data_epochs=4) trainer.max_steps=500 ckpt_path=<file to resume, or last>
     python train.py task=rte pretrained=outputs/mlm/<time> seed=1 finetune.mode=features
 """
 
@@ -102,11 +102,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         built_objective=objective,
     )
     max_flops = cfg.get("max_flops")
-    tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))
+    tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last])
-    set_budget_steps(cfg, trainer, module, datamodule)
+    set_budget_steps(cfg, trainer, module, datamodule, tokens)
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
     fit_started = time.perf_counter()
@@ -122,7 +122,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
         # the unique training tokens (data.max_train_tokens, or the whole train split) and the passes over them
         "train_tokens": datamodule.train_tokens,
-        "epochs": tokens.tokens_seen / datamodule.epoch_positions,
+        "epochs": tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size),
+        "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
         "val_loss_kind": module.objective.val_loss_kind,
@@ -148,19 +149,25 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 
 def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
-                     datamodule: PretrainDataModule) -> None:
+                     datamodule: PretrainDataModule, tokens: TokenAccounting) -> None:
     """Make the learning-rate schedule span the steps the budget takes (or trainer.max_steps, if that comes
     first). TokenAccounting stops the run at the budget exactly; a FLOPs budget's steps are an estimate, so the
-    step cap sits past it (training.budget)."""
+    step cap sits past it (training.budget). A budget in passes over the data (data_epochs) becomes the input
+    tokens of that many passes, as the loader gives them."""
     sequences_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
     cap = trainer.max_steps if trainer.max_steps > 0 else math.inf
-    if cfg.max_tokens:
-        steps = steps_for_tokens(cfg.max_tokens, sequences_per_step * datamodule.block_size)
+    if cfg.get("data_epochs"):
+        tokens.max_tokens = round(float(cfg.data_epochs) * datamodule.epoch_positions(trainer.world_size))
+    if tokens.max_tokens:
+        steps = steps_for_tokens(tokens.max_tokens, sequences_per_step * datamodule.block_size)
         trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
     elif cfg.get("max_flops"):
         module.objective.set_vocabulary(datamodule.vocabulary)
         per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
                                        sequences_per_step, cfg.seed)
+        if float(cfg.max_flops) < per_step:
+            raise ValueError(f"max_flops={float(cfg.max_flops):g} is less than one training step ({per_step:.3g} "
+                             "FLOPs here); give the budget in training FLOPs (README, 'Budgets')")
         steps = math.ceil(float(cfg.max_flops) / per_step)
         module.schedule_steps = min(steps, cap)
         trainer.fit_loop.epoch_loop.max_steps = min(math.ceil(steps * FLOPS_STEP_MARGIN) + 1, cap)

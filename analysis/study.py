@@ -65,7 +65,10 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
                      # NLL per target token, exact (AR) or a bound (masked diffusion): one column across objectives
                      "val_likelihood": s.get("val_likelihood"), "flops_seen": s.get("flops_seen"),
-                     "epochs": s.get("epochs"),
+                     # passes over the training slice (data.max_train_tokens) of a data-constrained run, and its
+                     # size; NaN for runs on the whole split
+                     "epochs": s.get("epochs") if s.get("max_train_tokens") else None,
+                     "train_tokens": s.get("train_tokens") if s.get("max_train_tokens") else None,
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # objectives that insert no [MASK] (AR) log no share
                      "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],

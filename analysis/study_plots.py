@@ -93,10 +93,11 @@ def plot_epochs(epochs: pd.DataFrame, ax: Axes, x: str) -> None:
     """Validation NLL per target token of each objective against epochs over the same unique tokens, or
     against the training FLOPs those runs spent (`x`: "epochs" or "flops_seen"), mean ± 95 % CI over seeds."""
     nll = epochs[epochs["quantity"] == "val_likelihood"]
-    flops = epochs[epochs["quantity"] == "flops_seen"].set_index(["objective", "epochs"])["mean"]
-    for objective, rows in nll.groupby("objective", sort=False):
-        xs = rows["epochs"] if x == "epochs" else flops.loc[objective].reindex(rows["epochs"]).to_numpy()
-        ax.errorbar(xs, rows["mean"], yerr=rows["ci95"].fillna(0), marker="o", capsize=3, label=objective)
+    flops = epochs[epochs["quantity"] == "flops_seen"].set_index(["objective", "train_tokens", "epochs"])["mean"]
+    for (objective, unique), rows in nll.groupby(["objective", "train_tokens"], sort=False):
+        xs = rows["epochs"] if x == "epochs" else flops.loc[(objective, unique)].reindex(rows["epochs"]).to_numpy()
+        ax.errorbar(xs, rows["mean"], yerr=rows["ci95"].fillna(0), marker="o", capsize=3,
+                    linestyle="-" if len(rows) > 1 else "none", label=f"{objective}, {unique:,} unique tokens")
     ax.set_xscale("log", base=2 if x == "epochs" else 10)
     ax.set_xlabel("epochs over the unique tokens" if x == "epochs" else "training FLOPs")
     ax.set_ylabel("val NLL per target token (AR exact, MDLM bound)")

@@ -75,16 +75,17 @@ def study_tables(root: str | Path) -> StudyTables:
 
 
 def epochs_table(pretraining: pd.DataFrame) -> pd.DataFrame:
-    """Validation NLL per target token (AR exact, masked diffusion a bound) and training FLOPs per objective
-    and number of epochs, over seeds; empty unless some objective ran at more than one number of epochs."""
-    runs = pretraining.dropna(subset=["val_likelihood", "epochs"]) if "epochs" in pretraining else pd.DataFrame()
+    """Validation NLL per target token (AR exact, masked diffusion a bound) and training FLOPs per objective,
+    unique training tokens and epochs over them, over seeds: the data-constrained runs only (those trained on
+    a slice of the split, data.max_train_tokens); empty when there are none."""
+    if "epochs" not in pretraining:
+        return pd.DataFrame()
+    runs = pretraining.dropna(subset=["val_likelihood", "epochs", "train_tokens"])
     if runs.empty:
         return pd.DataFrame()
-    runs = runs.assign(epochs=runs["epochs"].round(2))
-    if runs.groupby("objective")["epochs"].nunique().max() < 2:
-        return pd.DataFrame()
-    return S.over_seeds(runs.sort_values(["objective", "epochs"]), ["objective", "epochs"],
-                        ["val_likelihood", "flops_seen"])
+    runs = runs.assign(epochs=runs["epochs"].round(2), train_tokens=runs["train_tokens"].astype(int))
+    keys = ["objective", "train_tokens", "epochs"]
+    return S.over_seeds(runs.sort_values(keys), keys, ["val_likelihood", "flops_seen"])
 
 
 def markdown_table(table: pd.DataFrame, index: list[str], columns: list[str]) -> str:
@@ -157,7 +158,7 @@ def epochs_section(t: StudyTables) -> list[str]:
             "NLL per target token of the validation blocks: exact for AR, an upper bound for masked diffusion "
             "(the same tokens). Each epoch count is a run of its own over the same unique tokens (figure "
             "epochs.png, against epochs and against training FLOPs).", "",
-            markdown_table(nll, ["epochs"], ["objective"])]
+            markdown_table(nll, ["train_tokens", "epochs"], ["objective"])]
 
 
 def subplots(ncols: int, width: float, height: float) -> tuple[Figure, list]:

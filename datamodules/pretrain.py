@@ -165,12 +165,12 @@ class PretrainDataModule(L.LightningDataModule):
             )
         self.unigram_baseline = self.vocabulary.unigram_nll(np.asarray(caches["validation"][0]))
 
-    @property
-    def epoch_positions(self) -> int:
-        """Input positions one pass over the training examples feeds, in full batches as the loader gives them
-        (packed blocks carry a [CLS] each and the last partial batch is dropped, so it differs from train_tokens
-        a little): tokens seen over this is the number of epochs."""
-        return len(self.datasets["train"]) // self.batch_size * self.batch_size * self.block_size
+    def epoch_positions(self, world_size: int = 1) -> int:
+        """Input positions one pass over the training examples feeds (all ranks), in full batches as the loaders
+        give them (packed blocks carry a [CLS] each and each rank drops its last partial batch, so it differs from
+        train_tokens a little): tokens seen over this is the number of epochs."""
+        global_batch = self.batch_size * world_size
+        return len(self.datasets["train"]) // global_batch * global_batch * self.block_size
 
     @property
     def tokenizer_json(self) -> str:

@@ -222,14 +222,18 @@ class Transformer(nn.Module):
     def forward_flops(self, input_ids: Tensor, attention: Attention, *, attention_mask: Tensor | None = None,
                       output_rows: int | None = None, vocab_rows: int = 0) -> float:
         """Matmul FLOPs of `forward` on these inputs (its last MLP on `output_rows` rows, default every
-        position) plus the LM head on `vocab_rows` rows, as models.flops counts them."""
+        position) plus the LM head on `vocab_rows` rows, as models.flops counts them. Causal attention counts half
+        its scores only where SDPA's kernel skips the masked blocks: `is_causal` without a mask, and not with
+        attention dropout on a CPU, which sends SDPA to its math kernel (../shared/specs/performance.md)."""
         sequences, length = input_ids.shape
         c = self.config
+        cpu_dropout = input_ids.device.type == "cpu" and self.training and c.dropout > 0
         return forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=c.vocab_size,
                              sequences=sequences, length=length,
                              output_rows=sequences * length if output_rows is None else int(output_rows),
                              vocab_rows=int(vocab_rows),
-                             attention_share=0.5 if is_kernel_causal(attention, attention_mask) else 1.0)
+                             attention_share=0.5 if is_kernel_causal(attention, attention_mask) and not cpu_dropout
+                             else 1.0)
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

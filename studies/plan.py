@@ -19,10 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json"}
 SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
-# budget_scale (times the study's budget; default 1) or epochs (passes over the study's unique_tokens, the first
-# tokens of the train split: a data-constrained run), and diagnose (default true).
+# budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
+# the train split, the arm's or else the study's: a data-constrained run), and diagnose (default true).
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction", "epochs"}
+            "checkpoint_fraction", "epochs", "unique_tokens"}
 FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
@@ -127,33 +127,44 @@ def check_study(cfg: DictConfig) -> None:
     finetune_seeds_of(cfg)
     for finding_id, finding in (study.get("findings") or {}).items():
         for side in ("a", "b"):
-            arm = finding.get(side, {}).get("arm")
-            if arm not in study.arms:
-                raise ValueError(f"finding {finding_id}: {side}.arm={arm!r} is not one of the arms {list(study.arms)}")
-    epoch_arms = [name for name, arm in study.arms.items() if "epochs" in arm]
-    if epoch_arms:
-        unique = study.get("unique_tokens")
+            for key in ("arm", "relative_to"):
+                arm = finding.get(side, {}).get(key)
+                if (key == "arm" or arm is not None) and arm not in study.arms:
+                    raise ValueError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms "
+                                     f"{list(study.arms)}")
+    for name, arm in study.arms.items():
+        if "epochs" not in arm:
+            if "unique_tokens" in arm:
+                raise ValueError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
+            continue
+        unique = unique_tokens(cfg, arm)
         if isinstance(unique, bool) or not isinstance(unique, int) or unique < 1:
-            raise ValueError(f"arms {epoch_arms} train for a number of epochs over study.unique_tokens, which is "
-                             f"{unique!r}; set it to a positive number of tokens")
-        for name in epoch_arms:
-            epochs = study.arms[name].epochs
-            if "budget_scale" in study.arms[name] or not isinstance(epochs, (int, float)) or not epochs > 0:
-                raise ValueError(f"arm {name}: epochs={epochs!r} must be > 0, and an arm takes epochs or "
-                                 "budget_scale, not both")
+            raise ValueError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
+                             f"study's), which is {unique!r}; set study.unique_tokens to a positive number of tokens")
+        if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
+            raise ValueError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
+                             "budget_scale, not both")
     kind = budget_kind(cfg)
     if kind not in BUDGET_KEYS:
         raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
     if not float(cfg.budget) > 0:
         raise ValueError(f"budget={cfg.budget}: give the pretraining budget per arm, in {kind}")
-    if kind != "tokens" and any("checkpoint_fraction" in arm or "epochs" in arm for arm in study.arms.values()):
-        raise ValueError(f"budget_kind={kind}: an arm with checkpoint_fraction or epochs counts input tokens (a "
-                         "checkpoint saved at a token count, passes over the data), which only a token budget "
-                         "fixes; use budget_kind=tokens")
+    if kind != "tokens":
+        token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
+        if token_arms:
+            raise ValueError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
+                             "token count, passes over the data, or a share of the token budget such as equal "
+                             "predicted tokens), which a FLOPs budget would not keep; drop them (e.g. "
+                             f"'~study.arms.{token_arms[0]}') or use budget_kind=tokens")
+        if float(cfg.budget) < MIN_FLOPS_BUDGET:
+            raise ValueError(f"budget_kind={kind} with budget={cfg.budget}: {float(cfg.budget):g} FLOPs looks like a "
+                             "token count (a scale's budget); give budget= in training FLOPs (AR at the cpu scale's "
+                             "2.2M tokens spends 4.6e13)")
 
 
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
+MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
 
 
 def budget_kind(cfg: DictConfig) -> str:
@@ -161,18 +172,22 @@ def budget_kind(cfg: DictConfig) -> str:
 
 
 def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
-    if "epochs" in arm:
-        return int(float(arm.epochs) * int(cfg.study.unique_tokens))
     return int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
+
+
+def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
+    return arm.get("unique_tokens", cfg.study.get("unique_tokens"))
 
 
 def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
     """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
     token budget, as the study's budget_kind says."""
+    if "epochs" in arm:  # passes over the arm's slice, counted by train.py as the loader gives them
+        return ["max_tokens=null", "max_flops=null", f"data_epochs={arm.epochs}",
+                f"data.max_train_tokens={int(unique_tokens(cfg, arm))}"]
     key = BUDGET_KEYS[budget_kind(cfg)]
-    others = [f"{other}=null" for other in BUDGET_KEYS.values() if other != key]
-    data = [f"data.max_train_tokens={int(cfg.study.unique_tokens)}"] if "epochs" in arm else []
-    return [*others, f"{key}={arm_budget(cfg, arm)}", *data]
+    others = [f"{other}=null" for other in (*BUDGET_KEYS.values(), "data_epochs") if other != key]
+    return [*others, f"{key}={arm_budget(cfg, arm)}"]
 
 
 def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:

@@ -159,8 +159,11 @@ def test_a_run_without_any_end_is_rejected():
     ("max_tokens=0", "max_tokens=0: expected a positive integer"),
     ("max_tokens=1.5", "max_tokens=1.5"),
     ("max_flops=0", "max_flops=0: expected a positive number of training FLOPs"),
-    ("max_flops=1e12", "max_tokens=2200000 and max_flops=1e+12: a run has one budget; to budget by FLOPs add "
+    ("max_flops=1e12", "max_tokens=2200000 and max_flops=1e+12: a run has one budget; to keep max_flops add "
                        "max_tokens=null"),
+    ("data_epochs=0", "data_epochs=0: expected a positive number of passes"),
+    ("data_epochs=4", "max_tokens=2200000 and data_epochs=4: a run has one budget; to keep data_epochs add "
+                      "max_tokens=null"),
     ("data.block_size=4", "data.block_size=4: expected an integer >= 8"),
     ("data.batch_size=0", "data.batch_size=0"),
     ("data.batch_size=true", "data.batch_size=True"),

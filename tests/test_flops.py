@@ -69,3 +69,15 @@ def test_a_small_head_is_counted_by_its_linear_layers():
     head = ClassificationHead(32, 2)
     x = torch.randn(5, 32)
     assert counted(lambda: head(x)) == linear_flops(head, 5) == 2 * 5 * (32 * 32 + 32 * 2)
+
+
+def test_causal_attention_with_dropout_on_a_cpu_is_counted_whole():
+    """SDPA leaves its block-skipping kernel for the math one when attention dropout is on (CPU), which computes
+    every score: the count then takes the full T x T, as the flop counter does."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=50, max_len=16, d_model=32, n_layers=2, n_heads=4, d_ff=48,
+                                    dropout=0.1)).train()
+    ids = torch.randint(5, 50, (2, 12))
+    ours = model.forward_flops(ids, CAUSAL)
+    assert counted(lambda: model(ids, attention=CAUSAL)) == pytest.approx(ours, rel=1e-12)
+    assert model.eval().forward_flops(ids, CAUSAL) < ours  # evaluation: no dropout, the fast kernel

@@ -74,17 +74,22 @@ def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
 
 
 def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_path):
-    cfg = study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops",
-                       "budget=2e13")
+    at_flops = ("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops")
+    cfg = study_config(*at_flops, "budget=2e13", "~study.arms.ar_pred")
     stages = {s.name: s for s in plan(cfg)}
-    mlm, ar_pred = stages["mlm/seed1 pretrain"], stages["ar_pred/seed1 pretrain"]
-    assert {"max_tokens=null", "max_flops=20000000000000"} <= set(mlm.overrides)
-    assert "max_flops=3000000000000" in ar_pred.overrides  # budget_scale 0.15 scales FLOPs too
+    mlm = stages["mlm/seed1 pretrain"]
+    assert {"max_tokens=null", "data_epochs=null", "max_flops=20000000000000"} <= set(mlm.overrides)
     train.check_config(stage_config(mlm))  # one budget, as train.py requires
+    # ar_pred's 0.15 is a share of the *token* budget (equal predicted tokens): refused, not silently rescaled
+    with pytest.raises(ValueError, match=r"arms \['ar_pred'\] are defined in input tokens"):
+        plan(study_config(*at_flops, "budget=2e13"))
+    with pytest.raises(ValueError, match="looks like a token count"):  # the scale's 2.2M tokens, read as FLOPs
+        plan(study_config(*at_flops, "~study.arms.ar_pred"))
     with pytest.raises(ValueError, match="budget_kind='steps'"):
         plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=steps"))
-    with pytest.raises(ValueError, match="checkpoint_fraction .* use budget_kind=tokens"):
-        plan(study_config("study=findings", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops"))
+    with pytest.raises(ValueError, match="use budget_kind=tokens"):
+        plan(study_config("study=findings", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops",
+                          "budget=2e13"))
 
 
 def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
@@ -94,13 +99,19 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
     for epochs in (1, 4, 16):
         for objective in ("ar", "mdlm"):
             overrides = stages[f"{objective}_e{epochs}/seed1 pretrain"].overrides
-            assert {f"max_tokens={epochs * unique}", f"data.max_train_tokens={unique}"} <= set(overrides)
-    assert len(plan(cfg)) == len(stages) == 10  # pretraining only: no fine-tuning, no diagnostics
+            # passes over the slice, which train.py turns into the input tokens the loader gives per pass
+            assert {"max_tokens=null", f"data_epochs={epochs}", f"data.max_train_tokens={unique}"} <= set(overrides)
+            train.check_config(stage_config(stages[f"{objective}_e{epochs}/seed1 pretrain"]))
+    assert "data.max_train_tokens=1048576" in stages["mdlm_fresh8/seed1 pretrain"].overrides  # its own slice
+    assert len(plan(cfg)) == len(stages) == 12  # pretraining only: no fine-tuning, no diagnostics
     with pytest.raises(ValueError, match="unique_tokens"):
         plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}", "study.unique_tokens=null"))
     with pytest.raises(ValueError, match="epochs or budget_scale, not both"):
         plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
                           "+study.arms.ar_e1.budget_scale=2"))
+    with pytest.raises(ValueError, match="relative_to='ar_e5' is not one of the arms"):
+        plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
+                          "study.findings.F7_repetition_cost.b.relative_to=ar_e5"))
 
 
 def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_seed(tmp_path):
@@ -348,7 +359,8 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
     root = tmp_path / "data_constrained"
     quiet = '"trainer.enable_progress_bar=false"'
     run_study("study=data_constrained", "scale=smoke", "seeds=1", "study.unique_tokens=4096", f"root={root}",
-              *[f"~study.arms.{objective}_e{epochs}" for objective in ("ar", "mdlm") for epochs in (2, 8)],
+              *[f"~study.arms.{objective}_{arm}" for objective in ("ar", "mdlm") for arm in ("e2", "e8", "fresh8")],
+              "~study.findings.F7_repetition_cost",
               f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]', timeout=900)
     summary = json.loads((root / "mdlm_e16" / "seed1" / "pretrain" / "summary.json").read_text())
     # 4,096 tokens make 65 blocks of [CLS] + 63, 4 full batches of 16: 4,096 input positions per epoch
@@ -357,8 +369,9 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
     nll = epochs[epochs["quantity"] == "val_likelihood"]
     assert set(zip(nll["objective"], nll["epochs"])) == {(o, e) for o in ("AutoregressiveLM", "MaskedDiffusionLM")
                                                         for e in (1.0, 4.0, 16.0)}
+    assert set(nll["train_tokens"]) == {4096}
     assert (root / "report" / "epochs.png").stat().st_size > 10_000
     assert "## Repeated data" in (root / "report" / "report.md").read_text()
     findings = pd.read_csv(root / "report" / "findings.csv")
-    assert set(findings["finding"]) == {"F6_one_epoch", "F7_ar_turns_up", "F7_diffusion_keeps_improving", "F7_gain"}
+    assert set(findings["finding"]) == {"F6_one_epoch", "F7_ar_turns_up", "F7_diffusion_keeps_improving"}
     assert (findings["n"] == 1).all()  # one seed: measured, not yet judged

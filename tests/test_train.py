@@ -109,6 +109,33 @@ def test_a_flops_budget_stops_each_objective_at_its_first_step_past_it(tmp_path,
         assert events.Scalars("train/flops_seen")[-1].value == pytest.approx(summary["flops_seen"], rel=1e-6)
 
 
+def test_a_flops_budget_resumes_to_the_same_stop_and_weights(tmp_path, cache_dir):
+    budget = ["objective=masked_diffusion", "max_flops=6e9", "trainer.max_steps=-1", "save_at_tokens=[4096]"]
+    whole = train.run(tiny_config(tmp_path / "whole", cache_dir, *budget))
+    part_way = tmp_path / "whole" / "checkpoints" / "tokens-4096.ckpt"
+    resumed = train.run(tiny_config(tmp_path / "resumed", cache_dir, *budget, f"ckpt_path={part_way}"))
+    assert resumed["steps"] == whole["steps"] and resumed["flops_seen"] == whole["flops_seen"] >= 6e9
+    a = torch.load(whole["last_checkpoint"], weights_only=True)["state_dict"]
+    b = torch.load(resumed["last_checkpoint"], weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_budget_stops_at_the_end_of_an_accumulation_window(tmp_path, cache_dir):
+    """768 tokens is three micro-batches of 256; with two per optimiser step the run ends after the fourth,
+    never between a window's micro-batches (whose work would be counted but not applied)."""
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=768", "trainer.max_steps=-1",
+                                    "trainer.accumulate_grad_batches=2"))
+    assert summary["steps"] == 2 and summary["tokens_seen"] == 4 * 256
+
+
+def test_data_epochs_is_a_budget_in_passes_over_a_slice(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "data.max_train_tokens=2000",
+                                    "data_epochs=3", "trainer.max_steps=-1"))
+    # 2,000 tokens: 64 blocks of [CLS] + 31, 8 full batches of 8 per pass
+    assert summary["train_tokens"] == 2000 and summary["max_train_tokens"] == 2000
+    assert summary["tokens_seen"] == 3 * 8 * 8 * 32 and summary["epochs"] == 3 and summary["steps"] == 24
+
+
 def test_trainer_max_steps_still_stops_a_budgeted_run_first(tmp_path, cache_dir):
     summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=1000000",
                                     "trainer.max_steps=3"))

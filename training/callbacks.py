@@ -63,9 +63,12 @@ class TokenAccounting(Callback):
         self._window_seconds += now - (self._clock or now)
         self._clock = now
         self._window_tokens += int(input_tokens)
-        if self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
+        # Stop only where an optimiser step ends (with gradient accumulation, not inside a window, whose work
+        # would be counted but never applied).
+        window_ends = (batch_idx + 1) % trainer.accumulate_grad_batches == 0
+        if window_ends and self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
             trainer.should_stop = True
-        if self.max_flops is not None and self.flops_seen >= self.max_flops:
+        if window_ends and self.max_flops is not None and self.flops_seen >= self.max_flops:
             trainer.should_stop = True
         if logs_this_step(trainer):
             pl_module.log("train/tokens_seen", float(self.tokens_seen))

@@ -43,12 +43,15 @@ def one_of(*choices: str) -> Callable[[Any], bool]:
 
 
 NUMBER = (int, float)
+BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
 NONFINITE_LOSS = ("stop", "skip")
 RULES = (
     Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
     Rule("max_tokens", (int,), above(0), "a positive integer (input tokens), or null", optional=True),
     Rule("max_flops", NUMBER, above(0), "a positive number of training FLOPs (e.g. 3e13), or null", optional=True),
+    Rule("data_epochs", NUMBER, above(0), "a positive number of passes over the training data, or null",
+         optional=True),
     Rule("data.block_size", (int,), at_least(8), "an integer >= 8"),
     Rule("data.batch_size", (int,), at_least(1), "an integer >= 1"),
     Rule("data.num_workers", (int,), at_least(0), "an integer >= 0"),
@@ -120,13 +123,15 @@ def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 or (max_tokens and n >= max_tokens)
            for n in points):
         raise ValueError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={max_tokens}")
-    max_flops = cfg.get("max_flops")
-    if max_tokens and max_flops:
-        raise ValueError(f"max_tokens={max_tokens} and max_flops={max_flops:g}: a run has one budget; to budget by "
-                         "FLOPs add max_tokens=null")
-    if not max_tokens and not max_flops and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
-        raise ValueError("no end to training: set max_tokens=..., max_flops=..., trainer.max_steps=... or "
-                         "trainer.max_epochs=...")
+    budgets = {key: cfg.get(key) for key in BUDGETS if cfg.get(key)}
+    if len(budgets) > 1:
+        given = " and ".join(f"{key}={value if isinstance(value, int) else format(value, 'g')}"
+                             for key, value in budgets.items())
+        others = " ".join(f"{key}=null" for key in list(budgets)[:-1])
+        raise ValueError(f"{given}: a run has one budget; to keep {list(budgets)[-1]} add {others}")
+    if not budgets and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
+        raise ValueError("no end to training: set max_tokens=..., max_flops=..., data_epochs=..., trainer.max_steps=... "
+                         "or trainer.max_epochs=...")
     corpus = OmegaConf.select(cfg, "data.corpus", default=None)
     if corpus is not None:
         check_corpus(corpus, needs_documents)
