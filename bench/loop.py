@@ -53,7 +53,8 @@ def bare_step(objective: str, model: dict, args: argparse.Namespace) -> float:
     """Median tokens/s of the benchmark's training step for the run's model and shape."""
     shape = Shape(model["d_model"], model["n_layers"], model["n_heads"], model["d_ff"], model["vocab_size"],
                   args.batch_size, args.block_size)
-    bench_args = throughput.parse_args(["--precision", args.precision, "--dropout", str(model["dropout"])])
+    bench_args = throughput.parse_args(["--precision", args.precision, "--dropout", str(model["dropout"]),
+                                        "--objectives", objective])
     batch = torch.randint(throughput.N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len))
     contestant = next(c for c in throughput.armlm_contestants(bench_args, shape, torch.device("cpu"), batch)
                       if c.name == f"armlm {objective}")
