@@ -5,7 +5,7 @@
 
 One process: it prepares a fresh token cache in a temporary folder (tokenizer training, then the batch encoder
 over every split, timed separately), then reads `--batches` batches from the DataModule's train loader for
-both input formats (packed blocks; segment pairs for MLM+NSP), then times armlm's AR and MLM training steps at
+both input formats (packed blocks; segment pairs for MLM+NSP), then times every armlm objective's training step at
 the same batch shape. It also times MLM's corruption at V and 8 x V: per-step work that grew with the
 vocabulary would show there. Prints a table and one JSON line.
 """

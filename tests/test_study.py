@@ -360,7 +360,7 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
     quiet = '"trainer.enable_progress_bar=false"'
     run_study("study=data_constrained", "scale=smoke", "seeds=1", "study.unique_tokens=4096", f"root={root}",
               *[f"~study.arms.{objective}_{arm}" for objective in ("ar", "mdlm") for arm in ("e2", "e8", "fresh8")],
-              "~study.findings.F7_repetition_cost",
+              "~study.findings.F7_repetition_cost", "~study.findings.F6_one_epoch_8x_data",
               f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]', timeout=900)
     summary = json.loads((root / "mdlm_e16" / "seed1" / "pretrain" / "summary.json").read_text())
     # 4,096 tokens make 65 blocks of [CLS] + 63, 4 full batches of 16: 4,096 input positions per epoch
