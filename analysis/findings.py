@@ -130,8 +130,8 @@ def likelihood_blocks(runs: StudyRuns, side: dict[str, Any]) -> dict[int, str]:
 def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
     """seed -> the side's value for every seed that has it (its change from `relative_to`'s, if given)."""
     if side.get("relative_to"):
-        own = values(runs, {k: v for k, v in side.items() if k != "relative_to"})
-        reference = values(runs, {**{k: v for k, v in side.items() if k != "relative_to"}, "arm": side["relative_to"]})
+        plain = {k: v for k, v in side.items() if k != "relative_to"}
+        own, reference = values(runs, plain), values(runs, {**plain, "arm": side["relative_to"]})
         return {seed: own[seed] - reference[seed] for seed in own.keys() & reference.keys()}
     quantity, arm = quantity_of(side), side["arm"]
     spec = side[quantity]

@@ -52,9 +52,8 @@ class TokenAccounting(Callback):
     ) -> None:
         if not outputs:  # a batch skipped for a non-finite loss (nonfinite_loss=skip): nothing trained
             return
-        device = outputs["input_tokens"].device
-        counts = torch.tensor([float(outputs["input_tokens"]), float(outputs["predicted_tokens"]), outputs["flops"]],
-                              dtype=torch.float64, device=device)
+        counts = torch.stack([outputs["input_tokens"], outputs["predicted_tokens"]]).to(torch.float64)
+        counts = torch.cat([counts, counts.new_tensor([outputs["flops"]])])  # one reduce, one read to the host
         input_tokens, predicted_tokens, flops = trainer.strategy.reduce(counts, reduce_op="sum").tolist()
         self.tokens_seen += int(input_tokens)
         self.pred_tokens_seen += int(predicted_tokens)
@@ -66,9 +65,9 @@ class TokenAccounting(Callback):
         # Stop only where an optimiser step ends (with gradient accumulation, not inside a window, whose work
         # would be counted but never applied).
         window_ends = (batch_idx + 1) % trainer.accumulate_grad_batches == 0
-        if window_ends and self.max_tokens is not None and self.tokens_seen >= self.max_tokens:
-            trainer.should_stop = True
-        if window_ends and self.max_flops is not None and self.flops_seen >= self.max_flops:
+        spent = ((self.max_tokens is not None and self.tokens_seen >= self.max_tokens)
+                 or (self.max_flops is not None and self.flops_seen >= self.max_flops))
+        if window_ends and spent:
             trainer.should_stop = True
         if logs_this_step(trainer):
             pl_module.log("train/tokens_seen", float(self.tokens_seen))
