@@ -164,6 +164,9 @@ def check_study(cfg: DictConfig) -> None:
 
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
+# train.yaml's budgets that default to null: "<key>=null" restates the default (stage records written between
+# the FLOPs budget's arrival and this rule hold such restatements; they mean the same run).
+NULL_DEFAULT_BUDGETS = ("max_flops", "data_epochs")
 MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
 
 
@@ -183,11 +186,11 @@ def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
     """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
     token budget, as the study's budget_kind says."""
     if "epochs" in arm:  # passes over the arm's slice, counted by train.py as the loader gives them
-        return ["max_tokens=null", "max_flops=null", f"data_epochs={arm.epochs}",
-                f"data.max_train_tokens={int(unique_tokens(cfg, arm))}"]
+        return ["max_tokens=null", f"data_epochs={arm.epochs}", f"data.max_train_tokens={int(unique_tokens(cfg, arm))}"]
     key = BUDGET_KEYS[budget_kind(cfg)]
-    others = [f"{other}=null" for other in (*BUDGET_KEYS.values(), "data_epochs") if other != key]
-    return [*others, f"{key}={arm_budget(cfg, arm)}"]
+    # Only what differs from train.yaml (max_flops and data_epochs default to null), so a stage's recorded
+    # overrides stay those of studies run before the FLOPs budget existed.
+    return ([] if key == "max_tokens" else ["max_tokens=null"]) + [f"{key}={arm_budget(cfg, arm)}"]
 
 
 def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.atomic import atomic_write_text
-from studies.plan import Stage
+from studies.plan import NULL_DEFAULT_BUDGETS, Stage
 
 log = logging.getLogger("armlm.study")
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +40,11 @@ def check_root(root: Path) -> None:
                          "choose a study folder without them")
 
 
+def without_restated_defaults(overrides: list[str]) -> list[str]:
+    restated = {f"{key}=null" for key in NULL_DEFAULT_BUDGETS}
+    return [o for o in overrides if o not in restated]
+
+
 def check_record(stage: Stage) -> None:
     """A folder that holds another study's stage (other settings) must not be taken as this one's."""
     path = stage.folder / RECORD
@@ -49,7 +54,9 @@ def check_record(stage: Stage) -> None:
                              "study; move it away or choose another root=")
         return
     recorded = json.loads(path.read_text())
+    recorded["overrides"] = without_restated_defaults(recorded.get("overrides", []))
     ours = stage.record()
+    ours["overrides"] = without_restated_defaults(ours["overrides"])
     differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
     if differing:
         details = "; ".join(f"{k}: folder has {old}, this study has {new}" for k, (old, new) in differing.items())

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 import train
 from diagnostics.run import evaluate_config
 from studies.plan import plan
-from studies.runner import RECORD, run_stages
+from studies.runner import RECORD, check_record, run_stages
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml"))  # every preset, discovered
@@ -78,7 +78,7 @@ def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_p
     cfg = study_config(*at_flops, "budget=2e13", "~study.arms.ar_pred")
     stages = {s.name: s for s in plan(cfg)}
     mlm = stages["mlm/seed1 pretrain"]
-    assert {"max_tokens=null", "data_epochs=null", "max_flops=20000000000000"} <= set(mlm.overrides)
+    assert {"max_tokens=null", "max_flops=20000000000000"} <= set(mlm.overrides)
     train.check_config(stage_config(mlm))  # one budget, as train.py requires
     # ar_pred's 0.15 is a share of the *token* budget (equal predicted tokens): refused, not silently rescaled
     with pytest.raises(ValueError, match=r"arms \['ar_pred'\] are defined in input tokens"):
@@ -181,6 +181,20 @@ def test_a_folder_run_with_other_settings_is_refused(tmp_path):
     (pretrain.folder / "summary.json").write_text("{}")
     with pytest.raises(ValueError, match="not run by this study"):
         run_stages(stages)
+
+
+def test_a_record_that_restates_null_budget_defaults_is_the_same_stage(tmp_path):
+    """Records written while plans spelled out max_flops=null and data_epochs=null (train.yaml's defaults) are
+    the same runs as today's plan, which leaves them out; any other difference still refuses."""
+    stage = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))[0]
+    assert not any(o.startswith(("max_flops=", "data_epochs=")) for o in stage.overrides)
+    stage.folder.mkdir(parents=True)
+    restated = {**stage.record(), "overrides": ["max_flops=null", "data_epochs=null", *stage.overrides]}
+    (stage.folder / RECORD).write_text(json.dumps(restated))
+    check_record(stage)
+    (stage.folder / RECORD).write_text(json.dumps({**restated, "overrides": ["max_flops=1e15", *stage.overrides]}))
+    with pytest.raises(ValueError, match="was run with other settings"):
+        check_record(stage)
 
 
 def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
