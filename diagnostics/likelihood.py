@@ -113,13 +113,17 @@ def row_nll(model: Transformer, states: Tensor, targets: Tensor, excluded: int |
 
 
 @torch.no_grad()
-def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_size: int = 64) -> LikelihoodResult:
-    """An AR checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t)."""
+def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_size: int = 64,
+                         next_states: Callable[[Tensor], Tensor] | None = None) -> LikelihoodResult:
+    """A chain-rule checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t), read from
+    `next_states(ids)` ((B, T, d), row t predicting t + 1: Objective.next_token_states; default the backbone
+    under causal attention)."""
     device = next(model.parameters()).device
     per_position = []
     for start in range(0, blocks.shape[0], batch_size):
         ids = blocks[start:start + batch_size].to(device)
-        hidden = model(ids, attention=CAUSAL)[:, :-1].reshape(-1, model.config.d_model)
+        states = model(ids, attention=CAUSAL) if next_states is None else next_states(ids)
+        hidden = states[:, :-1].reshape(-1, model.config.d_model)
         rows = row_nll(model, hidden, ids[:, 1:].reshape(-1))
         per_position.append(rows.double().reshape(ids.shape[0], -1).cpu())
     nll = torch.cat(per_position)  # (N, T - 1): the targets 1..T-1

@@ -22,7 +22,6 @@ from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.scoring import Scorer
 from diagnostics.sentences import Pair
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
-from models.backbone import Transformer
 from objectives.base import Objective
 
 
@@ -40,9 +39,9 @@ class ScoringMethod:
     # whole sentence, and in the sentence cut after the pair (pair_context=prefix).
     exact_sentence_passes: Callable[[int], int]
     exact_prefix_passes: Callable[[int], int]
-    # The NLL per target token of held-out blocks (model, blocks, mask_id, eod_id, evaluate config): exact, or a
+    # The NLL per target token of held-out blocks (scorer, blocks, mask_id, eod_id, evaluate config): exact, or a
     # bound.
-    likelihood: Callable[[Transformer, Tensor, int, int, DictConfig], LikelihoodResult]
+    likelihood: Callable[[Scorer, Tensor, int, int, DictConfig], LikelihoodResult]
 
 
 def _chain_rule_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[Pair], mask_id: int, ordinary: Tensor,
@@ -56,15 +55,16 @@ def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[P
                         given=given)
 
 
-def _chain_rule_likelihood(model: Transformer, blocks: Tensor, mask_id: int, eod_id: int,
+def _chain_rule_likelihood(scorer: Scorer, blocks: Tensor, mask_id: int, eod_id: int,
                            cfg: DictConfig) -> LikelihoodResult:
-    return exact_chain_rule_nll(model, blocks, eod_id, batch_size=int(cfg.batch_size))
+    return exact_chain_rule_nll(scorer.model, blocks, eod_id, batch_size=int(cfg.batch_size),
+                                next_states=scorer.next_states)
 
 
-def _conditional_likelihood(model: Transformer, blocks: Tensor, mask_id: int, eod_id: int,
+def _conditional_likelihood(scorer: Scorer, blocks: Tensor, mask_id: int, eod_id: int,
                             cfg: DictConfig) -> LikelihoodResult:
     settings = cfg.likelihood
-    return any_order_bound(model_masked_scorer(model, mask_id, int(cfg.batch_size)), blocks,
+    return any_order_bound(model_masked_scorer(scorer.model, mask_id, int(cfg.batch_size)), blocks,
                            strata=int(settings.strata), draws=int(settings.draws), max_draws=int(settings.max_draws),
                            target_rel_stderr=float(settings.target_rel_stderr), seed=int(cfg.seed), eod_id=eod_id)
 

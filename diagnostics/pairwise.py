@@ -17,7 +17,6 @@ from tqdm import tqdm
 from diagnostics import joints
 from diagnostics.sentences import Pair
 from diagnostics.tables import Candidates, PairTables, ar_pair_joint, mlm_pair_tables
-from models.attention import CAUSAL
 
 MLM_CONSTRUCTIONS = ("mlm", "mrf", "mrf_logit", "hcb", "ag", "chain_rule")
 MLM_UNARY = "mlm_unary"  # the MLM's own conditionals: the U-PPL reference row
@@ -154,7 +153,7 @@ def ar_pairwise(model, sentences: list[list[int]], pairs: list[Pair], ordinary: 
     metric_parts, gaps, used = [], [], []
     for n, pair in enumerate(tqdm(pairs, desc=f"AR {pairs[0].kind} pairs", unit="pair")):
         ids = sentences[pair.sentence]
-        logits = model.sequence_logits(torch.tensor(ids), attention=CAUSAL)
+        logits = model.next_token_logits(torch.tensor(ids))
         joint = ar_pair_joint(model, logits, ids, pair, ordinary, k, None if given is None else given[n])
         used.append((joint.cand_i[0], joint.cand_j[0]))
         metric_parts.append({"ar_exact": joints.joint_metrics(joint.log_p)})

@@ -12,6 +12,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +138,10 @@ def setup(cfg: DictConfig) -> Setup:
     check_affordable(cfg, method, model.config.vocab_size)
     sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
                                max_tokens=cfg.sentences.max_tokens, split=cfg.split)
+    mask_id = token_id(tokenizer, MASK)
+    next_states = partial(pretrained.objective_class.next_token_states, model, mask_id=mask_id)
     return Setup(model, pretrained, method, corpus, sentences,
-                 Scorer(model, batch_size=cfg.batch_size), token_id(tokenizer, MASK),
+                 Scorer(model, batch_size=cfg.batch_size, next_states=next_states), mask_id,
                  ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
                  None if cfg.candidates is None else int(cfg.candidates), tokenizer)
 
@@ -213,7 +216,7 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
                              split=cfg.split)
     with torch.inference_mode():
-        result = s.method.likelihood(s.model, blocks, s.mask_id, token_id(s.tokenizer, EOD), cfg)
+        result = s.method.likelihood(s.scorer, blocks, s.mask_id, token_id(s.tokenizer, EOD), cfg)
     # Reports compare only on the same blocks: the fingerprint says whether two did (corpus, tokenizer, size).
     return {**result.summary(), "block_size": int(block_size), "blocks_fingerprint": blocks_fingerprint(blocks),
             "seconds": round(time.perf_counter() - started, 2)}

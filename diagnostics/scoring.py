@@ -7,6 +7,8 @@ kernel), and the vocabulary projection is computed only where a probability is r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -21,11 +23,15 @@ LOGIT_BUDGET = 16 * 1024 * 1024
 class Scorer:
     """Evaluation-mode forward passes of a backbone, chunked into at most `batch_size` rows."""
 
-    def __init__(self, model: Transformer, batch_size: int = 256) -> None:
+    def __init__(self, model: Transformer, batch_size: int = 256,
+                 next_states: Callable[[Tensor], Tensor] | None = None) -> None:
+        """`next_states(ids)`: (B, T, d) states whose row t predicts token t + 1, the left-to-right factors
+        (Objective.next_token_states); default the backbone under causal attention."""
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; use a positive number of rows per forward pass")
         self.model = model.eval()
         self.batch_size = batch_size
+        self.next_states = next_states or (lambda ids: self.model(ids, attention=CAUSAL))
         self.device = next(model.parameters()).device
         self.passes = 0  # sequences run through the backbone, for the cost report
 
@@ -57,21 +63,23 @@ class Scorer:
         return torch.cat(out)
 
     @torch.no_grad()
-    def sequence_logits(self, ids: Tensor, *, attention: Attention) -> Tensor:
-        """Logits at every position of one sequence: (T, V)."""
-        return self.model.logits(self._hidden(ids[None], attention)[0]).float().cpu()
+    def next_token_logits(self, ids: Tensor) -> Tensor:
+        """(T, V) logits of one sequence: row t over token t + 1, left to right."""
+        self.passes += 1
+        return self.model.logits(self.next_states(ids[None].to(self.device))[0]).float().cpu()
 
     @torch.no_grad()
     def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
         """One causal pass per row gives both log p(x_t | x_<t) for t = start..stop-1, (R, stop - start), and
         the whole distribution at position stop - 1 over the next token, (R, V) log-probabilities: what the
-        AR pair joint needs from each of its K sentences, without running them twice."""
+        AR pair joint needs from each of its K sentences, without running them twice. Left-to-right states
+        (`next_states`), not necessarily one causal pass: XLNet's query stream for a PLM."""
         scores, nexts = self._causal_log_probs(input_ids, start, stop, with_next=True)
         return scores, nexts
 
     @torch.no_grad()
     def next_token_log_probs(self, input_ids: Tensor, start: int = 1, stop: int | None = None) -> Tensor:
-        """log p(x_t | x_<t) under causal attention for t = start..stop-1 (stop defaults to T):
+        """log p(x_t | x_<t) from the left-to-right states for t = start..stop-1 (stop defaults to T):
         (R, stop - start). The vocabulary projection runs only where a token is predicted, in chunks that
         bound memory."""
         return self._causal_log_probs(input_ids, start, input_ids.shape[1] if stop is None else stop)[0]
@@ -87,7 +95,8 @@ class Scorer:
         scores, nexts = [], []
         for first in range(0, input_ids.shape[0], rows_per_chunk):
             ids = input_ids[first:first + rows_per_chunk].to(self.device)
-            hidden = self._hidden(ids, attention=CAUSAL)[:, start - 1:start - 1 + width]
+            self.passes += ids.shape[0]
+            hidden = self.next_states(ids)[:, start - 1:start - 1 + width]
             log_probs = self.model.logits(hidden).float().log_softmax(-1)
             scores.append(log_probs[:, :stop - start].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
             if with_next:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from generation.sampling import SamplingSettings, sample
-from models.attention import BIDIRECTIONAL, CAUSAL
+from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
 from objectives.base import Objective
 
@@ -33,14 +34,16 @@ class Request:
 
 
 @torch.no_grad()
-def left_to_right(model: Transformer, request: Request, generator: torch.Generator) -> Tensor:
-    """(samples, P + n) ids: each next token drawn given the ones before it; a row that draws [EOD] stops there
-    (the rest of it is [EOD])."""
+def left_to_right(model: Transformer, request: Request, generator: torch.Generator,
+                  objective: type[Objective] = Objective) -> Tensor:
+    """(samples, P + n) ids: each next token drawn given the ones before it, from `objective`'s left-to-right
+    states (Objective.next_token_states: causal attention, or a PLM's query stream); a row that draws [EOD]
+    stops there (the rest of it is [EOD])."""
     device = next(model.parameters()).device
     ids = request.prompt.to(device).repeat(request.samples, 1)
     done = torch.zeros(request.samples, dtype=torch.bool, device=device)
     for _ in range(request.new_tokens):
-        hidden = model(ids, attention=CAUSAL)[:, -1]
+        hidden = objective.next_token_states(model, ids, request.mask_id)[:, -1]
         drawn, _ = sample(model.logits(hidden), request.sampling, generator, request.banned)
         drawn = torch.where(done, torch.full_like(drawn, request.eod_id), drawn)
         ids = torch.cat([ids, drawn[:, None]], dim=1)
@@ -97,4 +100,4 @@ def generator_for(objective: type[Objective]) -> Callable[[Transformer, Request,
     if method is None:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "
                          f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
-    return method
+    return partial(method, objective=objective) if method is left_to_right else method

@@ -77,11 +77,15 @@ class Rotary(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:  # x: (B, H, T, hd)
-        t = x.shape[-2]
+    def forward(self, x: Tensor, position_ids: Tensor | None = None) -> Tensor:  # x: (B, H, T, hd)
+        """`position_ids` (B, T): each row's position (default 0..T-1); (B, 1, T, hd) phases broadcast over heads."""
+        if position_ids is None:
+            cos, sin = self.cos[:x.shape[-2]], self.sin[:x.shape[-2]]
+        else:
+            cos, sin = self.cos[position_ids][:, None], self.sin[position_ids][:, None]
         x1, x2 = x.chunk(2, dim=-1)
         rotated = torch.cat([-x2, x1], dim=-1)
-        return x * self.cos[:t].to(x.dtype) + rotated * self.sin[:t].to(x.dtype)
+        return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
 
 
 class SelfAttention(nn.Module):
@@ -93,11 +97,11 @@ class SelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.rotary = Rotary(cfg.d_model // cfg.n_heads, cfg.max_len) if cfg.positions == "rope" else None
 
-    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool, position_ids: Tensor | None = None) -> Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            q, k = self.rotary(q, position_ids), self.rotary(k, position_ids)
         dropout = self.dropout if self.training else 0.0
         # sdpa_arguments gives a mask or is_causal, never both: without a dense mask SDPA picks its fastest kernel.
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout)
@@ -116,13 +120,14 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool, keep: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool, keep: Tensor | None = None,
+                position_ids: Tensor | None = None) -> Tensor:
         """`keep` (B, T) bool: after attention, go on with those positions only, as rows (N, d)."""
         if self.pre_norm:
-            x = x + self.drop(self.attn(self.norm1(x), mask=mask, is_causal=is_causal))
+            x = x + self.drop(self.attn(self.norm1(x), mask=mask, is_causal=is_causal, position_ids=position_ids))
             x = x if keep is None else x[keep]
             return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal)))
+        x = self.norm1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal, position_ids=position_ids)))
         x = x if keep is None else x[keep]
         return self.norm2(x + self.mlp(x))
 
@@ -161,15 +166,19 @@ class Transformer(nn.Module):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         output_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
     ) -> Tensor:
         """Hidden states (B, T, d). `attention` says which positions each one sees (models.attention);
         `attention_mask` is 1 for real tokens and 0 for padding, which is never attended.
 
         With `output_mask` ((B, T) bool) only those positions' states come back, as rows (N, d) in row-major
         order, and the last block's MLP runs only there: an MLM that scores 15 % of the positions skips 85 %
-        of that MLP's work (the other layers still need every position as a key and value)."""
+        of that MLP's work (the other layers still need every position as a key and value).
+
+        `position_ids` ((B, T), default 0..T-1 in every row): the position each input row stands at, so one call
+        can carry two rows at one position (XLNet's content and query streams, objectives.plm)."""
         return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=False,
-                         output_mask=output_mask)[-1]
+                         output_mask=output_mask, position_ids=position_ids)[-1]
 
     def layer_states(
         self,
@@ -184,21 +193,29 @@ class Transformer(nn.Module):
         return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=True)
 
     def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
-             token_type_ids: Tensor | None, *, keep_layers: bool, output_mask: Tensor | None = None) -> list[Tensor]:
+             token_type_ids: Tensor | None, *, keep_layers: bool, output_mask: Tensor | None = None,
+             position_ids: Tensor | None = None) -> list[Tensor]:
         t = input_ids.shape[1]
-        if t > self.config.max_len:
+        if position_ids is None and t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
+        if position_ids is not None and (position_ids.shape != input_ids.shape
+                                         or int(position_ids.max()) >= self.config.max_len):
+            raise ValueError(f"position_ids {tuple(position_ids.shape)} must match the inputs "
+                             f"{tuple(input_ids.shape)} and stay below model.max_len={self.config.max_len}")
         # Type and position embeddings are summed first, so the (B, T, d) token embeddings take one add.
         offset = self.type_embedding.weight[0] if token_type_ids is None else self.type_embedding(token_type_ids)
         if self.position_embedding is not None:
-            offset = offset + self.position_embedding.weight[:t]
+            positions = self.position_embedding.weight[:t] if position_ids is None else self.position_embedding(
+                position_ids)
+            offset = offset + positions
         x = self.token_embedding(input_ids) + offset
         x = self.drop(self.embedding_norm(x))
         mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], t, input_ids.device)
         states = []
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
-            x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None)
+            x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None,
+                      position_ids=position_ids)
             if keep_layers or i == last:
                 states.append(self.final_norm(x))
         return states

@@ -4,8 +4,31 @@ from __future__ import annotations
 
 import torch
 
+from models.attention import CAUSAL
 from models.backbone import Transformer
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+
+
+def next_token_loss(batch: Batch, model: Transformer) -> LossOutput:
+    """Causal attention, every position predicting the token after it ([EOD] included, padding never): AR's loss,
+    and GPT-BERT's causal batches (objectives.hybrid)."""
+    input_ids = batch["input_ids"]
+    attention_mask = batch.get("attention_mask")
+    hidden = model(input_ids, attention=CAUSAL, attention_mask=attention_mask,
+                   token_type_ids=batch.get("token_type_ids"))
+    # Position t predicts token t + 1; the last position has no target inside the block.
+    targets = input_ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
+    nll_sum, n_predicted = summed_token_nll(model, hidden[:, :-1], targets)
+    return LossOutput(
+        loss=mean_or_zero(nll_sum, n_predicted),
+        lm_nll_sum=nll_sum.detach(),
+        predicted_tokens=n_predicted,
+        input_tokens=Objective.input_token_count(batch),
+        forward_flops=model.forward_flops(input_ids, CAUSAL, attention_mask=attention_mask,
+                                          vocab_rows=int(n_predicted)),
+    )
 
 
 class AutoregressiveLM(Objective):
@@ -16,21 +39,4 @@ class AutoregressiveLM(Objective):
     likelihood_metric = "loss"  # the exact NLL per target token
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
-        input_ids = batch["input_ids"]
-        attention_mask = batch.get("attention_mask")
-        attention = self.attention(batch)
-        hidden = model(input_ids, attention=attention, attention_mask=attention_mask,
-                       token_type_ids=batch.get("token_type_ids"))
-        # Position t predicts token t + 1; the last position has no target inside the block.
-        targets = input_ids[:, 1:]
-        if attention_mask is not None:
-            targets = targets.masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
-        nll_sum, n_predicted = summed_token_nll(model, hidden[:, :-1], targets)
-        return LossOutput(
-            loss=mean_or_zero(nll_sum, n_predicted),
-            lm_nll_sum=nll_sum.detach(),
-            predicted_tokens=n_predicted,
-            input_tokens=self.input_token_count(batch),
-            forward_flops=model.forward_flops(input_ids, attention, attention_mask=attention_mask,
-                                              vocab_rows=int(n_predicted)),
-        )
+        return next_token_loss(batch, model)

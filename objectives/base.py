@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from common.vocabulary import IGNORE_INDEX, Vocabulary
-from models.attention import Attention
+from models.attention import CAUSAL, Attention
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
@@ -41,7 +41,9 @@ class Objective(nn.Module, ABC):
     """
 
     # How the backbone attends in pretraining: a models.attention kind ("causal", "bidirectional", "prefix",
-    # "mask"); `attention(batch)` gives the value `loss` runs the backbone with.
+    # "mask"); `attention(batch)` gives the value `loss` runs the backbone with, or, for a pattern drawn per
+    # batch (a prefix LM's prefix lengths, XLNet's permutations), `loss` builds it. An objective that mixes
+    # kinds across batches (GPT-BERT's causal and masked batches) declares the one most of its batches use.
     pretraining_attention: ClassVar[str]
     # How the backbone attends when this objective's checkpoint is fine-tuned (finetune.attention=pretrained)
     # and diagnosed: "causal" or "bidirectional" (models.attention.STATIC_KINDS).
@@ -68,9 +70,15 @@ class Objective(nn.Module, ABC):
     val_loss_kind: ClassVar[str]
 
     def attention(self, batch: Batch) -> Attention:
-        """The attention `loss` runs the backbone with. An objective whose pattern depends on the batch (a
-        prefix LM's prefix lengths) overrides this."""
+        """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw."""
         return Attention.named(self.pretraining_attention)
+
+    @classmethod
+    def next_token_states(cls, model: Transformer, input_ids: Tensor, mask_id: int) -> Tensor:
+        """(B, T, d): row t's state predicts token t + 1, the left-to-right factors that chain-rule scoring
+        (diagnostics) and sampling (generation) read. The backbone under causal attention, for AR and every
+        objective that trains it that way; XLNet's PLM reads its query stream instead (objectives.plm)."""
+        return model(input_ids, attention=CAUSAL)
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         """Receive corpus statistics (special ids, unigram counts) once the tokenizer exists."""

@@ -86,14 +86,18 @@ class MaskedLM(Objective):
         self.last_replaceable_id = int(torch.nonzero(weights).max())
         self.mask_id = vocab.mask_id
 
+    def select(self, input_ids: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """(B, T) bool: the positions to predict, each independently with probability mask_rate (special tokens
+        are dropped afterwards). GPT-BERT's span masking overrides this (objectives.hybrid)."""
+        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < self.mask_rate
+
     def corrupt(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """Return (corrupted inputs, labels): labels hold the original token at selected positions and
         IGNORE_INDEX everywhere else. Runs on the inputs' device."""
         if self.mask_id is None:
             raise RuntimeError("MaskedLM.set_vocabulary must be called before corrupting inputs")
         shape, device = input_ids.shape, input_ids.device
-        selected = (torch.rand(shape, generator=generator, device=device) < self.mask_rate)
-        selected &= ~self.is_special[input_ids]
+        selected = self.select(input_ids, generator) & ~self.is_special[input_ids]
         action = torch.rand(shape, generator=generator, device=device)
         to_mask = selected & (action < self.mask_prob)
         to_random = selected & (action >= self.mask_prob) & (action < self.mask_prob + self.random_prob)

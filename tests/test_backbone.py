@@ -243,3 +243,24 @@ def test_attention_values_are_checked():
     assert Attention.named("causal") is CAUSAL and Attention.named("bidirectional") is BIDIRECTIONAL
     with pytest.raises(ValueError, match="cannot be named"):
         Attention.named("prefix")
+
+
+@pytest.mark.parametrize("norm,positions", VARIANTS)
+def test_rows_given_their_positions_may_come_in_any_order(norm, positions):
+    """position_ids say where each row stands: the default is 0..T-1, and shuffling the rows together with
+    their positions (and the mask) shuffles the outputs, as XLNet's appended query rows rely on."""
+    model = tiny_model(norm, positions)
+    ids = torch.randint(6, 40, (2, 12))
+    with torch.no_grad():
+        plain = model(ids, attention=BIDIRECTIONAL)
+        torch.testing.assert_close(model(ids, attention=BIDIRECTIONAL, position_ids=torch.arange(12).expand(2, 12)),
+                                   plain)
+        order = torch.randperm(12, generator=torch.Generator().manual_seed(0))
+        shuffled = model(ids[:, order], attention=BIDIRECTIONAL, position_ids=order.expand(2, 12))
+        torch.testing.assert_close(shuffled, plain[:, order])
+        causal = model(ids, attention=CAUSAL)
+        allowed = (order[None, :] <= order[:, None])[None].expand(2, 12, 12)  # causal in the original positions
+        torch.testing.assert_close(model(ids[:, order], attention=Attention.explicit(allowed),
+                                         position_ids=order.expand(2, 12)), causal[:, order])
+    with pytest.raises(ValueError, match="below model.max_len"):
+        model(ids, attention=BIDIRECTIONAL, position_ids=torch.full((2, 12), 32))

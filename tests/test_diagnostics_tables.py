@@ -129,7 +129,7 @@ def test_a_model_with_compatible_conditionals_gets_its_joint_back():
 def test_ar_joint_is_the_normalised_sentence_probability():
     model = tiny_model(3)
     scorer = Scorer(model, batch_size=7)
-    logits = scorer.sequence_logits(torch.tensor(SENTENCE), attention=CAUSAL)
+    logits = scorer.next_token_logits(torch.tensor(SENTENCE))
     for pair in (Pair(0, 2, 4, "random"), Pair(0, 3, 5, "random"), Pair(0, 1, 2, "contiguous")):
         check_ar_joint(model, scorer, logits, pair)
     # The gold sentence, K sentences once (factors through j and the distribution at j), then K^2 for the tail.

@@ -152,7 +152,7 @@ def test_the_first_step_reveals_the_most_probable_position_or_a_random_one(model
 
 
 def test_the_objective_class_picks_the_decoder():
-    assert generator_for(AutoregressiveLM) is left_to_right
+    assert generator_for(AutoregressiveLM).func is left_to_right
     assert generator_for(MaskedLM) is iterative_unmasking and generator_for(MaskedDiffusionLM) is iterative_unmasking
 
     class Odd(AutoregressiveLM):

@@ -71,19 +71,20 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     config.vocab_size = datamodule.vocabulary.size
     model = Transformer(config)
     batch = next(iter(datamodule.train_dataloader()))
-    seen = []
+    seen: list[tuple[Attention, int]] = []  # each backbone call's attention and its input length
     forward = model.forward
-    model.forward = lambda *args, **kwargs: seen.append(kwargs["attention"].kind) or forward(*args, **kwargs)
+    model.forward = lambda ids, **kwargs: seen.append((kwargs["attention"], ids.shape[1])) or forward(ids, **kwargs)
     out = objective.loss(batch, model, torch.Generator().manual_seed(0))
-    assert seen == [cls.pretraining_attention]  # it attends as it declares
+    assert [a.kind for a, _ in seen] == [cls.pretraining_attention]  # it attends as it declares, in one pass
     assert isinstance(out, LossOutput) and torch.isfinite(out.loss)
     assert 0 < int(out.predicted_tokens) <= int(out.input_tokens) <= batch["input_ids"].numel()
     assert set(out.extras) == set(objective.extra_metrics)
     # The FLOPs it reports (budgets, train/flops_seen) are the matmuls it runs, heads included
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         reported = objective.loss(batch, model, torch.Generator().manual_seed(0)).forward_flops
-    attention = objective.attention(batch)
-    skipped = skipped_causal_half(config, batch["input_ids"], attention, batch.get("attention_mask"))
+    attention, length = seen[0]
+    inputs = batch["input_ids"].new_zeros(batch["input_ids"].shape[0], length)  # what the backbone ran on
+    skipped = skipped_causal_half(config, inputs, attention, batch.get("attention_mask"))
     assert counter.get_total_flops() == pytest.approx(reported + skipped, rel=1e-12)
     out.loss.backward()
     grads = [p.grad for p in model.blocks.parameters()]

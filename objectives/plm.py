@@ -1,0 +1,137 @@
+"""XLNet's permutation LM (Yang et al. 2019) with two-stream attention on the shared backbone, segment recurrence
+left out.
+
+Per row a random order of the positions after [CLS] ([CLS] first, padding last). The content stream is the
+ordinary backbone run: position i attends to the content of positions up to and including itself in the
+order. The query stream has a row per predicted position z: its input is a learned start vector w at z's
+position, and it attends to the content of the positions before z in the order, never to z's own token.
+Both streams run in one backbone call: the query rows are appended to the block with their positions given
+per row (`position_ids`) and an explicit mask; no row attends to a query row, so the content stream is exactly
+what it would be alone, and the layer-by-layer keys and values the query rows read are the content stream's.
+Only the last 1/K of each order is predicted (partial prediction, XLNet's K = 6), and only those rows get a
+query row, so the extra cost is about T/K rows. The start vector w is the [MASK] token's embedding: PLM never
+puts [MASK] in its inputs or predicts it, so that row of the tied embedding is free, and checkpoints need no
+parameter beyond the backbone's. Fine-tuning runs the content stream with bidirectional attention, as XLNet
+does; the chain-rule scores and sampling use the query stream in the identity order (`next_token_states`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from common.vocabulary import Vocabulary
+from models.attention import Attention
+from models.backbone import Transformer
+from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
+
+
+class TwoStreamInputs:
+    """One backbone call's worth of both streams for a batch in given orders."""
+
+    def __init__(self, input_ids: Tensor, ranks: Tensor, predicted: Tensor, start_id: int) -> None:
+        """`ranks` (B, T): each position's place in its row's order; `predicted` (B, T) bool: the positions that
+        get a query row."""
+        b, t = input_ids.shape
+        device = input_ids.device
+        counts = predicted.sum(1)
+        self.slots = int(counts.max()) if b else 0
+        positions = torch.arange(t, device=device)
+        # Query slot k of a row holds its k-th predicted position (ascending); slots past its count are idle.
+        sort_key = torch.where(predicted, positions, positions + t)
+        self.query_positions = sort_key.argsort(dim=1)[:, :self.slots]
+        self.valid = torch.arange(self.slots, device=device)[None] < counts[:, None]  # (B, P)
+        self.targets = input_ids.gather(1, self.query_positions)[self.valid]
+        query_ranks = ranks.gather(1, self.query_positions)  # (B, P)
+        content = ranks[:, None, :] <= ranks[:, :, None]  # (B, T, T): key s at or before query t in the order
+        query = ranks[:, None, :] < query_ranks[:, :, None]  # (B, P, T): keys strictly before z
+        allowed = torch.zeros(b, t + self.slots, t + self.slots, dtype=torch.bool, device=device)
+        allowed[:, :t, :t] = content
+        allowed[:, t:, :t] = query
+        self.attention = Attention.explicit(allowed)
+        self.input_ids = torch.cat([input_ids, input_ids.new_full((b, self.slots), start_id)], dim=1)
+        self.position_ids = torch.cat([positions.expand(b, t), self.query_positions], dim=1)
+        self.output_mask = torch.cat([torch.zeros_like(predicted), self.valid], dim=1)
+
+    def run(self, model: Transformer) -> Tensor:
+        """The query stream's last states at the valid slots, (N, d) in row-major order (as `targets`)."""
+        return model(self.input_ids, attention=self.attention, position_ids=self.position_ids,
+                     output_mask=self.output_mask)
+
+    def forward_flops(self, model: Transformer) -> float:
+        n = int(self.valid.sum())
+        return model.forward_flops(self.input_ids, self.attention, output_rows=n, vocab_rows=n)
+
+
+class PermutationLM(Objective):
+    pretraining_attention = "mask"
+    finetune_attention = "bidirectional"
+    scoring = "chain_rule"  # the identity order's query stream: an exact left-to-right factorisation
+    val_loss_kind = "permuted_last_share"  # the last 1/K of random orders: not AR's every-token quantity
+    extra_metrics = ("predicted_share",)
+
+    def __init__(self, partial_k: int = 6) -> None:
+        super().__init__()
+        if isinstance(partial_k, bool) or not isinstance(partial_k, int) or partial_k < 1:
+            raise ValueError(f"objective.partial_k={partial_k!r} must be an integer >= 1: the last 1/K of each "
+                             "order is predicted (XLNet: 6 or 7; 1 predicts every token)")
+        self.partial_k = partial_k
+        self.start_id: int | None = None
+
+    def set_vocabulary(self, vocab: Vocabulary) -> None:
+        self.start_id = vocab.mask_id
+
+    def ranks(self, batch: Batch, generator: torch.Generator | None = None) -> Tensor:
+        """(B, T) each position's place in a uniformly random order of the row's targets, [CLS] first (rank 0)
+        and padding after every real token."""
+        input_ids = batch["input_ids"]
+        targets = target_positions(input_ids, batch.get("attention_mask"))
+        keys = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+        keys = torch.where(targets, keys, torch.full_like(keys, 2.0))
+        keys[:, 0] = -1.0
+        return keys.argsort(dim=1).argsort(dim=1)
+
+    def predicted(self, batch: Batch, ranks: Tensor) -> Tensor:
+        """(B, T) bool: the last round(n / K) of each row's n targets in its order (at least one)."""
+        n = target_positions(batch["input_ids"], batch.get("attention_mask")).sum(1, keepdim=True)
+        count = torch.clamp(torch.floor(n / self.partial_k + 0.5), min=1).long()
+        return (ranks > n - count) & (ranks <= n)  # targets hold ranks 1..n
+
+    def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
+        if self.start_id is None:
+            raise RuntimeError("PermutationLM.set_vocabulary must be called before its loss")
+        if batch.get("token_type_ids") is not None and bool(batch["token_type_ids"].any()):
+            raise ValueError("objective=plm takes packed blocks without segment types (input_format=blocks)")
+        ranks = self.ranks(batch, generator)
+        streams = TwoStreamInputs(batch["input_ids"], ranks, self.predicted(batch, ranks), self.start_id)
+        states = streams.run(model)
+        nll_sum = model.lm_nll(states, streams.targets, excluded=self.start_id)
+        n_predicted = streams.valid.sum()
+        inputs = self.input_token_count(batch)
+        return LossOutput(
+            loss=mean_or_zero(nll_sum, n_predicted),
+            lm_nll_sum=nll_sum.detach(),
+            predicted_tokens=n_predicted,
+            input_tokens=inputs,
+            forward_flops=streams.forward_flops(model),
+            extras={"predicted_share": (n_predicted / inputs.clamp(min=1), int(batch["input_ids"].shape[0]))},
+        )
+
+    @staticmethod
+    def identity_order(input_ids: Tensor) -> Tensor:
+        return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+
+    @classmethod
+    def next_token_states(cls, model: Transformer, input_ids: Tensor, mask_id: int) -> Tensor:
+        """(B, T, d): row t holds the query stream of position t + 1 in the identity order, which sees the content
+        of positions 0..t: log p(x_{t+1} | x_<=t), the chain-rule factor AR reads at t. The last row needs
+        position T, so inputs must be shorter than model.max_len."""
+        b, t = input_ids.shape
+        if t >= model.config.max_len:
+            raise ValueError(f"a PLM's left-to-right scores of a {t}-token input query position {t}; "
+                             f"model.max_len={model.config.max_len}: give inputs of at most {model.config.max_len - 1}")
+        padded = torch.cat([input_ids, input_ids.new_full((b, 1), mask_id)], dim=1)  # position T exists
+        ranks = cls.identity_order(padded)
+        predicted = ranks >= 1
+        states = TwoStreamInputs(padded, ranks, predicted, mask_id).run(model)
+        return states.view(b, t, -1)
+

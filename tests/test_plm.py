@@ -1,0 +1,124 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from models.attention import CAUSAL
+from models.backbone import ModelConfig, Transformer
+from objectives.plm import PermutationLM, TwoStreamInputs
+
+V, MASK = 30, 4
+
+
+def model(positions="rope"):
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=V, max_len=32, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                   dropout=0.0, positions=positions)).eval()
+
+
+def blocks(rows=3, length=10, seed=1):
+    ids = torch.randint(6, V, (rows, length), generator=torch.Generator().manual_seed(seed))
+    ids[:, 0] = 2  # [CLS]
+    return ids
+
+
+class IdentityOrder(PermutationLM):
+    def ranks(self, batch, generator=None):
+        return self.identity_order(batch["input_ids"])
+
+
+def plm(cls=PermutationLM, **kw):
+    objective = cls(**kw)
+    objective.start_id = MASK
+    return objective
+
+
+def other_token(ids, row, position):
+    changed = ids.clone()
+    changed[row, position] = (changed[row, position] - 5) % (V - 6) + 6
+    return changed
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_the_content_stream_in_the_identity_order_is_the_causal_backbone(positions):
+    m, ids = model(positions), blocks()
+    ranks = PermutationLM.identity_order(ids)
+    streams = TwoStreamInputs(ids, ranks, ranks >= 1, MASK)
+    every_row = m(streams.input_ids, attention=streams.attention, position_ids=streams.position_ids)
+    torch.testing.assert_close(every_row[:, :ids.shape[1]], m(ids, attention=CAUSAL))
+
+
+def test_identity_order_with_k_1_predicts_every_next_token_as_the_left_to_right_scores_do():
+    """With the identity order and K = 1 the query stream is a left-to-right factorisation over AR's targets:
+    the loss is the mean of -log p(x_t | x_<t) read from `next_token_states` (the diagnostics' and sampler's
+    path). It is not AR's number on the same weights: AR predicts x_t+1 from x_t's state, XLNet from a query
+    row that holds only the position."""
+    m, ids = model(), blocks()
+    out = plm(IdentityOrder, partial_k=1).loss({"input_ids": ids}, m)
+    assert int(out.predicted_tokens) == ids.numel() - ids.shape[0]
+    logits = m.logits(PermutationLM.next_token_states(m, ids, MASK)[:, :-1]).float()
+    logits[..., MASK] = float("-inf")  # the start vector's token is out of the support
+    torch.testing.assert_close(out.loss, F.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1)))
+
+
+def test_no_query_sees_its_own_token_or_later_ones_and_no_content_sees_later_ones():
+    m, ids = model(), blocks(rows=1, length=12)
+    objective = plm(partial_k=1)
+    ranks = objective.ranks({"input_ids": ids}, torch.Generator().manual_seed(4))
+    streams = TwoStreamInputs(ids, ranks, objective.predicted({"input_ids": ids}, ranks), MASK)
+    base = m(streams.input_ids, attention=streams.attention, position_ids=streams.position_ids)[0]
+    t = ids.shape[1]
+    query_of = {int(z): t + k for k, z in enumerate(streams.query_positions[0])}
+    for changed_pos in range(1, t):
+        changed = other_token(ids, 0, changed_pos)
+        again = TwoStreamInputs(changed, ranks, streams.valid.new_ones(1, t) & (ranks >= 1), MASK)
+        out = m(again.input_ids, attention=again.attention, position_ids=again.position_ids)[0]
+        rank = int(ranks[0, changed_pos])
+        for z, row in query_of.items():
+            if int(ranks[0, z]) <= rank:  # its own token, or one later in its order: no dependence
+                torch.testing.assert_close(out[row], base[row])
+            else:  # an earlier token of its order is seen
+                assert not torch.allclose(out[row], base[row])
+        for i in range(t):
+            if int(ranks[0, i]) < rank:
+                torch.testing.assert_close(out[i], base[i])
+            elif i == changed_pos:
+                assert not torch.allclose(out[i], base[i])
+
+
+def test_query_rows_do_not_interact():
+    """Oracle: each predicted position's query state equals a run with that query row alone."""
+    m, ids = model(), blocks(rows=2, length=12)
+    objective = plm(partial_k=3)
+    ranks = objective.ranks({"input_ids": ids}, torch.Generator().manual_seed(2))
+    predicted = objective.predicted({"input_ids": ids}, ranks)
+    together = TwoStreamInputs(ids, ranks, predicted, MASK).run(m)
+    alone = []
+    for row in range(ids.shape[0]):
+        for z in torch.nonzero(predicted[row]).flatten().tolist():
+            only = torch.zeros_like(predicted[row:row + 1])
+            only[0, z] = True
+            alone.append(TwoStreamInputs(ids[row:row + 1], ranks[row:row + 1], only, MASK).run(m))
+    torch.testing.assert_close(together, torch.cat(alone))
+
+
+def test_orders_put_cls_first_padding_last_and_predict_the_last_share():
+    ids = blocks(rows=500, length=20)
+    mask = torch.ones_like(ids)
+    mask[:250, 15:] = 0  # 14 targets in half the rows, 19 in the others
+    batch = {"input_ids": ids, "attention_mask": mask}
+    objective = plm(partial_k=6)
+    ranks = objective.ranks(batch, torch.Generator().manual_seed(0))
+    assert torch.equal(ranks.sort(1).values, torch.arange(20).expand(500, 20))  # a permutation per row
+    assert bool((ranks[:, 0] == 0).all()) and bool((ranks[:250, 15:] >= 15).all())
+    predicted = objective.predicted(batch, ranks)
+    assert predicted[:250].sum(1).tolist() == [2] * 250 and predicted[250:].sum(1).tolist() == [3] * 250
+    assert not predicted[:250, 15:].any() and not predicted[:, 0].any()
+    assert bool((ranks[250:][predicted[250:]] >= 17).all())  # the last three of 19
+    # every target position is predicted about equally often (the orders are uniform)
+    share = predicted[250:, 1:].float().mean(0)
+    assert float(share.min()) > 0.08 and float(share.max()) < 0.25
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="partial_k"):
+        PermutationLM(partial_k=0)
