@@ -18,6 +18,7 @@ from models.backbone import ModelConfig, Transformer
 from objectives.ar import AutoregressiveLM
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
+from objectives.plm import PermutationLM
 from tests.test_pretrained import save_checkpoint
 
 LOGITS = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
@@ -93,6 +94,19 @@ def test_left_to_right_greedy_is_the_argmax_chain(model):
         logits[:, :6] = float("-inf")
         expected = torch.cat([expected, logits.argmax(-1, keepdim=True)], 1)
     assert torch.equal(ids, expected.repeat(3, 1))
+
+
+def test_a_plm_samples_from_its_query_stream_not_from_causal_content_states(model):
+    """generate.py for XLNet's PLM: each next token is the argmax of the identity order's query stream."""
+    ids = generator_for(PermutationLM)(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])), torch.Generator())
+    expected = torch.tensor([[2, 7, 8]])
+    for _ in range(5):
+        logits = model.logits(PermutationLM.next_token_states(model, expected, 4)[:, -1])
+        logits[:, :6] = float("-inf")
+        expected = torch.cat([expected, logits.argmax(-1, keepdim=True)], 1)
+    assert torch.equal(ids, expected.repeat(3, 1))
+    assert not torch.equal(ids, left_to_right(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])),
+                                              torch.Generator()))
 
 
 def test_left_to_right_stops_a_sample_at_eod(model):

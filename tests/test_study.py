@@ -141,7 +141,7 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     assert not any(o.startswith("candidates_from") for o in diagnose["ar"].overrides)
     # F1's half budget: the ar run saves a checkpoint at half its tokens, which ar_half fine-tunes
     pretrain = {s.arm: s for s in stages if s.kind == "pretrain" and s.seed == 4}
-    assert set(pretrain) == {"ar", "mlm", "mlm_nsp", "mlm_mask100", "masked_diffusion"}
+    assert set(pretrain) == {"ar", "mlm", "mlm_nsp", "mlm_mask100", "masked_diffusion", "prefix_lm", "plm", "hybrid"}
     half = int(cfg.budget) // 2
     assert f"save_at_tokens=[{half}]" in pretrain["ar"].overrides
     assert not any(o.startswith("save_at_tokens") for o in pretrain["mlm_nsp"].overrides)
