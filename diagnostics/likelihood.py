@@ -114,17 +114,18 @@ def row_nll(model: Transformer, states: Tensor, targets: Tensor, excluded: int |
 
 @torch.no_grad()
 def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_size: int = 64,
-                         next_states: Callable[[Tensor], Tensor] | None = None) -> LikelihoodResult:
+                         next_states: Callable[[Tensor], Tensor] | None = None,
+                         excluded: int | None = None) -> LikelihoodResult:
     """A chain-rule checkpoint's exact NLL per target token: sum over t >= 1 of -log p(x_t | x_<t), read from
     `next_states(ids)` ((B, T, d), row t predicting t + 1: Objective.next_token_states; default the backbone
-    under causal attention)."""
+    under causal attention), `excluded` out of the support."""
     device = next(model.parameters()).device
     per_position = []
     for start in range(0, blocks.shape[0], batch_size):
         ids = blocks[start:start + batch_size].to(device)
         states = model(ids, attention=CAUSAL) if next_states is None else next_states(ids)
         hidden = states[:, :-1].reshape(-1, model.config.d_model)
-        rows = row_nll(model, hidden, ids[:, 1:].reshape(-1))
+        rows = row_nll(model, hidden, ids[:, 1:].reshape(-1), excluded=excluded)
         per_position.append(rows.double().reshape(ids.shape[0], -1).cpu())
     nll = torch.cat(per_position)  # (N, T - 1): the targets 1..T-1
     keep = blocks[:, 1:] != eod_id

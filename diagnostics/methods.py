@@ -58,7 +58,7 @@ def _conditional_pairs(scorer: Scorer, sentences: list[list[int]], pairs: list[P
 def _chain_rule_likelihood(scorer: Scorer, blocks: Tensor, mask_id: int, eod_id: int,
                            cfg: DictConfig) -> LikelihoodResult:
     return exact_chain_rule_nll(scorer.model, blocks, eod_id, batch_size=int(cfg.batch_size),
-                                next_states=scorer.next_states)
+                                next_states=scorer.next_states, excluded=scorer.excluded)
 
 
 def _conditional_likelihood(scorer: Scorer, blocks: Tensor, mask_id: int, eod_id: int,

@@ -141,7 +141,8 @@ def setup(cfg: DictConfig) -> Setup:
     mask_id = token_id(tokenizer, MASK)
     next_states = partial(pretrained.objective_class.next_token_states, model, mask_id=mask_id)
     return Setup(model, pretrained, method, corpus, sentences,
-                 Scorer(model, batch_size=cfg.batch_size, next_states=next_states), mask_id,
+                 Scorer(model, batch_size=cfg.batch_size, next_states=next_states,
+                        excluded=None if pretrained.objective_class.mask_in_support else mask_id), mask_id,
                  ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
                  None if cfg.candidates is None else int(cfg.candidates), tokenizer)
 

@@ -24,16 +24,25 @@ class Scorer:
     """Evaluation-mode forward passes of a backbone, chunked into at most `batch_size` rows."""
 
     def __init__(self, model: Transformer, batch_size: int = 256,
-                 next_states: Callable[[Tensor], Tensor] | None = None) -> None:
+                 next_states: Callable[[Tensor], Tensor] | None = None, excluded: int | None = None) -> None:
         """`next_states(ids)`: (B, T, d) states whose row t predicts token t + 1, the left-to-right factors
-        (Objective.next_token_states); default the backbone under causal attention."""
+        (Objective.next_token_states); default the backbone under causal attention. `excluded`: a token out of
+        those factors' support (a PLM's [MASK]: Objective.mask_in_support)."""
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}; use a positive number of rows per forward pass")
         self.model = model.eval()
         self.batch_size = batch_size
         self.next_states = next_states or (lambda ids: self.model(ids, attention=CAUSAL))
+        self.excluded = excluded
         self.device = next(model.parameters()).device
         self.passes = 0  # sequences run through the backbone, for the cost report
+
+    def next_token_log_softmax(self, hidden: Tensor) -> Tensor:
+        """log p(next token) at left-to-right states, over the support (`excluded` at -inf)."""
+        logits = self.model.logits(hidden).float()
+        if self.excluded is not None:
+            logits[..., self.excluded] = float("-inf")
+        return logits.log_softmax(-1)
 
     @property
     def vocab_size(self) -> int:
@@ -64,9 +73,9 @@ class Scorer:
 
     @torch.no_grad()
     def next_token_logits(self, ids: Tensor) -> Tensor:
-        """(T, V) logits of one sequence: row t over token t + 1, left to right."""
+        """(T, V) log-probabilities (normalised logits) of one sequence: row t over token t + 1, left to right."""
         self.passes += 1
-        return self.model.logits(self.next_states(ids[None].to(self.device))[0]).float().cpu()
+        return self.next_token_log_softmax(self.next_states(ids[None].to(self.device))[0]).cpu()
 
     @torch.no_grad()
     def scores_and_next(self, input_ids: Tensor, start: int, stop: int) -> tuple[Tensor, Tensor]:
@@ -97,7 +106,7 @@ class Scorer:
             ids = input_ids[first:first + rows_per_chunk].to(self.device)
             self.passes += ids.shape[0]
             hidden = self.next_states(ids)[:, start - 1:start - 1 + width]
-            log_probs = self.model.logits(hidden).float().log_softmax(-1)
+            log_probs = self.next_token_log_softmax(hidden)
             scores.append(log_probs[:, :stop - start].gather(-1, ids[:, start:stop, None]).squeeze(-1).cpu())
             if with_next:
                 nexts.append(log_probs[:, -1].cpu())

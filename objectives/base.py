@@ -65,6 +65,10 @@ class Objective(nn.Module, ABC):
     # val/loss (exact), masked diffusion's val/nelbo (a bound). None: the objective logs no such quantity (an
     # MLM's val/loss averages its selected positions only). Summaries keep it as val_likelihood.
     likelihood_metric: ClassVar[str | None] = None
+    # Whether [MASK] is a token its left-to-right factors may put mass on. False where training takes [MASK] out
+    # of the softmax and never trains its logit down (a PLM, whose [MASK] embedding is the query start vector):
+    # chain-rule scoring then excludes it too, as training did.
+    mask_in_support: ClassVar[bool] = True
     # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
     # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
     val_loss_kind: ClassVar[str]

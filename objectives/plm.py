@@ -68,6 +68,7 @@ class PermutationLM(Objective):
     scoring = "chain_rule"  # the identity order's query stream: an exact left-to-right factorisation
     val_loss_kind = "permuted_last_share"  # the last 1/K of random orders: not AR's every-token quantity
     extra_metrics = ("predicted_share",)
+    mask_in_support = False  # [MASK] is the query start vector, out of the softmax in training
 
     def __init__(self, partial_k: int = 6) -> None:
         super().__init__()

@@ -39,17 +39,18 @@ class PrefixLM(Objective):
 
     def prefix_lengths(self, batch: Batch, generator: torch.Generator | None = None) -> Tensor:
         """(B,) prefix lengths in positions, [CLS] included: 1 + n, n uniform over the integers from
-        ceil(min_share x ordinary) to floor(max_share x ordinary), at most every position but the row's last, so
-        a suffix token is always left."""
+        ceil(min_share x ordinary) to floor(max_share x ordinary), both capped at ordinary - 1 so a suffix token is
+        always left (capping the range, not the draw, keeps the longest prefix as likely as any other)."""
         input_ids = batch["input_ids"]
         mask = batch.get("attention_mask")
         length = (torch.full((input_ids.shape[0],), input_ids.shape[1], device=input_ids.device) if mask is None
                   else mask.sum(-1))
         ordinary = (length - 1).double()
-        low, high = torch.ceil(self.min_share * ordinary), torch.floor(self.max_share * ordinary)
+        most = (ordinary - 1).clamp(min=0)
+        high = torch.minimum(torch.floor(self.max_share * ordinary), most)
+        low = torch.minimum(torch.ceil(self.min_share * ordinary), high)
         u = torch.rand(input_ids.shape[0], generator=generator, device=input_ids.device, dtype=torch.float64)
-        n = (low + torch.floor(u * (high - low + 1))).long()
-        return (1 + n).clamp(max=(length - 1).clamp(min=1))
+        return 1 + (low + torch.floor(u * (high - low + 1))).long()
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         input_ids = batch["input_ids"]

@@ -1,7 +1,11 @@
+from functools import partial
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from diagnostics.likelihood import exact_chain_rule_nll
+from diagnostics.scoring import Scorer
 from models.attention import CAUSAL
 from models.backbone import ModelConfig, Transformer
 from objectives.plm import PermutationLM, TwoStreamInputs
@@ -60,6 +64,20 @@ def test_identity_order_with_k_1_predicts_every_next_token_as_the_left_to_right_
     torch.testing.assert_close(out.loss, F.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1)))
 
 
+def test_the_diagnostics_exact_nll_of_a_plm_is_its_identity_order_loss():
+    """evaluate.py's chain-rule NLL (a PLM's query stream, [MASK] out of the support as in training) is the loss
+    the objective computes in the identity order at K = 1, and [MASK] gets no probability from the scorer."""
+    m, ids = model(), blocks(rows=4, length=10)
+    result = exact_chain_rule_nll(m, ids, eod_id=3, next_states=partial(PermutationLM.next_token_states, m,
+                                                                         mask_id=MASK), excluded=MASK)
+    loss = plm(IdentityOrder, partial_k=1).loss({"input_ids": ids}, m).loss
+    assert result.nll_per_token == pytest.approx(float(loss), rel=1e-5)
+    scorer = Scorer(m, next_states=partial(PermutationLM.next_token_states, m, mask_id=MASK), excluded=MASK)
+    log_probs = scorer.next_token_logits(ids[0])
+    assert bool(torch.isneginf(log_probs[:, MASK]).all())
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(ids.shape[1]))
+
+
 def test_no_query_sees_its_own_token_or_later_ones_and_no_content_sees_later_ones():
     m, ids = model(), blocks(rows=1, length=12)
     objective = plm(partial_k=1)
@@ -83,6 +101,48 @@ def test_no_query_sees_its_own_token_or_later_ones_and_no_content_sees_later_one
                 torch.testing.assert_close(out[i], base[i])
             elif i == changed_pos:
                 assert not torch.allclose(out[i], base[i])
+
+
+def two_stream_oracle(m: Transformer, ids: torch.Tensor, ranks: torch.Tensor, z: int) -> torch.Tensor:
+    """XLNet's equations written out for one row (pre-LN blocks): the content stream h runs alone, and at each
+    layer the query state g of target z attends with its own query to the keys and values of the previous
+    layer's content states of positions earlier in the order, g(0) = w + (z's position)."""
+    t = ids.shape[1]
+    content_mask = ranks[0][None, :] <= ranks[0][:, None]
+    h = m.token_embedding(ids) + m.type_embedding.weight[0]
+    g = m.token_embedding.weight[MASK] + m.type_embedding.weight[0]
+    if m.position_embedding is not None:
+        h, g = h + m.position_embedding.weight[:t], g + m.position_embedding.weight[z]
+    g = g[None, None]  # (1, 1, d)
+    sees = (ranks[0] < ranks[0, z])[None, None, None]  # (1, 1, 1, T): keys before z in the order
+    heads = m.config.n_heads
+    for block in m.blocks:
+        attn = block.attn
+        normed_h, normed_g = block.norm1(h), block.norm1(g)
+        _, k, v = attn.qkv(normed_h).view(1, t, 3, heads, -1).permute(2, 0, 3, 1, 4)
+        q = attn.qkv(normed_g).view(1, 1, 3, heads, -1).permute(2, 0, 3, 1, 4)[0]
+        if attn.rotary is not None:
+            k = attn.rotary(k)
+            q = attn.rotary(q, torch.tensor([[z]]))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=sees)
+        g = g + attn.proj(y.transpose(1, 2).reshape(1, 1, -1))
+        g = g + block.mlp(block.norm2(g))
+        h = block(h, mask=content_mask[None, None], is_causal=False)
+    return m.final_norm(g)[0, 0]
+
+
+@pytest.mark.parametrize("positions", ["rope", "learned"])
+def test_the_query_stream_is_xlnets_two_stream_attention(positions):
+    """Oracle: each predicted position's state against the per-layer equations above (its position, its start
+    vector and the previous layer's content states all enter, so an off-by-one in any of them fails)."""
+    m, ids = model(positions), blocks(rows=1, length=12)
+    objective = plm(partial_k=2)
+    ranks = objective.ranks({"input_ids": ids}, torch.Generator().manual_seed(7))
+    streams = TwoStreamInputs(ids, ranks, objective.predicted({"input_ids": ids}, ranks), MASK)
+    with torch.no_grad():
+        states = streams.run(m)
+        expected = torch.stack([two_stream_oracle(m, ids, ranks, int(z)) for z in streams.query_positions[0]])
+    torch.testing.assert_close(states, expected)
 
 
 def test_query_rows_do_not_interact():
