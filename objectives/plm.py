@@ -12,7 +12,10 @@ Only the last 1/K of each order is predicted (partial prediction, XLNet's K = 6)
 query row, so the extra cost is about T/K rows. The start vector w is the [MASK] token's embedding: PLM never
 puts [MASK] in its inputs or predicts it, so that row of the tied embedding is free, and checkpoints need no
 parameter beyond the backbone's. Fine-tuning runs the content stream with bidirectional attention, as XLNet
-does; the chain-rule scores and sampling use the query stream in the identity order (`next_token_states`)."""
+does; the chain-rule scores and sampling use the query stream in the identity order (`next_token_states`).
+That order is a valid factorisation, but with K > 1 training never predicts a token from fewer than about
+(1 - 1/K) of its row: the identity order's first factors condition on less context than any trained one, so a
+PLM's exact NLL and AR pair joints measure it partly outside what it learned (K = 1 removes that)."""
 
 from __future__ import annotations
 
