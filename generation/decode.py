@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, update_wrapper
 
 import torch
 from torch import Tensor
@@ -100,4 +100,5 @@ def generator_for(objective: type[Objective]) -> Callable[[Transformer, Request,
     if method is None:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "
                          f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
-    return partial(method, objective=objective) if method is left_to_right else method
+    # The left-to-right sampler reads the objective's own next-token states; named like the function it wraps.
+    return update_wrapper(partial(method, objective=objective), method) if method is left_to_right else method

@@ -176,14 +176,16 @@ def test_the_objective_class_picks_the_decoder():
         generator_for(Odd)
 
 
-def test_generate_command_writes_samples(tmp_path):
-    checkpoint = save_checkpoint(tmp_path / "ckpt", "mlm")
+@pytest.mark.parametrize("objective,method", [("mlm", "iterative_unmasking"), ("ar", "left_to_right"),
+                                              ("plm", "left_to_right")])
+def test_generate_command_writes_samples(tmp_path, objective, method):
+    checkpoint = save_checkpoint(tmp_path / "ckpt", objective)
     cfg = OmegaConf.create({"checkpoint": str(checkpoint), "prompt": "a b", "new_tokens": 4, "samples": 2,
                             "steps": 2, "order": "random", "temperature": 1.0, "top_k": 0, "top_p": 0.9, "seed": 3,
                             "device": "cpu", "output_dir": str(tmp_path / "out")})
     result = run_generation(cfg)
     saved = json.loads((tmp_path / "out" / "samples.json").read_text())
-    assert saved == result and len(saved["samples"]) == 2 and saved["method"] == "iterative_unmasking"
+    assert saved == result and len(saved["samples"]) == 2 and saved["method"] == method
     assert all(text.startswith("a b") for text in saved["samples"])
     cfg.new_tokens = 100
     with pytest.raises(ValueError, match="lower new_tokens"):

@@ -13,7 +13,8 @@ from training.pretrained import load_pretrained
 
 CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)
 OBJECTIVES = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},
-              "mlm": {"_target_": "objectives.mlm.MaskedLM", "mask_rate": 0.15}}
+              "mlm": {"_target_": "objectives.mlm.MaskedLM", "mask_rate": 0.15},
+              "plm": {"_target_": "objectives.plm.PermutationLM", "partial_k": 6}}
 
 
 def save_checkpoint(path, objective="ar", config=CONFIG, **changes):
