@@ -83,7 +83,7 @@ class Scorer:
         the whole distribution at position stop - 1 over the next token, (R, V) log-probabilities: what the
         AR pair joint needs from each of its K sentences, without running them twice. Left-to-right states
         (`next_states`), not necessarily one causal pass: XLNet's query stream for a PLM."""
-        scores, nexts = self._causal_log_probs(input_ids, start, stop, with_next=True)
+        scores, nexts = self._left_to_right_log_probs(input_ids, start, stop, with_next=True)
         return scores, nexts
 
     @torch.no_grad()
@@ -91,9 +91,9 @@ class Scorer:
         """log p(x_t | x_<t) from the left-to-right states for t = start..stop-1 (stop defaults to T):
         (R, stop - start). The vocabulary projection runs only where a token is predicted, in chunks that
         bound memory."""
-        return self._causal_log_probs(input_ids, start, input_ids.shape[1] if stop is None else stop)[0]
+        return self._left_to_right_log_probs(input_ids, start, input_ids.shape[1] if stop is None else stop)[0]
 
-    def _causal_log_probs(self, input_ids: Tensor, start: int, stop: int,
+    def _left_to_right_log_probs(self, input_ids: Tensor, start: int, stop: int,
                           with_next: bool = False) -> tuple[Tensor, Tensor | None]:
         """The scores of tokens start..stop-1 and, `with_next`, the log-distribution at stop - 1 too."""
         if not 1 <= start < stop <= input_ids.shape[1]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial, update_wrapper
 
 import torch
 from torch import Tensor
@@ -54,10 +53,12 @@ def left_to_right(model: Transformer, request: Request, generator: torch.Generat
 
 
 @torch.no_grad()
-def iterative_unmasking(model: Transformer, request: Request, generator: torch.Generator) -> Tensor:
+def iterative_unmasking(model: Transformer, request: Request, generator: torch.Generator,
+                        objective: type[Objective] = Objective) -> Tensor:
     """(samples, P + n) ids: the n positions after the prompt start as [MASK]; each of `steps` steps draws a token
     at every masked position (given everything visible) and keeps ceil(masked / steps left) of them, the most
-    probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again."""
+    probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again. `objective`:
+    the samplers' common signature; every objective sampled this way reads the same bidirectional conditionals."""
     if request.order not in UNMASKING_ORDERS:
         raise ValueError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
     device = next(model.parameters()).device
@@ -89,16 +90,17 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     return ids.cpu()
 
 
-GENERATORS: dict[str, Callable[[Transformer, Request, torch.Generator], Tensor]] = {
+# Every sampler: (model, request, generator, objective class) -> (samples, P + n) ids.
+Sampler = Callable[[Transformer, Request, torch.Generator, type[Objective]], Tensor]
+GENERATORS: dict[str, Sampler] = {
     "chain_rule": left_to_right,
     "conditionals": iterative_unmasking,
 }
 
 
-def generator_for(objective: type[Objective]) -> Callable[[Transformer, Request, torch.Generator], Tensor]:
+def generator_for(objective: type[Objective]) -> Sampler:
     method = GENERATORS.get(getattr(objective, "scoring", None))
     if method is None:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "
                          f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
-    # The left-to-right sampler reads the objective's own next-token states; named like the function it wraps.
-    return update_wrapper(partial(method, objective=objective), method) if method is left_to_right else method
+    return method

@@ -53,7 +53,8 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     request = Request(prompt, int(cfg.new_tokens), int(cfg.samples), sampling, banned, eod,
                       token_id(tokenizer, MASK), None if cfg.steps is None else int(cfg.steps), str(cfg.order))
     generate = generator_for(pretrained.objective_class)
-    ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)))
+    ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)),
+                   pretrained.objective_class)
     texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
     result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
               "method": generate.__name__, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),

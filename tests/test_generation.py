@@ -98,7 +98,8 @@ def test_left_to_right_greedy_is_the_argmax_chain(model):
 
 def test_a_plm_samples_from_its_query_stream_not_from_causal_content_states(model):
     """generate.py for XLNet's PLM: each next token is the argmax of the identity order's query stream."""
-    ids = generator_for(PermutationLM)(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])), torch.Generator())
+    ids = generator_for(PermutationLM)(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])), torch.Generator(),
+                                       PermutationLM)
     expected = torch.tensor([[2, 7, 8]])
     for _ in range(5):
         logits = model.logits(PermutationLM.next_token_states(model, expected, 4)[:, -1])
@@ -166,7 +167,7 @@ def test_the_first_step_reveals_the_most_probable_position_or_a_random_one(model
 
 
 def test_the_objective_class_picks_the_decoder():
-    assert generator_for(AutoregressiveLM).func is left_to_right
+    assert generator_for(AutoregressiveLM) is left_to_right and generator_for(PermutationLM) is left_to_right
     assert generator_for(MaskedLM) is iterative_unmasking and generator_for(MaskedDiffusionLM) is iterative_unmasking
 
     class Odd(AutoregressiveLM):
