@@ -105,7 +105,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
-    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last])
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
     set_budget_steps(cfg, trainer, module, datamodule, tokens)
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)

@@ -35,6 +35,9 @@ def summary_table(runs: list[Path]) -> pd.DataFrame:
 
 def scalars(run: Path) -> pd.DataFrame:
     """All scalar tags of a run as one frame indexed by step (one column per tag)."""
+    if not (run / "tensorboard").is_dir():
+        raise FileNotFoundError(f"{run} has no tensorboard/ folder: armlm's reports read TensorBoard; train with "
+                                "tensorboard among the loggers (the default, or 'logger=[tensorboard,csv]')")
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
     series = {tag: pd.Series({e.step: e.value for e in events.Scalars(tag)})

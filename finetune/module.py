@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.provenance import armlm_commit
 from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
@@ -134,6 +135,7 @@ class FinetuneModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokenizer_json"] = self.tokenizer_json  # a fine-tuned model can then encode new text
         checkpoint["final_scores"] = self.final_scores  # a run resumed after its last epoch still reports them
+        checkpoint["armlm_commit"] = armlm_commit()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")

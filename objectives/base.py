@@ -65,13 +65,20 @@ class Objective(nn.Module, ABC):
     # val/loss (exact), masked diffusion's val/nelbo (a bound). None: the objective logs no such quantity (an
     # MLM's val/loss averages its selected positions only). Summaries keep it as val_likelihood.
     likelihood_metric: ClassVar[str | None] = None
-    # Whether [MASK] is a token its left-to-right factors may put mass on. False where training takes [MASK] out
-    # of the softmax and never trains its logit down (a PLM, whose [MASK] embedding is the query start vector):
-    # chain-rule scoring then excludes it too, as training did.
+    # Whether [MASK] is a token its predictions may put mass on. False where training takes [MASK] out of the
+    # softmax and never trains its logit down (a PLM, whose [MASK] embedding is the query start vector; masked
+    # diffusion, whose absorbing state is never a target): chain-rule scoring and exported models exclude it too.
     mask_in_support: ClassVar[bool] = True
     # What val/loss averages for this objective, so summaries and reports never put two kinds of NLL in one
     # column: it is logged again as val/nll_<val_loss_kind>, and summaries name it.
     val_loss_kind: ClassVar[str]
+    # How `next_token_states` reads the backbone, in words another program can rebuild (interchange's exported
+    # model, which cannot import armlm): "causal" (the backbone under causal attention) or "query_stream"
+    # (XLNet's query stream in the identity order, the [MASK] embedding as its start vector). A test holds each
+    # objective's exported left-to-right logits equal to its `next_token_states`.
+    left_to_right_reader: ClassVar[str] = "causal"
+    # The paper the objective follows, for exported model cards (interchange.card).
+    reference: ClassVar[str] = ""
 
     def attention(self, batch: Batch) -> Attention:
         """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw."""

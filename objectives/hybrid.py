@@ -26,6 +26,7 @@ class HybridLM(MaskedLM):
     pretraining_attention = "bidirectional"  # the masked batches': most of them
     finetune_attention = "bidirectional"
     scoring = "chain_rule"  # its causal batches train a left-to-right LM: exact chain-rule scores and sampling
+    reference = "Charpentier and Samuel 2024 (GPT-BERT)"
     val_loss_kind = "mixed_next_token"
     extra_metrics = ("causal_batch", "mask_share")
 

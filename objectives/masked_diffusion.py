@@ -31,6 +31,8 @@ class MaskedDiffusionLM(Objective):
     pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
     scoring = "conditionals"
+    reference = "Sahoo et al. 2024 (MDLM); Ou et al. 2024"
+    mask_in_support = False  # [MASK] is the absorbing state, excluded from the softmax (the loss below)
     # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity
     val_loss_kind = "masked_token_any_rate"
     extra_metrics = ("nelbo", "mask_share")

@@ -16,6 +16,7 @@ from objectives.mlm import MaskedLM, mask_share
 
 class MaskedLMWithNSP(MaskedLM):
     input_format = "segment_pairs"
+    reference = "Devlin et al. 2019 (BERT, with next-sentence prediction)"
     extra_metrics = ("mlm_loss", "nsp_loss", "nsp_acc", "mask_share")
 
     def __init__(self, d_model: int, mlm_weight: float = 1.0, nsp_weight: float = 1.0, **masking: Any) -> None:

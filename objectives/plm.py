@@ -69,9 +69,11 @@ class PermutationLM(Objective):
     pretraining_attention = "mask"
     finetune_attention = "bidirectional"
     scoring = "chain_rule"  # the identity order's query stream: an exact left-to-right factorisation
+    reference = "Yang et al. 2019 (XLNet)"
     val_loss_kind = "permuted_last_share"  # the last 1/K of random orders: not AR's every-token quantity
     extra_metrics = ("predicted_share",)
     mask_in_support = False  # [MASK] is the query start vector, out of the softmax in training
+    left_to_right_reader = "query_stream"
 
     def __init__(self, partial_k: int = 6) -> None:
         super().__init__()

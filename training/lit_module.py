@@ -16,6 +16,7 @@ from hydra.utils import instantiate
 from torch import Tensor
 from torchmetrics import MeanMetric
 
+from common.provenance import armlm_commit
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig, Transformer
@@ -82,6 +83,7 @@ class PretrainModule(L.LightningModule):
         checkpoint["tokenizer_json"] = self.tokenizer_json
         checkpoint["trained_length"] = self.trained_length
         checkpoint["skipped_batches"] = self.skipped_batches
+        checkpoint["armlm_commit"] = armlm_commit()  # the code that wrote it, for exported model cards
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")

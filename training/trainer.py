@@ -1,5 +1,5 @@
 """The run skeleton shared by pretraining and fine-tuning: one way to build the Trainer (the trainer group's
-settings, TensorBoard under the run folder, checkpoints written atomically, the last step validated) and one
+settings, the `logger` group's loggers under the run folder, checkpoints written atomically, the last step validated) and one
 way to write the run's result file."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from common.atomic import atomic_write_text
@@ -28,15 +28,21 @@ def checkpoints(out: Path, best_by: str | None = None) -> ModelCheckpoint:
                            monitor=best_by, mode="min", save_top_k=1, save_last=True)
 
 
-def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], **overrides: Any) -> L.Trainer:
+def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:
+    """The `logger` group's loggers (TensorBoard by default; CSV, W&B), each writing under the run folder `out`.
+    Every logger receives the same `self.log` calls, so the tags are the same in each."""
+    return [instantiate(config, save_dir=str(out)) for config in (loggers or {}).values()]
+
+
+def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], loggers: DictConfig | None = None,
+                  **overrides: Any) -> L.Trainer:
     """The `trainer` group's Trainer for a run writing into `out`: `callbacks` (the run's own, then
     ValidateAtEnd so a run stopped by max_steps mid-epoch validates and checkpoints its last step),
-    TensorBoard under out/tensorboard with tags shared by every objective, and AtomicCheckpointIO (a kill
+    the `logger` group's loggers (tags shared by every objective), and AtomicCheckpointIO (a kill
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
     return instantiate(
         trainer, default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd()],
-        logger=TensorBoardLogger(save_dir=str(out), name="tensorboard", version=""),
-        plugins=[AtomicCheckpointIO()], **overrides,
+        logger=build_loggers(loggers, out) or False, plugins=[AtomicCheckpointIO()], **overrides,
     )
 
 

@@ -1,0 +1,310 @@
+"""Export to Hugging Face transformers (interchange/): every objective and both position kinds load with the Auto
+classes and give armlm's logits (max |delta| < 1e-4, fp32) on real sentences, with and without padding; the
+tokenizer gives armlm's ids; fill-mask and generate() agree with armlm; fine-tuned heads export with their labels;
+what cannot be exported says why."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+import export as export_command
+from common.vocabulary import CLS, MASK
+from datamodules.corpora import EmbeddedWikipedia
+from datamodules.encoding import encode_pair, encode_words
+from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from finetune.module import FinetuneModule
+from interchange import modeling_armlm
+from interchange.export import AUTO_CLASSES, export_checkpoint
+from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
+from interchange.parity import PARITY_TOLERANCE, fill_mask_agreement, generate_agreement
+from interchange.source import read_source
+from models.attention import BIDIRECTIONAL
+from models.backbone import ModelConfig, Transformer
+from tests.conftest import REPO, tiny_config
+from training.lit_module import PretrainModule
+
+OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
+POSITIONS = ("learned", "rope")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json() -> str:
+    documents = [text for _, text in EmbeddedWikipedia().read_documents()[:300]]
+    return train_tokenizer(documents, TokenizerSettings(vocab_size=700)).to_str()
+
+
+@pytest.fixture(scope="module")
+def sentences(data_dir: Path) -> list[str]:
+    """Real sentences of different lengths (a batch of them pads): SST-2's dev split."""
+    lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
+    return [line.split("\t")[0] for line in lines[:6]]
+
+
+def perturbed(model: Transformer, seed: int) -> None:
+    """Give the norms and the LM-head bias values training would, so nothing is exported by luck of an init."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            elif "norm" in name or name == "lm_bias" or name.startswith("type_embedding"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g) + 0.05)
+
+
+def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *overrides: str) -> Path:
+    """A checkpoint as train.py writes it (hyperparameters, the module's state dict, the tokenizer), random
+    weights: exporting does not care whether the weights were trained, only that every one is carried."""
+    cfg = tiny_config(folder, folder, f"objective={objective}", *overrides)
+    vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
+    model = {**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size}
+    model = {k: v for k, v in model.items() if k in ModelConfig.__dataclass_fields__}
+    module = PretrainModule(model=model, objective=OmegaConf.to_container(cfg.objective, resolve=True),
+                            optim=OmegaConf.to_container(cfg.optim, resolve=True), seed=0)
+    perturbed(module.model, seed=len(objective))
+    path = folder / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
+                "tokenizer_json": tokenizer_json, "trained_length": 32, "armlm_commit": "abc123"}, path)
+    return path
+
+
+def armlm_model(checkpoint: Path) -> tuple[Transformer, type]:
+    ckpt = torch.load(checkpoint, weights_only=True)
+    hp = ckpt["hyper_parameters"]
+    model = Transformer(ModelConfig(**hp["model"]))
+    model.load_state_dict({k[6:]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")})
+    return model.eval(), type(instantiate(hp["objective"]))
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_every_objective_exports_with_armlm_logits(objective, positions, tmp_path, tokenizer_json, sentences):
+    ckpt = pretraining_checkpoint(tmp_path / "run", tokenizer_json, objective, f"model.positions={positions}")
+    result = export_checkpoint(tmp_path / "run", tmp_path / "hf")
+    model, cls = armlm_model(ckpt)
+    causal = cls.scoring == "chain_rule"
+    # GPT-2 takes the causal, learned-position, pre-LN readers whose bias folds well; the rest ship armlm's file.
+    maps = causal and positions == "learned" and cls.left_to_right_reader == "causal" and cls.mask_in_support
+    source = read_source(ckpt)
+    assert result.native == (maps and fold_growth(source.weights, source.lm_bias) <= AUTO_FOLD_GROWTH)
+    assert result.parity.max_abs_logit_diff < PARITY_TOLERANCE and result.ids_equal
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=not result.native)
+    auto = AutoModelForCausalLM if causal else AutoModelForMaskedLM
+    hf = auto.from_pretrained(tmp_path / "hf", trust_remote_code=not result.native).eval()
+    raw = Tokenizer.from_str(tokenizer_json)
+    mask_id = raw.token_to_id(MASK)
+    for batch_texts in (sentences[:1], sentences):  # one sentence (no padding), then a padded batch
+        batch = tokenizer(batch_texts, padding=True, return_tensors="pt")
+        for row, text in enumerate(batch_texts):
+            ids = [raw.token_to_id(CLS), *raw.encode(text, add_special_tokens=False).ids]
+            assert batch["input_ids"][row, :len(ids)].tolist() == ids
+        with torch.no_grad():
+            theirs = hf(**batch).logits
+            if causal:
+                ours = model.logits(cls.next_token_states(model, batch["input_ids"], mask_id))
+            else:
+                ours = model.logits(model(batch["input_ids"], attention=BIDIRECTIONAL,
+                                          attention_mask=batch["attention_mask"]))
+        real = batch["attention_mask"].bool()
+        supported = torch.ones(ours.shape[-1], dtype=torch.bool)
+        if not cls.mask_in_support:
+            supported[mask_id] = False
+            assert bool((theirs[..., mask_id] <= torch.finfo(theirs.dtype).min).all())
+        assert (ours - theirs)[real][:, supported].abs().max() < PARITY_TOLERANCE
+
+
+def test_plain_gpt2_folder_needs_no_remote_code(tmp_path, tokenizer_json):
+    pretraining_checkpoint(tmp_path / "run", tokenizer_json, "ar")
+    (tmp_path / "run" / ".hydra").mkdir()
+    (tmp_path / "run" / ".hydra" / "config.yaml").write_text(
+        "data:\n  corpus: {name: brown}\n  tokenizer: {kind: wordpiece, vocab_size: 700}\nmax_tokens: 2200000\n"
+        "max_flops: null\ndata_epochs: null\nseed: 7\n")
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"tokens_seen": 2200064, "val_loss": 3.92,
+                                                               "val_loss_kind": "next_token"}))
+    export_checkpoint(tmp_path / "run", tmp_path / "hf", format="native")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["GPT2LMHeadModel"] and "auto_map" not in config
+    assert not (tmp_path / "hf" / "modeling_armlm.py").exists()
+    assert {p.name for p in (tmp_path / "hf").iterdir()} >= {"model.safetensors", "tokenizer.json", "README.md",
+                                                             "generation_config.json"}
+    card = (tmp_path / "hf" / "README.md").read_text()
+    for fact in ("AutoregressiveLM", "Radford", "abc123", "GPT2LMHeadModel", '"brown"', "max_tokens=2200000",
+                 "seed=7", "2200064", "val_loss=3.92", "max abs logit diff"):
+        assert fact in card, fact
+
+
+def test_auto_takes_gpt2_only_while_the_bias_fold_keeps_half_precision(tmp_path, tokenizer_json):
+    """A small LM-head bias folds into GPT-2's head with little growth: auto exports GPT-2. A large one would
+    multiply bf16 rounding: auto ships armlm's file and says why; format=native still takes GPT-2, exact in fp32,
+    and its card gives the growth."""
+    ckpt = pretraining_checkpoint(tmp_path / "run", tokenizer_json, "ar")
+    state = torch.load(ckpt, weights_only=True)
+    state["state_dict"]["model.lm_bias"] *= 0.01
+    torch.save(state, tmp_path / "small-bias.ckpt")
+    small = export_checkpoint(tmp_path / "small-bias.ckpt", tmp_path / "small")
+    assert small.native and small.fold_growth <= AUTO_FOLD_GROWTH
+    large = export_checkpoint(ckpt, tmp_path / "large")
+    assert not large.native and "bf16" in large.not_native[0]
+    forced = export_checkpoint(ckpt, tmp_path / "forced", format="native")
+    assert forced.native and forced.fold_growth > AUTO_FOLD_GROWTH
+    assert forced.parity.max_abs_logit_diff < PARITY_TOLERANCE
+    assert f"about {forced.fold_growth:.1f}" in (tmp_path / "forced" / "README.md").read_text()
+
+
+def test_the_same_checkpoint_exports_as_remote_code_too(tmp_path, tokenizer_json):
+    pretraining_checkpoint(tmp_path / "run", tokenizer_json, "ar")
+    result = export_checkpoint(tmp_path / "run", tmp_path / "hf", format="remote")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert not result.native and config["architectures"] == ["ArmlmForCausalLM"]
+    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForMaskedLM",
+                                       "AutoModelForSequenceClassification", "AutoModelForTokenClassification"}
+    assert result.parity.max_abs_logit_diff < PARITY_TOLERANCE
+
+
+@pytest.mark.parametrize("overrides", [("model.norm_position=post",), ("model.norm_position=post", "model.positions=rope")])
+def test_post_ln_backbones_export(overrides, tmp_path, tokenizer_json):
+    pretraining_checkpoint(tmp_path / "run", tokenizer_json, "mlm", *overrides)
+    result = export_checkpoint(tmp_path / "run", tmp_path / "hf")
+    assert result.parity.max_abs_logit_diff < PARITY_TOLERANCE and not result.native
+
+
+def test_what_cannot_be_exported_says_why(tmp_path, tokenizer_json):
+    pretraining_checkpoint(tmp_path / "rope", tokenizer_json, "ar", "model.positions=rope")
+    with pytest.raises(ValueError, match="model.positions=rope.*format=remote"):
+        export_checkpoint(tmp_path / "rope", tmp_path / "hf", format="native")
+    pretraining_checkpoint(tmp_path / "mlm", tokenizer_json, "mlm")
+    with pytest.raises(ValueError, match="ArmlmForMaskedLM"):
+        export_checkpoint(tmp_path / "mlm", tmp_path / "hf", format="native")
+    with pytest.raises(ValueError, match="format='onnx'"):
+        export_checkpoint(tmp_path / "mlm", tmp_path / "hf", format="onnx")
+    assert not (tmp_path / "hf").exists()  # nothing half-written
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="overwrite=true"):
+        export_checkpoint(tmp_path / "mlm", tmp_path / "taken")
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+    with pytest.raises(FileExistsError, match="not an earlier export"):  # overwrite replaces exports only
+        export_checkpoint(tmp_path / "mlm", tmp_path / "taken", overwrite=True)
+    with pytest.raises(ValueError, match="holds the checkpoint"):  # never the run folder itself
+        export_checkpoint(tmp_path / "mlm", tmp_path / "mlm", overwrite=True)
+    export_checkpoint(tmp_path / "mlm", tmp_path / "hf")
+    before = (tmp_path / "hf" / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match="model.positions=rope"):  # a failed overwrite keeps the earlier export
+        export_checkpoint(tmp_path / "rope", tmp_path / "hf", format="native", overwrite=True)
+    assert (tmp_path / "hf" / "model.safetensors").read_bytes() == before
+    export_checkpoint(tmp_path / "rope", tmp_path / "hf", overwrite=True)
+    assert (tmp_path / "hf" / "model.safetensors").read_bytes() != before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_modeling_file_does_not_import_armlm():
+    tree = ast.parse(Path(modeling_armlm.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported <= {"__future__", "torch", "transformers"}, imported
+
+
+def finetuned_checkpoint(folder: Path, tokenizer_json: str, name: str, kind: str, labels: tuple[str, ...],
+                         settings: dict) -> Path:
+    """A fine-tuning checkpoint as train.py task=... writes it, random weights."""
+    vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
+    model = asdict(ModelConfig(vocab_size=vocab_size, d_model=32, n_layers=3, n_heads=2, d_ff=64, dropout=0.0))
+    task = {"name": name, "kind": kind, "labels": list(labels), "eval_splits": ["validation"]}
+    optim = {"lr": 1e-3, "weight_decay": 0.0, "betas": [0.9, 0.999], "eps": 1e-6, "warmup_ratio": 0.0}
+    module = FinetuneModule(model=model, task=task, settings={"head_dropout": 0.1, "feature_layers": 2, **settings},
+                            optim=optim, pretrained={"checkpoint": "outputs/mlm/x", "objective": "MaskedLM"})
+    perturbed(module.backbone, seed=3)
+    path = folder / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
+                "tokenizer_json": tokenizer_json}, path)
+    return path
+
+
+@pytest.mark.parametrize("name, kind, labels, settings", [
+    ("sst2", "classification", ("negative", "positive"), {"mode": "full", "attention": "bidirectional", "pooling": "first"}),
+    ("mnli", "classification", ("entailment", "neutral", "contradiction"),
+     {"mode": "full", "attention": "causal", "pooling": "last"}),
+    ("stsb", "regression", (), {"mode": "features", "attention": "bidirectional", "pooling": "mean"}),
+    ("conll2003", "tagging", ("O", "B-PER", "I-PER"), {"mode": "features", "attention": "bidirectional", "pooling": "first"}),
+    ("conll2003", "tagging", ("O", "B-LOC"), {"mode": "full", "attention": "causal", "pooling": "first"}),
+])
+def test_finetuned_heads_export_with_their_labels(name, kind, labels, settings, tmp_path, tokenizer_json, sentences):
+    ckpt = finetuned_checkpoint(tmp_path / "run", tokenizer_json, name, kind, labels, settings)
+    result = export_checkpoint(ckpt, tmp_path / "hf")
+    assert not result.native and result.ids_equal and result.parity.max_abs_logit_diff < PARITY_TOLERANCE
+    tagging = kind == "tagging"
+    auto = AUTO_CLASSES["ArmlmForTokenClassification" if tagging else "ArmlmForSequenceClassification"]
+    hf = auto.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    assert hf.config.num_labels == max(len(labels), 1)
+    if labels:
+        assert [hf.config.id2label[i] for i in range(len(labels))] == list(labels)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=True)
+    module = FinetuneModule(**torch.load(ckpt, weights_only=True)["hyper_parameters"])
+    module.load_state_dict(torch.load(ckpt, weights_only=True)["state_dict"])
+    for texts in (sentences[:1], sentences[:4], list(zip(sentences[:3], sentences[3:6]))):
+        batch = tokenizer([t[0] for t in texts], [t[1] for t in texts], padding=True, return_tensors="pt") \
+            if isinstance(texts[0], tuple) else tokenizer(texts, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            ours, theirs = module.eval()(dict(batch)), hf(**batch).logits
+        if tagging:
+            ours, theirs = ours[batch["attention_mask"].bool()], theirs[batch["attention_mask"].bool()]
+        assert (ours - theirs).abs().max() < PARITY_TOLERANCE
+    # Pairs and NER words give the ids and segment types fine-tuning's encoders give.
+    raw = Tokenizer.from_str(tokenizer_json)
+    for a, b in zip(sentences[:3], [None, *sentences[3:5]]):
+        ours = encode_pair(raw, a, b, 0, 128)
+        theirs = tokenizer(a) if b is None else tokenizer(a, b)
+        assert theirs["input_ids"] == ours.input_ids and theirs["token_type_ids"] == ours.token_type_ids
+    words = sentences[0].split()
+    ours = encode_words(raw, words, [0] * len(words), 128)
+    assert tokenizer(words, is_split_into_words=True)["input_ids"] == ours.input_ids
+
+
+@pytest.mark.slow
+def test_fill_mask_and_generate_agree_with_armlm(tmp_path, tiny_pretrained, sentences):
+    """On trained checkpoints: the fill-mask pipeline's top tokens are armlm's, and greedy generate() (the folder's
+    defaults) continues each prompt as armlm's greedy sampler does with generate.py's bans, alone and batched."""
+    export_checkpoint(tiny_pretrained["mlm"], tmp_path / "mlm")
+    assert fill_mask_agreement(tiny_pretrained["mlm"], tmp_path / "mlm", sentences[:3]) == 3
+    prompts = ["The river", sentences[0][:30], sentences[1]]
+    for form in ("native", "remote"):  # GPT-2 with its key-value cache, and armlm's file without one
+        result = export_checkpoint(tiny_pretrained["ar"], tmp_path / form, format=form)
+        assert result.native == (form == "native")
+        assert generate_agreement(tiny_pretrained["ar"], tmp_path / form, prompts) == len(prompts)
+        # Batched prompts need left padding; each row continues as it does alone.
+        hf = AutoModelForCausalLM.from_pretrained(tmp_path / form, trust_remote_code=True).eval()
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / form, trust_remote_code=True, padding_side="left")
+        alone = [hf.generate(**tokenizer(p, return_tensors="pt"), max_new_tokens=12)[0].tolist() for p in prompts]
+        batch = tokenizer(prompts, padding=True, return_tensors="pt")
+        rows = hf.generate(**batch, max_new_tokens=12)
+        for row, mask, single in zip(rows.tolist(), batch["attention_mask"].tolist(), alone):
+            pads = mask.count(0)
+            assert row[pads:pads + len(single)] == single
+
+
+@pytest.mark.slow
+def test_export_command(tmp_path, tiny_pretrained):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("export", overrides=[f"checkpoint={tiny_pretrained['mlm']}", f"out={tmp_path / 'mlm'}"])
+    result = export_command.run_export(cfg)
+    assert result.out == tmp_path / "mlm" and result.target == "ArmlmForMaskedLM" and not result.native
+    assert "MaskedLM" in (tmp_path / "mlm" / "README.md").read_text()
+    done = subprocess.run([sys.executable, "export.py", f"checkpoint={tiny_pretrained['mlm']}",
+                           f"out={tmp_path / 'mlm'}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 1 and "overwrite=true" in done.stderr + done.stdout

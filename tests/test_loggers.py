@@ -1,0 +1,71 @@
+"""The `logger` group: TensorBoard (default), CSV and Weights & Biases (offline, no network) receive the same
+tags from one run; armlm's reports read TensorBoard and say so when it is missing."""
+
+from __future__ import annotations
+
+import csv
+import struct
+from pathlib import Path
+
+import pytest
+import wandb
+from wandb.proto import wandb_internal_pb2
+
+import train
+from analysis.runs import scalars
+from tests.conftest import tiny_config
+
+WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a LevelDB-style log of protobuf records
+
+
+def wandb_history_keys(run_file: Path) -> set[str]:
+    """Every key the offline run file's history records hold (the file is read here, not by wandb: it has no
+    reader of its own in Python)."""
+    raw, pos, pending, keys = run_file.read_bytes(), WANDB_HEADER, b"", set()
+    assert raw[:4] == b":W&B"
+    while pos + RECORD_HEADER <= len(raw):
+        room = WANDB_BLOCK - pos % WANDB_BLOCK
+        if room < RECORD_HEADER:  # a block's tail too short for a header is padding
+            pos += room
+            continue
+        _, length, kind = struct.unpack("<IHB", raw[pos:pos + RECORD_HEADER])
+        pos += RECORD_HEADER
+        pending += raw[pos:pos + length]
+        pos += length
+        if kind in (1, 4):  # a full record, or the last piece of one
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                keys |= {item.key or "/".join(item.nested_key) for item in record.history.item}
+    return keys
+
+
+@pytest.mark.slow
+def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "logger=[tensorboard,csv,wandb]",
+                          "logger.wandb.offline=true"))
+    wandb.finish()  # the CLI's process exit does this; here the run file is read in the same process
+    tensorboard = set(scalars(tmp_path).columns) - {"epoch", "hp_metric"}  # TensorBoardLogger's own extras
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        columns = set(next(csv.reader(f))) - {"epoch", "step"}
+    [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    wandb_keys = {k for k in wandb_history_keys(run_file) if not k.startswith("_")} - {"epoch", "trainer/global_step"}
+    assert {"train/loss", "val/loss", "train/tokens_seen", "val/ppl"} <= tensorboard
+    assert tensorboard == columns == wandb_keys
+
+
+@pytest.mark.slow
+def test_reports_name_the_missing_tensorboard(tmp_path, cache_dir):
+    train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=csv", "trainer.max_steps=2"))
+    assert (tmp_path / "csv" / "metrics.csv").is_file() and not (tmp_path / "tensorboard").exists()
+    with pytest.raises(FileNotFoundError, match="tensorboard among the loggers"):
+        scalars(tmp_path)
+
+
+@pytest.mark.slow
+def test_no_logger_is_allowed(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=[]", "trainer.max_steps=2"))
+    assert summary["steps"] == 2 and not (tmp_path / "tensorboard").exists()
