@@ -35,10 +35,15 @@ class Vocabulary:
         This is the baseline a model that ignores context would reach; a trained model's val/loss
         should end clearly below it.
         """
-        counts = self.unigram_counts.astype(np.float64) + 0.5
-        counts[list(self.special_ids)] = 0.0
-        log_p = np.log(counts / counts.sum(), where=counts > 0, out=np.full_like(counts, -np.inf))
-        ordinary = token_ids[~np.isin(token_ids, self.special_ids)]
-        if ordinary.size == 0:
+        return self.unigram_nll_of_counts(np.bincount(np.asarray(token_ids), minlength=self.size))
+
+    def unigram_nll_of_counts(self, counts: np.ndarray) -> float:
+        """`unigram_nll` of the tokens these per-id counts describe."""
+        train = self.unigram_counts.astype(np.float64) + 0.5
+        train[list(self.special_ids)] = 0.0
+        log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
+        scored = np.asarray(counts, dtype=np.float64)[:self.size].copy()
+        scored[list(self.special_ids)] = 0.0
+        if scored.sum() == 0:
             raise ValueError("no ordinary tokens to score against the unigram baseline")
-        return float(-log_p[ordinary].mean())
+        return float(-(scored * log_p).sum() / scored.sum())

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,28 @@ def split_by_document(docs: list[tuple[str, str]], val_fraction: float) -> Split
     }
 
 
+def in_validation(key: str, val_fraction: float) -> bool:
+    """The streaming split: a document is validation when its key hashes below val_fraction of the hash range, so
+    each document is placed on its own, in one pass, whatever the corpus size (about val_fraction of them)."""
+    return int(hashlib.sha1(key.encode()).hexdigest()[:15], 16) < val_fraction * 16**15
+
+
 class Corpus(ABC):
-    """A source of documents. Subclasses implement `read_documents` (then split here) or `load`."""
+    """A source of documents. Subclasses implement `read_documents` (then split here) or `load`; a streaming corpus
+    overrides `documents` to read lazily."""
 
     def __init__(self, val_fraction: float = 0.05) -> None:
         if not 0.0 <= val_fraction < 1.0:
             raise ValueError(f"data.corpus.val_fraction={val_fraction} must be in [0, 1)")
         self.val_fraction = val_fraction
+        self._splits: Splits | None = None
+
+    def documents(self, split: str) -> Iterable[str]:
+        """The split's documents in corpus order. Read whole once and kept (the default, for corpora that fit
+        in memory); a streaming corpus reads them again, lazily, on every call."""
+        if self._splits is None:
+            self._splits = self.load()
+        return self._splits[split]
 
     @property
     def name(self) -> str:
@@ -122,10 +138,13 @@ class TextFiles(Corpus):
 
     Each file is one document, or, with `blank_line_documents`, blank lines separate documents."""
 
-    def __init__(self, paths: list[str] | str, val_fraction: float = 0.05, blank_line_documents: bool = False) -> None:
+    def __init__(self, paths: list[str] | str, val_fraction: float = 0.05, blank_line_documents: bool = False,
+                 streaming: bool = False) -> None:
+        """`streaming`: read the files lazily, one document at a time, and split by `in_validation` (a corpus far
+        larger than memory; a different split from the default's, so it has its own cache)."""
         super().__init__(val_fraction)
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, str) else paths)]
-        self.blank_line_documents = blank_line_documents
+        self.blank_line_documents, self.streaming = blank_line_documents, streaming
 
     def files(self) -> list[Path]:
         found: list[Path] = []
@@ -144,8 +163,38 @@ class TextFiles(Corpus):
         return f"text files {[str(p) for p in self.paths]}"
 
     def fingerprint(self) -> dict[str, Any]:
-        return {**super().fingerprint(), "blank_line_documents": self.blank_line_documents,
+        streaming = {"streaming": True} if self.streaming else {}  # caches from before the setting keep their key
+        return {**super().fingerprint(), "blank_line_documents": self.blank_line_documents, **streaming,
                 "files": [file_fingerprint(p) for p in self.files()]}
+
+    def documents(self, split: str) -> Iterable[str]:
+        if not self.streaming:
+            return super().documents(split)
+        return (text for key, text in self.stream_documents()
+                if text.strip() and in_validation(key, self.val_fraction) == (split == "validation"))
+
+    def stream_documents(self) -> Iterator[tuple[str, str]]:
+        """(key, text) one document at a time, a file read line by line with blank_line_documents."""
+        for path in self.files():
+            if not self.blank_line_documents:
+                yield str(path), read_utf8(path)
+                continue
+            index, lines = 0, []
+            with open(path, "rb") as f:  # bytes, decoded line by line, so an error names its line
+                for number, raw in enumerate(f, 1):
+                    try:
+                        line = raw.removeprefix(b"\xef\xbb\xbf" if number == 1 else b"").decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise ValueError(f"{path}:{number}: not UTF-8 text; convert the file to UTF-8 or leave it "
+                                         "out") from None
+                    line = line.replace("\r\n", "\n").replace("\r", "\n")
+                    if line.strip():
+                        lines.append(line)
+                    elif lines:
+                        yield f"{path}#{index}", "".join(lines).rstrip("\n")
+                        index, lines = index + 1, []
+            if lines:
+                yield f"{path}#{index}", "".join(lines).rstrip("\n")
 
     def read_documents(self) -> list[tuple[str, str]]:
         docs = []

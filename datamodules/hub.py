@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from datamodules.corpora import Corpus, Splits, file_fingerprint, split_by_document, split_wikitext_articles
+from datamodules.corpora import (
+    Corpus,
+    Splits,
+    file_fingerprint,
+    in_validation,
+    split_by_document,
+    split_wikitext_articles,
+)
 
 
 class HuggingFaceCorpus(Corpus):
@@ -26,8 +34,12 @@ class HuggingFaceCorpus(Corpus):
         wikitext_articles: bool = False,
         val_fraction: float = 0.05,
         revision: str | None = None,
+        streaming: bool = False,
     ) -> None:
+        """`streaming`: iterate the dataset's rows as they come (`datasets`' streaming mode: a hub dataset too large
+        to download whole, or local files), split by `in_validation` when there is no val_split."""
         super().__init__(val_fraction)
+        self.streaming = streaming
         self.dataset_name, self.config, self.text_column = name, config, text_column
         self.train_split, self.val_split = train_split, val_split
         self.data_files, self.wikitext_articles, self.revision = data_files, wikitext_articles, revision
@@ -39,7 +51,8 @@ class HuggingFaceCorpus(Corpus):
         return {**super().fingerprint(), "name": self.dataset_name, "config": self.config,
                 "text_column": self.text_column, "splits": [self.train_split, self.val_split],
                 "data_files": self.data_files, "local_files": self._local_file_stats(),
-                "wikitext_articles": self.wikitext_articles, "revision": self.revision}
+                "wikitext_articles": self.wikitext_articles, "revision": self.revision,
+                **({"streaming": True} if self.streaming else {})}
 
     def _local_file_stats(self) -> list[list[Any]]:
         """Size and mtime of local data files: an edited file must not be served from the cache."""
@@ -52,19 +65,43 @@ class HuggingFaceCorpus(Corpus):
                 for f in ([group] if isinstance(group, str) else group)]
         return [file_fingerprint(Path(f)) for f in flat if Path(f).exists()]
 
-    def _split(self, split: str) -> list[str]:
+    def documents(self, split: str) -> Iterable[str]:
+        if not self.streaming:
+            return super().documents(split)
+        if self.wikitext_articles:
+            raise ValueError("data.corpus.wikitext_articles regroups a whole split, which streaming does not hold; "
+                             "use data.corpus.streaming=false")
+        if self.val_split is not None:
+            return self._rows(self.train_split if split == "train" else self.val_split)
+        return (text for i, text in enumerate(self._rows(self.train_split))
+                if in_validation(f"{i}:{text[:200]}", self.val_fraction) == (split == "validation"))
+
+    def _rows(self, split: str) -> Iterator[str]:
+        """The split's non-empty texts, streamed."""
+        dataset = self._dataset(split, streaming=True)
+        for row in dataset:
+            if self.text_column not in row:
+                raise ValueError(f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column "
+                                 f"to one of {sorted(row)}")
+            text = row[self.text_column]
+            if isinstance(text, str) and text.strip():
+                yield text
+
+    def _dataset(self, split: str, streaming: bool = False) -> Any:
         import datasets
 
         try:
-            dataset = datasets.load_dataset(
-                self.dataset_name, self.config, split=split, data_files=self.data_files, revision=self.revision
-            )
+            return datasets.load_dataset(self.dataset_name, self.config, split=split, data_files=self.data_files,
+                                         revision=self.revision, streaming=streaming)
         except (ConnectionError, OSError) as err:
             raise ConnectionError(
                 f"could not load {self.describe()} split {split!r}: {err}. Offline? Either connect once so the "
                 "Hugging Face cache fills, set HF_DATASETS_OFFLINE=1 to use that cache, or use a local corpus "
                 "(data=text / data=wikitext / data=brown)."
             ) from err
+
+    def _split(self, split: str) -> list[str]:
+        dataset = self._dataset(split)
         if self.text_column not in dataset.column_names:
             raise ValueError(
                 f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to one of "

@@ -1,4 +1,4 @@
-"""The pretraining DataModule: corpus -> tokenizer (trained once) -> memory-mapped token cache -> batches.
+"""The pretraining DataModule: corpus -> tokenizer (trained once) -> sharded, memory-mapped token cache -> batches.
 
 It knows nothing about objectives; an objective only says which input format it needs ("blocks" or
 "segment_pairs"), and both formats are read from the same cache with the same tokenizer.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
-import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
@@ -21,14 +21,8 @@ from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
 from datamodules.corpora import Corpus
 from datamodules.sampler import ResumableSampler
-from datamodules.tokenizer import (
-    TokenizerSettings,
-    encode_documents,
-    read_token_cache,
-    train_tokenizer,
-    vocabulary_of,
-    write_token_cache,
-)
+from datamodules.shards import MANIFEST, encode_to_shards, read_shards
+from datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation")
@@ -42,11 +36,11 @@ def default_cache_dir() -> str:
 @dataclass(frozen=True)
 class CachePaths:
     tokenizer: Path  # folder holding tokenizer.json
-    splits: dict[str, Path]  # split -> folder holding tokens.npy, doc_offsets.npy
+    splits: dict[str, Path]  # split -> folder of token shards (datamodules.shards)
 
     def complete(self) -> bool:
         return (self.tokenizer / "tokenizer.json").is_file() and all(
-            (p / "tokens.npy").is_file() for p in self.splits.values()
+            (p / MANIFEST).is_file() for p in self.splits.values()
         )
 
 
@@ -63,10 +57,13 @@ class PretrainDataModule(L.LightningDataModule):
         input_format: str = "blocks",
         seed: int = 0,
         max_train_tokens: int | None = None,
+        encode_workers: int = 1,
+        shard_chars: int = 32_000_000,
     ) -> None:
         """`max_train_tokens`: train on the first N tokens of the train split only (the unique data of a
         data-constrained run; more steps repeat it). The tokenizer is still the whole split's, so runs on
-        different slices share it, and the validation split is untouched."""
+        different slices share it, and the validation split is untouched. `encode_workers` processes encode the
+        cache in shards of about `shard_chars` characters (datamodules.shards); neither changes the tokens."""
         super().__init__()
         if max_train_tokens is not None and (isinstance(max_train_tokens, bool) or not isinstance(max_train_tokens, int)
                                              or max_train_tokens < block_size):
@@ -76,6 +73,7 @@ class PretrainDataModule(L.LightningDataModule):
             raise ValueError(f"data.max_train_tokens slices packed blocks; input format {input_format!r} (this "
                              "objective's) pairs documents, which a token slice would cut: use the whole split")
         self.max_train_tokens = max_train_tokens
+        self.encode_workers, self.shard_chars = encode_workers, shard_chars
         # data.block_size, batch_size and num_workers are checked (types and ranges) with the run's other
         # settings before anything is built: training.validate.
         if input_format not in INPUT_FORMATS:
@@ -101,7 +99,7 @@ class PretrainDataModule(L.LightningDataModule):
     def cache_paths(self) -> CachePaths:
         corpus_dir = self.cache_dir / f"{self.corpus.name.lower()}-{settings_key(self.corpus.fingerprint())}"
         root = corpus_dir / f"{self.tokenizer_settings.kind}-{settings_key(self.tokenizer_settings.to_dict())}"
-        return CachePaths(root / "tokenizer", {split: root / split for split in SPLITS})
+        return CachePaths(root / "tokenizer", {split: root / f"{split}-shards" for split in SPLITS})
 
     def prepare_data(self) -> None:
         """Build whatever part of the cache is missing (Lightning runs this on one process per node)."""
@@ -109,23 +107,25 @@ class PretrainDataModule(L.LightningDataModule):
         if paths.complete():
             return
         log.info("reading %s", self.corpus.describe())
-        documents = self.corpus.load()
         tokenizer_file = paths.tokenizer / "tokenizer.json"
         if not tokenizer_file.is_file():
-            log.info("training a tokenizer (%s) on %d documents", self.tokenizer_settings,
-                     len(documents["train"]))
-            tokenizer = train_tokenizer(documents["train"], self.tokenizer_settings)
+            sample = self.tokenizer_settings.sample_chars
+            log.info("training a tokenizer (%s) on %s", self.tokenizer_settings,
+                     "the train split" if sample is None else f"a seeded sample of {sample:,} characters")
+            tokenizer = train_tokenizer(self.corpus.documents("train"), self.tokenizer_settings)
             with atomic_directory(paths.tokenizer) as tmp:
                 tokenizer.save(str(tmp / "tokenizer.json"))
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
         for split, folder in paths.splits.items():
-            if (folder / "tokens.npy").is_file():
-                continue
-            tokens, offsets = encode_documents(tokenizer, documents[split], desc=split)
-            if len(tokens) == 0:
+            report = encode_to_shards(tokenizer, self.corpus.documents(split), folder, workers=self.encode_workers,
+                                      shard_chars=self.shard_chars, desc=split)
+            if report.tokens == 0:
+                shutil.rmtree(folder, ignore_errors=True)
                 raise ValueError(f"the {split} split of {self.corpus.describe()} is empty after tokenization; "
                                  "add text or change data.corpus.val_fraction")
-            write_token_cache(folder, tokens, offsets)
+            if report.encoded:
+                log.info("%s: %d shards (%d encoded now), %d tokens", split, report.shards, report.encoded,
+                         report.tokens)
         log.info("token cache written to %s", paths.tokenizer.parent)
 
     def setup(self, stage: str | None = None) -> None:
@@ -136,17 +136,16 @@ class PretrainDataModule(L.LightningDataModule):
             self.prepare_data()  # direct use outside a Trainer, or a rank that did not prepare
         log.info("tokenizer and token cache: %s", paths.tokenizer.parent)
         self.tokenizer = Tokenizer.from_file(str(paths.tokenizer / "tokenizer.json"))
-        caches = {split: read_token_cache(folder) for split, folder in paths.splits.items()}
+        caches = {split: read_shards(folder) for split, folder in paths.splits.items()}
         if self.max_train_tokens is not None:
             tokens, offsets = caches["train"]
             if len(tokens) < self.max_train_tokens:
                 raise ValueError(f"data.max_train_tokens={self.max_train_tokens}, but the train split of "
                                  f"{self.corpus.describe()} has {len(tokens)} tokens; give at most that")
-            caches["train"] = (tokens[:self.max_train_tokens], offsets)
+            caches["train"] = (tokens.head(self.max_train_tokens), offsets)
         self.train_tokens = len(caches["train"][0])  # the unique tokens one epoch passes over
         vocab_size = self.tokenizer.get_vocab_size()
-        counts = np.bincount(caches["train"][0], minlength=vocab_size).astype(np.int64)
-        self.vocabulary = vocabulary_of(self.tokenizer, counts)
+        self.vocabulary = vocabulary_of(self.tokenizer, caches["train"][0].bincount(vocab_size))
         for split, (tokens, offsets) in caches.items():
             if len(tokens) < self.block_size:
                 raise ValueError(
@@ -163,7 +162,7 @@ class PretrainDataModule(L.LightningDataModule):
                 f"the train split of {self.corpus.describe()} makes {len(self.datasets['train'])} examples, fewer "
                 f"than one batch of data.batch_size={self.batch_size}; use a smaller batch or more text"
             )
-        self.unigram_baseline = self.vocabulary.unigram_nll(np.asarray(caches["validation"][0]))
+        self.unigram_baseline = self.vocabulary.unigram_nll_of_counts(caches["validation"][0].bincount(vocab_size))
 
     def epoch_positions(self, world_size: int = 1) -> int:
         """Input positions one pass over the training examples feeds (all ranks), in full batches as the loaders

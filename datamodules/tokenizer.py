@@ -1,20 +1,22 @@
 """The tokenizer trained once per corpus with `tokenizers` (WordPiece by default, byte-level BPE as an
-option), and the token cache it produces."""
+option), on the whole train split or a bounded sample of it, and in-memory encoding (the cache: datamodules.shards)."""
 
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
 from common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
-from datamodules.cache import atomic_directory
 
 ENCODE_BATCH = 64  # documents per encode_batch call: large enough for the Rust threads, small for the bar
+SAMPLE_PIECE_CHARS = 4096  # the tokenizer sample draws pieces of documents this long (whole shorter ones)
+SAMPLE_SEED = 0  # fixed: every run, arm and seed on a corpus shares one tokenizer
 TOKENIZER_KINDS = ("wordpiece", "byte_bpe")
 
 
@@ -24,6 +26,9 @@ class TokenizerSettings:
     lowercase: bool = True
     min_frequency: int = 2
     kind: str = "wordpiece"  # BERT's WordPiece, or GPT-2's byte-level BPE (no [UNK], exact round trip)
+    # Train on a seeded sample of at most this many characters of the train split (a corpus far larger than
+    # memory); None trains on all of it.
+    sample_chars: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "min_frequency"):
@@ -37,12 +42,24 @@ class TokenizerSettings:
             raise ValueError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least {smallest}")
         if self.min_frequency < 1:
             raise ValueError(f"data.tokenizer.min_frequency={self.min_frequency} must be >= 1")
+        if self.sample_chars is not None and (isinstance(self.sample_chars, bool) or not isinstance(self.sample_chars, int)
+                                              or self.sample_chars < SAMPLE_PIECE_CHARS):
+            raise ValueError(f"data.tokenizer.sample_chars={self.sample_chars!r}: give at least {SAMPLE_PIECE_CHARS} "
+                             "characters, or null to train on the whole train split")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings that key the cache; sample_chars only when set, so caches of whole-split tokenizers keep
+        their keys."""
+        settings = asdict(self)
+        if settings["sample_chars"] is None:
+            del settings["sample_chars"]
+        return settings
 
 
-def train_tokenizer(documents: list[str], settings: TokenizerSettings) -> Tokenizer:
+def train_tokenizer(documents: Iterable[str], settings: TokenizerSettings) -> Tokenizer:
+    """Trained on `documents`, or on their sample when settings.sample_chars is set."""
+    if settings.sample_chars is not None:
+        documents = tokenizer_sample(documents, settings.sample_chars)
     special = list(SPECIAL_TOKENS)  # ids 0..5 in this order, the same in every tokenizer
     common = {"vocab_size": settings.vocab_size, "min_frequency": settings.min_frequency,
               "special_tokens": special, "show_progress": False}
@@ -60,8 +77,35 @@ def train_tokenizer(documents: list[str], settings: TokenizerSettings) -> Tokeni
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), **common)
-    tokenizer.train_from_iterator(documents, trainer=trainer, length=len(documents))
+    tokenizer.train_from_iterator(documents, trainer=trainer, length=len(documents) if isinstance(documents, list) else None)
     return canonical_ids(tokenizer)
+
+
+def tokenizer_sample(documents: Iterable[str], max_chars: int, seed: int = SAMPLE_SEED) -> list[str]:
+    """A uniform, seeded sample of the documents' text, at most `max_chars` long, in one pass and bounded memory:
+    documents cut into pieces of SAMPLE_PIECE_CHARS (at a space where there is one), reservoir-sampled
+    (Vitter's algorithm R) into max_chars / SAMPLE_PIECE_CHARS slots."""
+    rng = random.Random(seed)
+    slots = max(max_chars // SAMPLE_PIECE_CHARS, 1)
+    reservoir: list[str] = []
+    seen = 0
+    for text in documents:
+        start = 0
+        while start < len(text):
+            end = min(start + SAMPLE_PIECE_CHARS, len(text))
+            if end < len(text):
+                space = text.rfind(" ", start + 1, end)
+                end = space if space > start else end
+            piece = text[start:end]
+            start = end
+            seen += 1
+            if len(reservoir) < slots:
+                reservoir.append(piece)
+            else:
+                slot = rng.randrange(seen)
+                if slot < slots:
+                    reservoir[slot] = piece
+    return reservoir
 
 
 def canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
@@ -108,14 +152,3 @@ def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str) -> t
     tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     return tokens, offsets
-
-
-def write_token_cache(folder: Path, tokens: np.ndarray, offsets: np.ndarray) -> None:
-    with atomic_directory(folder) as tmp:
-        np.save(tmp / "tokens.npy", tokens)
-        np.save(tmp / "doc_offsets.npy", offsets)
-
-
-def read_token_cache(folder: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Memory-mapped tokens (never loaded whole) and the document offsets."""
-    return np.load(folder / "tokens.npy", mmap_mode="r"), np.load(folder / "doc_offsets.npy")

@@ -5,12 +5,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from common.vocabulary import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`pytest -n 2`, the README's command) each worker is one of two processes on two cores:
+    one thread each, for torch here and, through the environment, for every process a test starts, so the
+    thread pools never oversubscribe the machine."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = "1"
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ from tokenizers import Tokenizer
 
 import training.checkpoint_io as checkpoint_io
 from datamodules.corpora import EmbeddedWikipedia, TextFiles
-from datamodules.pretrain import encode_documents
+from datamodules.shards import read_shards
+from datamodules.tokenizer import encode_documents
 from training.checkpoint_io import AtomicCheckpointIO
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,5 +69,6 @@ def test_two_runs_building_one_cache_at_once_leave_a_consistent_cache(tmp_path):
     documents = TextFiles([str(corpus)], blank_line_documents=True).load()
     for split in ("train", "validation"):
         tokens, offsets = encode_documents(tokenizer, documents[split], desc=split)
-        np.testing.assert_array_equal(np.load(root / split / "tokens.npy"), tokens)
-        np.testing.assert_array_equal(np.load(root / split / "doc_offsets.npy"), offsets)
+        cached_tokens, cached_offsets = read_shards(root / f"{split}-shards")
+        np.testing.assert_array_equal(np.asarray(cached_tokens), tokens)
+        np.testing.assert_array_equal(cached_offsets, offsets)

@@ -129,3 +129,19 @@ def test_a_mixture_keeps_each_parts_split_and_fingerprint(tmp_path):
     assert "a" in Mixture(parts).describe() and " + " in Mixture(parts).describe()
     with pytest.raises(ValueError, match="parts is empty"):
         Mixture([])
+
+
+def test_streaming_text_files_give_the_same_documents_lazily(tmp_path: Path):
+    paragraphs = [f"paragraph {i}\nwith a second line {i % 5}" for i in range(300)]
+    (tmp_path / "a.txt").write_text("\ufeff" + "\n\n".join(paragraphs[:150]) + "\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\n \n\n".join(paragraphs[150:]), encoding="utf-8")
+    streamed = TextFiles([str(tmp_path)], val_fraction=0.1, blank_line_documents=True, streaming=True)
+    train, validation = list(streamed.documents("train")), list(streamed.documents("validation"))
+    assert sorted(train + validation) == sorted(paragraphs)  # each paragraph once, as the whole read cuts them
+    assert not set(train) & set(validation) and 0.04 < len(validation) / 300 < 0.2
+    assert train == list(streamed.documents("train"))  # the same split on every pass
+    assert streamed.fingerprint() != TextFiles([str(tmp_path)], val_fraction=0.1,
+                                               blank_line_documents=True).fingerprint()
+    (tmp_path / "c.txt").write_bytes(b"fine\n\ncaf\xe9\n")
+    with pytest.raises(ValueError, match="c.txt:3: not UTF-8"):
+        list(TextFiles([str(tmp_path / "c.txt")], blank_line_documents=True, streaming=True).documents("train"))

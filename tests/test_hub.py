@@ -44,3 +44,27 @@ def test_fingerprint_tracks_the_split_mapping_and_file_contents(tmp_path: Path):
     assert straight != corpus({"train": str(b), "validation": str(a)}).fingerprint()
     datasets.Dataset.from_dict({"text": ["one", "more"]}).to_parquet(a)
     assert straight != corpus({"train": str(a), "validation": str(b)}).fingerprint()
+
+
+def test_streaming_reads_a_local_dataset_folder_row_by_row(tmp_path: Path):
+    """streaming=true on a folder of local files (how the hub's streaming path is tested offline): the same texts as
+    the whole-split read, each in exactly one split by its own hash, read lazily."""
+
+    texts = [f"document {i} " + "word " * (i % 7 + 1) for i in range(400)] + ["", "   "]
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    for part in range(3):  # a dataset folder of several files
+        datasets.Dataset.from_dict({"text": texts[part::3]}).to_json(folder / f"part-{part}.jsonl")
+    files = {"train": sorted(str(p) for p in folder.glob("*.jsonl"))}
+    streamed = HuggingFaceCorpus("json", data_files=files, val_split=None, streaming=True, val_fraction=0.1)
+    train, validation = list(streamed.documents("train")), list(streamed.documents("validation"))
+    assert not isinstance(streamed.documents("train"), list)  # a generator: nothing is held
+    whole = HuggingFaceCorpus("json", data_files=files, val_split=None).load()
+    assert sorted(train + validation) == sorted(whole["train"] + whole["validation"])
+    assert not set(train) & set(validation) and 0.05 < len(validation) / 400 < 0.15
+    assert streamed.fingerprint() != HuggingFaceCorpus("json", data_files=files, val_split=None).fingerprint()
+    with pytest.raises(ValueError, match="text_column"):
+        list(HuggingFaceCorpus("json", data_files=files, text_column="body", streaming=True,
+                               val_split=None).documents("train"))
+    with pytest.raises(ValueError, match="streaming=false"):
+        HuggingFaceCorpus("json", data_files=files, wikitext_articles=True, streaming=True).documents("train")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import datamodules.pretrain as pretrain
-import datamodules.tokenizer as tok
+import datamodules.shards as shards
 from common.vocabulary import SPECIAL_TOKENS
 from datamodules.corpora import TextFiles
 from datamodules.pretrain import PretrainDataModule
@@ -65,7 +65,7 @@ def test_second_run_reuses_the_caches_without_retokenizing(tmp_path, monkeypatch
         raise AssertionError("the cache should have been reused")
 
     monkeypatch.setattr(pretrain, "train_tokenizer", forbidden)
-    monkeypatch.setattr(pretrain, "encode_documents", forbidden)
+    monkeypatch.setattr(shards, "encode_shard", forbidden)
     monkeypatch.setattr(TextFiles, "load", forbidden)
     second = datamodule(corpus, tmp_path / "cache")
     second.setup()
@@ -88,21 +88,22 @@ def test_interrupted_cache_write_leaves_no_corrupt_cache(tmp_path, monkeypatch):
     real_save = np.save
     calls = []
 
-    def crash_on_second_file(path, array):
-        calls.append(path)
-        if len(calls) == 2:  # tokens.npy written, doc_offsets.npy not
+    def crash_on_second_file(file, array):
+        calls.append(file)
+        if len(calls) == 2:  # the first shard's offsets written, its tokens not
             raise KeyboardInterrupt("simulated Ctrl-C in the middle of a cache write")
-        real_save(path, array)
+        real_save(file, array)
 
-    monkeypatch.setattr(tok.np, "save", crash_on_second_file)
+    monkeypatch.setattr(shards.np, "save", crash_on_second_file)
     dm = datamodule(corpus, tmp_path / "cache")
     with pytest.raises(KeyboardInterrupt):
         dm.prepare_data()
     monkeypatch.undo()
     paths = dm.cache_paths()
     assert (paths.tokenizer / "tokenizer.json").is_file()  # finished before the crash, kept
-    assert not paths.splits["train"].exists()
-    leftovers = [p for p in paths.tokenizer.parent.iterdir() if ".tmp-" in p.name]
+    assert not (paths.splits["train"] / shards.MANIFEST).exists() and not paths.complete()
+    assert not list(paths.splits["train"].glob("shard-*.tokens.npy"))  # the shard did not finish, so it is not there
+    leftovers = [p for p in paths.tokenizer.parent.rglob("*") if ".tmp-" in p.name]
     assert leftovers == []
     fresh = datamodule(corpus, tmp_path / "cache")
     fresh.setup()  # rebuilds the missing split and reads back a valid cache

@@ -1,0 +1,108 @@
+"""The data path at corpus scale: encode a generated text corpus of N tokens into the sharded cache, streaming, with
+worker processes, and report tokens/s, peak memory and cache size at N and 2N (memory must not grow with N).
+
+    python bench/corpus_scale.py                          # 200M and 400M tokens, 2 workers (about 15 minutes)
+    python bench/corpus_scale.py --tokens 20_000_000 --workers 2
+
+The corpus repeats the embedded Wikipedia's paragraphs (numbered, so no two documents are equal) into 64 MB files
+under a temporary folder. Each size runs in a fresh process: `data=text data.corpus.streaming=true`, the tokenizer
+trained on a seeded 20M-character sample, then every split encoded (`PretrainDataModule.prepare_data`). Peak RSS is
+the encoding process's own maximum plus its largest worker's times the number of workers (each worker's maximum is
+read when the pool ends), an upper bound on what was resident at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from datamodules.corpora import EmbeddedWikipedia  # noqa: E402
+
+FILE_BYTES = 64 << 20
+
+ENCODE = """
+import json, resource, sys, time
+from datamodules.corpora import TextFiles
+from datamodules.pretrain import PretrainDataModule
+corpus, cache, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+dm = PretrainDataModule(TextFiles([corpus], blank_line_documents=True, streaming=True),
+                        {"vocab_size": 8192, "sample_chars": 20_000_000}, cache_dir=cache, block_size=128,
+                        batch_size=32, encode_workers=workers)
+started = time.perf_counter()
+dm.prepare_data()
+seconds = time.perf_counter() - started
+dm.setup("fit")
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "tokens": dm.train_tokens + len(dm.datasets["validation"].tokens),
+                  "own_mb": own, "worker_mb": worker}))
+"""
+
+
+def write_corpus(folder: Path, characters: int) -> int:
+    """Numbered copies of the embedded Wikipedia's paragraphs, blank-line separated, in 64 MB files."""
+    paragraphs = [p.strip() for _, text in EmbeddedWikipedia().read_documents() for p in text.split("\n\n")
+                  if len(p.strip()) > 200]
+    folder.mkdir(parents=True)
+    written, copy, index = 0, 0, 0
+    out = open(folder / f"part-{index:04d}.txt", "w", encoding="utf-8")
+    while written < characters:
+        for paragraph in paragraphs:
+            text = f"copy {copy}. {paragraph}\n\n"
+            out.write(text)
+            written += len(text)
+            if out.tell() >= FILE_BYTES:
+                out.close()
+                index += 1
+                out = open(folder / f"part-{index:04d}.txt", "w", encoding="utf-8")
+        copy += 1
+    out.close()
+    return written
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=200_000_000, help="the first size; the second is twice it")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--chars-per-token", type=float, default=4.3, help="to size the corpus (measured: 4.3)")
+    args = parser.parse_args()
+    rows = []
+    print("| corpus tokens | workers | encode tokens/s | peak RSS (encoder + workers) | cache size | text size |")
+    print("|---|---|---|---|---|---|")
+    for tokens in (args.tokens, 2 * args.tokens):
+        with tempfile.TemporaryDirectory(dir=REPO / "outputs") as tmp:
+            corpus, cache = Path(tmp) / "corpus", Path(tmp) / "cache"
+            characters = write_corpus(corpus, int(tokens * args.chars_per_token))
+            done = subprocess.run([sys.executable, "-c", ENCODE, str(corpus), str(cache), str(args.workers)],
+                                  cwd=REPO, capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+            if done.returncode:
+                raise SystemExit(done.stderr[-3000:])
+            figures = json.loads(done.stdout.strip().splitlines()[-1])
+            cache_bytes = sum(folder_bytes(p) for p in cache.rglob("*-shards"))
+            peak = figures["own_mb"] + args.workers * figures["worker_mb"]
+            row = {"tokens": figures["tokens"], "workers": args.workers,
+                   "tokens_per_s": figures["tokens"] / figures["seconds"], "seconds": figures["seconds"],
+                   "own_mb": figures["own_mb"], "worker_mb": figures["worker_mb"], "peak_mb": peak,
+                   "cache_mb": cache_bytes / 2**20, "text_mb": characters / 2**20}
+            rows.append(row)
+            print(f"| {row['tokens']:,} | {args.workers} | {row['tokens_per_s']:,.0f} | {peak:,.0f} MB "
+                  f"({row['own_mb']:,.0f} + {args.workers} x {row['worker_mb']:,.0f}) | {row['cache_mb']:,.0f} MB | "
+                  f"{row['text_mb']:,.0f} MB |", flush=True)
+    print(json.dumps({"bench": "corpus_scale", "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""The token cache in shards: encoded by worker processes as the documents stream by, read back as one stream.
+
+Writing (`encode_to_shards`): documents are cut into shards of about `shard_chars` characters, in corpus order (a
+cut falls between documents, at the same places in every run), and a pool of worker processes encodes them, each
+shard written atomically by its worker (`shard-NNNNN.tokens.npy` with `[EOD]` after every document, and its
+document offsets). The parent holds at most `2 x workers` shards of text, so memory does not grow with the corpus.
+A run killed part-way keeps its finished shards: the next one re-reads the corpus past them without encoding them
+again. `manifest.json`, written last, marks the split complete.
+
+Reading (`ShardedTokens`): the shards memory-mapped and presented as one flat array of token ids (`len`, integer
+and slice indexing, `head`), so packed blocks and segment pairs index the stream as they would one file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm.auto import tqdm
+
+from common.atomic import atomic_write_text
+from common.vocabulary import EOD
+from datamodules.tokenizer import token_dtype
+
+MANIFEST = "manifest.json"
+LAYOUT = 1  # bumped when the files' layout changes, so old caches are rebuilt rather than misread
+
+
+def shard_paths(folder: Path, index: int) -> tuple[Path, Path]:
+    return folder / f"shard-{index:05d}.tokens.npy", folder / f"shard-{index:05d}.offsets.npy"
+
+
+def cut_into_shards(documents: Iterable[str], shard_chars: int) -> Iterator[list[str]]:
+    """Consecutive documents, in order, grouped until a group holds at least `shard_chars` characters."""
+    group: list[str] = []
+    size = 0
+    for text in documents:
+        group.append(text)
+        size += len(text)
+        if size >= shard_chars:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+_worker_tokenizer: Tokenizer | None = None
+
+
+def _start_worker(tokenizer_json: str) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
+
+
+def encode_shard(tokenizer: Tokenizer, documents: list[str], tokens_path: Path, offsets_path: Path) -> int:
+    """Encode one shard and write it atomically (each file through a temporary sibling); returns its tokens.
+    Empty documents are dropped, as the one-shot encoding always did."""
+    eod = tokenizer.token_to_id(EOD)
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    pieces, lengths = [], []
+    for encoding in tokenizer.encode_batch(documents, add_special_tokens=False):
+        if encoding.ids:
+            pieces.append(np.asarray(encoding.ids + [eod], dtype=dtype))
+            lengths.append(len(encoding.ids) + 1)
+    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    # Offsets first: a shard counts as finished once its tokens file exists.
+    for path, array in ((offsets_path, offsets), (tokens_path, tokens)):
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, array)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return len(tokens)
+
+
+def _encode_in_worker(documents: list[str], tokens_path: Path, offsets_path: Path) -> int:
+    assert _worker_tokenizer is not None
+    return encode_shard(_worker_tokenizer, documents, tokens_path, offsets_path)
+
+
+@dataclass(frozen=True)
+class EncodeReport:
+    shards: int
+    encoded: int  # shards encoded by this call (the rest were kept from an earlier, interrupted one)
+    tokens: int
+
+
+def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Path, *, workers: int = 1,
+                     shard_chars: int = 32_000_000, desc: str = "") -> EncodeReport:
+    """Encode `documents` into `folder` (see the module docstring). `workers` > 1 encodes in that many processes;
+    1 encodes in this one. A folder with a manifest is complete and left alone."""
+    if (folder / MANIFEST).is_file():
+        manifest = json.loads((folder / MANIFEST).read_text())
+        return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
+    if workers < 1 or shard_chars < 1:
+        raise ValueError(f"data.encode_workers={workers} and data.shard_chars={shard_chars} must be >= 1")
+    folder.mkdir(parents=True, exist_ok=True)
+    counts: dict[int, int] = {}
+    encoded = 0
+    bar = tqdm(desc=f"encoding {desc}", unit="shard")
+    pool = (ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_start_worker,
+                                initargs=(tokenizer.to_str(),)) if workers > 1 else None)
+    pending: dict[int, Future] = {}
+    try:
+        for index, shard in enumerate(cut_into_shards(documents, shard_chars)):
+            tokens_path, offsets_path = shard_paths(folder, index)
+            if tokens_path.is_file():  # finished by an earlier run: keep it
+                counts[index] = int(np.load(tokens_path, mmap_mode="r").shape[0])
+                bar.update()
+                continue
+            encoded += 1
+            if pool is None:
+                counts[index] = encode_shard(tokenizer, shard, tokens_path, offsets_path)
+                bar.update()
+                continue
+            pending[index] = pool.submit(_encode_in_worker, shard, tokens_path, offsets_path)
+            while len(pending) >= 2 * workers:  # bounded text in flight
+                first = min(pending)
+                counts[first] = pending.pop(first).result()
+                bar.update()
+        for index in sorted(pending):
+            counts[index] = pending.pop(index).result()
+            bar.update()
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    shard_tokens = [counts[i] for i in range(len(counts))]
+    atomic_write_text(folder / MANIFEST, json.dumps({"layout": LAYOUT, "shard_tokens": shard_tokens}))
+    return EncodeReport(len(shard_tokens), encoded, sum(shard_tokens))
+
+
+class ShardedTokens:
+    """A split's shards as one flat, memory-mapped array of token ids (never loaded whole)."""
+
+    def __init__(self, parts: list[np.ndarray]) -> None:
+        self.parts = [p for p in parts if len(p)] or parts[:1]
+        self.starts = np.concatenate([[0], np.cumsum([len(p) for p in self.parts], dtype=np.int64)])
+        self.dtype = self.parts[0].dtype if self.parts else np.dtype(np.uint16)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    def __getitem__(self, index: int | slice) -> np.ndarray | np.integer:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("ShardedTokens slices with step 1 only")
+            return self.read(start, stop)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"token {index} of {len(self)}")
+        part = int(np.searchsorted(self.starts, index, side="right")) - 1
+        return self.parts[part][index - self.starts[part]]
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens [start, stop), copied out of the shards they span."""
+        if stop <= start:
+            return np.zeros(0, dtype=self.dtype)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        last = int(np.searchsorted(self.starts, stop - 1, side="right")) - 1
+        if first == last:
+            base = self.starts[first]
+            return np.asarray(self.parts[first][start - base:stop - base])
+        pieces = []
+        for part in range(first, last + 1):
+            base = int(self.starts[part])
+            pieces.append(self.parts[part][max(start - base, 0):min(stop - base, len(self.parts[part]))])
+        return np.concatenate(pieces)
+
+    def head(self, n: int) -> ShardedTokens:
+        """The first n tokens, still sharded and mapped."""
+        parts, left = [], n
+        for part in self.parts:
+            if left <= 0:
+                break
+            parts.append(part[:left])
+            left -= len(part)
+        return ShardedTokens(parts)
+
+    def bincount(self, minlength: int) -> np.ndarray:
+        """Token counts, one shard (and chunk) at a time."""
+        counts = np.zeros(minlength, dtype=np.int64)
+        for part in self.parts:
+            for start in range(0, len(part), 1 << 24):
+                counts += np.bincount(part[start:start + (1 << 24)], minlength=minlength)[:minlength]
+        return counts
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        whole = self.read(0, len(self))
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
+    """A complete split: its tokens as one ShardedTokens, and the document offsets into that stream."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{folder} has no {MANIFEST}: its encoding did not finish; run again to complete it")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("layout") != LAYOUT:
+        raise ValueError(f"{folder} was written in cache layout {manifest.get('layout')}, this armlm reads "
+                         f"{LAYOUT}; delete the folder to rebuild it")
+    parts, offsets, base = [], [np.zeros(1, dtype=np.int64)], 0
+    for index, expected in enumerate(manifest["shard_tokens"]):
+        tokens_path, offsets_path = shard_paths(folder, index)
+        tokens = np.load(tokens_path, mmap_mode="r")
+        if len(tokens) != expected:
+            raise ValueError(f"{tokens_path} holds {len(tokens)} tokens, the manifest {expected}; delete {folder} "
+                             "to rebuild it")
+        parts.append(tokens)
+        offsets.append(np.load(offsets_path)[1:] + base)
+        base += len(tokens)
+    return ShardedTokens(parts), np.concatenate(offsets)

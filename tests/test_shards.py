@@ -1,0 +1,180 @@
+"""The sharded token cache: shards equal the one-shot encoding, a kill mid-encode resumes without re-encoding
+finished shards, reading is one stream across shard boundaries, and DDP ranks read disjoint parts of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from common.vocabulary import EOD
+from datamodules.corpora import EmbeddedWikipedia
+from datamodules.sampler import ResumableSampler
+from datamodules.shards import MANIFEST, ShardedTokens, encode_to_shards, read_shards, shard_paths
+from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[str]:
+    return [text for _, text in EmbeddedWikipedia().read_documents()[:60]]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(documents):
+    return train_tokenizer(documents, TokenizerSettings(vocab_size=800))
+
+
+def one_shot(tokenizer, documents: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The reference: every document encoded in one call, [EOD] after each, empty ones dropped."""
+    eod = tokenizer.token_to_id(EOD)
+    ids = [enc.ids + [eod] for enc in tokenizer.encode_batch(documents, add_special_tokens=False) if enc.ids]
+    return np.concatenate([np.asarray(i) for i in ids]), np.concatenate([[0], np.cumsum([len(i) for i in ids])])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_shards_equal_the_one_shot_encoding(tmp_path, tokenizer, documents, workers):
+    docs = [*documents[:5], "", "   ", *documents[5:]]  # empty documents are dropped, as before
+    report = encode_to_shards(tokenizer, iter(docs), tmp_path, workers=workers, shard_chars=200_000)
+    assert report.shards > 3 and report.encoded == report.shards
+    tokens, offsets = read_shards(tmp_path)
+    expected_tokens, expected_offsets = one_shot(tokenizer, docs)
+    assert len(tokens) == report.tokens == len(expected_tokens)
+    assert np.array_equal(np.asarray(tokens), expected_tokens) and np.array_equal(offsets, expected_offsets)
+    # Slices across shard boundaries read the stream as one array.
+    for start in (0, int(tokens.starts[1]) - 3, int(tokens.starts[2]) - 1, len(tokens) - 5):
+        assert np.array_equal(tokens[start:start + 7], expected_tokens[start:start + 7])
+    assert tokens[int(tokens.starts[1])] == expected_tokens[int(tokens.starts[1])]
+    assert np.array_equal(tokens.bincount(800), np.bincount(expected_tokens, minlength=800))
+    assert np.array_equal(np.asarray(tokens.head(1000)), expected_tokens[:1000])
+
+
+def test_a_second_call_on_a_complete_folder_encodes_nothing(tmp_path, tokenizer, documents):
+    encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=300_000)
+    again = encode_to_shards(tokenizer, iter(["never read"]), tmp_path, shard_chars=300_000)
+    assert again.encoded == 0 and again.tokens == len(read_shards(tmp_path)[0])
+
+
+KILLED_ENCODE = """
+import sys, time
+from pathlib import Path
+from tokenizers import Tokenizer
+from datamodules import shards
+from datamodules.corpora import EmbeddedWikipedia
+
+real = shards.encode_shard
+def slow(*args):
+    time.sleep(0.4)  # time for the test to kill the process part-way
+    return real(*args)
+shards.encode_shard = slow
+docs = [text for _, text in EmbeddedWikipedia().read_documents()[:60]]
+shards.encode_to_shards(Tokenizer.from_file(sys.argv[1]), iter(docs), Path(sys.argv[2]), shard_chars=200_000)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, tokenizer, documents):
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    folder = tmp_path / "train"
+    process = subprocess.Popen([sys.executable, "-c", KILLED_ENCODE, str(tmp_path / "tokenizer.json"), str(folder)],
+                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.time() + 120
+    while not shard_paths(folder, 1)[0].is_file() and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = sorted(folder.glob("shard-*.tokens.npy"))
+    assert len(finished) >= 2 and not (folder / MANIFEST).exists()
+    stamps = {p: p.stat().st_mtime_ns for p in finished}
+    report = encode_to_shards(tokenizer, iter(documents), folder, shard_chars=200_000)
+    assert report.encoded == report.shards - len(finished)  # the finished shards were kept, not re-encoded
+    assert all(p.stat().st_mtime_ns == stamps[p] for p in finished)
+    assert not list(folder.glob(".*tmp*"))  # no temporary file is left behind, or read
+    tokens, offsets = read_shards(folder)
+    expected_tokens, expected_offsets = one_shot(tokenizer, documents)
+    assert np.array_equal(np.asarray(tokens), expected_tokens) and np.array_equal(offsets, expected_offsets)
+
+
+def test_an_unfinished_or_foreign_folder_is_refused_with_the_fix(tmp_path, tokenizer, documents):
+    with pytest.raises(FileNotFoundError, match="did not finish"):
+        read_shards(tmp_path)
+    encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=500_000)
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    (tmp_path / MANIFEST).write_text(json.dumps({**manifest, "shard_tokens": [1] * len(manifest["shard_tokens"])}))
+    with pytest.raises(ValueError, match="delete"):
+        read_shards(tmp_path)
+
+
+def test_two_ranks_read_disjoint_parts_of_the_stream(tmp_path, tokenizer, documents):
+    from common.vocabulary import Vocabulary
+    from datamodules.blocks import PackedBlocks
+
+    encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=200_000)
+    tokens, _ = read_shards(tmp_path)
+    vocab = Vocabulary(800, 0, 1, 2, 3, 4, 5, unigram_counts=np.ones(800, dtype=np.int64))
+    blocks = PackedBlocks(tokens, 64, vocab)
+    ranks = [list(ResumableSampler(blocks, num_replicas=2, rank=r, seed=3)) for r in (0, 1)]
+    assert not set(ranks[0]) & set(ranks[1]) and len(ranks[0]) == len(ranks[1]) == len(blocks) // 2
+    # Every block is the stream's tokens at its place, across shard boundaries too.
+    flat = np.asarray(tokens)
+    for i in (0, int(tokens.starts[1]) // 63, len(blocks) - 1):
+        assert np.array_equal(blocks[i]["input_ids"][1:].numpy(), flat[i * 63:(i + 1) * 63])
+
+
+def test_the_tokenizer_sample_is_bounded_seeded_and_spread(documents):
+    sample = tokenizer_sample(iter(documents), max_chars=50_000, seed=0)
+    assert sum(len(piece) for piece in sample) <= 50_000
+    assert sample == tokenizer_sample(iter(documents), max_chars=50_000, seed=0)
+    assert sample != tokenizer_sample(iter(documents), max_chars=50_000, seed=1)
+    # Drawn from the whole stream, not its head: some piece comes from the last third of the documents.
+    tail = "".join(documents[40:])
+    assert any(piece in tail for piece in sample)
+
+
+def test_sharded_tokens_behave_like_an_array():
+    parts = [np.arange(0, 5, dtype=np.uint16), np.arange(5, 5, dtype=np.uint16), np.arange(5, 12, dtype=np.uint16)]
+    stream = ShardedTokens(parts)
+    flat = np.arange(12)
+    assert len(stream) == 12 and stream.shape == (12,)
+    for start in range(12):
+        for stop in range(start, 13):
+            assert np.array_equal(stream[start:stop], flat[start:stop])
+    assert stream[-1] == 11 and stream[7] == 7
+    with pytest.raises(IndexError):
+        stream[12]
+    assert len(stream.head(6)) == 6 and len(stream.head(100)) == 12
+
+
+@pytest.mark.slow
+def test_a_streaming_corpus_through_the_datamodule_does_not_depend_on_workers_or_shards(tmp_path, documents):
+    from datamodules.corpora import TextFiles
+    from datamodules.pretrain import PretrainDataModule
+
+    (tmp_path / "corpus.txt").write_text("\n\n".join(p for doc in documents for p in doc.split("\n\n") if p.strip()))
+    corpus = TextFiles([str(tmp_path / "corpus.txt")], blank_line_documents=True, streaming=True)
+    tokenizer = {"vocab_size": 700, "sample_chars": 400_000}
+    one = PretrainDataModule(corpus, tokenizer, cache_dir=str(tmp_path / "a"), block_size=32, batch_size=4)
+    many = PretrainDataModule(corpus, tokenizer, cache_dir=str(tmp_path / "b"), block_size=32, batch_size=4,
+                              encode_workers=2, shard_chars=150_000)
+    one.setup("fit")
+    # The same tokenizer (WordPiece training on a small sample can break frequency ties either way: the
+    # tokenizer is trained once per cache and shared), then encoded by 2 workers in small shards.
+    shutil.copytree(one.cache_paths().tokenizer, many.cache_paths().tokenizer)
+    many.setup("fit")
+    assert len(list((tmp_path / "b").rglob("shard-*.tokens.npy"))) > 4
+    for split in ("train", "validation"):
+        assert np.array_equal(np.asarray(one.datasets[split].tokens), np.asarray(many.datasets[split].tokens))
+    assert one.unigram_baseline == pytest.approx(many.unigram_baseline, rel=1e-12)
+    # The sample is part of the cache key; a tokenizer trained on everything keeps its old key.
+    assert "sample_chars" not in TokenizerSettings().to_dict()
+    assert one.cache_paths().tokenizer != PretrainDataModule(corpus, {"vocab_size": 700},
+                                                             cache_dir=str(tmp_path / "a")).cache_paths().tokenizer
+    with pytest.raises(ValueError, match="sample_chars"):
+        TokenizerSettings(sample_chars=10)
