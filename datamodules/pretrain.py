@@ -58,7 +58,7 @@ class PretrainDataModule(L.LightningDataModule):
         seed: int = 0,
         max_train_tokens: int | None = None,
         encode_workers: int = 1,
-        shard_chars: int = 32_000_000,
+        shard_chars: int = 8_000_000,
     ) -> None:
         """`max_train_tokens`: train on the first N tokens of the train split only (the unique data of a
         data-constrained run; more steps repeat it). The tokenizer is still the whole split's, so runs on

@@ -30,6 +30,7 @@ from common.vocabulary import EOD
 from datamodules.tokenizer import token_dtype
 
 MANIFEST = "manifest.json"
+ENCODE_BATCH = 256  # documents per encode_batch call
 LAYOUT = 1  # bumped when the files' layout changes, so old caches are rebuilt rather than misread
 
 
@@ -56,6 +57,9 @@ _worker_tokenizer: Tokenizer | None = None
 
 def _start_worker(tokenizer_json: str) -> None:
     global _worker_tokenizer
+    # The processes are the parallelism: one thread each (tokenizers' own pool would oversubscribe the cores and
+    # hold a memory arena per thread).
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
 
 
@@ -65,10 +69,13 @@ def encode_shard(tokenizer: Tokenizer, documents: list[str], tokens_path: Path, 
     eod = tokenizer.token_to_id(EOD)
     dtype = token_dtype(tokenizer.get_vocab_size())
     pieces, lengths = [], []
-    for encoding in tokenizer.encode_batch(documents, add_special_tokens=False):
-        if encoding.ids:
-            pieces.append(np.asarray(encoding.ids + [eod], dtype=dtype))
-            lengths.append(len(encoding.ids) + 1)
+    # A few hundred documents per call: an Encoding object holds far more than its ids (tokens, offsets, masks),
+    # so a whole shard's at once would cost about 150 bytes per token.
+    for start in range(0, len(documents), ENCODE_BATCH):
+        for encoding in tokenizer.encode_batch(documents[start:start + ENCODE_BATCH], add_special_tokens=False):
+            if encoding.ids:
+                pieces.append(np.asarray(encoding.ids + [eod], dtype=dtype))
+                lengths.append(len(encoding.ids) + 1)
     tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     # Offsets first: a shard counts as finished once its tokens file exists.
@@ -98,7 +105,7 @@ class EncodeReport:
 
 
 def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Path, *, workers: int = 1,
-                     shard_chars: int = 32_000_000, desc: str = "") -> EncodeReport:
+                     shard_chars: int = 8_000_000, desc: str = "") -> EncodeReport:
     """Encode `documents` into `folder` (see the module docstring). `workers` > 1 encodes in that many processes;
     1 encodes in this one. A folder with a manifest is complete and left alone."""
     if (folder / MANIFEST).is_file():
