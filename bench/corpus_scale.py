@@ -7,8 +7,10 @@ worker processes, and report tokens/s, peak memory and cache size at N and 2N (m
 The corpus repeats the embedded Wikipedia's paragraphs (numbered, so no two documents are equal) into 64 MB files
 under a temporary folder. Each size runs in a fresh process: `data=text data.corpus.streaming=true`, the tokenizer
 trained on a seeded 20M-character sample, then every split encoded (`PretrainDataModule.prepare_data`); tokens/s is
-over all of that. Peak RSS is the largest sum of the encoding process's and its workers' resident memory, sampled
-from /proc every 50 ms (a worker's ru_maxrss would count the parent's pages it was forked with).
+over all of that. Peak memory is the largest sum, while encoding, of the encoding process's and its workers'
+anonymous proportional set size (Pss_Anon, sampled from /proc every 50 ms): what they hold themselves, a page shared
+by forked workers counted once, file pages (the page cache of the corpus and the shards, which the kernel reclaims)
+left out. A worker's ru_maxrss would count the parent's pages it was forked with.
 """
 
 from __future__ import annotations
@@ -33,30 +35,34 @@ import glob, json, os, sys, threading, time
 from datamodules.corpora import TextFiles
 from datamodules.pretrain import PretrainDataModule
 
-def rss_mb(pid):
+def pss_anon_mb(pid):
     try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Pss_Anon")) / 1024
     except (OSError, StopIteration):
         return 0.0
 
 peak = {"total": 0.0, "own": 0.0, "workers": 0.0}
-def sample():  # resident memory of this process and its workers together, every 50 ms
+encoding = threading.Event()
+def sample():  # this process's and its workers' anonymous memory together, every 50 ms while encoding
     while True:
-        children = [int(c) for path in glob.glob(f"/proc/{os.getpid()}/task/*/children")
-                    for c in open(path).read().split()]
-        own, workers = rss_mb(os.getpid()), sum(rss_mb(c) for c in children)
-        peak.update(total=max(peak["total"], own + workers), own=max(peak["own"], own),
-                    workers=max(peak["workers"], workers))
+        if encoding.is_set():
+            children = [int(c) for path in glob.glob(f"/proc/{os.getpid()}/task/*/children")
+                        for c in open(path).read().split()]
+            own, workers = pss_anon_mb(os.getpid()), sum(pss_anon_mb(c) for c in children)
+            peak.update(total=max(peak["total"], own + workers), own=max(peak["own"], own),
+                        workers=max(peak["workers"], workers))
         time.sleep(0.05)
 threading.Thread(target=sample, daemon=True).start()
 corpus, cache, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 dm = PretrainDataModule(TextFiles([corpus], blank_line_documents=True, streaming=True),
                         {"vocab_size": 8192, "sample_chars": 20_000_000}, cache_dir=cache, block_size=128,
                         batch_size=32, encode_workers=workers)
+encoding.set()
 started = time.perf_counter()
 dm.prepare_data()
 seconds = time.perf_counter() - started
+encoding.clear()
 dm.setup("fit")
 print(json.dumps({"seconds": seconds, "tokens": dm.train_tokens + len(dm.datasets["validation"].tokens), **peak}))
 """
@@ -94,7 +100,7 @@ def main() -> None:
     parser.add_argument("--chars-per-token", type=float, default=4.3, help="to size the corpus (measured: 4.3)")
     args = parser.parse_args()
     rows = []
-    print("| corpus tokens | workers | encode tokens/s | peak RSS (encoder + workers) | cache size | text size |")
+    print("| corpus tokens | workers | encode tokens/s | peak memory, encoder + workers (Pss_Anon) | cache size | text size |")
     print("|---|---|---|---|---|---|")
     for tokens in (args.tokens, 2 * args.tokens):
         with tempfile.TemporaryDirectory(dir=REPO / "outputs") as tmp:
