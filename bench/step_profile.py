@@ -1,0 +1,72 @@
+"""Where a training step's time goes: torch.profiler over armlm's AR and MLM training steps (bench/throughput.py's
+contestants, its default shape), operators grouped into matmuls and the rest, in fp32 or bf16 autocast.
+
+    python bench/step_profile.py --precision bf16            # the question of issue 19: what is not a matmul
+    python bench/step_profile.py --precision fp32 --steps 5
+
+Prints, per objective, the share of self CPU time in matmul operators (mm, addmm, bmm, linear's kernels,
+scaled-dot-product attention) and the ten costliest other operators, and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench.throughput as throughput  # noqa: E402
+from bench.flops import Shape  # noqa: E402
+
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+              "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+              "mkldnn", "aten::mkldnn_matmul")
+
+
+def is_matmul(name: str) -> bool:
+    return any(name.startswith(op) for op in MATMUL_OPS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--objectives", nargs="*", default=["ar", "mlm"])
+    args = parser.parse_args()
+    bench_args = throughput.parse_args(["--precision", args.precision, "--objectives", *args.objectives])
+    shape = Shape(bench_args.d_model, bench_args.n_layers, bench_args.n_heads, bench_args.d_ff, bench_args.vocab_size,
+                  bench_args.batch_size, bench_args.seq_len)
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    batch = torch.randint(throughput.N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len))
+    result = {"precision": args.precision, "shape": vars(shape) if hasattr(shape, "__dict__") else str(shape),
+              "objectives": {}}
+    for contestant in throughput.armlm_contestants(bench_args, shape, device, batch):
+        for _ in range(2):
+            contestant.train()  # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(args.steps):
+                contestant.train()
+        events = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in events)
+        matmul = sum(e.self_cpu_time_total for e in events if is_matmul(e.key))
+        others = sorted((e for e in events if not is_matmul(e.key)), key=lambda e: -e.self_cpu_time_total)[:10]
+        rows = [{"op": e.key, "share": e.self_cpu_time_total / total, "ms_per_step": e.self_cpu_time_total / 1e3 / args.steps,
+                 "calls_per_step": e.count / args.steps} for e in others]
+        result["objectives"][contestant.name] = {"matmul_share": matmul / total,
+                                                 "ms_per_step": total / 1e3 / args.steps, "top_other": rows}
+        print(f"## {contestant.name}, {args.precision}: {total / 1e3 / args.steps:.0f} ms of operator self time per "
+              f"step, {matmul / total:.0%} in matmuls")
+        print("| operator | share of step | ms per step | calls per step |\n|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['op']} | {r['share']:.1%} | {r['ms_per_step']:.1f} | {r['calls_per_step']:.0f} |")
+    print(json.dumps(result, default=str))
+
+
+if __name__ == "__main__":
+    main()
