@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--chars-per-token", type=float, default=4.3, help="to size the corpus (measured: 4.3)")
     args = parser.parse_args()
     rows = []
+    (REPO / "outputs").mkdir(exist_ok=True)
     print("| corpus tokens | workers | encode tokens/s | peak memory, encoder + workers (Pss_Anon) | cache size | text size |")
     print("|---|---|---|---|---|---|")
     for tokens in (args.tokens, 2 * args.tokens):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bz2
 import functools
 import hashlib
+import itertools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
@@ -173,6 +174,12 @@ class TextFiles(Corpus):
         return (text for key, text in self.stream_documents()
                 if text.strip() and in_validation(key, self.val_fraction) == (split == "validation"))
 
+    def load(self) -> Splits:
+        """Both splits whole; when streaming, the streaming split (what training used), read into memory."""
+        if not self.streaming:
+            return super().load()
+        return {split: list(self.documents(split)) for split in ("train", "validation")}
+
     def stream_documents(self) -> Iterator[tuple[str, str]]:
         """(key, text) one document at a time, a file read line by line with blank_line_documents."""
         for path in self.files():
@@ -314,6 +321,9 @@ class Mixture(Corpus):
 
     def fingerprint(self) -> dict[str, Any]:
         return {"corpus": self.name, "parts": [part.fingerprint() for part in self.parts]}
+
+    def documents(self, split: str) -> Iterable[str]:
+        return itertools.chain.from_iterable(part.documents(split) for part in self.parts)
 
     def load(self) -> Splits:
         splits: Splits = {"train": [], "validation": []}

@@ -39,6 +39,9 @@ class HuggingFaceCorpus(Corpus):
         """`streaming`: iterate the dataset's rows as they come (`datasets`' streaming mode: a hub dataset too large
         to download whole, or local files), split by `in_validation` when there is no val_split."""
         super().__init__(val_fraction)
+        if streaming and wikitext_articles:
+            raise ValueError("data.corpus.wikitext_articles regroups a whole split, which streaming does not hold; "
+                             "set data.corpus.wikitext_articles=false with data.corpus.streaming=true")
         self.streaming = streaming
         self.dataset_name, self.config, self.text_column = name, config, text_column
         self.train_split, self.val_split = train_split, val_split
@@ -68,9 +71,6 @@ class HuggingFaceCorpus(Corpus):
     def documents(self, split: str) -> Iterable[str]:
         if not self.streaming:
             return super().documents(split)
-        if self.wikitext_articles:
-            raise ValueError("data.corpus.wikitext_articles regroups a whole split, which streaming does not hold; "
-                             "use data.corpus.streaming=false")
         if self.val_split is not None:
             return self._rows(self.train_split if split == "train" else self.val_split)
         return (text for i, text in enumerate(self._rows(self.train_split))
@@ -113,6 +113,8 @@ class HuggingFaceCorpus(Corpus):
         return [r for r in rows if r.strip()]
 
     def load(self) -> Splits:
+        if self.streaming:  # the streaming split (what training used), read into memory
+            return {split: list(self.documents(split)) for split in ("train", "validation")}
         train = self._split(self.train_split)
         if self.val_split is None:
             splits = split_by_document([(f"{i}:{d[:200]}", d) for i, d in enumerate(train)], self.val_fraction)

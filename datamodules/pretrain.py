@@ -21,7 +21,7 @@ from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
 from datamodules.corpora import Corpus
 from datamodules.sampler import ResumableSampler
-from datamodules.shards import MANIFEST, encode_to_shards, read_shards
+from datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class PretrainDataModule(L.LightningDataModule):
             raise ValueError(f"data.max_train_tokens slices packed blocks; input format {input_format!r} (this "
                              "objective's) pairs documents, which a token slice would cut: use the whole split")
         self.max_train_tokens = max_train_tokens
+        check_encode_settings(encode_workers, shard_chars)
         self.encode_workers, self.shard_chars = encode_workers, shard_chars
         # data.block_size, batch_size and num_workers are checked (types and ranges) with the run's other
         # settings before anything is built: training.validate.

@@ -13,8 +13,14 @@ and slice indexing, `head`), so packed blocks and segment pairs index the stream
 
 from __future__ import annotations
 
+import hashlib
 import json
+import operator
 import os
+import resource
+import threading
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -26,11 +32,10 @@ from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from common.atomic import atomic_write_text
-from common.vocabulary import EOD
-from datamodules.tokenizer import token_dtype
+from datamodules.tokenizer import encode_documents
 
 MANIFEST = "manifest.json"
-ENCODE_BATCH = 256  # documents per encode_batch call
+PLAN = "plan.json"  # how the shards are cut and encoded, written first: a resume must match it
 LAYOUT = 1  # bumped when the files' layout changes, so old caches are rebuilt rather than misread
 
 
@@ -65,26 +70,23 @@ def _start_worker(tokenizer_json: str) -> None:
     # hold a memory arena per thread).
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:  # a killed encoder must not leave its workers behind
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
 
 
 def encode_shard(tokenizer: Tokenizer, documents: list[str], tokens_path: Path, offsets_path: Path) -> int:
     """Encode one shard and write it atomically (each file through a temporary sibling); returns its tokens.
     Empty documents are dropped, as the one-shot encoding always did."""
-    eod = tokenizer.token_to_id(EOD)
-    dtype = token_dtype(tokenizer.get_vocab_size())
-    pieces, lengths = [], []
-    # A few hundred documents per call: an Encoding object holds far more than its ids (tokens, offsets, masks),
-    # so a whole shard's at once would cost about 150 bytes per token.
-    for start in range(0, len(documents), ENCODE_BATCH):
-        for encoding in tokenizer.encode_batch(documents[start:start + ENCODE_BATCH], add_special_tokens=False):
-            if encoding.ids:
-                pieces.append(np.asarray(encoding.ids + [eod], dtype=dtype))
-                lengths.append(len(encoding.ids) + 1)
-    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
-    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    tokens, offsets = encode_documents(tokenizer, documents, progress=False)
     # Offsets first: a shard counts as finished once its tokens file exists.
     for path, array in ((offsets_path, offsets), (tokens_path, tokens)):
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
             with open(tmp, "wb") as f:
                 np.save(f, array)
@@ -94,6 +96,12 @@ def encode_shard(tokenizer: Tokenizer, documents: list[str], tokens_path: Path, 
         finally:
             tmp.unlink(missing_ok=True)
     return len(tokens)
+
+
+def check_encode_settings(workers: int, shard_chars: int) -> None:
+    for name, value in (("data.encode_workers", workers), ("data.shard_chars", shard_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be an integer >= 1")
 
 
 def _encode_in_worker(documents: list[str], tokens_path: Path, offsets_path: Path) -> int:
@@ -115,9 +123,20 @@ def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Pat
     if (folder / MANIFEST).is_file():
         manifest = json.loads((folder / MANIFEST).read_text())
         return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
-    if workers < 1 or shard_chars < 1:
-        raise ValueError(f"data.encode_workers={workers} and data.shard_chars={shard_chars} must be >= 1")
+    check_encode_settings(workers, shard_chars)
     folder.mkdir(parents=True, exist_ok=True)
+    plan = {"layout": LAYOUT, "shard_chars": shard_chars,
+            "tokenizer": hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:16]}
+    if (folder / PLAN).is_file():
+        earlier = json.loads((folder / PLAN).read_text())
+        if earlier != plan:
+            raise ValueError(f"{folder} holds shards of an interrupted encode cut or encoded otherwise ({earlier}, now "
+                             f"{plan}); resume with data.shard_chars={earlier.get('shard_chars')}, or delete the folder "
+                             "to start it afresh")
+    else:
+        atomic_write_text(folder / PLAN, json.dumps(plan))
+    for stale in folder.glob(".*.tmp-*"):  # a killed writer's half-written temporary file
+        stale.unlink(missing_ok=True)
     counts: dict[int, int] = {}
     encoded = 0
     bar = tqdm(desc=f"encoding {desc}", unit="shard")
@@ -127,7 +146,7 @@ def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Pat
     try:
         for index, shard in enumerate(cut_into_shards(documents, shard_chars)):
             tokens_path, offsets_path = shard_paths(folder, index)
-            if tokens_path.is_file():  # finished by an earlier run: keep it
+            if tokens_path.is_file() and offsets_path.is_file():  # finished by an earlier run: keep it
                 counts[index] = int(np.load(tokens_path, mmap_mode="r").shape[0])
                 bar.update()
                 continue
@@ -174,6 +193,7 @@ class ShardedTokens:
             if step != 1:
                 raise ValueError("ShardedTokens slices with step 1 only")
             return self.read(start, stop)
+        index = operator.index(index)
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
@@ -182,7 +202,9 @@ class ShardedTokens:
         return self.parts[part][index - self.starts[part]]
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop), copied out of the shards they span."""
+        """Tokens [start, stop) of the stream (a view inside one shard, a copy across shards)."""
+        if not 0 <= start <= len(self) or not 0 <= stop <= len(self):
+            raise IndexError(f"tokens [{start}, {stop}) of {len(self)}")
         if stop <= start:
             return np.zeros(0, dtype=self.dtype)
         first = int(np.searchsorted(self.starts, start, side="right")) - 1
@@ -219,6 +241,16 @@ class ShardedTokens:
         return whole if dtype is None else whole.astype(dtype)
 
 
+def allow_open_files(shards: int) -> None:
+    """Each mapped shard holds a file descriptor: raise the soft limit (up to the hard one) when a split's shards
+    would not fit beside the process's other files (1,024 is a common soft limit; 8M-character shards make
+    about 500 per billion tokens)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = shards * 2 + 1024  # train and validation, and room for everything else
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
 def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
     """A complete split: its tokens as one ShardedTokens, and the document offsets into that stream."""
     manifest_path = folder / MANIFEST
@@ -228,6 +260,7 @@ def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
     if manifest.get("layout") != LAYOUT:
         raise ValueError(f"{folder} was written in cache layout {manifest.get('layout')}, this armlm reads "
                          f"{LAYOUT}; delete the folder to rebuild it")
+    allow_open_files(len(manifest["shard_tokens"]))
     parts, offsets, base = [], [np.zeros(1, dtype=np.int64)], 0
     for index, expected in enumerate(manifest["shard_tokens"]):
         tokens_path, offsets_path = shard_paths(folder, index)
@@ -235,7 +268,11 @@ def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
         if len(tokens) != expected:
             raise ValueError(f"{tokens_path} holds {len(tokens)} tokens, the manifest {expected}; delete {folder} "
                              "to rebuild it")
+        shard_offsets = np.load(offsets_path)
+        if shard_offsets[-1] != len(tokens):
+            raise ValueError(f"{offsets_path} ends at {shard_offsets[-1]}, its shard holds {len(tokens)} tokens; delete "
+                             f"{folder} to rebuild it")
         parts.append(tokens)
-        offsets.append(np.load(offsets_path)[1:] + base)
+        offsets.append(shard_offsets[1:] + base)
         base += len(tokens)
     return ShardedTokens(parts), np.concatenate(offsets)

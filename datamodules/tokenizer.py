@@ -77,7 +77,8 @@ def train_tokenizer(documents: Iterable[str], settings: TokenizerSettings) -> To
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), **common)
-    tokenizer.train_from_iterator(documents, trainer=trainer, length=len(documents) if isinstance(documents, list) else None)
+    length = len(documents) if isinstance(documents, list) else None
+    tokenizer.train_from_iterator(documents, trainer=trainer, length=length)
     return canonical_ids(tokenizer)
 
 
@@ -134,13 +135,15 @@ def token_dtype(vocab_size: int) -> type:
     return np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
 
 
-def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str) -> tuple[np.ndarray, np.ndarray]:
-    """Flat token ids with [EOD] after every document, and doc offsets (start of each doc, then the end)."""
+def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
+                     progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Flat token ids with [EOD] after every document (empty ones dropped), and doc offsets (start of each doc, then
+    the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (about 150 B per token)."""
     eod = tokenizer.token_to_id(EOD)
     dtype = token_dtype(tokenizer.get_vocab_size())
     chunks: list[np.ndarray] = []
     lengths: list[int] = []
-    with tqdm(total=len(documents), desc=f"tokenizing {desc}", unit="doc") as bar:
+    with tqdm(total=len(documents), desc=f"tokenizing {desc}", unit="doc", disable=not progress) as bar:
         for start in range(0, len(documents), ENCODE_BATCH):
             batch = documents[start : start + ENCODE_BATCH]
             for enc in tokenizer.encode_batch(batch, add_special_tokens=False):

@@ -140,6 +140,10 @@ def test_streaming_text_files_give_the_same_documents_lazily(tmp_path: Path):
     assert sorted(train + validation) == sorted(paragraphs)  # each paragraph once, as the whole read cuts them
     assert not set(train) & set(validation) and 0.04 < len(validation) / 300 < 0.2
     assert train == list(streamed.documents("train"))  # the same split on every pass
+    whole = TextFiles([str(tmp_path)], val_fraction=0.1, blank_line_documents=True).load()
+    # The whole read cuts the same paragraphs (it keeps a file's final newline on its last one)
+    assert sorted(d.strip() for d in whole["train"] + whole["validation"]) == sorted(paragraphs)
+    assert streamed.load() == {"train": train, "validation": validation}  # diagnostics read the training split
     assert streamed.fingerprint() != TextFiles([str(tmp_path)], val_fraction=0.1,
                                                blank_line_documents=True).fingerprint()
     (tmp_path / "c.txt").write_bytes(b"fine\n\ncaf\xe9\n")

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,21 +76,34 @@ def slow(*args):
     return real(*args)
 shards.encode_shard = slow
 docs = [text for _, text in EmbeddedWikipedia().read_documents()[:60]]
-shards.encode_to_shards(Tokenizer.from_file(sys.argv[1]), iter(docs), Path(sys.argv[2]), shard_chars=200_000)
+shards.encode_to_shards(Tokenizer.from_file(sys.argv[1]), iter(docs), Path(sys.argv[2]), shard_chars=200_000,
+                        workers=int(sys.argv[3]))
 """
 
 
+def children_of(pid: int) -> list[int]:
+    return [int(c) for path in Path(f"/proc/{pid}/task").glob("*/children") for c in path.read_text().split()]
+
+
 @pytest.mark.slow
-def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, tokenizer, documents):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, tokenizer, documents, workers):
     tokenizer.save(str(tmp_path / "tokenizer.json"))
     folder = tmp_path / "train"
-    process = subprocess.Popen([sys.executable, "-c", KILLED_ENCODE, str(tmp_path / "tokenizer.json"), str(folder)],
-                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = subprocess.Popen([sys.executable, "-c", KILLED_ENCODE, str(tmp_path / "tokenizer.json"), str(folder),
+                                str(workers)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     deadline = time.time() + 120
     while not shard_paths(folder, 1)[0].is_file() and time.time() < deadline:
         time.sleep(0.05)
+    orphans = children_of(process.pid) if workers > 1 else []
     process.send_signal(signal.SIGKILL)
     process.wait()
+    deadline = time.time() + 10  # the workers notice their parent is gone and exit
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+              for pid in orphans) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in orphans if Path(f"/proc/{pid}").exists()
+                and "zombie" not in Path(f"/proc/{pid}/status").read_text()], "workers outlived the killed encoder"
     finished = sorted(folder.glob("shard-*.tokens.npy"))
     assert len(finished) >= 2 and not (folder / MANIFEST).exists()
     stamps = {p: p.stat().st_mtime_ns for p in finished}
@@ -100,6 +114,14 @@ def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, t
     tokens, offsets = read_shards(folder)
     expected_tokens, expected_offsets = one_shot(tokenizer, documents)
     assert np.array_equal(np.asarray(tokens), expected_tokens) and np.array_equal(offsets, expected_offsets)
+
+
+def test_a_resume_with_other_shard_settings_is_refused(tmp_path, tokenizer, documents):
+    encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=200_000)
+    (tmp_path / MANIFEST).unlink()  # as if killed before the end
+    with pytest.raises(ValueError, match="shard_chars=200000"):
+        encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=100_000)
+    assert encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=200_000).encoded == 0
 
 
 def test_an_unfinished_or_foreign_folder_is_refused_with_the_fix(tmp_path, tokenizer, documents):
@@ -146,9 +168,14 @@ def test_sharded_tokens_behave_like_an_array():
     for start in range(12):
         for stop in range(start, 13):
             assert np.array_equal(stream[start:stop], flat[start:stop])
-    assert stream[-1] == 11 and stream[7] == 7
+    assert stream[-1] == 11 and stream[7] == 7 and stream[np.uint64(7)] == 7 and stream[np.int32(-1)] == 11
+    for bad in (12, -13):
+        with pytest.raises(IndexError):
+            stream[bad]
     with pytest.raises(IndexError):
-        stream[12]
+        stream.read(-2, 3)
+    with pytest.raises(TypeError):
+        stream[1.5]
     assert len(stream.head(6)) == 6 and len(stream.head(100)) == 12
 
 
