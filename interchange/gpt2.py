@@ -54,7 +54,7 @@ def native_obstacles(source: ExportSource, largest_fold_growth: float = AUTO_FOL
     half precision as armlm's own file does (empty: it maps)."""
     reasons = []
     if not source.is_causal_lm:
-        reasons.append(f"the model is a {source.architecture} (GPT-2 is a causal LM)")
+        reasons.append(f"the model is {source.architecture}, and GPT-2 is a causal LM")
     if source.lm_reader != "causal":
         reasons.append(f"its left-to-right logits come from a {source.lm_reader} reader, not causal attention")
     if source.model["positions"] != "learned":
