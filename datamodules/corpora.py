@@ -48,8 +48,10 @@ def in_validation(key: str, val_fraction: float) -> bool:
 
 
 class Corpus(ABC):
-    """A source of documents. Subclasses implement `read_documents` (then split here) or `load`; a streaming corpus
-    overrides `documents` to read lazily."""
+    """A source of documents. Subclasses implement `read_documents` (then split here) or `read_splits`; one that can
+    stream takes a `streaming` setting and implements `streamed`."""
+
+    streaming = False  # read lazily, document by document (`streamed`), instead of whole (`read_splits`)
 
     def __init__(self, val_fraction: float = 0.05) -> None:
         if not 0.0 <= val_fraction < 1.0:
@@ -60,9 +62,15 @@ class Corpus(ABC):
     def documents(self, split: str) -> Iterable[str]:
         """The split's documents in corpus order. Read whole once and kept (the default, for corpora that fit
         in memory); a streaming corpus reads them again, lazily, on every call."""
+        if self.streaming:
+            return self.streamed(split)
         if self._splits is None:
             self._splits = self.load()
         return self._splits[split]
+
+    def streamed(self, split: str) -> Iterator[str]:
+        """The split's non-empty documents read lazily, each placed by `in_validation` (streaming corpora)."""
+        raise NotImplementedError(f"{self.describe()} cannot stream; set data.corpus.streaming=false")
 
     @property
     def name(self) -> str:
@@ -76,6 +84,13 @@ class Corpus(ABC):
         raise NotImplementedError
 
     def load(self) -> Splits:
+        """Both splits in memory; a streaming corpus's are its streaming split (what training used)."""
+        if self.streaming:
+            return {split: list(self.streamed(split)) for split in ("train", "validation")}
+        return self.read_splits()
+
+    def read_splits(self) -> Splits:
+        """Both splits, read whole."""
         splits = split_by_document(self.read_documents(), self.val_fraction)
         if not splits["train"]:
             raise ValueError(f"{self.describe()} contains no non-empty documents; point it at real text")
@@ -168,17 +183,9 @@ class TextFiles(Corpus):
         return {**super().fingerprint(), "blank_line_documents": self.blank_line_documents, **streaming,
                 "files": [file_fingerprint(p) for p in self.files()]}
 
-    def documents(self, split: str) -> Iterable[str]:
-        if not self.streaming:
-            return super().documents(split)
+    def streamed(self, split: str) -> Iterator[str]:
         return (text for key, text in self.stream_documents()
                 if text.strip() and in_validation(key, self.val_fraction) == (split == "validation"))
-
-    def load(self) -> Splits:
-        """Both splits whole; when streaming, the streaming split (what training used), read into memory."""
-        if not self.streaming:
-            return super().load()
-        return {split: list(self.documents(split)) for split in ("train", "validation")}
 
     def stream_documents(self) -> Iterator[tuple[str, str]]:
         """(key, text) one document at a time, a file read line by line with blank_line_documents."""
@@ -294,7 +301,7 @@ class WikiText(Corpus):
     def _articles(self, path: Path) -> list[str]:
         return split_wikitext_articles(read_utf8(path).splitlines())
 
-    def load(self) -> Splits:
+    def read_splits(self) -> Splits:
         self._files()
         if self.valid_file is None:
             articles = self._articles(self.train_file)
@@ -325,7 +332,7 @@ class Mixture(Corpus):
     def documents(self, split: str) -> Iterable[str]:
         return itertools.chain.from_iterable(part.documents(split) for part in self.parts)
 
-    def load(self) -> Splits:
+    def read_splits(self) -> Splits:
         splits: Splits = {"train": [], "validation": []}
         for part in self.parts:
             for split, docs in part.load().items():

@@ -68,9 +68,7 @@ class HuggingFaceCorpus(Corpus):
                 for f in ([group] if isinstance(group, str) else group)]
         return [file_fingerprint(Path(f)) for f in flat if Path(f).exists()]
 
-    def documents(self, split: str) -> Iterable[str]:
-        if not self.streaming:
-            return super().documents(split)
+    def streamed(self, split: str) -> Iterator[str]:
         if self.val_split is not None:
             return self._rows(self.train_split if split == "train" else self.val_split)
         return (text for i, text in enumerate(self._rows(self.train_split))
@@ -80,12 +78,15 @@ class HuggingFaceCorpus(Corpus):
         """The split's non-empty texts, streamed."""
         dataset = self._dataset(split, streaming=True)
         for row in dataset:
-            if self.text_column not in row:
-                raise ValueError(f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column "
-                                 f"to one of {sorted(row)}")
+            self._require_text_column(row)
             text = row[self.text_column]
             if isinstance(text, str) and text.strip():
                 yield text
+
+    def _require_text_column(self, columns: Iterable[str]) -> None:
+        if self.text_column not in columns:
+            raise ValueError(f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to "
+                             f"one of {sorted(columns)}")
 
     def _dataset(self, split: str, streaming: bool = False) -> Any:
         import datasets
@@ -102,19 +103,13 @@ class HuggingFaceCorpus(Corpus):
 
     def _split(self, split: str) -> list[str]:
         dataset = self._dataset(split)
-        if self.text_column not in dataset.column_names:
-            raise ValueError(
-                f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to one of "
-                f"{dataset.column_names}"
-            )
+        self._require_text_column(dataset.column_names)
         rows = [t for t in dataset[self.text_column] if isinstance(t, str)]
         if self.wikitext_articles:
             return split_wikitext_articles([r.rstrip("\n") for r in rows])
         return [r for r in rows if r.strip()]
 
-    def load(self) -> Splits:
-        if self.streaming:  # the streaming split (what training used), read into memory
-            return {split: list(self.documents(split)) for split in ("train", "validation")}
+    def read_splits(self) -> Splits:
         train = self._split(self.train_split)
         if self.val_split is None:
             splits = split_by_document([(f"{i}:{d[:200]}", d) for i, d in enumerate(train)], self.val_fraction)
