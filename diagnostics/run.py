@@ -37,8 +37,7 @@ from diagnostics.scoring import Scorer, ordinary_tokens
 from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
 from diagnostics.tables import Candidates
 from models.attention import Attention
-from models.backbone import ModelConfig, Transformer
-from models.checkpoint import load_weights
+from models.backbone import Transformer
 from training.pretrained import Pretrained, load_pretrained
 
 log = logging.getLogger("armlm.diagnostics")
@@ -104,9 +103,7 @@ def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringM
 
 def load_model(path: str, device: str) -> tuple[Transformer, Pretrained, Tokenizer]:
     pretrained = load_pretrained(path)
-    model = Transformer(ModelConfig(**pretrained.model))
-    load_weights(model, pretrained.weights, pretrained.path)
-    return model.to(device).eval(), pretrained, Tokenizer.from_str(pretrained.tokenizer_json)
+    return pretrained.backbone(device), pretrained, Tokenizer.from_str(pretrained.tokenizer_json)
 
 
 @dataclass

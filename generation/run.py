@@ -18,8 +18,6 @@ from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from datamodules.encoding import token_id
 from generation.decode import Request, generator_for
 from generation.sampling import SamplingSettings
-from models.backbone import ModelConfig, Transformer
-from models.checkpoint import load_weights
 from training.pretrained import load_pretrained
 
 log = logging.getLogger("armlm.generate")
@@ -38,9 +36,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
     sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
     pretrained = load_pretrained(cfg.checkpoint)
-    model = Transformer(ModelConfig(**pretrained.model))
-    load_weights(model, pretrained.weights, pretrained.path)
-    model = model.to(cfg.device).eval()
+    model = pretrained.backbone(cfg.device)
     tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
     prompt = encode_prompt(tokenizer, str(cfg.prompt))
     length = len(prompt) + int(cfg.new_tokens)

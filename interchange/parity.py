@@ -22,7 +22,7 @@ from generation.run import encode_prompt
 from generation.sampling import SamplingSettings
 from interchange.source import ExportSource
 from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
+from models.backbone import Transformer
 from models.checkpoint import hyperparameters, read_checkpoint
 from objectives.base import Objective
 from training.pretrained import load_pretrained
@@ -81,9 +81,7 @@ def compare(ours: Tensor, theirs: Tensor, attention_mask: Tensor, excluded: list
 def armlm_backbone(checkpoint: str | Path) -> tuple[Transformer, type[Objective], Tokenizer]:
     """A pretraining checkpoint's backbone (eval mode), objective class and tokenizer."""
     pretrained = load_pretrained(checkpoint)
-    model = Transformer(ModelConfig(**pretrained.model))
-    model.load_state_dict(pretrained.weights)
-    return model.eval(), pretrained.objective_class, Tokenizer.from_str(pretrained.tokenizer_json)
+    return pretrained.backbone(), pretrained.objective_class, Tokenizer.from_str(pretrained.tokenizer_json)
 
 
 @torch.no_grad()

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
@@ -29,7 +28,7 @@ from finetune.module import FinetuneModule
 from interchange import modeling_armlm
 from interchange.export import AUTO_CLASSES, export_checkpoint
 from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
-from interchange.parity import PARITY_TOLERANCE, fill_mask_agreement, generate_agreement
+from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
 from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
@@ -81,20 +80,12 @@ def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *o
     return path
 
 
-def armlm_model(checkpoint: Path) -> tuple[Transformer, type]:
-    ckpt = torch.load(checkpoint, weights_only=True)
-    hp = ckpt["hyper_parameters"]
-    model = Transformer(ModelConfig(**hp["model"]))
-    model.load_state_dict({k[6:]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")})
-    return model.eval(), type(instantiate(hp["objective"]))
-
-
 @pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_every_objective_exports_with_armlm_logits(objective, positions, tmp_path, tokenizer_json, sentences):
     ckpt = pretraining_checkpoint(tmp_path / "run", tokenizer_json, objective, f"model.positions={positions}")
     result = export_checkpoint(tmp_path / "run", tmp_path / "hf")
-    model, cls = armlm_model(ckpt)
+    model, cls, _ = armlm_backbone(ckpt)
     causal = cls.scoring == "chain_rule"
     # GPT-2 takes the causal, learned-position, pre-LN readers whose bias folds well; the rest ship armlm's file.
     maps = causal and positions == "learned" and cls.left_to_right_reader == "causal" and cls.mask_in_support

@@ -7,11 +7,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra.utils import get_class
 from torch import Tensor
 
-from models.backbone import ModelConfig
-from models.checkpoint import backbone_weights, hyperparameters, read_checkpoint, resolve_checkpoint
+from models.backbone import ModelConfig, Transformer
+from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
 from objectives.base import Objective
 
 
@@ -30,6 +31,13 @@ class Pretrained:
     @property
     def objective_name(self) -> str:
         return self.objective_class.__name__
+
+    def backbone(self, device: str | torch.device = "cpu") -> Transformer:
+        """The checkpoint's backbone with its weights, in eval mode on `device` (a mismatch between the stored
+        config and the weights is named, models.checkpoint.load_weights)."""
+        model = Transformer(ModelConfig(**self.model))
+        load_weights(model, self.weights, self.path)
+        return model.to(device).eval()
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": str(self.path), "objective": self.objective_name,
