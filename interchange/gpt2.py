@@ -32,6 +32,12 @@ from interchange.source import ExportSource
 AUTO_FOLD_GROWTH = 2.0
 
 
+def fold_terms(weights: dict[str, Tensor]) -> tuple[Tensor, float]:
+    """(u = 1 / gain, c = u . beta) of the final LayerNorm, in float64: W h + b = (W + b u^T / c) h."""
+    inverse_gain = 1.0 / weights["final_norm.weight"].double()
+    return inverse_gain, float((weights["final_norm.bias"].double() * inverse_gain).sum())
+
+
 def fold_growth(weights: dict[str, Tensor], lm_bias: Tensor) -> float:
     """max_v |b_v| ||u|| / |c| over the mean embedding row norm: how much longer the rank-one term is than the tied
     rows it is added to, the factor by which it scales rounding of h into the logits (0 for a zero bias, inf when
@@ -39,14 +45,13 @@ def fold_growth(weights: dict[str, Tensor], lm_bias: Tensor) -> float:
     bias = lm_bias.double()
     if not bool(bias.any()):
         return 0.0
-    gain, shift = weights["final_norm.weight"].double(), weights["final_norm.bias"].double()
-    if bool((gain.abs() < 1e-6).any()):
+    if bool((weights["final_norm.weight"].abs() < 1e-6).any()):
         return float("inf")
-    c = float((shift / gain).sum())
+    inverse_gain, c = fold_terms(weights)
     if c == 0.0:
         return float("inf")
     row_norm = float(weights["token_embedding.weight"].double().norm(dim=1).mean())
-    return float(bias.abs().max() * (1.0 / gain).norm() / abs(c) / row_norm)
+    return float(bias.abs().max() * inverse_gain.norm() / abs(c) / row_norm)
 
 
 def native_obstacles(source: ExportSource, largest_fold_growth: float = AUTO_FOLD_GROWTH) -> list[str]:
@@ -102,8 +107,7 @@ def to_gpt2(source: ExportSource, bos_id: int, eos_id: int, pad_id: int) -> GPT2
             state[f"{theirs}{b}.bias"] = w[f"{ours}{a}.bias"]
     head = w["token_embedding.weight"].double()
     if bool(source.lm_bias.any()):  # W h + b = (W + b u^T / c) h, u = 1 / gain, c = u . beta (module docstring)
-        inverse_gain = 1.0 / w["final_norm.weight"].double()
-        c = float((w["final_norm.bias"].double() * inverse_gain).sum())
+        inverse_gain, c = fold_terms(w)
         head = head + torch.outer(source.lm_bias.double(), inverse_gain) / c
     state["lm_head.weight"] = head.to(w["token_embedding.weight"].dtype)
     missing, unexpected = gpt2.load_state_dict({k: v.contiguous() for k, v in state.items()}, strict=False)
