@@ -23,8 +23,7 @@ from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
 import train
-from generation.run import encode_prompt
-from interchange.export import AUTO_CLASSES, export_checkpoint
+from interchange.export import AUTO_CLASSES, armlm_ids, export_checkpoint
 from interchange.parity import armlm_outputs, compare, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
 
@@ -67,7 +66,7 @@ def main() -> None:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
             raw = Tokenizer.from_str(source.tokenizer_json)
             batch = tokenizer(sentences, padding=True, return_tensors="pt")
-            ids_equal = sum(tokenizer(s)["input_ids"] == encode_prompt(raw, s).tolist() for s in sentences)
+            ids_equal = sum(tokenizer(s)["input_ids"] == armlm_ids(raw, source, s) for s in sentences)
             auto = AUTO_CLASSES["ArmlmForCausalLM" if result.native else source.architecture]
             hf = auto.from_pretrained(folder, trust_remote_code=True).eval()
             with torch.no_grad():
