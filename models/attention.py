@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 KINDS = ("causal", "bidirectional", "prefix", "mask")
@@ -65,10 +66,47 @@ CAUSAL = Attention("causal")
 BIDIRECTIONAL = Attention("bidirectional")
 
 
-def is_kernel_causal(attention: Attention, padding: Tensor | None) -> bool:
-    """Whether SDPA gets `is_causal=True` and no mask (causal attention without padding), so its kernels skip
-    the blocks above the diagonal: the FLOPs count (models.flops) halves attention's work only then."""
-    return attention.kind == "causal" and padding is None
+# The longest sequence the explicit kernel takes: it keeps each layer's B x H x T x T probabilities for the
+# backward pass (at T = 512, 16 x 12 heads: 100 MB of bf16 per layer), where SDPA's flash kernel keeps none.
+EXPLICIT_KERNEL_MAX_LEN = 512
+
+
+def uses_explicit_kernel(device_type: str, dtype: torch.dtype, length: int, dropout: float) -> bool:
+    """Whether `attend` computes attention as two matmuls and a softmax instead of calling SDPA: on a CPU in
+    bf16, where SDPA's flash kernel is the slow one. Measured on this project's 2-core CPU (bf16 forward +
+    backward, 32 x 4 heads x 128 x 64): SDPA 48 ms causal / 42 ms bidirectional, the explicit kernel 17.5 / 12
+    ms; at 8 x 4 x 512 x 64, 71 / 56 ms against 40 / 37. In fp32 SDPA is as fast or faster, so fp32 keeps it.
+    With dropout SDPA keeps the job, so its random stream, and what a seed gives, do not change."""
+    return device_type == "cpu" and dtype == torch.bfloat16 and dropout == 0.0 and length <= EXPLICIT_KERNEL_MAX_LEN
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool, dropout: float) -> Tensor:
+    """softmax(q kᵀ / sqrt(hd)) v over (B, H, T, hd) inputs, with `sdpa_arguments`' mask or is_causal."""
+    if uses_explicit_kernel(q.device.type, q.dtype, q.shape[-2], dropout):
+        return explicit_attention(q, k, v, mask=mask, is_causal=is_causal)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout)
+
+
+def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool) -> Tensor:
+    """Attention as HF's eager path computes it: scores and probabilities in the inputs' dtype (the softmax
+    reduces in fp32 inside the kernel), no autocast casts in between. A row with nothing to attend to would be
+    NaN, which `sdpa_arguments` rules out."""
+    with torch.autocast(q.device.type, enabled=False):
+        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
+        # In place: the matmul's backward keeps q and k, not its output.
+        if is_causal:
+            length = q.shape[-2]
+            scores.masked_fill_(torch.ones(length, length, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        if mask is not None:
+            scores.masked_fill_(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+def is_kernel_causal(attention: Attention, padding: Tensor | None, *, explicit_kernel: bool = False) -> bool:
+    """Whether the attention kernel skips the blocks above the diagonal: SDPA does when it gets `is_causal=True`
+    and no mask (causal attention without padding); the explicit kernel computes every score. The FLOPs count
+    (models.flops) halves attention's work only then."""
+    return attention.kind == "causal" and padding is None and not explicit_kernel
 
 
 def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, length: int,

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import Attention, is_kernel_causal, sdpa_arguments
+from models.attention import Attention, attend, is_kernel_causal, sdpa_arguments, uses_explicit_kernel
 from models.flops import forward_flops
 from models.lm_loss import linear_cross_entropy, weighted_linear_cross_entropy
 
@@ -104,7 +104,7 @@ class SelfAttention(nn.Module):
             q, k = self.rotary(q, position_ids), self.rotary(k, position_ids)
         dropout = self.dropout if self.training else 0.0
         # sdpa_arguments gives a mask or is_causal, never both: without a dense mask SDPA picks its fastest kernel.
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout)
+        y = attend(q, k, v, mask=mask, is_causal=is_causal, dropout=dropout)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -240,17 +240,27 @@ class Transformer(nn.Module):
                       output_rows: int | None = None, vocab_rows: int = 0) -> float:
         """Matmul FLOPs of `forward` on these inputs (its last MLP on `output_rows` rows, default every
         position) plus the LM head on `vocab_rows` rows, as models.flops counts them. Causal attention counts half
-        its scores only where SDPA's kernel skips the masked blocks: `is_causal` without a mask, and not with
-        attention dropout on a CPU, which sends SDPA to its math kernel (../shared/specs/performance.md)."""
+        its scores only where SDPA's kernel skips the masked blocks: `is_causal` without a mask, not with attention
+        dropout on a CPU, which sends SDPA to its math kernel (../shared/specs/performance.md), and not in bf16 on
+        a CPU, where models.attention's explicit kernel computes every score. Call it where the step runs (under
+        its autocast), as the objectives' losses do."""
         sequences, length = input_ids.shape
         c = self.config
-        cpu_dropout = input_ids.device.type == "cpu" and self.training and c.dropout > 0
+        dropout = c.dropout if self.training else 0.0
+        device = input_ids.device.type
+        explicit = uses_explicit_kernel(device, self.compute_dtype(device), length, dropout)
+        cpu_dropout = device == "cpu" and dropout > 0
+        skips_masked = is_kernel_causal(attention, attention_mask, explicit_kernel=explicit) and not cpu_dropout
         return forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=c.vocab_size,
                              sequences=sequences, length=length,
                              output_rows=sequences * length if output_rows is None else int(output_rows),
-                             vocab_rows=int(vocab_rows),
-                             attention_share=0.5 if is_kernel_causal(attention, attention_mask) and not cpu_dropout
-                             else 1.0)
+                             vocab_rows=int(vocab_rows), attention_share=0.5 if skips_masked else 1.0)
+
+    def compute_dtype(self, device_type: str) -> torch.dtype:
+        """The dtype the matmuls run in on this device: autocast's where it is on, else the weights'."""
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return self.token_embedding.weight.dtype
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

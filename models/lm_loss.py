@@ -17,40 +17,50 @@ from torch import Tensor
 # blocking only bounds memory, and bigger blocks keep its matmuls large (512 MB: 2 blocks at BERT-base, 16 x 512).
 CPU_LOGITS_PER_BLOCK = 1 << 22
 ACCELERATOR_LOGITS_PER_BLOCK = 1 << 27
+# Below this a target's probability is too close to fp32's underflow for -log(p) to be exact (e^-69).
+TINY_PROBABILITY = 1e-30
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool,
                 row_weights: Tensor | None, excluded: int | None) -> Tensor:
-        budget = CPU_LOGITS_PER_BLOCK if hidden.device.type == "cpu" else ACCELERATOR_LOGITS_PER_BLOCK
+        device = hidden.device.type
+        budget = CPU_LOGITS_PER_BLOCK if device == "cpu" else ACCELERATOR_LOGITS_PER_BLOCK
         rows = max(1, budget // weight.shape[0])  # 512 rows at V = 8,192 on a CPU
+        # The matmuls run in autocast's dtype (bf16) where it is on; the operands are cast once here, not once per
+        # block and matmul as autocast would (weight.t() is a view, which autocast's cast cache does not keep).
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+        hidden_c, weight_c, bias_c = hidden.to(dtype), weight.to(dtype), bias.to(dtype)
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         plain = torch.zeros((), dtype=torch.float32, device=hidden.device)  # unweighted, for logging
         grad_hidden = torch.empty_like(hidden) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if want_grad else None
-        for start in range(0, hidden.shape[0], rows):
-            h, y = hidden[start:start + rows], targets[start:start + rows]
-            # Under autocast the matmul runs in bf16; the softmax and the loss are taken in fp32.
-            logits = torch.addmm(bias, h, weight.t()).float()
-            if excluded is not None:
-                logits[:, excluded] = float("-inf")  # out of the support: zero probability, zero gradient
-            log_probs = torch.log_softmax(logits, dim=-1)
-            nll = -log_probs.gather(1, y[:, None]).squeeze(1)
-            w = None if row_weights is None else row_weights[start:start + rows].float()
-            block_sum = nll.sum()
-            plain += block_sum
-            total += block_sum if w is None else (w * nll).sum()
-            if not want_grad:
-                continue
-            grad_logits = log_probs.exp_()  # softmax, in place
-            grad_logits[torch.arange(y.shape[0], device=y.device), y] -= 1.0
-            if w is not None:
-                grad_logits *= w[:, None]
-            grad_hidden[start:start + rows] = grad_logits @ weight
-            grad_weight += grad_logits.t() @ h
-            grad_bias += grad_logits.sum(0)
+        with torch.autocast(device, enabled=False):
+            for start in range(0, hidden.shape[0], rows):
+                h, y = hidden_c[start:start + rows], targets[start:start + rows]
+                logits = torch.addmm(bias_c, h, weight_c.t())
+                if excluded is not None:
+                    logits[:, excluded] = float("-inf")  # out of the support: zero probability, zero gradient
+                # The softmax in fp32, whatever the logits' dtype. Its probabilities are the gradient (minus the
+                # one-hot), and the target's gives the NLL: one pass fewer than log_softmax, then exp.
+                probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+                nll = _nll_of_target(probs, logits, y)
+                w = None if row_weights is None else row_weights[start:start + rows].float()
+                block_sum = nll.sum()
+                plain += block_sum
+                total += block_sum if w is None else (w * nll).sum()
+                if not want_grad:
+                    continue
+                grad_logits = probs
+                grad_logits[torch.arange(y.shape[0], device=y.device), y] -= 1.0
+                if w is not None:
+                    grad_logits *= w[:, None]
+                grad_bias += grad_logits.sum(0)
+                grad_logits = grad_logits.to(dtype)
+                grad_hidden[start:start + rows] = grad_logits @ weight_c
+                grad_weight += grad_logits.t() @ h
         if want_grad:
             ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype), grad_bias.to(bias.dtype))
         ctx.mark_non_differentiable(plain)
@@ -62,6 +72,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
         need = ctx.needs_input_grad
         return (grad_hidden * grad_total if need[0] else None, grad_weight * grad_total if need[1] else None,
                 grad_bias * grad_total if need[2] else None, None, None, None, None)
+
+
+def _nll_of_target(probs: Tensor, logits: Tensor, targets: Tensor) -> Tensor:
+    """-log p(target) per row, in fp32. From the softmax's probability, except where that underflows (an NLL
+    beyond about 69 nats): those rows take logsumexp(logits) - logit(target) instead, exact at any size."""
+    p_target = probs.gather(1, targets[:, None]).squeeze(1)
+    nll = -torch.log(p_target)
+    tiny = p_target < TINY_PROBABILITY
+    if bool(tiny.any()):
+        chosen = logits[tiny].float()
+        nll[tiny] = torch.logsumexp(chosen, dim=-1) - chosen.gather(1, targets[tiny][:, None]).squeeze(1)
+    return nll
 
 
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, *,

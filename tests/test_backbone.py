@@ -2,7 +2,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
+import models.attention
+from models.attention import (
+    BIDIRECTIONAL,
+    CAUSAL,
+    EXPLICIT_KERNEL_MAX_LEN,
+    Attention,
+    explicit_attention,
+    sdpa_arguments,
+    uses_explicit_kernel,
+)
+import models.backbone
 from models.backbone import ModelConfig, Transformer
 
 VARIANTS = [("pre", "learned"), ("post", "learned"), ("pre", "rope"), ("post", "rope")]
@@ -264,3 +274,63 @@ def test_rows_given_their_positions_may_come_in_any_order(norm, positions):
                                          position_ids=order.expand(2, 12)), causal[:, order])
     with pytest.raises(ValueError, match="below model.max_len"):
         model(ids, attention=BIDIRECTIONAL, position_ids=torch.full((2, 12), 32))
+
+
+def sdpa_only(q, k, v, *, mask, is_causal, dropout):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout)
+
+
+@pytest.mark.parametrize("kind", ["causal", "bidirectional", "prefix", "mask"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_explicit_kernel_equals_sdpa_in_fp32(kind, padded):
+    """models.attention.explicit_attention, which bf16 on a CPU runs, is SDPA's function: fp32 in, the same
+    output and input gradients to rounding, for every pattern sdpa_arguments hands either one."""
+    g = torch.Generator().manual_seed(0)
+    b, h, t, hd = 3, 2, 9, 8
+    q, k, v = (torch.randn(b, h, t, hd, generator=g, requires_grad=True) for _ in range(3))
+    padding = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 2 + [0] * 7]) if padded else None
+    pattern = {"causal": CAUSAL, "bidirectional": BIDIRECTIONAL, "prefix": Attention.prefix([0, 4, 9]),
+               "mask": Attention.explicit(torch.rand(b, t, t, generator=g) < 0.5)}[kind]
+    mask, is_causal = sdpa_arguments(pattern, padding, b, t, torch.device("cpu"))
+    upstream = torch.randn(b, h, t, hd, generator=g)
+    outputs = []
+    for kernel in (sdpa_only, lambda *a, dropout, **kw: explicit_attention(*a, **kw)):
+        out = kernel(q, k, v, mask=mask, is_causal=is_causal, dropout=0.0)
+        grads = torch.autograd.grad(out, (q, k, v), upstream)
+        outputs.append((out, *grads))
+    for mine, reference in zip(outputs[1], outputs[0]):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_bf16_on_a_cpu_takes_the_explicit_kernel_and_fp32_or_dropout_keeps_sdpa():
+    assert uses_explicit_kernel("cpu", torch.bfloat16, 128, 0.0)
+    assert not uses_explicit_kernel("cpu", torch.float32, 128, 0.0)
+    assert not uses_explicit_kernel("cpu", torch.bfloat16, 128, 0.1)  # SDPA's dropout stream stays the same
+    assert not uses_explicit_kernel("cuda", torch.bfloat16, 128, 0.0)
+    assert not uses_explicit_kernel("cpu", torch.bfloat16, EXPLICIT_KERNEL_MAX_LEN + 1, 0.0)
+
+
+@pytest.mark.parametrize("kind", ["causal", "bidirectional", "prefix"])
+@pytest.mark.parametrize("norm,positions", [("pre", "learned"), ("post", "rope")])
+def test_a_bf16_forward_and_backward_with_the_explicit_kernel_equals_sdpas_within_bf16(monkeypatch, kind, norm,
+                                                                                        positions):
+    """The whole backbone under bf16 autocast, padded: the explicit kernel against SDPA on the same bf16
+    inputs, hidden states and every parameter's gradient, within bf16's rounding of either."""
+    model = tiny_model(norm, positions, dropout=0.0).train()
+    trained = [p for p in model.parameters() if p is not model.lm_bias]  # the head is not run here
+    ids = torch.randint(6, 40, (3, 12), generator=torch.Generator().manual_seed(1))
+    padding = torch.tensor([[1] * 12, [1] * 8 + [0] * 4, [1] * 3 + [0] * 9])
+    pattern = Attention.prefix([0, 5, 12]) if kind == "prefix" else Attention.named(kind)
+    probe = torch.randn(3, 12, 32, generator=torch.Generator().manual_seed(2))  # a loss no norm makes constant
+    results = []
+    for kernel in (sdpa_only, models.attention.attend):
+        monkeypatch.setattr(models.backbone, "attend", kernel)
+        model.zero_grad(set_to_none=False)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden = model(ids, attention=pattern, attention_mask=padding)
+        (hidden.float() * padding[..., None] * probe).sum().backward()
+        results.append((hidden.detach().float()[padding.bool()], [p.grad.clone() for p in trained]))
+    (sdpa_hidden, sdpa_grads), (explicit_hidden, explicit_grads) = results
+    assert (explicit_hidden - sdpa_hidden).abs().max() < 0.05 * sdpa_hidden.abs().max()
+    for mine, reference in zip(explicit_grads, sdpa_grads):
+        assert (mine - reference).abs().max() <= 0.05 * reference.abs().max() + 1e-6

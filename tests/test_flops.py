@@ -81,3 +81,14 @@ def test_causal_attention_with_dropout_on_a_cpu_is_counted_whole():
     ours = model.forward_flops(ids, CAUSAL)
     assert counted(lambda: model(ids, attention=CAUSAL)) == pytest.approx(ours, rel=1e-12)
     assert model.eval().forward_flops(ids, CAUSAL) < ours  # evaluation: no dropout, the fast kernel
+
+
+def test_causal_attention_in_bf16_on_a_cpu_is_counted_whole(model):
+    """In bf16 on a CPU the backbone attends with models.attention's explicit kernel, which computes every
+    score: under autocast the count takes the full T x T, and the flop counter sees exactly that many."""
+    ids = torch.randint(5, 50, (2, 12))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = model.forward_flops(ids, CAUSAL)
+        seen = counted(lambda: model(ids, attention=CAUSAL))
+    assert seen == pytest.approx(ours, rel=1e-12)
+    assert model.forward_flops(ids, CAUSAL) < ours  # fp32: SDPA's kernel skips the upper triangle

@@ -106,3 +106,40 @@ def test_row_weights_and_an_excluded_class_equal_the_plain_form(monkeypatch, log
     assert not kept["unweighted"].requires_grad
     torch.testing.assert_close(kept["unweighted"], plain_rows().sum().detach(), rtol=1e-5, atol=1e-4)
     assert blocked_grads[2][4] == 0  # the excluded class's bias gets no gradient
+
+
+def test_under_bf16_autocast_it_equals_the_plain_form_on_the_same_bf16_logits():
+    """The plain form under autocast also takes bf16 logits (F.linear) and an fp32 cross-entropy: the blocked
+    head gives that loss to fp32 rounding and those gradients to bf16 rounding."""
+    hidden, weight, bias, targets = leaves(n=200, d=32, v=96)
+
+    def plain():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return F.cross_entropy(F.linear(hidden, weight, bias).float(), targets, reduction="sum")
+
+    def blocked():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return linear_cross_entropy(hidden, weight, bias, targets)
+
+    plain_loss, plain_grads = grads_of(plain, (hidden, weight, bias))
+    blocked_loss, blocked_grads = grads_of(blocked, (hidden, weight, bias))
+    torch.testing.assert_close(blocked_loss, plain_loss, rtol=1e-5, atol=1e-4)
+    for mine, reference in zip(blocked_grads, plain_grads):
+        assert (mine - reference).abs().max() <= 2 ** -7 * reference.abs().max()
+
+
+def test_a_target_beyond_fp32s_underflow_gets_its_exact_nll_and_gradient():
+    """A target's probability below 1e-30 (NLL > 69 nats) is not read from the softmax, where it would be 0
+    and its NLL inf: those rows take logsumexp - logit, as the plain form does."""
+    hidden = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], requires_grad=True)
+    weight = torch.tensor([[0.0, 0.0], [-150.0, 0.0], [0.0, 2.0]], requires_grad=True)
+    bias = torch.zeros(3, requires_grad=True)
+    targets = torch.tensor([1, 2, 1])  # rows 0 and 2: logit -150 against 0 and 2
+    plain, plain_grads = grads_of(
+        lambda: F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum"), (hidden, weight, bias))
+    blocked, blocked_grads = grads_of(lambda: linear_cross_entropy(hidden, weight, bias, targets),
+                                      (hidden, weight, bias))
+    assert torch.isfinite(blocked) and float(blocked) > 2 * 69
+    torch.testing.assert_close(blocked, plain)
+    for mine, reference in zip(blocked_grads, plain_grads):
+        torch.testing.assert_close(mine, reference)
