@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
 from bench.flops import Shape  # noqa: E402
+from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
               "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--objectives", nargs="*", default=["ar", "mlm"])
     args = parser.parse_args()
+    keep_large_allocations_on_the_heap()  # as train.py and bench/throughput.py run: no page faults per step
     bench_args = throughput.parse_args(["--precision", args.precision, "--objectives", *args.objectives])
     shape = Shape(bench_args.d_model, bench_args.n_layers, bench_args.n_heads, bench_args.d_ff, bench_args.vocab_size,
                   bench_args.batch_size, bench_args.seq_len)

