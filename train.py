@@ -106,7 +106,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
-    set_budget_steps(cfg, trainer, module, datamodule, tokens)
+    flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
     log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
              module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
     fit_started = time.perf_counter()
@@ -120,6 +120,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "tokens_seen": tokens.tokens_seen,
         "pred_tokens_seen": tokens.pred_tokens_seen,
         "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
+        # a FLOPs budget's estimate of one step's training FLOPs, which set the schedule's length (else None)
+        "flops_per_step_estimate": flops_per_step_estimate,
         # the unique training tokens (data.max_train_tokens, or the whole train split) and the passes over them
         "train_tokens": datamodule.train_tokens,
         "epochs": tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size),
@@ -149,11 +151,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 
 def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
-                     datamodule: PretrainDataModule, tokens: TokenAccounting) -> None:
+                     datamodule: PretrainDataModule, tokens: TokenAccounting) -> float | None:
     """Make the learning-rate schedule span the steps the budget takes (or trainer.max_steps, if that comes
     first). TokenAccounting stops the run at the budget exactly; a FLOPs budget's steps are an estimate, so the
     step cap sits past it (training.budget). A budget in passes over the data (data_epochs) becomes the input
-    tokens of that many passes, as the loader gives them."""
+    tokens of that many passes, as the loader gives them. Returns a FLOPs budget's estimate of one step's
+    training FLOPs (None for the other budgets)."""
     sequences_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
     cap = trainer.max_steps if trainer.max_steps > 0 else math.inf
     if cfg.get("data_epochs"):
@@ -163,8 +166,10 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
         trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
     elif cfg.get("max_flops"):
         module.objective.set_vocabulary(datamodule.vocabulary)
-        per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
-                                       sequences_per_step, cfg.seed)
+        # Under the trainer's precision: bf16 on a CPU attends with another kernel (models.attention), counted apart.
+        with trainer.precision_plugin.forward_context():
+            per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
+                                           sequences_per_step, cfg.seed)
         if float(cfg.max_flops) < per_step:
             raise ValueError(f"max_flops={float(cfg.max_flops):g} is less than one training step ({per_step:.3g} "
                              "FLOPs here); give the budget in training FLOPs (README, 'Budgets')")
@@ -173,6 +178,8 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
         trainer.fit_loop.epoch_loop.max_steps = min(math.ceil(steps * FLOPS_STEP_MARGIN) + 1, cap)
         log.info("FLOPs budget %.3g: about %.3g training FLOPs per step, so about %d steps", float(cfg.max_flops),
                  per_step, steps)
+        return per_step
+    return None
 
 
 def run_kind(task: str | None, objective: str) -> str:

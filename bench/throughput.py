@@ -118,11 +118,12 @@ def synthetic_batch(objective: Objective, input_ids: Tensor, seed: int) -> dict[
 
 
 def mean_forward_flops(objective: Objective, model: Transformer, batch: dict[str, Tensor], seed: int,
-                       draws: int = 8) -> float:
+                       autocast: contextlib.AbstractContextManager, draws: int = 8) -> float:
     """The objective's own count (models.flops, as training budgets it), averaged over corruption draws: an
-    MLM's selected positions and masked diffusion's masked ones change from step to step."""
+    MLM's selected positions and masked diffusion's masked ones change from step to step. Under the step's
+    autocast, as the count depends on the attention kernel the precision picks."""
     generator = torch.Generator(device=batch["input_ids"].device).manual_seed(seed + 1)
-    with torch.no_grad():
+    with torch.no_grad(), autocast:
         return statistics.mean(objective.loss(batch, model, generator).forward_flops for _ in range(draws))
 
 
@@ -140,7 +141,8 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
         objective.set_vocabulary(vocabulary(shape.vocab_size))
         objective.to(device)
         inputs = synthetic_batch(objective, batch, args.seed)
-        flops = mean_forward_flops(objective, model, inputs, args.seed) / shape.tokens
+        flops = mean_forward_flops(objective, model, inputs, args.seed,
+                                   precision_context(device, args.precision)) / shape.tokens
         if args.compile:
             model.compile()  # as model.compile=true does in training
         parameters = nn.ModuleList([model, objective])  # MLM+NSP's head trains too

@@ -89,8 +89,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: b
 
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, is_causal: bool) -> Tensor:
     """Attention as HF's eager path computes it: scores and probabilities in the inputs' dtype (the softmax
-    reduces in fp32 inside the kernel), no autocast casts in between. A row with nothing to attend to would be
-    NaN, which `sdpa_arguments` rules out."""
+    reduces in fp32 inside the kernel), no autocast casts in between. A query with no key to attend to (a
+    sequence that is all padding) gets 0, as SDPA gives it, not the NaN of an all -inf softmax."""
     b, h, t, hd = q.shape
     scale = hd ** -0.5
     with torch.autocast(q.device.type, enabled=False):
@@ -104,7 +104,12 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
             scores = (q * scale) @ k.transpose(-1, -2)
         if mask is not None:
             scores.masked_fill_(~mask, float("-inf"))  # in place: the matmul's backward keeps q and k, not this
-        return torch.softmax(scores, dim=-1) @ v
+        probs = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            nothing = ~mask.any(dim=-1, keepdim=True)  # (B, 1, T, 1) or (B, 1, 1, 1)
+            if bool(nothing.any()):
+                probs = probs.masked_fill(nothing, 0.0)
+        return probs @ v
 
 
 def is_kernel_causal(attention: Attention, padding: Tensor | None, *, explicit_kernel: bool = False) -> bool:

@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 import models.attention
+import models.backbone
 from models.attention import (
     BIDIRECTIONAL,
     CAUSAL,
@@ -12,7 +13,6 @@ from models.attention import (
     sdpa_arguments,
     uses_explicit_kernel,
 )
-import models.backbone
 from models.backbone import ModelConfig, Transformer
 
 VARIANTS = [("pre", "learned"), ("post", "learned"), ("pre", "rope"), ("post", "rope")]
@@ -334,3 +334,19 @@ def test_a_bf16_forward_and_backward_with_the_explicit_kernel_equals_sdpas_withi
     assert (explicit_hidden - sdpa_hidden).abs().max() < 0.05 * sdpa_hidden.abs().max()
     for mine, reference in zip(explicit_grads, sdpa_grads):
         assert (mine - reference).abs().max() <= 0.05 * reference.abs().max() + 1e-6
+
+
+def test_a_sequence_of_padding_only_attends_to_nothing_as_sdpa_does():
+    """A row whose keys are all padding ((B, 1, 1, T) mask, bidirectional): SDPA gives 0, and so does the explicit
+    kernel, not the NaN of a softmax over -inf alone; the other rows are untouched."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 5, 4, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    upstream = torch.randn(2, 2, 5, 4, generator=g)
+    results = []
+    for out in (sdpa_only(q, k, v, mask=mask, is_causal=False, dropout=0.0),
+                explicit_attention(q, k, v, mask=mask, is_causal=False)):
+        results.append((out, *torch.autograd.grad(out, (q, k, v), upstream)))
+    assert float(results[0][0][1].detach().abs().max()) == 0.0  # SDPA's answer for the empty row
+    for mine, reference in zip(results[1], results[0]):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
