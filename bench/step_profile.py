@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -46,7 +47,7 @@ def main() -> None:
     device = torch.device("cpu")
     torch.manual_seed(0)
     batch = torch.randint(throughput.N_SPECIAL, shape.vocab_size, (shape.batch_size, shape.seq_len))
-    result = {"precision": args.precision, "shape": vars(shape) if hasattr(shape, "__dict__") else str(shape),
+    result = {"precision": args.precision, "shape": asdict(shape),
               "objectives": {}}
     for contestant in throughput.armlm_contestants(bench_args, shape, device, batch):
         for _ in range(2):

@@ -130,6 +130,7 @@ def mean_forward_flops(objective: Objective, model: Transformer, batch: dict[str
 def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.device, batch: Tensor) -> list[Contestant]:
     """armlm's model and objectives exactly as training builds them: the objective's loss (corruption included,
     on the device) and the AdamW of training.optim; one per objective config, or those in --objectives."""
+    autocast = lambda: precision_context(device, args.precision)  # noqa: E731
     contestants = []
     for name in args.objectives or objective_names():
         objective = build_objective(name, shape.d_model)
@@ -141,8 +142,7 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
         objective.set_vocabulary(vocabulary(shape.vocab_size))
         objective.to(device)
         inputs = synthetic_batch(objective, batch, args.seed)
-        flops = mean_forward_flops(objective, model, inputs, args.seed,
-                                   precision_context(device, args.precision)) / shape.tokens
+        flops = mean_forward_flops(objective, model, inputs, args.seed, autocast()) / shape.tokens
         if args.compile:
             model.compile()  # as model.compile=true does in training
         parameters = nn.ModuleList([model, objective])  # MLM+NSP's head trains too
@@ -155,7 +155,6 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
         def loss_of_batch(objective=objective, model=model, generator=generator, inputs=inputs) -> Tensor:
             return objective.loss(inputs, model, generator).loss
 
-        autocast = lambda: precision_context(device, args.precision)  # noqa: E731
         contestants.append(Contestant(
             f"armlm {name}", name, training_step(parameters, loss_of_batch, optimizer, autocast),
             inference_step(parameters, loss_of_batch, autocast), flops,

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from models.attention import Attention, attend, is_kernel_causal, sdpa_arguments, uses_explicit_kernel
 from models.flops import forward_flops
-from models.lm_loss import linear_cross_entropy, weighted_linear_cross_entropy
+from models.lm_loss import linear_cross_entropy, matmul_dtype, weighted_linear_cross_entropy
 
 NORM_POSITIONS = ("pre", "post")
 POSITION_KINDS = ("learned", "rope")
@@ -248,19 +248,14 @@ class Transformer(nn.Module):
         c = self.config
         dropout = c.dropout if self.training else 0.0
         device = input_ids.device.type
-        explicit = uses_explicit_kernel(device, self.compute_dtype(device), length, dropout)
+        explicit = uses_explicit_kernel(device, matmul_dtype(device, self.token_embedding.weight.dtype), length,
+                                        dropout)
         cpu_dropout = device == "cpu" and dropout > 0
         skips_masked = is_kernel_causal(attention, attention_mask, explicit_kernel=explicit) and not cpu_dropout
         return forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=c.vocab_size,
                              sequences=sequences, length=length,
                              output_rows=sequences * length if output_rows is None else int(output_rows),
                              vocab_rows=int(vocab_rows), attention_share=0.5 if skips_masked else 1.0)
-
-    def compute_dtype(self, device_type: str) -> torch.dtype:
-        """The dtype the matmuls run in on this device: autocast's where it is on, else the weights'."""
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-        return self.token_embedding.weight.dtype
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

@@ -21,6 +21,11 @@ ACCELERATOR_LOGITS_PER_BLOCK = 1 << 27
 TINY_PROBABILITY = 1e-30
 
 
+def matmul_dtype(device_type: str, weights_dtype: torch.dtype) -> torch.dtype:
+    """The dtype matmuls run in on this device: autocast's where it is on, else the weights' own."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weights_dtype
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool,
@@ -30,7 +35,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         rows = max(1, budget // weight.shape[0])  # 512 rows at V = 8,192 on a CPU
         # The matmuls run in autocast's dtype (bf16) where it is on; the operands are cast once here, not once per
         # block and matmul as autocast would (weight.t() is a view, which autocast's cast cache does not keep).
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+        dtype = matmul_dtype(device, hidden.dtype)
         hidden_c, weight_c, bias_c = hidden.to(dtype), weight.to(dtype), bias.to(dtype)
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         plain = torch.zeros((), dtype=torch.float32, device=hidden.device)  # unweighted, for logging
