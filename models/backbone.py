@@ -230,7 +230,7 @@ class Transformer(nn.Module):
         out of the support (masked diffusion's [MASK])."""
         return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets, excluded=excluded)
 
-    def weighted_lm_nll(self, hidden: Tensor, targets: Tensor, row_weights: Tensor, *,
+    def weighted_lm_nll(self, hidden: Tensor, targets: Tensor, row_weights: Tensor | None, *,
                         excluded: int | None = None) -> tuple[Tensor, Tensor]:
         """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL, without), in one pass."""
         return weighted_linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets,

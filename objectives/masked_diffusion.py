@@ -26,7 +26,8 @@ class MaskedDiffusionLM(Objective):
     replaced by [MASK] with probability t, independently; the loss is the NELBO, sum over masked positions of
     their cross-entropy times 1/t, per target position of the batch. [MASK] is never predicted (its logit is
     out of the support), unmasked positions carry no loss, and the network gets no time input (Ou et al. 2024:
-    the mask count carries it). The vocabulary projection and last MLP run only at masked positions."""
+    the mask count carries it). The vocabulary projection and last MLP run only at masked positions (and at the
+    copy positions when `copy_rate` > 0, whose loss is added to the training loss but never to val/nelbo)."""
 
     pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
@@ -35,16 +36,24 @@ class MaskedDiffusionLM(Objective):
     mask_in_support = False  # [MASK] is the absorbing state, excluded from the softmax (the loss below)
     # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity
     val_loss_kind = "masked_token_any_rate"
-    extra_metrics = ("nelbo", "mask_share")
+    extra_metrics = ("nelbo", "mask_share", "copy_nll")  # copy_nll: with copy_rate > 0
     # val/nelbo is an NLL bound per target token: its exponential is logged as val/ppl_bound.
     perplexity_of = {"nelbo": "ppl_bound"}
     likelihood_metric = "nelbo"  # an upper bound on the NLL per target token
 
-    def __init__(self, eps: float = 1e-3) -> None:
+    def __init__(self, eps: float = 1e-3, copy_rate: float = 0.0) -> None:
         super().__init__()
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < 1.0:
             raise ValueError(f"objective.eps={eps!r} must be a number in (0, 1): the smallest mask rate drawn")
+        if isinstance(copy_rate, bool) or not isinstance(copy_rate, (int, float)) or not 0.0 <= copy_rate <= 1.0:
+            raise ValueError(f"objective.copy_rate={copy_rate!r} must be a number in [0, 1]: the share of visible "
+                             "targets that also predict their own token (0: MDLM as published)")
         self.eps = float(eps)
+        # A training aid, not part of the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the
+        # only input at every loss position, this backbone sits on its unigram plateau for ~1,000 steps (an MLM
+        # with BERT's kept 10 % leaves it within 100). Predicting their own token at a share of the visible
+        # targets (D3PM's auxiliary loss on x0, Austin et al. 2021, restricted to what is visible) gets it off.
+        self.copy_rate = float(copy_rate)
         self.mask_id: int | None = None
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
@@ -60,26 +69,48 @@ class MaskedDiffusionLM(Objective):
         masked = (draws < rates[:, None]) & target_positions(input_ids, batch.get("attention_mask"))
         return input_ids.masked_fill(masked, self.mask_id), masked, rates
 
+    def copy_positions(self, masked: Tensor, targets: Tensor, generator: torch.Generator | None) -> Tensor | None:
+        """(B, T) bool: the visible targets that predict their own token (each with probability copy_rate)."""
+        if self.copy_rate == 0.0:
+            return None
+        draws = torch.rand(masked.shape, generator=generator, device=masked.device)  # after corrupt's draws
+        return (draws < self.copy_rate) & targets & ~masked
+
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         corrupted, masked, rates = self.corrupt(batch, generator)
+        targets = target_positions(batch["input_ids"], batch.get("attention_mask"))
+        copied = self.copy_positions(masked, targets, generator)
+        rows = masked if copied is None else masked | copied
         attention = self.attention(batch)
         states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"), output_mask=masked)
-        targets = batch["input_ids"][masked]
-        weights = (1.0 / rates)[:, None].expand_as(masked)[masked]  # each masked row's sequence's 1/t
-        # The weighted NLL is the loss; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
-        nelbo_sum, nll_sum = model.weighted_lm_nll(states, targets, weights, excluded=self.mask_id)
+                       token_type_ids=batch.get("token_type_ids"), output_mask=rows)
+        weights = (1.0 / rates)[:, None].expand_as(masked)  # each row's 1/t
+        extras: dict[str, tuple[Tensor, Tensor]] = {}
+        if copied is None:
+            nelbo_sum, nll_sum = model.weighted_lm_nll(states, batch["input_ids"][masked], weights[masked],
+                                                       excluded=self.mask_id)
+            loss_sum = nelbo_sum
+        else:
+            is_masked = masked[rows]
+            nelbo_sum, nll_sum = model.weighted_lm_nll(states[is_masked], batch["input_ids"][masked], weights[masked],
+                                                       excluded=self.mask_id)
+            copy_sum, _ = model.weighted_lm_nll(states[~is_masked], batch["input_ids"][copied], None,
+                                                excluded=self.mask_id)
+            loss_sum = nelbo_sum + copy_sum
+            extras["copy_nll"] = (mean_or_zero(copy_sum.detach(), copied.sum()), copied.sum())
+        # The weighted NLL is the bound; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
         n_masked = masked.sum()
+        n_rows = int(rows.sum())
         flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
-                                    output_rows=int(n_masked), vocab_rows=int(n_masked))
-        n_targets = target_positions(batch["input_ids"], batch.get("attention_mask")).sum()
+                                    output_rows=n_rows, vocab_rows=n_rows)
+        n_targets = targets.sum()
         inputs = self.input_token_count(batch)
         nelbo = mean_or_zero(nelbo_sum, n_targets)
         return LossOutput(
-            loss=nelbo,
+            loss=nelbo if copied is None else mean_or_zero(loss_sum, n_targets),
             lm_nll_sum=nll_sum,
             predicted_tokens=n_masked,
             input_tokens=inputs,
             forward_flops=flops,
-            extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs)},
+            extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs), **extras},
         )

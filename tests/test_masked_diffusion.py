@@ -110,3 +110,60 @@ def test_padding_is_never_a_target_and_the_loss_is_per_real_target(vocab):
     nll = plain_nll(model, corrupted, ids, vocab.mask_id, attention_mask)
     expected = ((nll * masked) / rates[:, None]).sum() / n_targets
     torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("copy_rate", [-0.1, 1.5, "some", True])
+def test_bad_copy_rate_is_refused(copy_rate):
+    with pytest.raises(ValueError, match="objective.copy_rate"):
+        MaskedDiffusionLM(copy_rate=copy_rate)
+
+
+def test_copy_positions_are_visible_targets_at_their_rate_and_leave_the_masking_alone(vocab):
+    objective = objective_with(vocab, copy_rate=0.3)
+    ids = torch.randint(6, vocab.size, (128, 100), generator=torch.Generator().manual_seed(5))
+    ids[:, 0] = vocab.cls_id
+    batch = {"input_ids": ids}
+    g = torch.Generator().manual_seed(6)
+    corrupted, masked, rates = objective.corrupt(batch, g)
+    targets = torch.ones_like(masked)
+    targets[:, 0] = False
+    copied = objective.copy_positions(masked, targets, g)
+    assert not (copied & masked).any() and not copied[:, 0].any()
+    share = copied.sum() / (targets & ~masked).sum()
+    assert abs(float(share) - 0.3) < 0.02  # ~6,000 visible targets: ~7 standard deviations
+    # The same generator draws the same masks with or without copying: validation's NELBO is unchanged by it.
+    plain_masked = objective_with(vocab).corrupt(batch, torch.Generator().manual_seed(6))[1]
+    assert torch.equal(masked, plain_masked)
+    assert objective_with(vocab).copy_positions(masked, targets, g) is None
+
+
+def test_copy_loss_is_added_to_the_nelbo_and_kept_out_of_the_bound(vocab):
+    model, ids = tiny_model_and_blocks(vocab, n_layers=2, shape=(8, 24))
+    objective = objective_with(vocab, copy_rate=0.5)
+    batch = {"input_ids": ids}
+    out = objective.loss(batch, model, torch.Generator().manual_seed(3))
+    out.loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+
+    g = torch.Generator().manual_seed(3)
+    corrupted, masked, rates = objective.corrupt(batch, g)
+    targets = torch.ones_like(masked)
+    targets[:, 0] = False
+    copied = objective.copy_positions(masked, targets, g)
+    assert copied.any() and masked.any()
+    nll = plain_nll(model, corrupted, ids, vocab.mask_id)
+    n_targets = ids.shape[0] * (ids.shape[1] - 1)
+    nelbo = ((nll * masked) / rates[:, None]).sum() / n_targets
+    copy = (nll * copied).sum()
+    expected = nelbo + copy / n_targets
+    expected.backward()
+    torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.extras["nelbo"][0], nelbo.detach(), rtol=1e-5, atol=1e-6)  # the bound alone
+    torch.testing.assert_close(out.extras["copy_nll"][0], copy.detach() / copied.sum(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.lm_nll_sum, (nll * masked).sum().detach(), rtol=1e-5, atol=1e-5)
+    assert int(out.predicted_tokens) == int(masked.sum())  # the copies are not predictions of the bound
+    rows = int((masked | copied).sum())  # the copies' last MLP and vocabulary projection are compute spent
+    assert out.forward_flops == model.forward_flops(corrupted, BIDIRECTIONAL, output_rows=rows, vocab_rows=rows)
+    for mine, reference in zip(grads, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
