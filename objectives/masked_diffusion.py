@@ -25,9 +25,9 @@ class MaskedDiffusionLM(Objective):
     """Per sequence one rate t (stratified across the batch, see `stratified_rates`); every target position is
     replaced by [MASK] with probability t, independently; the loss is the NELBO, sum over masked positions of
     their cross-entropy times 1/t, per target position of the batch. [MASK] is never predicted (its logit is
-    out of the support), unmasked positions carry no loss, and the network gets no time input (Ou et al. 2024:
-    the mask count carries it). The vocabulary projection and last MLP run only at masked positions (and at the
-    copy positions when `copy_rate` > 0, whose loss is added to the training loss but never to val/nelbo)."""
+    out of the support), unmasked positions carry no loss (unless `copy_rate` > 0, a training aid outside the
+    bound), and the network gets no time input (Ou et al. 2024: the mask count carries it). The vocabulary
+    projection and last MLP run only at the positions that carry a loss."""
 
     pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
@@ -36,7 +36,7 @@ class MaskedDiffusionLM(Objective):
     mask_in_support = False  # [MASK] is the absorbing state, excluded from the softmax (the loss below)
     # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity
     val_loss_kind = "masked_token_any_rate"
-    extra_metrics = ("nelbo", "mask_share", "copy_nll")  # copy_nll: with copy_rate > 0
+    extra_metrics = ("nelbo", "mask_share")  # with copy_rate > 0, train/loss - train/nelbo is the copy loss
     # val/nelbo is an NLL bound per target token: its exponential is logged as val/ppl_bound.
     perplexity_of = {"nelbo": "ppl_bound"}
     likelihood_metric = "nelbo"  # an upper bound on the NLL per target token
@@ -49,10 +49,11 @@ class MaskedDiffusionLM(Objective):
             raise ValueError(f"objective.copy_rate={copy_rate!r} must be a number in [0, 1]: the share of visible "
                              "targets that also predict their own token (0: MDLM as published)")
         self.eps = float(eps)
-        # A training aid, not part of the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the
-        # only input at every loss position, this backbone sits on its unigram plateau for ~1,000 steps (an MLM
-        # with BERT's kept 10 % leaves it within 100). Predicting their own token at a share of the visible
-        # targets (D3PM's auxiliary loss on x0, Austin et al. 2021, restricted to what is visible) gets it off.
+        # A training aid outside the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the only
+        # input at every loss position, this backbone sits on its unigram plateau for ~1,000 steps (an MLM with
+        # BERT's 10 % kept tokens leaves it within 100). A copy loss at a random share of the visible targets
+        # (BERT's kept-token prediction; the visible part of D3PM's auxiliary cross-entropy on x0, Austin et al.
+        # 2021, subsampled and unweighted, which MDLM's carry-over unmasking sets to zero) gets it off sooner.
         self.copy_rate = float(copy_rate)
         self.mask_id: int | None = None
 
@@ -85,7 +86,6 @@ class MaskedDiffusionLM(Objective):
         states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=rows)
         weights = (1.0 / rates)[:, None].expand_as(masked)  # each row's 1/t
-        extras: dict[str, tuple[Tensor, Tensor]] = {}
         if copied is None:
             nelbo_sum, nll_sum = model.weighted_lm_nll(states, batch["input_ids"][masked], weights[masked],
                                                        excluded=self.mask_id)
@@ -97,7 +97,6 @@ class MaskedDiffusionLM(Objective):
             copy_sum, _ = model.weighted_lm_nll(states[~is_masked], batch["input_ids"][copied], None,
                                                 excluded=self.mask_id)
             loss_sum = nelbo_sum + copy_sum
-            extras["copy_nll"] = (mean_or_zero(copy_sum.detach(), copied.sum()), copied.sum())
         # The weighted NLL is the bound; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
         n_masked = masked.sum()
         n_rows = int(rows.sum())
@@ -112,5 +111,5 @@ class MaskedDiffusionLM(Objective):
             predicted_tokens=n_masked,
             input_tokens=inputs,
             forward_flops=flops,
-            extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs), **extras},
+            extras={"nelbo": (nelbo.detach(), n_targets), "mask_share": mask_share(n_masked, inputs)},
         )
