@@ -106,7 +106,7 @@ class MaskedDiffusionLM(Objective):
         inputs = self.input_token_count(batch)
         nelbo = mean_or_zero(nelbo_sum, n_targets)
         return LossOutput(
-            loss=nelbo if copied is None else mean_or_zero(loss_sum, n_targets),
+            loss=mean_or_zero(loss_sum, n_targets),  # the NELBO, plus the copy loss with copy_rate > 0
             lm_nll_sum=nll_sum,
             predicted_tokens=n_masked,
             input_tokens=inputs,
