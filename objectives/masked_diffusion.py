@@ -85,19 +85,16 @@ class MaskedDiffusionLM(Objective):
         attention = self.attention(batch)
         states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=rows)
-        weights = (1.0 / rates)[:, None].expand_as(masked)  # each row's 1/t
-        if copied is None:
-            nelbo_sum, nll_sum = model.weighted_lm_nll(states, batch["input_ids"][masked], weights[masked],
-                                                       excluded=self.mask_id)
-            loss_sum = nelbo_sum
-        else:
-            is_masked = masked[rows]
-            nelbo_sum, nll_sum = model.weighted_lm_nll(states[is_masked], batch["input_ids"][masked], weights[masked],
-                                                       excluded=self.mask_id)
-            copy_sum, _ = model.weighted_lm_nll(states[~is_masked], batch["input_ids"][copied], None,
+        weights = (1.0 / rates)[:, None].expand_as(masked)[masked]  # each masked row's sequence's 1/t
+        # The weighted NLL is the bound; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
+        masked_states = states if copied is None else states[masked[rows]]
+        nelbo_sum, nll_sum = model.weighted_lm_nll(masked_states, batch["input_ids"][masked], weights,
+                                                   excluded=self.mask_id)
+        loss_sum = nelbo_sum
+        if copied is not None:  # the copy rows, weight 1: a training aid, kept out of the bound
+            copy_sum, _ = model.weighted_lm_nll(states[~masked[rows]], batch["input_ids"][copied], None,
                                                 excluded=self.mask_id)
             loss_sum = nelbo_sum + copy_sum
-        # The weighted NLL is the bound; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
         n_masked = masked.sum()
         n_rows = int(rows.sum())
         flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
