@@ -5,7 +5,8 @@ cut falls between documents, at the same places in every run), and a pool of wor
 shard written atomically by its worker (`shard-NNNNN.tokens.npy` with `[EOD]` after every document, and its
 document offsets). The parent holds at most `2 x workers` shards of text, so memory does not grow with the corpus.
 A run killed part-way keeps its finished shards: the next one re-reads the corpus past them without encoding them
-again. `manifest.json`, written last, marks the split complete.
+again. `manifest.json`, written last, marks the split complete. A file lock keeps two runs sharing a cache from
+encoding one folder at once: the second waits and then reads the first one's shards.
 
 Reading (`ShardedTokens`): the shards memory-mapped and presented as one flat array of token ids (`len`, integer
 and slice indexing, `head`), so packed blocks and segment pairs index the stream as they would one file.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import operator
 import os
 import resource
@@ -28,6 +30,7 @@ from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
@@ -36,7 +39,9 @@ from datamodules.tokenizer import encode_documents
 
 MANIFEST = "manifest.json"
 PLAN = "plan.json"  # how the shards are cut and encoded, written first: a resume must match it
+LOCK = ".encode.lock"  # held while a run encodes the folder
 LAYOUT = 1  # bumped when the files' layout changes, so old caches are rebuilt rather than misread
+log = logging.getLogger(__name__)
 
 
 def shard_paths(folder: Path, index: int) -> tuple[Path, Path]:
@@ -120,11 +125,30 @@ def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Pat
                      shard_chars: int = 8_000_000, desc: str = "") -> EncodeReport:
     """Encode `documents` into `folder` (see the module docstring). `workers` > 1 encodes in that many processes;
     1 encodes in this one. A folder with a manifest is complete and left alone."""
-    if (folder / MANIFEST).is_file():
+    if (folder / MANIFEST).is_file():  # complete: no lock needed, as the manifest is written last
         manifest = json.loads((folder / MANIFEST).read_text())
         return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
     check_encode_settings(workers, shard_chars)
     folder.mkdir(parents=True, exist_ok=True)
+    # One writer per folder: a second run sharing the cache waits, then finds the manifest. Without the lock its
+    # sweep of stale temporary files below would delete the first run's files in flight.
+    lock = FileLock(folder / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting for another run that is encoding %s", folder)
+        lock.acquire()
+    try:
+        return _encode_holding_the_lock(tokenizer, documents, folder, workers, shard_chars, desc)
+    finally:
+        lock.release()
+
+
+def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], folder: Path, workers: int,
+                             shard_chars: int, desc: str) -> EncodeReport:
+    if (folder / MANIFEST).is_file():
+        manifest = json.loads((folder / MANIFEST).read_text())
+        return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
     plan = {"layout": LAYOUT, "shard_chars": shard_chars,
             "tokenizer": hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:16]}
     if (folder / PLAN).is_file():

@@ -9,16 +9,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from common.vocabulary import EOD
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.sampler import ResumableSampler
-from datamodules.shards import MANIFEST, ShardedTokens, encode_to_shards, read_shards, shard_paths
+from datamodules.shards import LOCK, MANIFEST, PLAN, ShardedTokens, encode_to_shards, read_shards, shard_paths
 from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
 from tests.conftest import REPO
 
@@ -115,6 +117,28 @@ def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, t
     tokens, offsets = read_shards(folder)
     expected_tokens, expected_offsets = one_shot(tokenizer, documents)
     assert np.array_equal(np.asarray(tokens), expected_tokens) and np.array_equal(offsets, expected_offsets)
+
+
+def test_a_run_waits_for_another_encoding_the_folder_then_reads_its_shards(tmp_path, tokenizer, documents):
+    done, shared = tmp_path / "done", tmp_path / "shared"
+    encode_to_shards(tokenizer, iter(documents), done, shard_chars=300_000)
+    shared.mkdir()
+    in_flight = shared / ".shard-00000.tokens.npy.tmp-1-abcdef01"  # the other run's file being written
+    in_flight.write_bytes(b"half")
+    reports = []
+    with FileLock(shared / LOCK):  # the other run holds the folder
+        waiter = threading.Thread(target=lambda: reports.append(
+            encode_to_shards(tokenizer, iter(documents), shared, shard_chars=300_000)))
+        waiter.start()
+        waiter.join(timeout=1.0)
+        # Still waiting: it neither swept the other run's temporary file nor wrote a plan of its own.
+        assert waiter.is_alive() and in_flight.is_file() and not (shared / PLAN).exists()
+        in_flight.unlink()
+        for path in done.iterdir():  # the other run finishes
+            shutil.copy(path, shared / path.name)
+    waiter.join(timeout=60)
+    (report,) = reports
+    assert report.encoded == 0 and report.tokens == len(read_shards(done)[0])
 
 
 def test_a_resume_with_other_shard_settings_is_refused(tmp_path, tokenizer, documents):
