@@ -149,10 +149,12 @@ def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
         for start in range(0, len(documents), ENCODE_BATCH):
             batch = documents[start : start + ENCODE_BATCH]
             for enc in tokenizer.encode_batch_fast(batch, add_special_tokens=False):
-                if not enc.ids:
+                ids = enc.ids  # each read of .ids builds a new Python list from the Rust one
+                if not ids:
                     continue
-                chunks.append(np.asarray(enc.ids + [eod], dtype=dtype))
-                lengths.append(len(enc.ids) + 1)
+                ids.append(eod)
+                chunks.append(np.asarray(ids, dtype=dtype))
+                lengths.append(len(ids))
             bar.update(len(batch))
     tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)

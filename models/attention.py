@@ -112,11 +112,17 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
         return probs @ v
 
 
-def is_kernel_causal(attention: Attention, padding: Tensor | None, *, explicit_kernel: bool = False) -> bool:
-    """Whether the attention kernel skips the blocks above the diagonal: SDPA does when it gets `is_causal=True`
-    and no mask (causal attention without padding); the explicit kernel computes every score. The FLOPs count
-    (models.flops) halves attention's work only then."""
-    return attention.kind == "causal" and padding is None and not explicit_kernel
+def attention_share(attention: Attention, padding: Tensor | None, *, device_type: str, dtype: torch.dtype,
+                    length: int, dropout: float) -> float:
+    """The share of the T x T scores the kernel `attend` picks computes, for the FLOPs count (models.flops): 0.5
+    only where SDPA skips the blocks above the diagonal, which it does for `is_causal=True` without a mask (causal
+    attention without padding) but not with attention dropout on a CPU, which sends it to its math kernel
+    (../shared/specs/performance.md). The explicit kernel (CPU, bf16) computes every score. 1 otherwise."""
+    if attention.kind != "causal" or padding is not None:
+        return 1.0
+    if uses_explicit_kernel(device_type, dtype, length, dropout) or (device_type == "cpu" and dropout > 0):
+        return 1.0
+    return 0.5
 
 
 def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, length: int,
@@ -129,7 +135,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
 
     `padding`: (B, T), 1 for real tokens and 0 for padding (keys at padding are never attended)."""
     if attention.kind in STATIC_KINDS and padding is None:
-        return None, is_kernel_causal(attention, padding)
+        return None, attention.kind == "causal"
     if attention.rows() not in (None, batch):
         raise ValueError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
     positions = torch.arange(length, device=device)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.attention import Attention, attend, is_kernel_causal, sdpa_arguments, uses_explicit_kernel
+from models.attention import Attention, attend, attention_share, sdpa_arguments
 from models.flops import forward_flops
 from models.lm_loss import linear_cross_entropy, matmul_dtype, weighted_linear_cross_entropy
 
@@ -239,23 +239,19 @@ class Transformer(nn.Module):
     def forward_flops(self, input_ids: Tensor, attention: Attention, *, attention_mask: Tensor | None = None,
                       output_rows: int | None = None, vocab_rows: int = 0) -> float:
         """Matmul FLOPs of `forward` on these inputs (its last MLP on `output_rows` rows, default every
-        position) plus the LM head on `vocab_rows` rows, as models.flops counts them. Causal attention counts half
-        its scores only where SDPA's kernel skips the masked blocks: `is_causal` without a mask, not with attention
-        dropout on a CPU, which sends SDPA to its math kernel (../shared/specs/performance.md), and not in bf16 on
-        a CPU, where models.attention's explicit kernel computes every score. Call it where the step runs (under
-        its autocast), as the objectives' losses do."""
+        position) plus the LM head on `vocab_rows` rows, as models.flops counts them, with the share of attention
+        scores the chosen kernel computes (models.attention.attention_share). Call it where the step runs (under
+        its autocast), as the objectives' losses do: the kernel depends on the matmul dtype."""
         sequences, length = input_ids.shape
         c = self.config
-        dropout = c.dropout if self.training else 0.0
         device = input_ids.device.type
-        explicit = uses_explicit_kernel(device, matmul_dtype(device, self.token_embedding.weight.dtype), length,
-                                        dropout)
-        cpu_dropout = device == "cpu" and dropout > 0
-        skips_masked = is_kernel_causal(attention, attention_mask, explicit_kernel=explicit) and not cpu_dropout
+        share = attention_share(attention, attention_mask, device_type=device,
+                                dtype=matmul_dtype(device, self.token_embedding.weight.dtype), length=length,
+                                dropout=c.dropout if self.training else 0.0)
         return forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=c.vocab_size,
                              sequences=sequences, length=length,
                              output_rows=sequences * length if output_rows is None else int(output_rows),
-                             vocab_rows=int(vocab_rows), attention_share=0.5 if skips_masked else 1.0)
+                             vocab_rows=int(vocab_rows), attention_share=share)
 
     def num_parameters(self, *, exclude_embeddings: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

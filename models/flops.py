@@ -28,7 +28,7 @@ def forward_flops(*, d_model: int, n_layers: int, d_ff: int, vocab_size: int, se
                   output_rows: int, vocab_rows: int, attention_share: float) -> float:
     """Matmul FLOPs of one backbone forward over `sequences` x `length` positions, with the last block's MLP on
     `output_rows` rows and the vocabulary projection on `vocab_rows` rows; `attention_share` is the share of the
-    T x T scores computed (models.attention.is_kernel_causal: 0.5, else 1)."""
+    T x T scores computed (models.attention.attention_share)."""
     positions = sequences * length
     if not 0 <= output_rows <= positions:
         raise ValueError(f"output_rows={output_rows} must be in [0, {positions}] (the positions of the batch)")

@@ -9,6 +9,7 @@ from models.attention import (
     CAUSAL,
     EXPLICIT_KERNEL_MAX_LEN,
     Attention,
+    attention_share,
     explicit_attention,
     sdpa_arguments,
     uses_explicit_kernel,
@@ -308,6 +309,23 @@ def test_bf16_on_a_cpu_takes_the_explicit_kernel_and_fp32_or_dropout_keeps_sdpa(
     assert not uses_explicit_kernel("cpu", torch.bfloat16, 128, 0.1)  # SDPA's dropout stream stays the same
     assert not uses_explicit_kernel("cuda", torch.bfloat16, 128, 0.0)
     assert not uses_explicit_kernel("cpu", torch.bfloat16, EXPLICIT_KERNEL_MAX_LEN + 1, 0.0)
+
+
+@pytest.mark.parametrize("attention,padded,device,dtype,length,dropout,share", [
+    (CAUSAL, False, "cpu", torch.float32, 128, 0.0, 0.5),  # SDPA with is_causal skips the upper blocks
+    (CAUSAL, False, "cuda", torch.bfloat16, 128, 0.1, 0.5),
+    (CAUSAL, False, "cpu", torch.bfloat16, EXPLICIT_KERNEL_MAX_LEN + 1, 0.0, 0.5),  # too long: SDPA again
+    (CAUSAL, True, "cpu", torch.float32, 128, 0.0, 1.0),  # a dense mask: every score
+    (CAUSAL, False, "cpu", torch.float32, 128, 0.1, 1.0),  # dropout on a CPU: SDPA's math kernel
+    (CAUSAL, False, "cpu", torch.bfloat16, 128, 0.0, 1.0),  # the explicit kernel
+    (BIDIRECTIONAL, False, "cuda", torch.bfloat16, 128, 0.0, 1.0),
+    (Attention.prefix([2]), False, "cuda", torch.bfloat16, 128, 0.0, 1.0),
+])
+def test_the_flops_count_halves_attention_only_where_the_chosen_kernel_skips_the_upper_triangle(
+        attention, padded, device, dtype, length, dropout, share):
+    padding = torch.ones(1, length, dtype=torch.long) if padded else None
+    assert attention_share(attention, padding, device_type=device, dtype=dtype, length=length,
+                           dropout=dropout) == share
 
 
 @pytest.mark.parametrize("kind", ["causal", "bidirectional", "prefix"])
