@@ -30,8 +30,9 @@ print(json.dumps(faults[-3:]))  # the steady state: the first rounds may still g
 """
 
 
-def faults_per_round(keep: bool) -> list[int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+def faults_per_round(keep: bool, **environment: str) -> list[int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    env.update(environment)
     out = subprocess.run([sys.executable, "-c", FAULTS_PER_ROUND.format(repo=str(REPO), keep=keep)], env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -42,3 +43,13 @@ def test_a_freed_large_tensor_is_reused_without_page_faults():
     page_count = 64 * 1024 * 1024 // 4096
     assert min(faults_per_round(keep=False)) > page_count // 2  # glibc's default: a fresh mmap every time
     assert max(faults_per_round(keep=True)) < page_count // 100  # kept on the heap, neither unmapped nor trimmed
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings are Linux-only")
+@pytest.mark.parametrize("environment", [
+    {"MALLOC_MMAP_MAX_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072"},
+    {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=65536:glibc.malloc.trim_threshold=131072"},
+], ids=["malloc-variables", "glibc-tunables"])
+def test_the_environments_malloc_settings_win(environment):
+    # glibc's defaults, asked for explicitly: the fresh mmap every round comes back.
+    assert min(faults_per_round(keep=True, **environment)) > 64 * 1024 * 1024 // 4096 // 2

@@ -87,9 +87,10 @@ def keep_large_allocations_on_the_heap() -> None:
     - M_TRIM_THRESHOLD at its maximum: the heap's freed top is kept, not trimmed at 128 KB. Without it an AR
       step in bf16 still faulted 68,000 pages (5,000 with it), and, timed alternately in one process, kept
       was 1.20x faster for AR (1.06-1.29 over 6 rounds) and 1.08x for MLM in bf16, 1.02x / 1.09x in fp32.
-    The process's memory stays at its peak, which a training process reaches every step anyway. The
-    environment's MALLOC_MMAP_MAX_ / MALLOC_TRIM_THRESHOLD_, when set, win. bench/throughput.py applies it to
-    every model it times, as train.py does."""
+    The process's memory stays at its peak, which a training process reaches every step anyway. A setting the
+    environment makes, as MALLOC_MMAP_MAX_ / MALLOC_TRIM_THRESHOLD_ or as glibc.malloc.mmap_max /
+    glibc.malloc.trim_threshold in GLIBC_TUNABLES, wins. bench/throughput.py applies it to every model it times,
+    as train.py does."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -97,6 +98,8 @@ def keep_large_allocations_on_the_heap() -> None:
     except (OSError, AttributeError):
         return  # not glibc: nothing to tune
     # mallopt takes a C int: 2**31 - 1 is the largest threshold (a larger Python int would wrap to a small one).
-    for variable, option, value in (("MALLOC_MMAP_MAX_", -4, 0), ("MALLOC_TRIM_THRESHOLD_", -1, 2**31 - 1)):
-        if variable not in os.environ:
+    tunables = {item.split("=", 1)[0] for item in os.environ.get("GLIBC_TUNABLES", "").split(":") if item}
+    for variable, tunable, option, value in (("MALLOC_MMAP_MAX_", "glibc.malloc.mmap_max", -4, 0),
+                                             ("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold", -1, 2**31 - 1)):
+        if variable not in os.environ and tunable not in tunables:  # mallopt would override the user's choice
             mallopt(ctypes.c_int(option), ctypes.c_int(value))
