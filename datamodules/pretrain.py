@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,8 +119,7 @@ class PretrainDataModule(L.LightningDataModule):
         for split, folder in paths.splits.items():
             report = encode_to_shards(tokenizer, self.corpus.documents(split), folder, workers=self.encode_workers,
                                       shard_chars=self.shard_chars, desc=split)
-            if report.tokens == 0:
-                shutil.rmtree(folder, ignore_errors=True)
+            if report.tokens == 0:  # encode_to_shards left no manifest: the next run tries again
                 raise ValueError(f"the {split} split of {self.corpus.describe()} is empty after tokenization; "
                                  "add text or change data.corpus.val_fraction")
             if report.encoded:

@@ -192,6 +192,11 @@ def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], fol
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     shard_tokens = [counts[i] for i in range(len(counts))]
+    if sum(shard_tokens) == 0:  # nothing to train on: no manifest, so no later run takes the folder as complete
+        for path in folder.iterdir():
+            if path.name != LOCK:  # the lock stays: a run waiting on it must not lock a new file beside it
+                path.unlink()
+        return EncodeReport(len(shard_tokens), encoded, 0)
     atomic_write_text(folder / MANIFEST, json.dumps({"layout": LAYOUT, "shard_tokens": shard_tokens}))
     return EncodeReport(len(shard_tokens), encoded, sum(shard_tokens))
 

@@ -117,7 +117,8 @@ def attention_share(attention: Attention, padding: Tensor | None, *, device_type
     """The share of the T x T scores the kernel `attend` picks computes, for the FLOPs count (models.flops): 0.5
     only where SDPA skips the blocks above the diagonal, which it does for `is_causal=True` without a mask (causal
     attention without padding) but not with attention dropout on a CPU, which sends it to its math kernel
-    (../shared/specs/performance.md). The explicit kernel (CPU, bf16) computes every score. 1 otherwise."""
+    (../shared/specs/performance.md). The explicit kernel (`uses_explicit_kernel`: CPU, bf16, no dropout, at most
+    EXPLICIT_KERNEL_MAX_LEN tokens) computes every score. 1 otherwise."""
     if attention.kind != "causal" or padding is not None:
         return 1.0
     if uses_explicit_kernel(device_type, dtype, length, dropout) or (device_type == "cpu" and dropout > 0):

@@ -125,20 +125,35 @@ def test_a_run_waits_for_another_encoding_the_folder_then_reads_its_shards(tmp_p
     shared.mkdir()
     in_flight = shared / ".shard-00000.tokens.npy.tmp-1-abcdef01"  # the other run's file being written
     in_flight.write_bytes(b"half")
-    reports = []
+    reports, documents_read = [], []
+
+    def corpus():
+        for text in documents:
+            documents_read.append(text)
+            yield text
+
     with FileLock(shared / LOCK):  # the other run holds the folder
         waiter = threading.Thread(target=lambda: reports.append(
-            encode_to_shards(tokenizer, iter(documents), shared, shard_chars=300_000)))
+            encode_to_shards(tokenizer, corpus(), shared, shard_chars=300_000)))
         waiter.start()
         waiter.join(timeout=1.0)
         # Still waiting: it neither swept the other run's temporary file nor wrote a plan of its own.
         assert waiter.is_alive() and in_flight.is_file() and not (shared / PLAN).exists()
         in_flight.unlink()
         for path in done.iterdir():  # the other run finishes
-            shutil.copy(path, shared / path.name)
+            if path.name != LOCK:
+                shutil.copy(path, shared / path.name)
     waiter.join(timeout=60)
+    assert not waiter.is_alive(), "still waiting after the lock was released"
     (report,) = reports
     assert report.encoded == 0 and report.tokens == len(read_shards(done)[0])
+    assert documents_read == [], "the waiter re-read the corpus instead of taking the finished folder"
+
+
+def test_an_empty_split_leaves_no_manifest_and_keeps_the_lock(tmp_path, tokenizer):
+    report = encode_to_shards(tokenizer, iter([]), tmp_path, shard_chars=300_000)
+    assert report.tokens == 0
+    assert [p.name for p in tmp_path.iterdir()] == [LOCK]  # not complete, and the lock a waiting run holds stays
 
 
 def test_a_resume_with_other_shard_settings_is_refused(tmp_path, tokenizer, documents):

@@ -98,7 +98,7 @@ def keep_large_allocations_on_the_heap() -> None:
     except (OSError, AttributeError):
         return  # not glibc: nothing to tune
     # mallopt takes a C int: 2**31 - 1 is the largest threshold (a larger Python int would wrap to a small one).
-    tunables = {item.split("=", 1)[0] for item in os.environ.get("GLIBC_TUNABLES", "").split(":") if item}
+    tunables = {item.split("=", 1)[0] for item in os.environ.get("GLIBC_TUNABLES", "").split(":") if "=" in item}
     for variable, tunable, option, value in (("MALLOC_MMAP_MAX_", "glibc.malloc.mmap_max", -4, 0),
                                              ("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold", -1, 2**31 - 1)):
         if variable not in os.environ and tunable not in tunables:  # mallopt would override the user's choice
