@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.ticker import NullFormatter
 
 from analysis.runs import curve_by_tokens
 from analysis.study import PRIMARY_METRIC
@@ -99,6 +100,7 @@ def plot_epochs(epochs: pd.DataFrame, ax: Axes, x: str) -> None:
         ax.errorbar(xs, rows["mean"], yerr=rows["ci95"].fillna(0), marker="o", capsize=3,
                     linestyle="-" if len(rows) > 1 else "none", label=f"{objective}, {unique:,} unique tokens")
     ax.set_xscale("log", base=2 if x == "epochs" else 10)
+    ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap over less than a decade of FLOPs
     ax.set_xlabel("epochs over the unique tokens" if x == "epochs" else "training FLOPs")
     ax.set_ylabel("val NLL per target token (AR exact, MDLM bound)")
     ax.legend(fontsize=8)
