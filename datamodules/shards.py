@@ -121,13 +121,20 @@ class EncodeReport:
     tokens: int
 
 
+def _finished(folder: Path) -> EncodeReport | None:
+    """The report of a folder whose manifest says it is complete (nothing encoded now), or None."""
+    if not (folder / MANIFEST).is_file():
+        return None
+    shard_tokens = json.loads((folder / MANIFEST).read_text())["shard_tokens"]
+    return EncodeReport(len(shard_tokens), 0, sum(shard_tokens))
+
+
 def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Path, *, workers: int = 1,
                      shard_chars: int = 8_000_000, desc: str = "") -> EncodeReport:
     """Encode `documents` into `folder` (see the module docstring). `workers` > 1 encodes in that many processes;
     1 encodes in this one. A folder with a manifest is complete and left alone."""
-    if (folder / MANIFEST).is_file():  # complete: no lock needed, as the manifest is written last
-        manifest = json.loads((folder / MANIFEST).read_text())
-        return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
+    if (finished := _finished(folder)) is not None:  # no lock needed: the manifest is written last
+        return finished
     check_encode_settings(workers, shard_chars)
     folder.mkdir(parents=True, exist_ok=True)
     # One writer per folder: a second run sharing the cache waits, then finds the manifest. Without the lock its
@@ -146,9 +153,8 @@ def encode_to_shards(tokenizer: Tokenizer, documents: Iterable[str], folder: Pat
 
 def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], folder: Path, workers: int,
                              shard_chars: int, desc: str) -> EncodeReport:
-    if (folder / MANIFEST).is_file():
-        manifest = json.loads((folder / MANIFEST).read_text())
-        return EncodeReport(len(manifest["shard_tokens"]), 0, sum(manifest["shard_tokens"]))
+    if (finished := _finished(folder)) is not None:  # finished by the run we waited for
+        return finished
     plan = {"layout": LAYOUT, "shard_chars": shard_chars,
             "tokenizer": hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:16]}
     if (folder / PLAN).is_file():
