@@ -22,6 +22,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.findings_report import registered_claim, write_findings
+from analysis.study_report import write_report
 from common.atomic import atomic_write_text
 from studies.plan import DONE_FILE, describe, plan
 from studies.runner import Outcome, check_root, run_stages
@@ -35,9 +37,21 @@ def summarise(outcomes: list[Outcome]) -> str:
     return "\n".join([*lines, "stages: " + ", ".join(f"{n} {status}" for status, n in counts.items())])
 
 
+def check_registrations(cfg: DictConfig) -> None:
+    """Every finding carries a registered claim and every check names an arm, before hours of stages run."""
+    study = OmegaConf.to_container(cfg.study, resolve=True)
+    for finding_id, finding in (study.get("findings") or {}).items():
+        registered_claim(finding_id, finding)
+    for check_id, check in (study.get("checks") or {}).items():
+        arm = (check.get("value") or {}).get("arm")
+        if arm not in study["arms"]:
+            raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
+    check_registrations(cfg)
     stages = plan(cfg)
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
@@ -52,12 +66,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            from analysis.findings import write_findings  # pandas and matplotlib: only once there is a study
-            from analysis.study_report import write_report
-
             written = write_report(root)
             if cfg.study.get("findings"):
-                written += write_findings(root, OmegaConf.to_container(cfg.study.findings, resolve=True))
+                written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
             log.info("report: %s", ", ".join(str(p) for p in written))
     elif any(o.status == "waiting" for o in outcomes):
         log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")

@@ -56,12 +56,14 @@ def pairwise_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 def likelihood_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per checkpoint: NLL per target token of the held-out blocks and its perplexity, exact for AR and an
-    upper bound for a bidirectional checkpoint (column `kind`). Rows compare only when they share
-    `blocks_fingerprint` (the same token ids: corpus, split, tokenizer, block size and count)."""
+    upper bound for a bidirectional checkpoint (column `kind`), and below_unigram: the train split's unigram NLL of
+    the same non-[EOD] targets minus the model's. Rows compare only when they share `blocks_fingerprint` (the same
+    token ids: corpus, split, tokenizer, block size and count)."""
     rows = [{"checkpoint": name, "objective": report["objective"],
              **{key: report["likelihood"].get(key) for key in (
-                 "kind", "nll_per_token", "ppl", "nll_per_token_without_eod", "mc_stderr", "blocks_stderr", "blocks",
-                 "block_size", "target_tokens", "blocks_fingerprint")}}
+                 "kind", "nll_per_token", "ppl", "nll_per_token_without_eod", "unigram_nll_per_token_without_eod",
+                 "below_unigram", "mc_stderr", "blocks_stderr", "blocks", "block_size", "target_tokens",
+                 "blocks_fingerprint")}}
             for name, report in reports.items() if "likelihood" in report]
     return pd.DataFrame(rows).set_index("checkpoint").sort_index()
 

@@ -1,5 +1,5 @@
-"""A study's findings: each a published claim that a quantity A is greater (or less) than a quantity B,
-measured once per pretraining seed, paired across the two sides, and judged by analysis.verdicts.
+"""What a study's findings measure: each compares a quantity A with a quantity B, measured once per
+pretraining seed and paired across the two sides (analysis.findings_report judges the family).
 
 A finding (in the study config, `study.findings.<id>`) reads:
 
@@ -7,7 +7,7 @@ A finding (in the study config, `study.findings.<id>`) reads:
     anchor: BERT (Devlin et al. 2019), Table 5: ...
     a: {arm: mlm, finetune: conll2003-full, metric: f1}
     b: {arm: ar, finetune: conll2003-full, metric: f1}
-    direction: greater            # the published direction of A - B
+    test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # registered (findings_report)
 
 A side names its arm and one quantity (QUANTITIES); its value for a seed comes from that seed's runs:
 
@@ -15,7 +15,7 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
     features_gap: <task>, metric[, split]          fine-tuned minus feature-based score of the same checkpoint
     pairwise: {kind, row, column}                  a row of the independence table (exact tables only)
     gap: {min_distance[, max_distance, kind]}      mean independence gap of the pairs at those distances
-    representation: {measure, layer}               e.g. shift_cosine@0.4 at layer `last`
+    representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
     likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
     pretraining: <column>                          e.g. below_unigram, val_likelihood
 
@@ -25,8 +25,6 @@ A side may add `relative_to: <arm>`: its value is then the quantity's change fro
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +33,8 @@ from typing import Any
 import pandas as pd
 
 from analysis import study as S
-from analysis.verdicts import paired_interval, seeds_needed, verdict
-from common.atomic import atomic_write_text
 
 QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining")
-FINDING_KEYS = {"claim", "anchor", "a", "b", "direction"}
 
 
 @dataclass
@@ -105,9 +100,14 @@ def _gap(report: dict[str, Any], spec: dict[str, Any]) -> float:
 def _representation(report: dict[str, Any], spec: dict[str, Any]) -> float:
     part = report["representations"]
     measure, layer = str(spec["measure"]), spec["layer"]
-    if measure.startswith("shift_"):
-        name, rate = measure.removeprefix("shift_").split("@")
-        rows = [{"layer": r["layer"], measure: r[name]} for r in part["shift"][rate]]
+    if "@" in measure:  # <section>_<cosine|cka>@<k>: shift_cosine@0.4 reads part["shift"], shift_left_cka@0.4
+        # part["shift_left"]
+        head, rate = measure.split("@")
+        section, _, name = head.rpartition("_")
+        if section not in part:  # reports written before the section existed
+            raise NotComparable(f"a diagnostics report without representations.{section} (for {measure}); "
+                                "run evaluate.py again")
+        rows = [{"layer": r["layer"], measure: r[name]} for r in part[section][rate]]
     else:
         rows = [{"layer": r["layer"], measure: r[measure]} for r in part["geometry"]]
     row = rows[-1] if layer == "last" else next(r for r in rows if r["layer"] == int(layer))
@@ -157,90 +157,14 @@ def describe(side: dict[str, Any]) -> str:
     return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
 
 
-def judge(runs: StudyRuns, finding_id: str, finding: dict[str, Any]) -> dict[str, Any]:
-    """One verdict row: both sides' means, the paired difference A - B with its 95 % interval, the verdict."""
-    unknown = set(finding) - FINDING_KEYS
-    if unknown or not {"a", "b", "direction"} <= set(finding):
-        raise ValueError(f"finding {finding_id}: keys {sorted(finding)}; a finding has {sorted(FINDING_KEYS)}")
-    row: dict[str, Any] = {"finding": finding_id, "claim": finding.get("claim", ""), "anchor": finding.get("anchor", ""),
-                           "a": describe(finding["a"]), "b": describe(finding["b"]), "direction": finding["direction"]}
-    try:
-        a, b = values(runs, finding["a"]), values(runs, finding["b"])
-        if all(quantity_of(finding[side]) == "likelihood" for side in ("a", "b")):
-            blocks_a, blocks_b = likelihood_blocks(runs, finding["a"]), likelihood_blocks(runs, finding["b"])
-            differing = sorted(s for s in blocks_a.keys() & blocks_b.keys() if blocks_a[s] != blocks_b[s])
-            if differing:
-                raise NotComparable(f"seeds {differing} were scored on different held-out blocks; diagnose both "
-                                    "arms on the same corpus, block size and blocks")
-    except NotComparable as err:
-        return {**row, "n": 0, "verdict": "unresolved", "note": f"not comparable: {err}"}
-    seeds = sorted(a.keys() & b.keys())
-    interval = paired_interval([a[s] - b[s] for s in seeds])
-    outcome = verdict(interval, finding["direction"])
-    needed = seeds_needed(interval) if outcome == "unresolved" else None
-    note = "" if outcome != "unresolved" else (
-        "needs two seeds or more" if interval.n < 2 else
-        f"a paired test at 80 % power needs about {needed} seeds if the observed difference is real"
-        if needed is not None else "no difference observed")
-    return {**row, "seeds": seeds, "n": interval.n,
-            "a_mean": _mean(a, seeds), "b_mean": _mean(b, seeds), "difference": interval.mean,
-            "ci_low": interval.low, "ci_high": interval.high, "verdict": outcome, "seeds_needed": needed,
-            "note": note}
-
-
-def _mean(side: dict[int, float], seeds: list[int]) -> float:
-    return sum(side[s] for s in seeds) / len(seeds) if seeds else math.nan
-
-
-def findings_table(root: str | Path, findings: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    runs = StudyRuns.read(Path(root))
-    return pd.DataFrame([judge(runs, fid, dict(f)) for fid, f in findings.items()])
-
-
-def _number(x: Any) -> str:
-    return "-" if x is None or x != x else f"{x:.3f}"
-
-
-def findings_markdown(table: pd.DataFrame, header: str) -> str:
-    lines = [header, "",
-             "Each difference is A - B per pretraining seed (paired: same seed, data order and fine-tuning seeds), "
-             "with its 95 % Student-t interval over seeds. Reproduced: the interval excludes zero in the published "
-             "direction; contradicted: it excludes zero the other way; unresolved otherwise.", "",
-             "| finding | claim | anchor | A | B | A | B | A - B [95 % CI] | seeds | verdict | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in table.to_dict("records"):
-        interval = f"{_number(r.get('difference'))} [{_number(r.get('ci_low'))}, {_number(r.get('ci_high'))}]"
-        lines.append(f"| {r['finding']} | {r['claim']} | {r['anchor']} | {r['a']} | {r['b']} | {_number(r.get('a_mean'))} "
-                     f"| {_number(r.get('b_mean'))} | {interval} (published: {r['direction']}) | {r['n']} "
-                     f"| **{r['verdict']}** | {r.get('note') or ''} |")
-    return "\n".join(lines) + "\n"
-
-
-def write_findings(root: str | Path, findings: dict[str, dict[str, Any]]) -> list[Path]:
-    """report/findings.md and report/findings.csv for the seeds present in the study folder."""
-    root = Path(root)
-    table = findings_table(root, findings)
-    out = root / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "findings.csv", table.to_csv(index=False))
-    seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
-    atomic_write_text(out / "findings.md", findings_markdown(table, f"# Findings: {root}\n\nPretraining seeds {seeds}."))
-    return [out / "findings.md", out / "findings.csv"]
-
-
-def main() -> None:
-    """python -m analysis.findings <study root>: the verdicts again, from the findings kept in study.json."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("root", help="a study folder (study.py's root=)")
-    root = Path(parser.parse_args().root)
-    settings = root / "study.json"
-    if not settings.is_file():
-        raise SystemExit(f"{settings} is missing: run python study.py for this study first")
-    findings = json.loads(settings.read_text())["settings"]["study"].get("findings")
-    if not findings:
-        raise SystemExit(f"the study in {root} defines no findings (study.findings)")
-    print("\n".join(str(p) for p in write_findings(root, findings)))
-
-
-if __name__ == "__main__":
-    main()
+def measure(runs: StudyRuns, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Both sides' per-seed values and the seeds they share. Likelihood sides compare only on the same held-out
+    blocks (NotComparable otherwise)."""
+    a_values, b_values = values(runs, a), values(runs, b)
+    if all(quantity_of(side) == "likelihood" for side in (a, b)):
+        blocks_a, blocks_b = likelihood_blocks(runs, a), likelihood_blocks(runs, b)
+        differing = sorted(s for s in blocks_a.keys() & blocks_b.keys() if blocks_a[s] != blocks_b[s])
+        if differing:
+            raise NotComparable(f"seeds {differing} were scored on different held-out blocks; diagnose both "
+                                "arms on the same corpus, block size and blocks")
+    return {"seeds": sorted(a_values.keys() & b_values.keys()), "a_values": a_values, "b_values": b_values}

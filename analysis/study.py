@@ -134,16 +134,18 @@ def gap_by_distance_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.D
 
 
 def representation_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
-    """One row per arm, seed, layer and measure: shift_cosine@k, shift_cka@k and the geometry metrics."""
+    """One row per arm, seed, layer and measure: shift_cosine@k, shift_cka@k, shift_left_cosine@k,
+    shift_left_cka@k and the geometry metrics."""
     rows = []
     for (arm, seed), report in reports.items():
         part = report.get("representations")
         if part is None:
             continue
-        for k, layers in part["shift"].items():
-            for row in layers:
-                rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": f"shift_{name}@{k}",
-                          "value": row[name]} for name in ("cosine", "cka")]
+        for section in ("shift", "shift_left"):  # shift_left is absent from reports written before it existed
+            for k, layers in part.get(section, {}).items():
+                for row in layers:
+                    rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": f"{section}_{name}@{k}",
+                              "value": row[name]} for name in ("cosine", "cka")]
         for row in part["geometry"]:
             rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": name, "value": value}
                      for name, value in row.items() if name != "layer"]

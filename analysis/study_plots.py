@@ -1,6 +1,6 @@
-"""Figures of a study: learning curves of every arm on one token axis, the downstream scores, the
-discrepancy and embedding diagnostics per layer, and the independence gap by distance. Each function
-draws on the axes it is given (notebooks) and `analysis.study_report` saves them as PNG files."""
+"""Figures of a study: learning curves of every arm on one token axis (a panel per val/loss kind), the
+downstream scores, the discrepancy and embedding diagnostics per layer, and the independence gap by distance.
+Each function draws on the axes it is given (notebooks) and `analysis.study_report` saves them as PNG files."""
 
 from __future__ import annotations
 
@@ -19,22 +19,45 @@ GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "
 TOKEN_AXES = {"train/tokens_seen": "input tokens seen", "train/pred_tokens_seen": "predicted tokens seen"}
 
 
-def plot_learning_curves(pretraining: pd.DataFrame, ax: Axes, tokens_tag: str = "train/tokens_seen") -> None:
-    """val/loss of every arm against tokens seen: the mean over seeds, and the seeds' range as a band. The
-    seeds of an arm validate at the same steps, so their curves are averaged point by point (MLM's
+def val_loss_kinds(pretraining: pd.DataFrame) -> pd.Series:
+    """Each run's val/loss kind (next_token, masked_token, ...): the one val_nll_<kind> column its row of
+    analysis.study.pretraining_runs fills. Kinds average different tokens, so they never share an axis."""
+    columns = [c for c in pretraining.columns if c.startswith("val_nll_")]
+    filled = pretraining[columns].notna()
+    if not filled.any(axis=1).all():
+        runs = pretraining.loc[~filled.any(axis=1), "run"].tolist()
+        raise ValueError(f"{runs}: no val_nll_<kind> value; their summary.json lacks val_loss, rerun them")
+    return filled.idxmax(axis=1).str.removeprefix("val_nll_")
+
+
+def plot_learning_curves(pretraining: pd.DataFrame, axes: list[Axes], tokens_tag: str = "train/tokens_seen") -> None:
+    """val/loss against tokens seen, one panel per val/loss kind (`val_loss_kinds(pretraining).unique()`, in
+    that order, on as many axes): the arms of that kind, the mean over seeds and the seeds' range as a band,
+    and the unigram baseline (training's val/unigram_baseline) of the panel's runs, a line per distinct value.
+    The seeds of an arm validate at the same steps, so their curves are averaged point by point (MLM's
     predicted-token counts differ a little between seeds)."""
-    for arm, runs in pretraining.groupby("arm", sort=False):
-        curves = [curve_by_tokens(Path(run), "val/loss", tokens_tag) for run in runs["run"]]
-        points = min(len(c) for c in curves)
-        tokens = np.mean([c.index[:points] for c in curves], axis=0)
-        losses = np.array([c.to_numpy()[:points] for c in curves])
-        ax.plot(tokens, losses.mean(axis=0), marker=".", label=f"{arm} ({runs['objective'].iloc[0]})")
-        if len(curves) > 1:
-            ax.fill_between(tokens, losses.min(axis=0), losses.max(axis=0), alpha=0.2)
-    ax.axhline(pretraining["unigram_baseline"].iloc[0], color="grey", linestyle="--", label="unigram baseline")
-    ax.set_xlabel(TOKEN_AXES.get(tokens_tag, tokens_tag))
-    ax.set_ylabel("val/loss (nats per predicted token)")
-    ax.legend(fontsize=8)
+    kinds = val_loss_kinds(pretraining)
+    panels = list(kinds.unique())
+    if len(axes) < len(panels):
+        raise ValueError(f"{len(panels)} val/loss kinds ({', '.join(panels)}) need as many axes; got {len(axes)}")
+    for ax, kind in zip(axes, panels):
+        of_kind = pretraining[kinds == kind]
+        for arm, runs in of_kind.groupby("arm", sort=False):
+            curves = [curve_by_tokens(Path(run), "val/loss", tokens_tag) for run in runs["run"]]
+            points = min(len(c) for c in curves)
+            tokens = np.mean([c.index[:points] for c in curves], axis=0)
+            losses = np.array([c.to_numpy()[:points] for c in curves])
+            ax.plot(tokens, losses.mean(axis=0), marker=".", label=f"{arm} ({runs['objective'].iloc[0]})")
+            if len(curves) > 1:
+                ax.fill_between(tokens, losses.min(axis=0), losses.max(axis=0), alpha=0.2)
+        baselines = of_kind.groupby("unigram_baseline", sort=False)["arm"].unique()
+        for style, (value, arms) in zip(("--", ":", "-.", (0, (5, 5))) * len(baselines), baselines.items()):
+            ax.axhline(value, color="grey", linestyle=style,
+                       label="unigram baseline" + ("" if len(baselines) == 1 else f" ({', '.join(arms)})"))
+        ax.set_title(f"val/loss kind: {kind}")
+        ax.set_xlabel(TOKEN_AXES.get(tokens_tag, tokens_tag))
+        ax.set_ylabel("val/loss (nats per predicted token)")
+        ax.legend(fontsize=8)
 
 
 def plot_downstream(downstream: pd.DataFrame, axes: list[Axes]) -> None:

@@ -118,7 +118,8 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "## Pretraining", "",
         "val_nll_<kind> columns are different quantities (next_token: AR's every next token; masked_token: MLM's "
         "selected positions, some left visible; masked_token_any_rate: masked diffusion's masked positions at "
-        "rates over (0, 1]): compare each only within its column. below_unigram is each "
+        "rates over (0, 1]): compare each only within its column (learning_curves.png draws each kind in a panel of "
+        "its own, with its runs' unigram baseline). below_unigram is each "
         "run's margin under the unigram NLL of the same tokens: how far it learned, not a comparison of "
         "objectives, which the downstream scores make.", "",
         markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
@@ -127,7 +128,9 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         markdown_table(primary, ["task", "split", "metric", "baseline"], ["arm", "variant"]),
         "## Pretrain-finetune discrepancy", "",
         "(i) Representation shift: cosine / linear CKA between the states of unchanged tokens for clean input "
-        "and for input with k of the other tokens replaced by [MASK], per layer.", "",
+        "and for input with k of the other tokens replaced by [MASK], per layer. shift_left: k of the tokens "
+        "before a random cut replaced by [MASK] and only the tokens after it read, so causal and bidirectional "
+        "attention see the same masks (the fair AR-MLM comparison).", "",
         markdown_table(t.representations[t.representations["measure"].str.startswith("shift_")],
                        ["arm", "measure"], ["layer"]) if not t.representations.empty else "(none)\n",
         "(ii) Fine-tuned minus feature-based score (same arm, seed and task):", "",
@@ -179,11 +182,15 @@ def study_figures(t: StudyTables) -> dict[str, Figure]:
     """The study's figures by name: learning_curves always; downstream, discrepancy, embeddings and
     gap_by_distance when the study has those results. The report saves them; the notebook shows them."""
     figures = {}
-    fig, axes = subplots(2, 6, 4)
-    P.plot_learning_curves(t.pretraining_runs, axes[0], "train/tokens_seen")
-    P.plot_learning_curves(t.pretraining_runs, axes[1], "train/pred_tokens_seen")
-    axes[0].set_title("equal input tokens")
-    axes[1].set_title("the same curves against predicted tokens")
+    # A column per val/loss kind (they average different tokens: never one axis), a row per token count.
+    kinds = len(P.val_loss_kinds(t.pretraining_runs).unique())
+    fig = Figure(figsize=(6 * kinds, 8))
+    grid = fig.subplots(2, kinds, squeeze=False)
+    for row, (tag, what) in enumerate((("train/tokens_seen", "equal input tokens"),
+                                       ("train/pred_tokens_seen", "against predicted tokens"))):
+        P.plot_learning_curves(t.pretraining_runs, list(grid[row]), tag)
+        for ax in grid[row]:
+            ax.set_title(f"{ax.get_title()}, {what}")
     figures["learning_curves"] = fig
     if not t.downstream.empty:
         fig, axes = subplots(t.downstream["task"].nunique(), 3.5, 4)

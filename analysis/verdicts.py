@@ -1,15 +1,26 @@
-"""Verdicts on published findings from paired per-seed measurements.
+"""Verdicts on pre-registered claims from paired per-seed measurements, over a family of findings.
 
-A finding says that quantity A exceeds quantity B (or falls below it) in a published direction. Each
-pretraining seed gives one paired difference d_k = A_k - B_k (the same seed, data order and fine-tuning seeds
-on both sides), and the verdict reads the 95 % Student-t interval of the mean difference:
+Each pretraining seed gives one paired difference d_k = A_k - B_k (same seed, data order and fine-tuning seeds
+on both sides). A claim is registered before the run as one of (with D the mean of d, oriented so that the
+claim's `direction` is positive):
 
-- reproduced: the interval excludes zero on the published side;
-- contradicted: it excludes zero on the other side;
-- unresolved: it contains zero, or there are fewer than two seeds.
+- superiority: D > 0. Its smallest effect of interest (SESOI) only sizes the power calculation.
+- non-inferiority with margin delta: D > -delta (B may be ahead by less than delta).
+- equivalence with margin delta: -delta < D < delta, by two one-sided tests (TOST).
 
-An unresolved finding also reports how many seeds a paired t-test at 5 % (two-sided) and 80 % power would
-need if the true difference were the observed one, with the observed spread (`seeds_needed`).
+Every test is calibrated on one scale: a claim's p-value is below alpha exactly when the two-sided (1 - alpha)
+Student-t interval of D lies inside the claim's region (superiority: above 0; non-inferiority: above -delta;
+equivalence: inside (-delta, delta)), and the opposite claim's ("contradicted") when the interval lies inside
+the region that refutes it (below 0; below -delta; wholly beyond one margin). A finding's p-value is the
+smaller of the two, and Holm's step-down adjusts them over the whole family (all findings of one study), so
+the chance of any false "reproduced" or false "contradicted" stays at or below alpha whatever the other rows do.
+
+Verdicts:
+- reproduced: the Holm-adjusted p-value is below alpha and the interval lies in the claim's region;
+- contradicted: the same, in the refuting region;
+- unresolved: neither (or fewer than two seeds);
+- not evidence: an arm the row reads failed the learning gate, or its quantities do not compare across its
+  checkpoints (analysis.findings_report), whatever its numbers say.
 """
 
 from __future__ import annotations
@@ -22,7 +33,11 @@ import numpy as np
 from scipy import stats
 
 Direction = Literal["greater", "less"]
-VERDICTS = ("reproduced", "contradicted", "unresolved")
+ClaimKind = Literal["superiority", "non_inferiority", "equivalence"]
+CLAIM_KINDS = ("superiority", "non_inferiority", "equivalence")
+VERDICTS = ("reproduced", "contradicted", "unresolved", "not evidence")
+ALPHA = 0.05  # family-wise error rate of each study's findings
+POWER = 0.8
 MAX_SEEDS_REPORTED = 10_000  # beyond this a power calculation says "not at this scale"
 
 
@@ -48,30 +63,132 @@ def paired_interval(differences: list[float] | np.ndarray, level: float = 0.95) 
     return PairedInterval(mean, mean - half, mean + half, sd, n)
 
 
-def verdict(interval: PairedInterval, direction: Direction) -> str:
-    """reproduced / contradicted / unresolved for a published claim that A - B is `direction` than 0."""
-    if direction not in ("greater", "less"):
-        raise ValueError(f"direction={direction!r}; a finding says A is 'greater' or 'less' than B")
-    if interval.n < 2 or interval.low != interval.low:
-        return "unresolved"
-    sign = 1.0 if direction == "greater" else -1.0
-    if sign * interval.low > 0 and sign * interval.high > 0:
-        return "reproduced"
-    if sign * interval.low < 0 and sign * interval.high < 0:
-        return "contradicted"
-    return "unresolved"
+@dataclass(frozen=True)
+class Claim:
+    """What a finding registers: its kind, the published sign of A - B, the margin (non-inferiority and
+    equivalence) and the smallest effect of interest in the metric's units (sizes the power calculation)."""
+
+    kind: ClaimKind
+    direction: Direction
+    smallest_effect: float
+    margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLAIM_KINDS:
+            raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
+        if self.direction not in ("greater", "less"):
+            raise ValueError(f"direction={self.direction!r}; a claim says A is 'greater' or 'less' than B "
+                             "(for equivalence: the side a difference is reported from)")
+        if not self.smallest_effect > 0:
+            raise ValueError(f"smallest_effect={self.smallest_effect}: register a positive effect in the metric's units")
+        if (self.kind == "superiority") != (self.margin == 0):
+            raise ValueError(f"a {self.kind} claim takes {'no margin' if self.kind == 'superiority' else 'a margin > 0'}; "
+                             f"got margin={self.margin}")
+
+    @property
+    def sign(self) -> float:
+        return 1.0 if self.direction == "greater" else -1.0
 
 
-def seeds_needed(interval: PairedInterval, alpha: float = 0.05, power: float = 0.8) -> int | None:
-    """Paired seeds for a two-sided t-test at `alpha` to detect the observed mean difference with `power`,
-    given the observed spread: the smallest n with (t_{1-alpha/2, n-1} + t_{power, n-1}) * sd / sqrt(n) <=
-    |mean|. None when there is no spread to extrapolate from (n < 2) or no difference at all."""
-    if interval.n < 2 or not interval.sd == interval.sd or interval.mean == 0:
+@dataclass(frozen=True)
+class ClaimTest:
+    claim_p: float  # p-value of the claim (below alpha: its (1 - alpha) interval lies in the claim's region)
+    refute_p: float  # p-value of the claim's refutation
+    n: int
+
+    @property
+    def p(self) -> float:
+        return min(self.claim_p, self.refute_p)
+
+    @property
+    def side(self) -> str:
+        return "reproduced" if self.claim_p <= self.refute_p else "contradicted"
+
+
+def _above(mean: float, threshold: float, se: float, df: int) -> float:
+    """One-sided p-value of H0: true mean <= threshold (small when the mean is clearly above it)."""
+    if se == 0:
+        return 0.0 if mean > threshold else 1.0
+    return float(stats.t.sf((mean - threshold) / se, df))
+
+
+def _below(mean: float, threshold: float, se: float, df: int) -> float:
+    if se == 0:
+        return 0.0 if mean < threshold else 1.0
+    return float(stats.t.cdf((mean - threshold) / se, df))
+
+
+def judge_claim(interval: PairedInterval, claim: Claim) -> ClaimTest:
+    """Both one-sided tests of `claim` on the paired differences, each p doubled so that it is below alpha
+    exactly when the two-sided (1 - alpha) interval excludes the null (the usual 2.5 % one-sided level)."""
+    if interval.n < 2:
+        return ClaimTest(1.0, 1.0, interval.n)
+    mean, se, df = claim.sign * interval.mean, interval.sd / math.sqrt(interval.n), interval.n - 1
+    if claim.kind == "equivalence":
+        inside = max(_above(mean, -claim.margin, se, df), _below(mean, claim.margin, se, df))
+        outside = min(_below(mean, -claim.margin, se, df), _above(mean, claim.margin, se, df))
+        return ClaimTest(min(1.0, 2 * inside), min(1.0, 2 * outside), interval.n)
+    threshold = -claim.margin  # 0 for superiority
+    return ClaimTest(min(1.0, 2 * _above(mean, threshold, se, df)), min(1.0, 2 * _below(mean, threshold, se, df)),
+                interval.n)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: sorted ascending, p_(i) * (m - i + 1), made monotone, capped at 1."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [1.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def verdicts(tests: list[ClaimTest], gated: list[bool], alpha: float = ALPHA, adjust: bool = True) -> list[str]:
+    """One verdict per finding of a family. Holm runs over every registered finding, gated rows included (a
+    gated row can only lose a rejection, which keeps the family-wise rate); `adjust=False` judges each row
+    alone at alpha (what the family-wise rate is compared against)."""
+    adjusted = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
+    out = []
+    for test, p, gate_failed in zip(tests, adjusted, gated):
+        if gate_failed:
+            out.append("not evidence")
+        elif test.n < 2 or p >= alpha:
+            out.append("unresolved")
+        else:
+            out.append(test.side)
+    return out
+
+
+def one_sided_power(effect: float, sd: float, n: int, alpha: float) -> float:
+    """Exact power of a one-sided paired t-test at level alpha / 2 (the two-sided calibration above) when the
+    true mean lies `effect` beyond the null: the noncentral t's tail past the critical value."""
+    if n < 2:
+        return 0.0
+    if sd == 0:
+        return 1.0 if effect > 0 else 0.0
+    critical = stats.t.ppf(1 - alpha / 2, n - 1)
+    return float(stats.nct.sf(critical, n - 1, effect * math.sqrt(n) / sd))
+
+
+def seeds_for(claim: Claim, sd: float, alpha: float, power: float = POWER) -> int | None:
+    """Seeds a paired test needs to reach `power` for the registered claim at level alpha:
+    superiority, a true difference of the smallest effect; non-inferiority, a true difference of 0 (distance
+    `margin` from the null); equivalence, a true difference of 0 shown inside +-margin by both one-sided
+    tests (each side at power 1 - (1 - power) / 2, a Bonferroni bound on TOST's power). None without an sd."""
+    if not sd == sd:
         return None
-    if interval.sd == 0:
-        return 2
+    effect = claim.smallest_effect if claim.kind == "superiority" else claim.margin
+    per_side = power if claim.kind != "equivalence" else 1 - (1 - power) / 2
     for n in range(2, MAX_SEEDS_REPORTED + 1):
-        needed = (stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)) * interval.sd / math.sqrt(n)
-        if needed <= abs(interval.mean):
+        if one_sided_power(effect, sd, n, alpha) >= per_side:
             return n
     return MAX_SEEDS_REPORTED + 1
+
+
+def sd_upper_limit(sd: float, n: int, confidence: float = 0.8) -> float:
+    """The upper `confidence` limit of a standard deviation estimated from n values (chi-square, n - 1 df):
+    with 3 seeds the observed sd can be well below the true one, so power is also read at this limit."""
+    if n < 2 or not sd == sd:
+        return math.nan
+    return sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - confidence, n - 1))

@@ -39,11 +39,22 @@ class Vocabulary:
 
     def unigram_nll_of_counts(self, counts: np.ndarray) -> float:
         """`unigram_nll` of the tokens these per-id counts describe."""
-        train = self.unigram_counts.astype(np.float64) + 0.5
-        train[list(self.special_ids)] = 0.0
-        log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
-        scored = np.asarray(counts, dtype=np.float64)[:self.size].copy()
-        scored[list(self.special_ids)] = 0.0
-        if scored.sum() == 0:
-            raise ValueError("no ordinary tokens to score against the unigram baseline")
-        return float(-(scored * log_p).sum() / scored.sum())
+        return smoothed_unigram_nll(self.unigram_counts, counts, excluded=self.special_ids)
+
+
+def smoothed_unigram_nll(train_counts: np.ndarray, counts: np.ndarray, excluded: tuple[int, ...]) -> float:
+    """Mean NLL (nats) of the tokens that `counts` (per id) describe under the add-½ smoothed unigram of
+    `train_counts` (per id) over every id but `excluded`:
+
+        p(v) = (c_v + 1/2) / sum_{u not excluded} (c_u + 1/2),   NLL = -sum_v n_v log p(v) / sum_v n_v.
+
+    Scored tokens of an excluded id are left out (the callers that may see one check for it first)."""
+    train = np.asarray(train_counts, dtype=np.float64) + 0.5
+    size = len(train)
+    train[list(excluded)] = 0.0
+    log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
+    scored = np.asarray(counts, dtype=np.float64)[:size].copy()
+    scored[list(excluded)] = 0.0
+    if scored.sum() == 0:
+        raise ValueError("no ordinary tokens to score against the unigram baseline")
+    return float(-(scored * log_p).sum() / scored.sum())

@@ -1,6 +1,8 @@
 """The per-layer representation diagnostics of one checkpoint, for `evaluate.py` (representations.*):
-the [MASK]-induced shift of unchanged tokens at each rate k, and the embedding geometry (anisotropy raw,
-centred and standardised; self-similarity of a subword type across contexts vs across types)."""
+the [MASK]-induced shift of unchanged tokens at each rate k (shift: masks anywhere else; shift_left: masks
+only left of a cut, tokens read right of it, so causal and bidirectional readers see the same masks), and the
+embedding geometry (anisotropy raw, centred and standardised; self-similarity of a subword type across
+contexts vs across types)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from diagnostics.representations import embedding_geometry, sentence_shift
+from diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
 from models.attention import Attention
 from models.backbone import Transformer
 
@@ -35,7 +37,13 @@ def representation_report(model: Transformer, sentences: list[list[int]], attent
         shift = {f"{k:g}": [{"layer": layer, **row} for layer, row in enumerate(
             sentence_shift(model, chosen, attention=attention, mask_id=mask_id, rate=k, seed=int(cfg.seed)), 1)]
             for k in rates}
+        left = {f"{k:g}": sentence_shift_left(model, chosen, attention=attention, mask_id=mask_id, rate=k,
+                                              seed=int(cfg.seed)) for k in rates}
         geometry = [{"layer": layer, **row} for layer, row in enumerate(
             embedding_geometry(model, chosen, attention=attention, seed=int(cfg.seed)), 1)]
     return {"sentences": count, "tokens": sum(len(ids) - 1 for ids in chosen), "shift": shift,
+            "shift_left": {k: [{"layer": layer, **row} for layer, row in enumerate(r.layers, 1)]
+                           for k, r in left.items()},
+            "shift_left_read_tokens": {k: r.read_tokens for k, r in left.items()},
+            "shift_left_masks_seen": {k: r.masks_seen for k, r in left.items()},
             "geometry": geometry, "seconds": round(time.perf_counter() - started, 2)}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
-from common.vocabulary import CLS
+from common.vocabulary import CLS, EOD, MASK, PAD, SEP, smoothed_unigram_nll
 from datamodules.corpora import Corpus
 from datamodules.encoding import token_id
 from datamodules.tokenizer import encode_documents
@@ -81,6 +81,43 @@ def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, co
     rows = np.stack([tokens[i * span:(i + 1) * span] for i in chosen]).astype(np.int64)
     cls = np.full((len(rows), 1), token_id(tokenizer, CLS), dtype=np.int64)
     return torch.from_numpy(np.concatenate([cls, rows], axis=1))
+
+
+# The special tokens outside the support of the unigram the likelihood section compares with: [EOD] because its
+# targets are left out of that comparison (unigram_nll_without_eod), the others because they are never targets.
+# [UNK] stays in.
+UNIGRAM_EXCLUDED = (PAD, CLS, SEP, MASK, EOD)
+
+
+def train_unigram_counts(corpus: Corpus, tokenizer: Tokenizer) -> np.ndarray:
+    """(V,) int64: how often each id occurs in the corpus's train split, tokenized as pretraining's cache is
+    (encode_documents, [EOD] after each document). The whole split: a run of data.max_train_tokens trained on a
+    slice of it, whose counts the checkpoint does not record."""
+    tokens, _ = encode_documents(tokenizer, list(corpus.documents("train")), desc="train unigram")
+    return np.bincount(tokens.astype(np.int64), minlength=tokenizer.get_vocab_size())
+
+
+def unigram_nll_without_eod(blocks: Tensor, train_counts: np.ndarray, excluded: Sequence[int], eod_id: int) -> float:
+    """NLL per token of the blocks' targets that are not [EOD] (`target_positions(blocks) & (blocks != eod)`,
+    the targets of nll_per_token_without_eod) under the add-1/2 smoothed unigram of `train_counts` over every id
+    but `excluded` (common.vocabulary.smoothed_unigram_nll). The same tokens for every objective, so
+    `unigram - model` is a learning scale shared by AR's exact NLL and a bidirectional model's bound.
+
+    [EOD] is left out: an MLM never learns to predict it (it selects only ordinary tokens) and the unigram has
+    no [EOD] (training's val/unigram_baseline leaves out every special id). [UNK] is kept, unlike in that
+    baseline: it is a target every model is scored on here, so the unigram must give it its training share.
+
+    A target of an excluded id raises ValueError. It cannot happen with armlm's packing: held_out_blocks puts
+    [CLS] only at position 0 (not a target) and [EOD] only after documents; the one way in is a document whose
+    text spells a special token ("[MASK]"), which the tokenizer reads as that token."""
+    scored = blocks[target_positions(blocks) & (blocks != eod_id)].to(torch.int64)
+    special = torch.isin(scored, torch.tensor(list(excluded), dtype=torch.int64))
+    if special.any():
+        found = sorted({int(i) for i in scored[special]})
+        raise ValueError(f"held-out block targets hold the special ids {found}, which the unigram leaves out; "
+                         "armlm's packing never puts them there (a document spelling a special token does)")
+    counts = np.bincount(scored.numpy(), minlength=len(train_counts))
+    return smoothed_unigram_nll(train_counts, counts, excluded=tuple(excluded))
 
 
 def blocks_fingerprint(blocks: Tensor) -> str:

@@ -10,12 +10,16 @@ The sequence scores are different quantities and keep different tags:
                                              bidirectional checkpoint's any-order upper bound (report: kind)
     diagnostics/likelihood/mc_stderr         the bound's Monte-Carlo standard error (0 when exact)
     diagnostics/likelihood/nll_per_token_without_eod   the same over the targets that are not [EOD]
+    diagnostics/likelihood/unigram_nll_per_token_without_eod   the train split's unigram on those targets
+    diagnostics/likelihood/below_unigram     that unigram minus nll_per_token_without_eod (every objective)
     diagnostics/<kind>/joint/{p_ppl,u_ppl}   AR: its exact joint; MLM: AG
     diagnostics/<kind>/gap                   mean pointwise dependence of the gold pairs under that joint
     diagnostics/<kind>/gap_by_distance       the same, step = the smallest distance of each bin
     diagnostics/<kind>/<row>/<metric>        every row of the table (MLM: mlm, mrf, mrf_logit, hcb, ag, ...)
     diagnostics/<kind>/incompatibility       MLM only
     diagnostics/representations/shift_{cosine,cka}@<k>   step = layer (1 = first block)
+    diagnostics/representations/shift_left_{cosine,cka}@<k>   the same with every [MASK] left of the tokens
+                                                         read (the same masks for causal and bidirectional)
     diagnostics/representations/<geometry metric>        step = layer: anisotropy_{raw,centred,standardised},
                                                          self_similarity_{same_type,different_types}
 """
@@ -55,15 +59,22 @@ def markdown_report(report: dict[str, Any]) -> str:
 
 def representations_markdown(part: dict[str, Any]) -> list[str]:
     rates = list(part["shift"])
+    left = part.get("shift_left", {})  # absent from reports written before it existed
     header = ["layer", *(f"{name} k={k}" for k in rates for name in ("cos", "CKA")),
+              *(f"left {name} k={k}" for k in left for name in ("cos", "CKA")),
               "aniso raw", "aniso centred", "aniso std", "self-sim same type", "self-sim other types"]
+    seen = "; ".join(f"k={k}: {part['shift_left_read_tokens'][k]} tokens read, {part['shift_left_masks_seen'][k]:.2f} "
+                     "masks seen by each on average" for k in left)
     lines = [f"## Representations ({part['sentences']} sentences, {part['tokens']} tokens)", "",
              "Shift: clean vs k of the other tokens replaced by [MASK], states of the unchanged tokens. "
-             "Geometry: mean cosine of random token pairs from different sentences (anisotropy), and of "
+             + ("Left shift: k of the tokens before a random cut replaced by [MASK], states of the tokens after "
+                f"it, which see every mask under causal and bidirectional attention alike ({seen}). " if left else "")
+             + "Geometry: mean cosine of random token pairs from different sentences (anisotropy), and of "
              "occurrences of one subword type in different sentences vs of different types.", "",
              "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for index, geometry in enumerate(part["geometry"]):
         shift = [part["shift"][k][index][name] for k in rates for name in ("cosine", "cka")]
+        shift += [left[k][index][name] for k in left for name in ("cosine", "cka")]
         geo = [geometry[f"anisotropy_{n}"] for n in ("raw", "centred", "standardised")]
         geo += [geometry["self_similarity_same_type"], geometry["self_similarity_different_types"]]
         lines.append(f"| {geometry['layer']} | " + " | ".join(_cell(v) for v in [*shift, *geo]) + " |")
@@ -83,7 +94,18 @@ def likelihood_markdown(part: dict[str, Any]) -> list[str]:
             "| kind | NLL per token | perplexity | without the [EOD] targets | standard error over blocks |",
             "|---|---|---|---|---|",
             f"| {how} | {part['nll_per_token']:.4f} | {part['ppl']:.2f} | "
-            f"{'-' if without is None else f'{without:.4f}'} | {part['blocks_stderr']:.4f} |", ""]
+            f"{'-' if without is None else f'{without:.4f}'} | {part['blocks_stderr']:.4f} |", "",
+            *unigram_markdown(part)]
+
+
+def unigram_markdown(part: dict[str, Any]) -> list[str]:
+    """The train split's unigram on the same non-[EOD] targets, and how far below it the model is (reports
+    written before they held it: nothing)."""
+    if part.get("unigram_nll_per_token_without_eod") is None:
+        return []
+    return [f"Train-split unigram (add-1/2 over every id but [PAD], [CLS], [SEP], [MASK], [EOD]) of the same "
+            f"targets that are not [EOD]: {part['unigram_nll_per_token_without_eod']:.4f} nats per token; the "
+            f"model is {part['below_unigram']:.4f} nats below the unigram.", ""]
 
 
 PERPLEXITY_LABELS = {"ppl": "perplexity", "pseudo_ppl": "pseudo-perplexity"}
@@ -136,17 +158,19 @@ def independence_markdown(report: dict[str, Any]) -> list[str]:
 def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, int]]:
     if "representations" in report:
         part = report["representations"]
-        for k, layers in part["shift"].items():
-            for row in layers:
-                yield f"diagnostics/representations/shift_cosine@{k}", row["cosine"], row["layer"]
-                yield f"diagnostics/representations/shift_cka@{k}", row["cka"], row["layer"]
+        for section in ("shift", "shift_left"):
+            for k, layers in part.get(section, {}).items():
+                for row in layers:
+                    yield f"diagnostics/representations/{section}_cosine@{k}", row["cosine"], row["layer"]
+                    yield f"diagnostics/representations/{section}_cka@{k}", row["cka"], row["layer"]
         for row in part["geometry"]:
             for metric, value in row.items():
                 if metric != "layer":
                     yield f"diagnostics/representations/{metric}", value, row["layer"]
     if "likelihood" in report:
         part = report["likelihood"]
-        for metric in ("nll_per_token", "ppl", "mc_stderr", "nll_per_token_without_eod"):
+        for metric in ("nll_per_token", "ppl", "mc_stderr", "nll_per_token_without_eod",
+                       "unigram_nll_per_token_without_eod", "below_unigram"):
             yield f"diagnostics/likelihood/{metric}", part[metric], 0
     if "sequence" not in report:
         return

@@ -2,7 +2,8 @@
 
 - Representation shift: how much the states of unchanged tokens move when k % of the *other* positions
   are replaced by [MASK] (pretraining inputs) versus clean text (fine-tuning inputs): mean cosine
-  similarity and linear CKA (Kornblith et al. 2019), per layer.
+  similarity and linear CKA (Kornblith et al. 2019), per layer. The left-mask variant puts every [MASK]
+  before a cut and reads only the tokens after it, so causal and bidirectional readers see the same masks.
 - Anisotropy (Ethayarajh 2019): mean cosine similarity of contextual vectors of random token pairs from
   different contexts, raw, after mean-centering and after standardisation per dimension.
 - Self-similarity: mean cosine between occurrences of one word type in different contexts, against the
@@ -12,6 +13,9 @@ They take token ids and return plain floats; diagnostics/discrepancy.py runs the
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -67,26 +71,101 @@ def representation_shift(model: Transformer, input_ids: Tensor, *, attention: At
 
 
 @torch.no_grad()
+def _pooled_shift(model: Transformer, inputs: list[tuple[list[int], Tensor, Tensor]], *,
+                  attention: Attention) -> list[dict[str, float]]:
+    """The shared pooling of the sentence-level shifts: per (clean ids, corrupted ids (T,), read (T,) bool),
+    one forward pass of each input (no padding), the read tokens' states of every sentence pooled per layer
+    before the cosine and CKA."""
+    model.eval()
+    device = _device(model)
+    clean_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    shifted_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    for ids, corrupted, read in inputs:
+        read = read.view(1, -1).to(device)
+        for layer, (a, b) in enumerate(zip(model.layer_states(torch.tensor([ids], device=device), attention=attention),
+                                           model.layer_states(corrupted.view(1, -1).to(device), attention=attention))):
+            clean_rows[layer].append(a[read].float().cpu())
+            shifted_rows[layer].append(b[read].float().cpu())
+    return _shift_summary([torch.cat(r) for r in clean_rows], [torch.cat(r) for r in shifted_rows])
+
+
+@torch.no_grad()
 def sentence_shift(model: Transformer, sentences: list[list[int]], *, attention: Attention, mask_id: int, rate: float,
                    skip_first: bool = True, seed: int = 0) -> list[dict[str, float]]:
     """`representation_shift` over sentences of different lengths (one forward pass each, no padding),
     pooling every sentence's unchanged tokens before the per-layer cosine and CKA. The first token
     ([CLS]) is never masked when `skip_first`."""
-    model.eval()
     generator = torch.Generator().manual_seed(seed)
-    clean_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
-    shifted_rows: list[list[Tensor]] = [[] for _ in range(model.config.n_layers)]
+    inputs = []
     for ids in sentences:
-        input_ids = torch.tensor([ids], device=_device(model))
+        input_ids = torch.tensor([ids])
         can_mask = torch.ones_like(input_ids, dtype=torch.bool)
         can_mask[:, 0] = not skip_first
-        masked, unchanged = mask_other_positions(input_ids.cpu(), rate, mask_id, can_mask.cpu(), generator)
-        unchanged = unchanged.to(input_ids.device)
-        for layer, (a, b) in enumerate(zip(model.layer_states(input_ids, attention=attention),
-                                           model.layer_states(masked.to(input_ids.device), attention=attention))):
-            clean_rows[layer].append(a[unchanged].float().cpu())
-            shifted_rows[layer].append(b[unchanged].float().cpu())
-    return _shift_summary([torch.cat(r) for r in clean_rows], [torch.cat(r) for r in shifted_rows])
+        masked, unchanged = mask_other_positions(input_ids, rate, mask_id, can_mask, generator)
+        inputs.append((ids, masked[0], unchanged[0]))
+    return _pooled_shift(model, inputs, attention=attention)
+
+
+@dataclass(frozen=True)
+class LeftMasks:
+    """One sentence's draw for the left-mask shift: [MASK] at `masked` (all in 1..cut-1), tokens read at
+    positions >= `cut` (all unchanged, all to the right of every mask)."""
+
+    cut: int
+    masked: list[int]
+
+
+def draw_left_masks(sentences: list[list[int]], rate: float, seed: int = 0) -> list[LeftMasks | None]:
+    """Per sentence (None for those under 3 tokens, which have no room for [CLS], a mask and a read token):
+    a cut c uniform in 2..T-1, and max(1, round(rate * (c - 1))) positions of 1..c-1 drawn without
+    replacement. A function of the sentences, the rate and the seed only, never of the model or its
+    attention, so every checkpoint and both attentions are scored on the same masks. An exact count rather
+    than a coin per position: the masks a read token sees then depend on the cut alone."""
+    if not 0.0 < rate < 1.0:
+        raise ValueError(f"mask rate {rate} must be in (0, 1)")
+    generator = torch.Generator().manual_seed(seed)
+    draws: list[LeftMasks | None] = []
+    for ids in sentences:
+        if len(ids) < 3:
+            draws.append(None)
+            continue
+        cut = int(torch.randint(2, len(ids), (1,), generator=generator))
+        count = max(1, math.floor(rate * (cut - 1) + 0.5))  # round half up, not Python's half to even
+        masked = (1 + torch.randperm(cut - 1, generator=generator)[:count]).sort().values
+        draws.append(LeftMasks(cut, masked.tolist()))
+    return draws
+
+
+@dataclass(frozen=True)
+class LeftShift:
+    layers: list[dict[str, float]]  # per layer: cosine and cka of the read tokens
+    read_tokens: int  # tokens pooled (every position >= the cut of every qualifying sentence)
+    masks_seen: float  # mean [MASK] count visible to a read token: the same under causal and bidirectional
+
+
+@torch.no_grad()
+def sentence_shift_left(model: Transformer, sentences: list[list[int]], *, attention: Attention, mask_id: int,
+                        rate: float, seed: int = 0) -> LeftShift:
+    """The shift with every [MASK] left of every token read (`draw_left_masks`). A causal reader sees all
+    positions before it, so it sees the same masks, as many and at the same positions, as a bidirectional
+    one: the comparison of AR and MLM is no longer confounded by how many masks attention lets through
+    (in `sentence_shift` a causal token sees only the masks to its left). The bidirectional reader still
+    sees the clean tokens to its right, which hold no mask."""
+    draws = draw_left_masks(sentences, rate, seed)
+    inputs, masks_seen = [], 0
+    for ids, draw in zip(sentences, draws):
+        if draw is None:
+            continue
+        corrupted = torch.tensor(ids)
+        corrupted[draw.masked] = mask_id
+        read = torch.arange(len(ids)) >= draw.cut
+        inputs.append((ids, corrupted, read))
+        masks_seen += len(draw.masked) * (len(ids) - draw.cut)
+    if not inputs:
+        raise ValueError("the left-mask shift needs sentences of 3 tokens or more ([CLS], a masked token, a read "
+                         "token); set sentences.min_tokens to 2 or more")
+    read_tokens = sum(int(read.sum()) for _, _, read in inputs)
+    return LeftShift(_pooled_shift(model, inputs, attention=attention), read_tokens, masks_seen / read_tokens)
 
 
 def _mean_pair_cosine(vectors: Tensor, first: Tensor, second: Tensor) -> float:

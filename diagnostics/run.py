@@ -29,7 +29,13 @@ from common.atomic import atomic_write_text
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
-from diagnostics.likelihood import blocks_fingerprint, held_out_blocks
+from diagnostics.likelihood import (
+    UNIGRAM_EXCLUDED,
+    blocks_fingerprint,
+    held_out_blocks,
+    train_unigram_counts,
+    unigram_nll_without_eod,
+)
 from diagnostics.methods import ScoringMethod, scoring_method
 from diagnostics.pairwise import PairwiseResult
 from diagnostics.report import markdown_report, tensorboard_scalars
@@ -204,7 +210,8 @@ def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
 
 
 def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
-    """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says."""
+    """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says,
+    and the train split's unigram NLL of the same non-[EOD] targets (below_unigram: unigram minus model)."""
     started = time.perf_counter()
     block_size = cfg.likelihood.block_size or s.pretrained.trained_length
     if block_size is None:
@@ -213,11 +220,17 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(f"likelihood.block_size={block_size}; use 2..model.max_len={s.model.config.max_len}")
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
                              split=cfg.split)
+    eod_id = token_id(s.tokenizer, EOD)
+    # The train split's unigram on the same non-[EOD] targets: "nats below unigram" is a learning scale shared
+    # by every objective (AR exact, a bidirectional model's bound).
+    unigram = unigram_nll_without_eod(blocks, train_unigram_counts(s.corpus, s.tokenizer),
+                                      [token_id(s.tokenizer, t) for t in UNIGRAM_EXCLUDED], eod_id)
     with torch.inference_mode():
-        result = s.method.likelihood(s.scorer, blocks, s.mask_id, token_id(s.tokenizer, EOD), cfg)
+        result = s.method.likelihood(s.scorer, blocks, s.mask_id, eod_id, cfg)
     # Reports compare only on the same blocks: the fingerprint says whether two did (corpus, tokenizer, size).
-    return {**result.summary(), "block_size": int(block_size), "blocks_fingerprint": blocks_fingerprint(blocks),
-            "seconds": round(time.perf_counter() - started, 2)}
+    return {**result.summary(), "unigram_nll_per_token_without_eod": unigram,
+            "below_unigram": unigram - result.nll_per_token_without_eod, "block_size": int(block_size),
+            "blocks_fingerprint": blocks_fingerprint(blocks), "seconds": round(time.perf_counter() - started, 2)}
 
 
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:

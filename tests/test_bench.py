@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import bench.conll_truncation as conll_truncation
 import bench.data_path as data_path
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
@@ -98,3 +99,21 @@ def test_likelihood_table_puts_exact_and_bound_side_by_side(capsys, tiny_pretrai
     assert " exact " in rows["ar"] and " upper_bound " in rows["mlm"]
     assert "4 held-out blocks of 32 tokens, 124 target tokens" in out
     assert (tmp_path / "mlm" / "seed1" / "diagnostics.json").is_file()
+
+
+def test_conll_truncation_scores_a_perfect_tagger_under_the_cut(capsys, tmp_path):
+    """At 4 positions ([CLS] two words [SEP]) the second sentence loses 'german' (B-MISC): one of its two
+    entities, so the perfect tagger's recall is 2/3 over the split and its precision 1."""
+    from tests.test_finetune_data import word_tokenizer_json
+
+    (tmp_path / "eng.testa").write_text("-DOCSTART- -X- -X- O\n\nthe O O O\nEU B-NP B-NP B-ORG\n\n"
+                                        "EU B-NP B-NP B-ORG\nrejects O O O\nGerman O O B-MISC\ncall O O O\n")
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text(word_tokenizer_json("the eu rejects german call".split()))
+    conll_truncation.main(["--tokenizer", str(tokenizer), "--source", str(tmp_path), "--lengths", "4", "64"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    short, full = result["rows"]  # no eng.testb: the test split is skipped
+    assert (short["max_length"], short["sentences"], short["entities"]) == (4, 2, 3)
+    assert short["cut_share"] == 0.5 and short["entities_lost_share"] == pytest.approx(1 / 3)
+    assert short["perfect_recall"] == pytest.approx(2 / 3) and short["perfect_f1"] == pytest.approx(0.8)
+    assert full["cut_share"] == 0 and full["entities_lost_share"] == 0 and full["perfect_f1"] == 1.0

@@ -1,14 +1,23 @@
 """`python evaluate.py`: sentences and pairs, the run end to end on tiny checkpoints, its outputs and errors."""
 
 import json
+import math
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tokenizers import Tokenizer
 
+from common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
+from datamodules.corpora import EmbeddedWikipedia
+from diagnostics.likelihood import blocks_fingerprint, held_out_blocks
 from diagnostics.run import evaluate_config as composed_evaluate_config
 from diagnostics.run import run_diagnostics
 from diagnostics.sentences import sample_pairs, split_sentences
+from models.backbone import ModelConfig
+from tests.test_finetune_data import word_tokenizer_json
 from tests.test_pretrained import save_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,6 +81,39 @@ def test_evaluate_writes_the_same_tags_for_ar_and_mlm(tiny_pretrained, tmp_path)
     # Candidates: K per position, so an MLM pair costs 4 + 2(K - 1) passes and an AR pair 1 + K (+ K^2
     # unless j is the last token).
     assert mlm["forward_passes"] == 3 * (4 + 2 * 5) and 3 * 7 <= ar["forward_passes"] <= 3 * (7 + 36)
+
+
+@pytest.mark.parametrize("objective", ["ar", "mlm"])
+def test_the_likelihood_section_reads_the_model_against_the_train_unigram_of_the_same_targets(objective, tmp_path):
+    """An untrained checkpoint whose word vocabulary is the validation split's repeated words (so some held-out
+    targets are [UNK], as in the train split); the unigram is recomputed here by brute force."""
+    corpus = EmbeddedWikipedia(val_fraction=0.05)  # data=enwiki, evaluate's default
+    splits = corpus.load()
+    words = Counter(w.lower() for d in splits["validation"] for w in re.findall(r"\w+|[^\w\s]+", d))
+    tokenizer_json = word_tokenizer_json([w for w, n in words.items() if n >= 2])
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    config = ModelConfig(vocab_size=tokenizer.get_vocab_size(), max_len=16, d_model=8, n_layers=1, n_heads=2, d_ff=16)
+    checkpoint = save_checkpoint(tmp_path / "untrained.ckpt", objective, config, tokenizer_json=tokenizer_json)
+    report = run_diagnostics(evaluate_config(
+        tmp_path / "out", f"checkpoint={checkpoint}", "independence=false", "representations.enabled=false",
+        "likelihood.block_size=16", "likelihood.blocks=6", "likelihood.draws=2", "likelihood.max_draws=2"))
+    part = report["likelihood"]
+
+    blocks = held_out_blocks(corpus, tokenizer, block_size=16, count=6)
+    assert blocks_fingerprint(blocks) == part["blocks_fingerprint"]  # the blocks the report scored
+    ids = {t: tokenizer.token_to_id(t) for t in (PAD, UNK, CLS, SEP, MASK, EOD)}
+    train = Counter()  # the train split as pretraining packs it: each document's ids, then [EOD]
+    for document in splits["train"]:
+        encoded = tokenizer.encode(document, add_special_tokens=False).ids
+        train.update(encoded + [ids[EOD]] if encoded else [])
+    excluded = {ids[t] for t in (PAD, CLS, SEP, MASK, EOD)}
+    z = sum(train[v] + 0.5 for v in range(tokenizer.get_vocab_size()) if v not in excluded)
+    targets = [t for row in blocks.tolist() for t in row[1:] if t != ids[EOD]]
+    assert ids[UNK] in targets and len(targets) == part["target_tokens"] - part["eod_targets"]
+    unigram = -sum(math.log((train[t] + 0.5) / z) for t in targets) / len(targets)
+    assert part["unigram_nll_per_token_without_eod"] == pytest.approx(unigram, rel=1e-9)
+    assert part["below_unigram"] == pytest.approx(unigram - part["nll_per_token_without_eod"], rel=1e-9)
+    assert "below the unigram" in (tmp_path / "out" / "diagnostics.md").read_text()
 
 
 def test_bad_settings_name_the_fix(tmp_path):

@@ -6,10 +6,25 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.findings import findings_table, write_findings
-from analysis.study import finetuning_runs, per_checkpoint
+from analysis.findings import NotComparable, StudyRuns, _representation, values
+from analysis.findings_report import findings_table, write_findings
+from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
+
+
+def registered(finding: dict, kind: str = "superiority", effect: float = 0.01, margin: float = 0.0) -> dict:
+    """A finding written in the short form (a, b, direction) as the study config registers it."""
+    test = {"kind": kind, "direction": finding.get("direction", "greater"), "smallest_effect": effect}
+    if margin:
+        test["margin"] = margin
+    return {**{k: v for k, v in finding.items() if k != "direction"}, "test": test,
+            "registered": {"date": "2026-11-24", "commit": "abc1234"}}
+
+
+def judged(root: Path, findings: dict, adjust: bool = False, **study) -> pd.DataFrame:
+    """Each finding judged alone (adjust=False) unless a test is about the family."""
+    return findings_table(root, {"findings": {k: registered(f) for k, f in findings.items()}, **study}, adjust=adjust)
 
 
 def write(path: Path, content: dict) -> None:
@@ -64,21 +79,47 @@ FINDINGS = {
 
 
 def test_verdicts_from_a_study_folder(study):
-    table = findings_table(study, FINDINGS).set_index("finding")
+    table = judged(study, FINDINGS).set_index("finding")
     assert table.loc["bidirectional", "verdict"] == "reproduced"
     assert table.loc["bidirectional", "difference"] == pytest.approx((0.10 + 0.13 + 0.11) / 3)
     assert table.loc["bidirectional", "n"] == 3 and table.loc["bidirectional", "seeds"] == [1, 2, 3]
     assert table.loc["backwards", "verdict"] == "contradicted"
     nsp = table.loc["nsp"]  # differences -0.02, +0.05, -0.02: straddles zero
-    assert nsp["verdict"] == "unresolved" and nsp["ci_low"] < 0 < nsp["ci_high"] and "seeds" in nsp["note"]
+    assert nsp["verdict"] == "unresolved" and nsp["ci_low"] < 0 < nsp["ci_high"] and nsp["seeds_needed"] > 3
     assert table.loc["mrf", "verdict"] == "reproduced" and table.loc["mrf", "difference"] == pytest.approx(7.0)
     # gap at distance 1 (0.6, 0.7, 0.8) against the mean over distances >= 3 (0.05)
     assert table.loc["local_mlm", "difference"] == pytest.approx(0.7 - 0.05)
     # the ar diagnostics were restricted to 20 candidates: refused, whatever the numbers say
-    assert table.loc["local_ar", "verdict"] == "unresolved" and "not comparable" in table.loc["local_ar", "note"]
+    assert table.loc["local_ar", "verdict"] == "not evidence" and "not comparable" in table.loc["local_ar", "note"]
     # ar's last layer (0.71, 0.72, 0.73) against mlm's first (0.9): the other way
     assert table.loc["shift", "verdict"] == "contradicted"
     assert table.loc["shift", "a_mean"] == pytest.approx(0.72)
+
+
+def left_shift_report(cosine: float, cka: float) -> dict:
+    """A diagnostics report by hand: the shift and, with other figures, the left-mask shift."""
+    return {"representations": {
+        "shift": {"0.4": [{"layer": 1, "cosine": 0.5, "cka": 0.4}, {"layer": 2, "cosine": 0.3, "cka": 0.2}]},
+        "shift_left": {"0.4": [{"layer": 1, "cosine": 0.99, "cka": 0.98}, {"layer": 2, "cosine": cosine, "cka": cka}]},
+        "shift_left_masks_seen": {"0.4": 2.5}, "shift_left_read_tokens": {"0.4": 40}, "geometry": []}}
+
+
+def test_the_left_mask_shift_is_read_from_its_own_section(tmp_path):
+    report = left_shift_report(0.8, 0.7)
+    assert _representation(report, {"measure": "shift_left_cosine@0.4", "layer": "last"}) == 0.8
+    assert _representation(report, {"measure": "shift_left_cka@0.4", "layer": 1}) == 0.98
+    assert _representation(report, {"measure": "shift_cosine@0.4", "layer": "last"}) == 0.3  # unchanged
+    for seed in (1, 2):
+        write(tmp_path / "mlm" / f"seed{seed}" / "diagnostics" / "diagnostics.json",
+              left_shift_report(0.8 + 0.01 * seed, 0.7))
+    side = {"arm": "mlm", "representation": {"measure": "shift_left_cosine@0.4", "layer": "last"}}
+    assert values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.81, 2: 0.82})
+    measures = set(representation_runs({("ar", 1): report})["measure"])
+    assert {"shift_left_cosine@0.4", "shift_left_cka@0.4", "shift_cosine@0.4", "shift_cka@0.4"} <= measures
+    # A report written before the section existed: not comparable (its finding unresolved), not a KeyError.
+    with pytest.raises(NotComparable, match="shift_left"):
+        _representation({"representations": {"shift": report["representations"]["shift"], "geometry": []}},
+                        side["representation"])
 
 
 def test_finetuning_seeds_are_reduced_to_their_median_per_checkpoint(tmp_path):
@@ -91,12 +132,12 @@ def test_finetuning_seeds_are_reduced_to_their_median_per_checkpoint(tmp_path):
     medians = per_checkpoint(runs).set_index("arm")
     assert medians.loc["mlm", "value"] == 0.6 and medians.loc["ar", "value"] == 0.4
     assert medians.loc["mlm", "finetune_runs"] == 3
-    table = findings_table(tmp_path, {"one": FINDINGS["bidirectional"]})
+    table = judged(tmp_path, {"one": FINDINGS["bidirectional"]})
     assert table.loc[0, "difference"] == pytest.approx(0.2) and table.loc[0, "verdict"] == "unresolved"  # one seed
 
 
 def test_findings_files_are_written(study):
-    written = write_findings(study, {k: FINDINGS[k] for k in ("bidirectional", "nsp", "local_ar")})
+    written = write_findings(study, {"findings": {k: registered(FINDINGS[k]) for k in ("bidirectional", "nsp", "local_ar")}})
     text = (study / "report" / "findings.md").read_text()
     assert "**reproduced**" in text and "**unresolved**" in text and "BERT Table 5" in text
     assert "Pretraining seeds [1, 2, 3]" in text
@@ -123,11 +164,11 @@ def test_likelihoods_compare_only_on_the_same_held_out_blocks(tmp_path):
     for seed, (bound, exact) in enumerate([(5.9, 3.9), (5.8, 4.0), (6.0, 3.95)], 1):
         likelihood_report(tmp_path, "masked_diffusion", seed, bound)
         likelihood_report(tmp_path, "ar", seed, exact)
-    row = findings_table(tmp_path, {"F6": F6}).iloc[0]
+    row = judged(tmp_path, {"F6": F6}).iloc[0]
     assert row["verdict"] == "reproduced" and row["difference"] == pytest.approx((2.0 + 1.8 + 2.05) / 3)
     likelihood_report(tmp_path, "ar", 2, 4.0, fingerprint="other-blocks")
-    row = findings_table(tmp_path, {"F6": F6}).iloc[0]
-    assert row["verdict"] == "unresolved" and "different held-out blocks" in row["note"] and "[2]" in row["note"]
+    row = judged(tmp_path, {"F6": F6}).iloc[0]
+    assert row["verdict"] == "not evidence" and "different held-out blocks" in row["note"] and "[2]" in row["note"]
 
 
 def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
@@ -140,7 +181,80 @@ def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
     gain = {"direction": "less",
             "a": {"arm": "mdlm_e16", "pretraining": "val_likelihood", "relative_to": "mdlm_e4"},
             "b": {"arm": "ar_e16", "pretraining": "val_likelihood", "relative_to": "ar_e4"}}
-    row = findings_table(tmp_path, {"F7": gain}).iloc[0]
+    row = judged(tmp_path, {"F7": gain}).iloc[0]
     # per seed: (-0.5 + 0.01 s) - (0.2 + 0.01 s) = -0.7
     assert row["difference"] == pytest.approx(-0.7) and row["verdict"] == "reproduced"
     assert row["a"] == "mdlm_e16: pretraining val_likelihood minus mdlm_e4's"
+
+
+def gate_report(root: Path, arm: str, seed: int, below: float) -> None:
+    """A likelihood section on the common scale (evaluate.py): nats below the unigram of the same targets."""
+    path = root / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json"
+    report = json.loads(path.read_text()) if path.is_file() else {}
+    write(path, {**report, "likelihood": {"nll_per_token": 4.0, "below_unigram": below, "blocks_fingerprint": "b"}})
+
+
+GATED = {"arms": {"mlm": {}, "ar": {}, "mlm_nsp": {}, "mlm_late": {"from_arm": "mlm"}},
+         "gate": {"min_below_unigram": 0.5}}
+
+
+def test_the_gate_makes_a_row_not_evidence_whichever_way_it_points(study):
+    for seed in (1, 2, 3):
+        gate_report(study, "mlm", seed, 2.0)
+        gate_report(study, "mlm_nsp", seed, 1.5)
+        gate_report(study, "ar", seed, 2.0 if seed != 2 else 0.3)  # AR's seed 2 never learned
+    table = judged(study, {k: FINDINGS[k] for k in ("bidirectional", "backwards", "nsp")}, **GATED).set_index("finding")
+    # bidirectional would be reproduced and backwards contradicted: both read AR, so neither is evidence
+    assert list(table.loc[["bidirectional", "backwards"], "verdict"]) == ["not evidence", "not evidence"]
+    assert "ar seed 2 is 0.30 nats below unigram" in table.loc["bidirectional", "gate_note"]
+    assert table.loc["bidirectional", "gate"] == pytest.approx(0.3)
+    assert table.loc["nsp", "verdict"] == "unresolved" and table.loc["nsp", "gate"] == pytest.approx(1.5)
+    gate_report(study, "ar", 2, 1.9)
+    table = judged(study, {k: FINDINGS[k] for k in ("bidirectional", "backwards")}, **GATED).set_index("finding")
+    assert list(table["verdict"]) == ["reproduced", "contradicted"]
+
+
+def test_an_arm_reading_another_arms_run_is_gated_on_that_run(study):
+    for seed in (1, 2, 3):
+        gate_report(study, "ar", seed, 2.0)
+        gate_report(study, "mlm", seed, 0.1 if seed == 3 else 2.0)
+        finetune_result(study, "mlm_late", seed, "conll2003-full", 0.7)
+    late = {"direction": "greater", "a": {**F1, "arm": "mlm_late"}, "b": {**F1, "arm": "ar"}}
+    row = judged(study, {"late": late}, **GATED).iloc[0]
+    assert row["verdict"] == "not evidence" and "mlm seed 3" in row["gate_note"]
+    # no common-scale figure at all (mlm_nsp was never scored) is no evidence of learning either
+    row = judged(study, {"one": FINDINGS["nsp"]}, **GATED).iloc[0]
+    assert row["verdict"] == "not evidence" and "mlm_nsp seed 1 has no common-scale likelihood" in row["gate_note"]
+
+
+def test_holm_runs_over_the_whole_family(study):
+    one = judged(study, {"bidirectional": FINDINGS["bidirectional"]}, adjust=True).iloc[0]
+    family = judged(study, FINDINGS, adjust=True).set_index("finding")
+    assert one["p_holm"] == pytest.approx(one["p"])  # a family of one needs no adjustment
+    ranks = family["p"].rank(method="first").astype(int)
+    smallest = family["p"].idxmin()
+    assert family.loc[smallest, "p_holm"] == pytest.approx(min(1.0, len(family) * family.loc[smallest, "p"]))
+    assert (family["p_holm"] >= family["p"] - 1e-12).all() and ranks.is_unique
+
+
+def test_a_finding_without_a_registered_test_is_refused(study):
+    with pytest.raises(ValueError, match="registered"):
+        findings_table(study, {"findings": {"F": FINDINGS["bidirectional"]}})
+    bad = registered(FINDINGS["nsp"], kind="equivalence")  # equivalence without a margin
+    with pytest.raises(ValueError, match="margin"):
+        findings_table(study, {"findings": {"F2": bad}})
+
+
+def test_the_report_marks_re_registered_claims_and_lists_checks(study):
+    tie = registered(FINDINGS["nsp"], kind="equivalence", effect=0.05, margin=0.05)
+    tie["superseded"] = [{"test": {"kind": "superiority", "direction": "greater"},
+                          "registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "a tie is not a superiority"}]
+    checks = {"mrf_u": {"what": "a convergence check", "value": {"arm": "mlm", "pairwise": {
+        "kind": "random", "row": "mrf", "column": "u_ppl"}}}}
+    write_findings(study, {"findings": {"nsp": tie}, "checks": checks})
+    text = (study / "report" / "findings.md").read_text()
+    assert "nsp (re-registered after data)" in text and "was kind superiority" in text and "660408b" in text
+    assert "equivalence, \\|A - B\\| < 0.05" in text
+    assert "| mrf_u | a convergence check |" in text and "22.000 [" in text  # 21, 22, 23 over the seeds
+    for verdict in ("reproduced", "contradicted", "unresolved", "not evidence"):
+        assert f"- **{verdict}**:" in text

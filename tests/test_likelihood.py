@@ -1,15 +1,18 @@
 """The any-order likelihood bound against brute force (../shared/specs/likelihood-bounds.md, section 5): exact
 enumeration of every order on a tiny model, a model whose conditionals come from one known joint, the
-stratified estimator, and the masked-diffusion training loss, whose expectation is the same bound."""
+stratified estimator, and the masked-diffusion training loss, whose expectation is the same bound; and the
+unigram NLL of the same targets that the bound and the exact NLL are read against."""
 
 from __future__ import annotations
 
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from common.vocabulary import Vocabulary, smoothed_unigram_nll
 from diagnostics.likelihood import (
     any_order_bound,
     exact_chain_rule_nll,
@@ -17,6 +20,7 @@ from diagnostics.likelihood import (
     random_subsets,
     stratified_sizes,
     target_positions,
+    unigram_nll_without_eod,
 )
 from models.attention import CAUSAL
 from models.backbone import ModelConfig, Transformer
@@ -201,3 +205,31 @@ def test_the_bound_without_eod_leaves_out_the_eod_targets_terms(model):
         eod_terms += sum(nll_at(score, block, set(s), 3) / m for s in subsets if 3 in s) / len(subsets)
     expected = (exact_terms - eod_terms) / (L - 1)
     assert abs(both.nll_per_token_without_eod - expected) < 6 * both.mc_stderr + 1e-3
+
+
+def test_the_smoothed_unigram_is_add_a_half_over_the_ids_it_keeps():
+    # ids 0-5 special; 0 and 2-5 excluded, [UNK] (1) kept. Kept counts 0, 1, 2, 3 -> add 1/2: 1/2, 3/2, 5/2, 7/2
+    # of 8, so p = 1/16, 3/16, 5/16, 7/16 whatever the excluded ids' counts.
+    train = np.array([40, 0, 100, 100, 7, 50, 1, 2, 3])
+    excluded = (0, 2, 3, 4, 5)
+    scored = np.array([0, 1, 5, 0, 0, 0, 1, 0, 2])  # [UNK] once, id 6 once, id 8 twice; the [CLS]s are dropped
+    expected = -(math.log(1 / 16) + math.log(3 / 16) + 2 * math.log(7 / 16)) / 4
+    assert smoothed_unigram_nll(train, scored, excluded) == pytest.approx(expected, rel=1e-12)
+    # Training's val/unigram_baseline shares it, [UNK] excluded too: p = 3/2, 5/2, 7/2 of 15/2 for ids 6, 7, 8.
+    vocab = Vocabulary(9, 0, 1, 2, 3, 4, 5, unigram_counts=train)
+    training = -(math.log(1.5 / 7.5) + 2 * math.log(3.5 / 7.5)) / 3
+    assert vocab.unigram_nll_of_counts(scored) == pytest.approx(training, rel=1e-12)
+    with pytest.raises(ValueError, match="no ordinary tokens"):
+        smoothed_unigram_nll(train, np.array([3, 0, 0, 0, 0, 0, 0, 0, 0]), excluded)
+
+
+def test_the_unigram_of_the_blocks_scores_their_targets_but_eod():
+    train = np.array([0, 1, 0, 0, 0, 9, 2, 3, 4, 0])  # id 9 never seen in training: p = (0 + 1/2) / z
+    excluded = (0, 2, 3, 4, EOD_ID)
+    blocks = blocks_of([6, 9, EOD_ID, 1], [7, 7, 8, EOD_ID])
+    z = sum(c + 0.5 for i, c in enumerate(train) if i not in excluded)
+    targets = [6, 9, 1, 7, 7, 8]  # after [CLS], [EOD] left out, [UNK] kept
+    expected = -sum(math.log((train[t] + 0.5) / z) for t in targets) / len(targets)
+    assert unigram_nll_without_eod(blocks, train, excluded, EOD_ID) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match=r"special ids \[4\]"):
+        unigram_nll_without_eod(blocks_of([6, MASK_ID, 7, 8]), train, excluded, EOD_ID)

@@ -1,15 +1,22 @@
 """Per-layer representation diagnostics (issue 5 building blocks) against their definitions."""
 
+import math
+
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from diagnostics.discrepancy import representation_report
+from diagnostics.report import representations_markdown, tensorboard_scalars
 from diagnostics.representations import (
     anisotropy,
+    draw_left_masks,
     embedding_geometry,
     linear_cka,
     representation_shift,
     self_similarity,
     sentence_shift,
+    sentence_shift_left,
 )
 from models.attention import BIDIRECTIONAL, CAUSAL
 from models.backbone import ModelConfig, Transformer
@@ -84,6 +91,106 @@ def test_causal_states_before_the_first_mask_do_not_move():
         torch.testing.assert_close(a[:, :6], b[:, :6])
     shift = representation_shift(model, ids, attention=CAUSAL, mask_id=4, rate=0.9, can_mask=can_mask)
     assert all(0 < layer["cosine"] <= 1 for layer in shift)
+
+
+def random_sentences(lengths: list[int], seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [[2, *torch.randint(6, 30, (n - 1,), generator=g).tolist()] for n in lengths]
+
+
+def test_left_masks_lie_before_the_cut_and_every_cut_is_drawn():
+    sentences = random_sentences([3, 5, 9, 16] * 50, seed=6)
+    for rate in (0.15, 0.4, 0.9):
+        draws = draw_left_masks(sentences, rate, seed=1)
+        for ids, d in zip(sentences, draws):
+            assert 2 <= d.cut <= len(ids) - 1  # at least one token on each side of the cut
+            assert d.masked == sorted(set(d.masked)) and 1 <= d.masked[0] and d.masked[-1] < d.cut  # never [CLS]
+            assert len(d.masked) == max(1, math.floor(rate * (d.cut - 1) + 0.5))
+        cuts = {d.cut for ids, d in zip(sentences, draws) if len(ids) == 9}
+        assert cuts == set(range(2, 9))  # uniform over every admissible cut: all of them occur in 50 draws
+    # Too short for [CLS], a mask and a read token: skipped without consuming a draw, so the others keep theirs.
+    long_only = draw_left_masks(sentences[:2], 0.4, seed=3)
+    assert draw_left_masks([sentences[0], [2, 7], sentences[1]], 0.4, seed=3) == [long_only[0], None, long_only[1]]
+
+
+def poisoned_before_the_cut(model: Transformer, cuts: list[int], seen: list[torch.Tensor]):
+    """layer_states that records its inputs and returns NaN for every position before the sentence's cut:
+    a figure that reads any of them is NaN. Each sentence takes two calls (clean, then corrupted)."""
+    real = model.layer_states
+
+    def layer_states(input_ids: torch.Tensor, *, attention) -> list[torch.Tensor]:
+        cut = cuts[len(seen) // 2]
+        seen.append(input_ids[0].cpu())
+        states = [s.clone() for s in real(input_ids, attention=attention)]
+        for s in states:
+            s[:, :cut] = float("nan")
+        return states
+    return layer_states
+
+
+def test_left_shift_never_reads_the_states_before_the_cut_and_corrupts_only_the_drawn_masks():
+    model = tiny_model()
+    sentences = random_sentences([4, 9, 12, 16], seed=7)
+    draws = draw_left_masks(sentences, 0.4, seed=2)
+    seen: list[torch.Tensor] = []
+    model.layer_states = poisoned_before_the_cut(model, [d.cut for d in draws], seen)
+    result = sentence_shift_left(model, sentences, attention=CAUSAL, mask_id=4, rate=0.4, seed=2)
+    assert all(math.isfinite(row["cosine"]) and math.isfinite(row["cka"]) for row in result.layers)
+    for ids, d, clean, corrupted in zip(sentences, draws, seen[::2], seen[1::2]):
+        assert clean.tolist() == ids
+        changed = torch.nonzero(corrupted != clean).squeeze(-1).tolist()
+        assert changed == d.masked and set(corrupted[d.masked].tolist()) == {4}
+        assert corrupted[d.cut:].tolist() == ids[d.cut:]  # every token read is unchanged
+
+
+def test_left_shift_matches_a_brute_force_oracle_under_both_attentions():
+    model = tiny_model()
+    ids = random_sentences([14], seed=8)[0]
+    seed = next(s for s in range(100) if len(ids) - draw_left_masks([ids], 0.4, seed=s)[0].cut >= 4)
+    draw = draw_left_masks([ids], 0.4, seed=seed)[0]
+    corrupted = torch.tensor([ids])
+    corrupted[0, draw.masked] = 4
+    for attention in (CAUSAL, BIDIRECTIONAL):
+        with torch.no_grad():
+            clean_states = model.layer_states(torch.tensor([ids]), attention=attention)
+            masked_states = model.layer_states(corrupted, attention=attention)
+        result = sentence_shift_left(model, [ids], attention=attention, mask_id=4, rate=0.4, seed=seed)
+        assert result.read_tokens == len(ids) - draw.cut
+        for row, a, b in zip(result.layers, clean_states, masked_states, strict=True):
+            a, b = a[0, draw.cut:], b[0, draw.cut:]
+            assert row["cosine"] == pytest.approx(float(torch.cosine_similarity(a, b, dim=-1).mean()), abs=1e-6)
+            assert row["cka"] == pytest.approx(reference_cka(a, b), abs=1e-6)
+        assert min(row["cosine"] for row in result.layers) < 0.999  # the masks do move the tokens read
+
+
+def test_every_token_read_sees_every_mask_under_both_attentions():
+    model = tiny_model()
+    sentences = random_sentences([3, 6, 10, 13, 16], seed=9)
+    draws = draw_left_masks(sentences, 0.4, seed=4)
+    read = [len(ids) - d.cut for ids, d in zip(sentences, draws)]
+    expected = sum(len(d.masked) * r for d, r in zip(draws, read)) / sum(read)
+    causal, bidirectional = (sentence_shift_left(model, sentences, attention=a, mask_id=4, rate=0.4, seed=4)
+                             for a in (CAUSAL, BIDIRECTIONAL))
+    assert causal.read_tokens == bidirectional.read_tokens == sum(read)
+    assert causal.masks_seen == bidirectional.masks_seen == pytest.approx(expected)
+    assert causal.layers != bidirectional.layers  # the same masks, read through different attentions
+    with pytest.raises(ValueError, match="sentences.min_tokens"):
+        sentence_shift_left(model, [[2, 7], [2]], attention=CAUSAL, mask_id=4, rate=0.4)
+
+
+def test_representation_report_holds_the_left_shift_beside_the_shift():
+    model = tiny_model()
+    sentences = random_sentences([6, 9, 12, 16, 8], seed=10)
+    cfg = OmegaConf.create({"seed": 1, "representations": {"sentences": 4, "mask_rates": [0.15, 0.4]}})
+    part = representation_report(model, sentences, CAUSAL, 4, cfg)
+    assert set(part["shift_left"]) == set(part["shift"]) == {"0.15", "0.4"}
+    assert [row["layer"] for row in part["shift_left"]["0.4"]] == [1, 2]
+    assert part["shift_left_masks_seen"]["0.4"] >= part["shift_left_masks_seen"]["0.15"] >= 1
+    assert part["shift_left_read_tokens"]["0.4"] >= 4
+    assert "left cos k=0.4" in "\n".join(representations_markdown(part))
+    tags = {(tag, step) for tag, _, step in tensorboard_scalars({"representations": part})}
+    assert {("diagnostics/representations/shift_left_cosine@0.4", 2),
+            ("diagnostics/representations/shift_left_cka@0.15", 1)} <= tags
 
 
 def test_anisotropy_sees_a_common_direction_and_centring_removes_it():

@@ -1,11 +1,17 @@
-"""The study tables' statistics: mean ± 95 % CI over seeds and the paired fine-tune vs feature gap."""
+"""The study tables' statistics: mean ± 95 % CI over seeds and the paired fine-tune vs feature gap; the
+learning-curves figure, a panel per val/loss kind."""
 
+import json
 import math
 
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
+from torch.utils.tensorboard import SummaryWriter
 
-from analysis.study import cell, finetune_feature_gap, mean_ci, over_seeds, val_loss_kind
+from analysis.study import cell, finetune_feature_gap, mean_ci, over_seeds, pretraining_runs, val_loss_kind
+from analysis.study_plots import plot_learning_curves
+from analysis.study_report import study_figures, study_tables
 
 
 def test_mean_ci_is_the_student_t_interval_and_none_for_one_seed():
@@ -43,3 +49,38 @@ def test_val_loss_kind_comes_from_the_summary_or_else_from_the_objective_class(t
     assert val_loss_kind({"objective": "MaskedLMWithNSP"}, tmp_path) == "masked_token"
     with pytest.raises(ValueError, match="val_loss_kind"):
         val_loss_kind({"objective": "SomeoneElsesLM"}, tmp_path)
+
+
+def pretraining_run(root, arm, seed, objective, kind, losses, unigram):
+    """A finished pretraining run folder: its summary.json and the TensorBoard scalars the curves read."""
+    folder = root / arm / f"seed{seed}" / "pretrain"
+    with SummaryWriter(str(folder / "tensorboard")) as writer:
+        for step, loss in enumerate(losses, start=1):
+            writer.add_scalar("train/tokens_seen", 1000 * step, step)
+            writer.add_scalar("train/pred_tokens_seen", 150 * step, step)
+            writer.add_scalar("val/loss", loss, step)
+    (folder / "summary.json").write_text(json.dumps({
+        "objective": objective, "val_loss_kind": kind, "val_loss": losses[-1], "unigram_baseline": unigram,
+        "steps": len(losses), "tokens_seen": 1000 * len(losses), "pred_tokens_seen": 150 * len(losses),
+        "metrics": {}, "wall_seconds": 1.0}))
+
+
+def test_learning_curves_draw_a_panel_per_val_loss_kind_with_its_own_unigram(tmp_path):
+    pretraining_run(tmp_path, "ar", 1, "AutoregressiveLM", "next_token", [6.0, 5.0], 7.0)
+    pretraining_run(tmp_path, "ar", 2, "AutoregressiveLM", "next_token", [6.2, 5.2], 7.0)
+    pretraining_run(tmp_path, "mlm", 1, "MaskedLM", "masked_token", [7.5, 6.5], 7.0)
+    pretraining_run(tmp_path, "mlm_other", 1, "MaskedLM", "masked_token", [7.8, 7.1], 7.4)  # another tokenizer
+    table = pretraining_runs(tmp_path)
+    axes = list(Figure().subplots(1, 2))
+    plot_learning_curves(table, axes)
+    assert [ax.get_title() for ax in axes] == ["val/loss kind: next_token", "val/loss kind: masked_token"]
+    lines = [{line.get_label(): list(line.get_ydata()) for line in ax.get_lines()} for ax in axes]
+    assert lines[0] == {"ar (AutoregressiveLM)": pytest.approx([6.1, 5.1]), "unigram baseline": [7.0, 7.0]}
+    assert lines[1] == {"mlm (MaskedLM)": pytest.approx([7.5, 6.5]), "mlm_other (MaskedLM)": pytest.approx([7.8, 7.1]),
+                        "unigram baseline (mlm)": [7.0, 7.0], "unigram baseline (mlm_other)": [7.4, 7.4]}
+    with pytest.raises(ValueError, match="2 val/loss kinds"):
+        plot_learning_curves(table, axes[:1])
+    figure = study_figures(study_tables(tmp_path))["learning_curves"]  # both token axes, a column per kind
+    assert [ax.get_title() for ax in figure.axes] == [
+        "val/loss kind: next_token, equal input tokens", "val/loss kind: masked_token, equal input tokens",
+        "val/loss kind: next_token, against predicted tokens", "val/loss kind: masked_token, against predicted tokens"]

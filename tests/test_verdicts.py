@@ -1,50 +1,139 @@
+"""Claims, Holm's adjustment, power and the family-wise error of the full verdict procedure."""
+
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.verdicts import paired_interval, seeds_needed, verdict
+from analysis.verdicts import (Claim, ClaimTest, holm, judge_claim, one_sided_power, paired_interval,
+                               sd_upper_limit, seeds_for, verdicts)
 
 
-def test_interval_is_the_student_t_interval_of_the_paired_differences():
-    d = [0.8, 1.3, 0.2, 0.9]
+def t2_sf(t: float) -> float:
+    """Student t with 2 degrees of freedom, upper tail, in closed form: 1/2 - t / (2 sqrt(2 + t^2))."""
+    return 0.5 - t / (2 * math.sqrt(2 + t * t))
+
+
+def test_paired_interval_is_the_student_t_interval():
+    d = [0.1, 0.2, 0.3]
     interval = paired_interval(d)
-    low, high = stats.t.interval(0.95, len(d) - 1, loc=np.mean(d), scale=stats.sem(d))
-    assert (interval.low, interval.high) == pytest.approx((low, high))
-    assert interval.n == 4 and interval.mean == pytest.approx(0.8)
+    half = stats.t.ppf(0.975, 2) * 0.1 / math.sqrt(3)
+    assert interval.mean == pytest.approx(0.2) and interval.sd == pytest.approx(0.1)
+    assert (interval.low, interval.high) == pytest.approx((0.2 - half, 0.2 + half))
+    assert paired_interval([5.0, float("nan")]).n == 1  # the NaN pair drops out
 
 
-def test_reproduced_only_when_the_interval_excludes_zero_on_the_published_side():
-    clear = paired_interval([1.0, 1.2, 0.9])
-    assert verdict(clear, "greater") == "reproduced"
-    assert verdict(clear, "less") == "contradicted"
-    flipped = paired_interval([-1.0, -1.2, -0.9])
-    assert verdict(flipped, "less") == "reproduced" and verdict(flipped, "greater") == "contradicted"
+def test_holm_against_a_hand_worked_example():
+    # sorted: 0.005 x 4 = 0.02; 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04 -> monotone 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([]) == []
 
 
-def test_an_interval_that_straddles_zero_is_unresolved_whatever_the_mean():
-    straddling = paired_interval([2.0, -0.5, 1.5])  # mean > 0 but the interval reaches below 0
-    assert straddling.mean > 0 and straddling.low < 0 < straddling.high
-    assert verdict(straddling, "greater") == "unresolved" and verdict(straddling, "less") == "unresolved"
+def test_superiority_and_non_inferiority_against_the_closed_form_t():
+    interval = paired_interval([0.1, 0.2, 0.3])  # mean 0.2, se 0.1 / sqrt(3), 2 degrees of freedom
+    se = 0.1 / math.sqrt(3)
+    superiority = judge_claim(interval, Claim("superiority", "greater", smallest_effect=0.1))
+    assert superiority.claim_p == pytest.approx(2 * t2_sf(0.2 / se))
+    assert superiority.refute_p == pytest.approx(min(1.0, 2 * (1 - t2_sf(0.2 / se))))
+    # A below B by 0.2 claimed as "less": the same test mirrored
+    mirrored = judge_claim(paired_interval([-0.1, -0.2, -0.3]), Claim("superiority", "less", 0.1))
+    assert mirrored.claim_p == pytest.approx(superiority.claim_p)
+    # non-inferiority with margin 0.25 on a difference of -0.2 (B ahead, but by less than the margin)
+    behind = paired_interval([-0.1, -0.2, -0.3])
+    ni = judge_claim(behind, Claim("non_inferiority", "greater", smallest_effect=0.1, margin=0.25))
+    assert ni.claim_p == pytest.approx(2 * t2_sf((-0.2 + 0.25) / se))
+    assert ni.refute_p == pytest.approx(min(1.0, 2 * (1 - t2_sf((-0.2 + 0.25) / se))))
 
 
-def test_one_seed_or_a_missing_side_is_unresolved():
-    assert verdict(paired_interval([5.0]), "greater") == "unresolved"
-    assert verdict(paired_interval([5.0, float("nan")]), "greater") == "unresolved"  # the NaN pair drops out
-    assert paired_interval([]).n == 0 and verdict(paired_interval([]), "less") == "unresolved"
-    with pytest.raises(ValueError, match="direction"):
-        verdict(paired_interval([1.0, 2.0]), "bigger")
+def test_equivalence_is_two_one_sided_tests():
+    interval = paired_interval([0.01, -0.02, 0.04])  # mean 0.01
+    se, margin = interval.sd / math.sqrt(3), 0.3
+    tost = judge_claim(interval, Claim("equivalence", "greater", smallest_effect=margin, margin=margin))
+    lower = t2_sf((0.01 + margin) / se)  # H0: mean <= -margin
+    upper = 1 - t2_sf((0.01 - margin) / se)  # H0: mean >= +margin
+    assert tost.claim_p == pytest.approx(min(1.0, 2 * max(lower, upper)))
+    assert tost.side == "reproduced"
+    outside = judge_claim(paired_interval([1.0, 1.1, 0.9]), Claim("equivalence", "greater", 0.3, margin=0.3))
+    assert outside.side == "contradicted" and outside.refute_p == pytest.approx(2 * t2_sf((1.0 - 0.3) / (0.1 / math.sqrt(3))))
 
 
-def test_seeds_needed_is_the_smallest_n_with_enough_power():
-    interval = paired_interval([0.3, -0.1, 0.4, 0.0])
-    n = seeds_needed(interval)
-    assert n is not None and n > interval.n
+@pytest.mark.parametrize("kind,margin", [("superiority", 0.0), ("non_inferiority", 0.2), ("equivalence", 0.4)])
+def test_p_below_alpha_exactly_when_the_95_interval_lies_in_the_region(kind, margin):
+    rng = np.random.default_rng(0)
+    claim = Claim(kind, "greater", smallest_effect=0.1, margin=margin)
+    for _ in range(300):
+        interval = paired_interval(rng.normal(rng.normal(0, 0.3), 0.3, size=int(rng.integers(2, 7))))
+        test = judge_claim(interval, claim)
+        inside = {"superiority": interval.low > 0, "non_inferiority": interval.low > -margin,
+                  "equivalence": interval.low > -margin and interval.high < margin}[kind]
+        refuted = {"superiority": interval.high < 0, "non_inferiority": interval.high < -margin,
+                   "equivalence": interval.low > margin or interval.high < -margin}[kind]
+        assert (test.claim_p < 0.05) == inside and (test.refute_p < 0.05) == refuted
 
-    def detectable(k: int) -> bool:
-        return (stats.t.ppf(0.975, k - 1) + stats.t.ppf(0.8, k - 1)) * interval.sd / math.sqrt(k) <= abs(interval.mean)
 
-    assert detectable(n) and not detectable(n - 1)
-    assert seeds_needed(paired_interval([1.0])) is None  # no spread to extrapolate from
-    assert seeds_needed(paired_interval([5.0, 5.1, 4.9])) == 2  # already far beyond the noise
+def test_verdicts_read_holm_and_the_gate_in_both_directions():
+    clear, against, weak, none = (ClaimTest(0.001, 1.0, 5), ClaimTest(1.0, 0.001, 5), ClaimTest(0.03, 1.0, 5),
+                                  ClaimTest(0.5, 0.5, 5))
+    # Holm: 0.001 x 4, 0.001 x 3, then 0.03 x 2 = 0.06 > 0.05 stops the step-down
+    assert verdicts([clear, against, weak, none], [False] * 4) == ["reproduced", "contradicted", "unresolved",
+                                                                    "unresolved"]
+    assert verdicts([clear, against, weak, none], [False] * 4, adjust=False)[2] == "reproduced"
+    assert verdicts([clear, against], [True, True]) == ["not evidence", "not evidence"]
+    assert verdicts([ClaimTest(1.0, 1.0, 1)], [False]) == ["unresolved"]
+
+
+def test_claims_refuse_what_cannot_be_tested():
+    with pytest.raises(ValueError, match="margin"):
+        Claim("non_inferiority", "greater", smallest_effect=0.1)
+    with pytest.raises(ValueError, match="margin"):
+        Claim("superiority", "greater", smallest_effect=0.1, margin=0.1)
+    with pytest.raises(ValueError, match="smallest_effect"):
+        Claim("superiority", "greater", smallest_effect=0.0)
+    with pytest.raises(ValueError, match="kind"):
+        Claim("better", "greater", smallest_effect=0.1)
+
+
+def test_power_is_the_noncentral_t_and_matches_simulation():
+    rng = np.random.default_rng(1)
+    n, effect, sd = 5, 0.8, 1.0
+    d = rng.normal(effect, sd, size=(40_000, n))
+    t = d.mean(1) / (d.std(1, ddof=1) / math.sqrt(n))
+    simulated = float((t > stats.t.ppf(0.975, n - 1)).mean())
+    assert one_sided_power(effect, sd, n, alpha=0.05) == pytest.approx(simulated, abs=0.01)
+    claim = Claim("superiority", "greater", smallest_effect=0.5)
+    needed = seeds_for(claim, sd=1.0, alpha=0.05)
+    assert one_sided_power(0.5, 1.0, needed, 0.05) >= 0.8 > one_sided_power(0.5, 1.0, needed - 1, 0.05)
+    # equivalence asks each one-sided test for 90 % (a bound on TOST's power), so it needs more seeds
+    assert seeds_for(Claim("equivalence", "greater", 0.5, margin=0.5), 1.0, 0.05) > needed
+    assert seeds_for(claim, float("nan"), 0.05) is None
+
+
+def test_the_sd_upper_limit_covers_the_true_sd_80_percent_of_the_time():
+    rng = np.random.default_rng(2)
+    samples = rng.normal(0, 1.0, size=(20_000, 3))
+    upper = np.array([sd_upper_limit(float(s.std(ddof=1)), 3) for s in samples[:4000]])
+    assert float((upper >= 1.0).mean()) == pytest.approx(0.8, abs=0.02)
+    assert sd_upper_limit(1.0, 3) == pytest.approx(math.sqrt(2 / stats.chi2.ppf(0.2, 2)))
+
+
+def null_study_false_reproductions(rng: np.random.Generator, adjust: bool, studies: int = 1000, seeds: int = 5) -> float:
+    """Share of simulated studies with any false "reproduced": 20 findings whose claims are all false at the
+    boundary (superiority at a true difference of 0, non-inferiority at -margin, equivalence at +margin)."""
+    claims = ([Claim("superiority", "greater", 0.1)] * 14 + [Claim("non_inferiority", "greater", 0.1, margin=0.2)] * 3
+              + [Claim("equivalence", "greater", 0.2, margin=0.2)] * 3)
+    truth = [0.0] * 14 + [-0.2] * 3 + [0.2] * 3
+    any_false = 0
+    for _ in range(studies):
+        tests = [judge_claim(paired_interval(rng.normal(mu, 0.3, size=seeds)), c) for c, mu in zip(claims, truth)]
+        any_false += "reproduced" in verdicts(tests, [False] * len(tests), adjust=adjust)
+    return any_false / studies
+
+
+@pytest.mark.slow
+def test_a_null_study_keeps_the_family_wise_error_with_holm_and_not_without():
+    rng = np.random.default_rng(3)
+    with_holm, without = null_study_false_reproductions(rng, True), null_study_false_reproductions(rng, False)
+    assert with_holm <= 0.05  # measured 0.022 with this seed (0.351 without)
+    assert without > 0.25  # 1 - 0.975^20 = 0.40 for 20 independent one-sided 2.5 % tests

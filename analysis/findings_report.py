@@ -1,0 +1,266 @@
+"""A study's findings judged as one family: each row's registered claim tested on the paired per-seed
+differences (analysis.findings measures them), Holm's adjustment over every finding of the study, the common
+learning gate, power for what is unresolved, and the report (report/findings.md and .csv).
+
+The study config holds, beside its arms:
+
+    alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
+    gate: {min_below_unigram: 0.5}    # nats below the unigram NLL of the same held-out targets (evaluate.py)
+    findings:
+      F1:
+        claim: ..., anchor: ..., a: {...}, b: {...}
+        test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # or non_inferiority /
+                                                  # equivalence with margin:
+        justification: one line from the anchor for the effect and the margin
+        registered: {date: 2026-11-24, commit: abc1234}
+        superseded: [{test: {...}, registered: {...}, why: ...}]   # earlier registrations, kept when a claim
+                                                                   # changed after data were seen
+    checks:                           # reported with their interval, never judged (e.g. convergence)
+      ag_kl: {what: ..., value: {arm: ..., pairwise: {...}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.findings import NotComparable, StudyRuns, describe, measure, values
+from analysis.verdicts import (ALPHA, VERDICTS, Claim, holm, judge_claim, paired_interval, sd_upper_limit,
+                               seeds_for, verdicts)
+from common.atomic import atomic_write_text
+
+FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded"}
+TEST_KEYS = {"kind", "direction", "smallest_effect", "margin"}
+VERDICT_MEANINGS = {
+    "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
+                  "the registered claim's region (above 0, above -margin, or inside +-margin)",
+    "contradicted": "the Holm-adjusted p-value is below alpha and the interval lies in the region that refutes "
+                    "the claim (below 0, below -margin, or wholly beyond one margin)",
+    "unresolved": "every arm the row reads passed the gate, but the evidence reaches neither region at the "
+                  "family's error rate",
+    "not evidence": "an arm the row reads is less than the gate's nats below the unigram NLL of the same held-out "
+                    "targets in some seed (the row would measure how far that arm is from learning), or the row's "
+                    "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
+}
+
+
+def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
+    unknown = set(finding) - FINDING_KEYS
+    if unknown or not {"a", "b", "test", "registered"} <= set(finding):
+        raise ValueError(f"finding {finding_id}: keys {sorted(finding)}; a finding has a, b, test and registered "
+                         f"(of {sorted(FINDING_KEYS)})")
+    test = dict(finding["test"])
+    if set(test) - TEST_KEYS:
+        raise ValueError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
+    try:
+        return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"finding {finding_id}: {err}") from err
+
+
+def gate_arm(study: dict[str, Any], arm: str) -> str:
+    """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""
+    return study["arms"][arm].get("from_arm", arm) if arm in study.get("arms", {}) else arm
+
+
+def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
+    named = [finding[s][k] for s in ("a", "b") for k in ("arm", "relative_to") if finding[s].get(k)]
+    return sorted({gate_arm(study, a) for a in named})
+
+
+def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
+    """seed -> nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood section)."""
+    return {seed: float(r["likelihood"]["below_unigram"]) for (a, seed), r in runs.reports.items()
+            if a == arm and "below_unigram" in r.get("likelihood", {})}
+
+
+def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """The lowest common-scale margin of the row's arms over its seeds, and which arm/seed fails the gate."""
+    gate = study.get("gate")
+    if not gate:
+        return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
+    threshold = float(gate["min_below_unigram"])
+    lowest, failing = math.inf, []
+    for arm in arms_read(study, finding):
+        margins = gate_values(runs, arm)
+        for seed in seeds:
+            if seed not in margins:
+                failing.append(f"{arm} seed {seed} has no common-scale likelihood")
+                continue
+            lowest = min(lowest, margins[seed])
+            if margins[seed] < threshold:
+                failing.append(f"{arm} seed {seed} is {margins[seed]:.2f} nats below unigram (gate {threshold:g})")
+    return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing) or not seeds,
+            "gate_note": "; ".join(failing)}
+
+
+def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
+    """Seeds a row needs at Holm's strictest step (alpha / m, which no other row can loosen), at the observed
+    sd and at its upper 80 % confidence limit (3 seeds' sd can be far below the true one)."""
+    upper = sd_upper_limit(sd, n)
+    return {"seeds_needed": seeds_for(claim, sd, alpha), "seeds_needed_sd_upper": seeds_for(claim, upper, alpha),
+            "sd": sd, "sd_upper80": upper}
+
+
+def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
+    """One row per registered finding of `study` (its config as a dict), judged as one family."""
+    runs = StudyRuns.read(Path(root))
+    findings = study.get("findings") or {}
+    alpha = float(study.get("alpha", ALPHA))
+    rows, tests, gated = [], [], []
+    for finding_id, finding in findings.items():
+        finding = dict(finding)
+        claim = registered_claim(finding_id, finding)
+        row = {"finding": finding_id, "claim": finding.get("claim", ""), "anchor": finding.get("anchor", ""),
+               "kind": claim.kind, "direction": claim.direction, "margin": claim.margin,
+               "smallest_effect": claim.smallest_effect, "justification": finding.get("justification", ""),
+               "registered": _registration(finding["registered"]),
+               "superseded": "; ".join(_superseded(s) for s in finding.get("superseded") or []),
+               "a": describe(finding["a"]), "b": describe(finding["b"])}
+        try:
+            measured = measure(runs, finding["a"], finding["b"])
+        except NotComparable as err:
+            measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
+        seeds = measured["seeds"]
+        interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds])
+        test = judge_claim(interval, claim)
+        row.update(seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
+                   b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=interval.low,
+                   ci_high=interval.high, p=test.p, note=measured.get("note", ""),
+                   **gate_row(runs, study, finding, seeds),
+                   **power_columns(claim, interval.sd, interval.n, alpha / max(1, len(findings))))
+        rows.append(row)
+        tests.append(test)
+        gated.append(row["gate_failed"] or bool(measured.get("note")))
+    table = pd.DataFrame(rows)
+    if rows:
+        table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
+        table["verdict"] = verdicts(tests, gated, alpha, adjust)
+    return table
+
+
+def _mean(side: dict[int, float], seeds: list[int]) -> float:
+    return sum(side[s] for s in seeds) / len(seeds) if seeds else math.nan
+
+
+def _registration(registered: dict[str, Any]) -> str:
+    return f"{registered.get('date')} at {registered.get('commit')}"
+
+
+def _superseded(entry: dict[str, Any]) -> str:
+    test = entry.get("test", {})
+    what = ", ".join(f"{k} {v}" for k, v in test.items())
+    return f"was {what or entry.get('claim', '?')} ({_registration(entry.get('registered', {}))}): {entry.get('why', '')}"
+
+
+def checks_table(root: str | Path, study: dict[str, Any]) -> pd.DataFrame:
+    """Quantities reported with their 95 % interval over seeds but never judged (convergence checks)."""
+    runs = StudyRuns.read(Path(root))
+    rows = []
+    for check_id, check in (study.get("checks") or {}).items():
+        per_seed = values(runs, dict(check["value"]))
+        interval = paired_interval(list(per_seed.values()))
+        rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(dict(check["value"])),
+                     "per_seed": [round(per_seed[s], 4) for s in sorted(per_seed)], "mean": interval.mean,
+                     "ci_low": interval.low, "ci_high": interval.high, "n": interval.n})
+    return pd.DataFrame(rows)
+
+
+def _number(x: Any, digits: int = 3) -> str:
+    return "-" if x is None or x != x else f"{x:.{digits}f}"
+
+
+def _p(x: Any) -> str:
+    return "-" if x is None or x != x else (f"{x:.2g}" if x < 0.001 else f"{x:.3f}")
+
+
+def _test_text(r: dict[str, Any]) -> str:
+    sign = ">" if r["direction"] == "greater" else "<"
+    if r["kind"] == "superiority":
+        return f"superiority, A - B {sign} 0; SESOI {r['smallest_effect']:g}"
+    if r["kind"] == "non_inferiority":
+        return f"non-inferiority, A - B {sign} {'-' if sign == '>' else '+'}{r['margin']:g}; SESOI {r['smallest_effect']:g}"
+    return f"equivalence, \\|A - B\\| < {r['margin']:g}"
+
+
+def _power_text(r: dict[str, Any]) -> str:
+    if r["verdict"] != "unresolved":
+        return ""
+    observed, upper = r.get("seeds_needed"), r.get("seeds_needed_sd_upper")
+    if observed is None or observed != observed:
+        return "needs two seeds or more"
+    return f"~{int(observed)} seeds (sd {r['sd']:.3g}); ~{int(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
+
+
+def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
+    alpha = float(study.get("alpha", ALPHA))
+    gate = study.get("gate")
+    lines = [header, "",
+             f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
+             f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
+             "data order and fine-tuning seeds), with its unadjusted 95 % Student-t interval over seeds.",
+             (f"Gate: every arm a row reads must be at least {float(gate['min_below_unigram']):g} nats below the "
+              "unigram NLL of the same held-out targets (evaluate.py's likelihood: exact for causal readers, the "
+              "any-order bound for bidirectional ones) in every seed; the gate column is the lowest such margin."
+              if gate else "No learning gate is registered for this study."), ""]
+    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
+    lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
+              "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
+              "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
+              "| finding | claim | registered test | A | B | A - B [95 % CI] | seeds | p | p (Holm) | gate | verdict "
+              "| what would resolve it / note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
+        note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
+        marked = " (re-registered after data)" if r.get("superseded") else ""
+        lines.append(f"| {r['finding']}{marked} | {r['claim']} | {_test_text(r)} | {_number(r['a_mean'])} "
+                     f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
+                     f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")
+    lines += ["", "## Registrations", "", "| finding | sides | anchor | justification of the margin or effect "
+              "| registered | earlier registrations |", "|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
+                     f"| {r['registered']} | {r['superseded'] or '-'} |")
+    if not checks.empty:
+        lines += ["", "## Checks (reported, not judged)", "", "| check | what | value | per seed | mean [95 % CI] |",
+                  "|---|---|---|---|---|"]
+        for c in checks.to_dict("records"):
+            lines.append(f"| {c['check']} | {c['what']} | {c['value']} | {c['per_seed']} "
+                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] |")
+    return "\n".join(lines) + "\n"
+
+
+def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
+    """report/findings.md and report/findings.csv for the seeds present in the study folder."""
+    root = Path(root)
+    table, checks = findings_table(root, study), checks_table(root, study)
+    out = root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "findings.csv", table.to_csv(index=False))
+    seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
+    atomic_write_text(out / "findings.md", findings_markdown(table, checks, study,
+                                                             f"# Findings: {root}\n\nPretraining seeds {seeds}."))
+    return [out / "findings.md", out / "findings.csv"]
+
+
+def main() -> None:
+    """python -m analysis.findings_report <study root>: the verdicts again, from the study kept in study.json."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("root", help="a study folder (study.py's root=)")
+    root = Path(parser.parse_args().root)
+    settings = root / "study.json"
+    if not settings.is_file():
+        raise SystemExit(f"{settings} is missing: run python study.py for this study first")
+    study = json.loads(settings.read_text())["settings"]["study"]
+    if not study.get("findings"):
+        raise SystemExit(f"the study in {root} defines no findings (study.findings)")
+    print("\n".join(str(p) for p in write_findings(root, study)))
+
+
+if __name__ == "__main__":
+    main()
