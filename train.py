@@ -134,6 +134,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         # None for an objective that logs none (Objective.likelihood_metric)
         "val_likelihood": metrics.get(f"val/{module.objective.likelihood_metric}")
         if module.objective.likelihood_metric else None,
+        # the validation tag behind val_likelihood, whose curve a study reads (analysis.findings, past_exit)
+        "val_likelihood_tag": f"val/{module.objective.likelihood_metric}" if module.objective.likelihood_metric else None,
         "unigram_baseline": datamodule.unigram_baseline,
         "wall_seconds": round(time.perf_counter() - started, 1),
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:

@@ -18,6 +18,9 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
     representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
     likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
     pretraining: <column>                          e.g. below_unigram, val_likelihood
+    past_exit: {steps, exit_below_unigram}          the validation NLL per target token (val_likelihood's tag)
+                                                   `steps` after the run's plateau exit: its first validation
+                                                   at least exit_below_unigram nats under its unigram baseline
 
 A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
 (e.g. the validation NLL at 16 epochs minus at 4).
@@ -33,8 +36,10 @@ from typing import Any
 import pandas as pd
 
 from analysis import study as S
+from analysis.runs import curve_by_steps
 
-QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining")
+QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining",
+              "past_exit")
 
 
 @dataclass
@@ -141,9 +146,13 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         full = _score(runs, arm, f"{spec}-full", side["metric"], side.get("split"))
         features = _score(runs, arm, f"{spec}-features", side["metric"], side.get("split"))
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
-    if quantity == "pretraining":
-        rows = runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else []
-        return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
+    if quantity in ("pretraining", "past_exit"):
+        rows = runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else pd.DataFrame()
+        if quantity == "pretraining":
+            return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
+        read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"], r["run"])),
+                                          float(r["unigram_baseline"]), spec) for _, r in rows.iterrows()}
+        return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
     read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
 
@@ -155,6 +164,26 @@ def describe(side: dict[str, Any]) -> str:
               ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
     since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
     return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
+
+
+def likelihood_tag(summary_tag: Any, run: str) -> str:
+    """The validation tag of a run's NLL per target token (exact, or its bound), as its summary.json names it."""
+    if not isinstance(summary_tag, str):
+        raise NotComparable(f"{run} names no val_likelihood_tag: its objective logs no likelihood, or the run predates "
+                            "the key; a plateau exit is read from that curve")
+    return summary_tag
+
+
+def past_exit(curve: pd.Series, unigram: float, spec: dict[str, Any]) -> float:
+    """The curve (validation NLL by step) at `steps` after its plateau exit, the first validation at least
+    `exit_below_unigram` nats under `unigram`; read at the first validation at or after that step. NaN (the seed
+    drops out of the pair) when the run never left its plateau or ended too soon: such a run says nothing about
+    what happens past the exit."""
+    exited = curve[curve <= unigram - float(spec["exit_below_unigram"])]
+    if exited.empty:
+        return math.nan
+    later = curve[curve.index >= exited.index[0] + int(spec["steps"])]
+    return float(later.iloc[0]) if not later.empty else math.nan
 
 
 def measure(runs: StudyRuns, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

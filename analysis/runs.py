@@ -45,6 +45,14 @@ def scalars(run: Path) -> pd.DataFrame:
     return pd.DataFrame(series).sort_index()
 
 
+def curve_by_steps(run: Path, tag: str) -> pd.Series:
+    """`tag` by training step (NaN-free), e.g. a validation curve."""
+    frame = scalars(run)
+    if tag not in frame:
+        raise ValueError(f"{run} logged no {tag!r}; its tags are {sorted(frame.columns)}")
+    return frame[tag].dropna()
+
+
 def curve_by_tokens(run: Path, tag: str = "val/loss", tokens_tag: str = "train/tokens_seen") -> pd.Series:
     """`tag` against input tokens seen (the shared x-axis of a controlled comparison), or against another
     count such as train/pred_tokens_seen."""

@@ -65,6 +65,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
                      # NLL per target token, exact (AR) or a bound (masked diffusion): one column across objectives
                      "val_likelihood": s.get("val_likelihood"), "flops_seen": s.get("flops_seen"),
+                     "val_likelihood_tag": s.get("val_likelihood_tag"),
                      # passes over the training slice (data.max_train_tokens) of a data-constrained run, and its
                      # size; NaN for runs on the whole split
                      "epochs": s.get("epochs") if s.get("max_train_tokens") else None,

@@ -1,6 +1,7 @@
 """Findings read from a study folder: per-seed values of each side, paired differences and verdicts."""
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -258,3 +259,18 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
     assert "| mrf_u | a convergence check |" in text and "22.000 [" in text  # 21, 22, 23 over the seeds
     for verdict in ("reproduced", "contradicted", "unresolved", "not evidence"):
         assert f"- **{verdict}**:" in text
+
+
+def test_past_exit_reads_each_curve_the_same_steps_after_its_own_plateau_exit():
+    from analysis.findings import likelihood_tag, past_exit
+
+    spec = {"steps": 100, "exit_below_unigram": 0.5}
+    early = pd.Series([5.9, 5.2, 4.8, 4.6, 4.5, 4.4], index=[0, 50, 100, 150, 200, 250])  # exits at 50
+    late = pd.Series([5.9, 5.85, 5.8, 5.3, 5.0, 4.9], index=[0, 50, 100, 150, 200, 250])  # exits at 150
+    assert past_exit(early, unigram=5.8, spec=spec) == 4.6  # step 150
+    assert past_exit(late, unigram=5.8, spec=spec) == 4.9  # step 250
+    assert math.isnan(past_exit(late, unigram=5.8, spec={**spec, "steps": 101}))  # ends before 150 + 101
+    assert math.isnan(past_exit(pd.Series([5.9, 5.7]), unigram=5.8, spec=spec))  # never left its plateau
+    assert likelihood_tag("val/nelbo", "run") == "val/nelbo"
+    with pytest.raises(NotComparable, match="names no val_likelihood_tag"):
+        likelihood_tag(None, "run")  # an MLM logs no likelihood; old summaries lack the key

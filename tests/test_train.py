@@ -60,6 +60,7 @@ def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_tr
     summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
                                     "save_at_tokens=[1000]"))
     assert summary["tokens_seen"] == 2048 and summary["val_loss_kind"] == "next_token"
+    assert summary["val_likelihood_tag"] == "val/loss" and summary["val_likelihood"] == summary["val_loss"]
     part_way = torch.load(tmp_path / "checkpoints" / "tokens-1000.ckpt", weights_only=True)
     assert part_way["global_step"] == 4  # the first step at which 4 x 256 >= 1000 input tokens were seen
     assert part_way["trained_length"] == 32 and part_way["tokenizer_json"]  # fine-tuning reads both
