@@ -22,7 +22,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.findings_report import registered_claim, write_findings
+from analysis.findings_report import check_study, write_findings
 from analysis.study_report import write_report
 from common.atomic import atomic_write_text
 from studies.plan import DONE_FILE, describe, plan
@@ -37,21 +37,10 @@ def summarise(outcomes: list[Outcome]) -> str:
     return "\n".join([*lines, "stages: " + ", ".join(f"{n} {status}" for status, n in counts.items())])
 
 
-def check_registrations(cfg: DictConfig) -> None:
-    """Every finding carries a registered claim and every check names an arm, before hours of stages run."""
-    study = OmegaConf.to_container(cfg.study, resolve=True)
-    for finding_id, finding in (study.get("findings") or {}).items():
-        registered_claim(finding_id, finding)
-    for check_id, check in (study.get("checks") or {}).items():
-        arm = (check.get("value") or {}).get("arm")
-        if arm not in study["arms"]:
-            raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
-
-
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
-    check_registrations(cfg)
+    check_study(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     stages = plan(cfg)
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))

@@ -18,9 +18,9 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
     representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
     likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
     pretraining: <column>                          e.g. below_unigram, val_likelihood
-    past_exit: {steps, exit_below_unigram}          the validation NLL per target token (val_likelihood's tag)
+    past_exit: {steps, exit_at}                     the validation NLL per target token (val_likelihood's tag)
                                                    `steps` after the run's plateau exit: its first validation
-                                                   at least exit_below_unigram nats under its unigram baseline
+                                                   at or below exit_at nats (one level for every run)
 
 A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
 (e.g. the validation NLL at 16 epochs minus at 4).
@@ -151,7 +151,7 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         if quantity == "pretraining":
             return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
         read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"], r["run"])),
-                                          float(r["unigram_baseline"]), spec) for _, r in rows.iterrows()}
+                                          spec) for _, r in rows.iterrows()}
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
     read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
@@ -174,12 +174,12 @@ def likelihood_tag(summary_tag: Any, run: str) -> str:
     return summary_tag
 
 
-def past_exit(curve: pd.Series, unigram: float, spec: dict[str, Any]) -> float:
-    """The curve (validation NLL by step) at `steps` after its plateau exit, the first validation at least
-    `exit_below_unigram` nats under `unigram`; read at the first validation at or after that step. NaN (the seed
-    drops out of the pair) when the run never left its plateau or ended too soon: such a run says nothing about
-    what happens past the exit."""
-    exited = curve[curve <= unigram - float(spec["exit_below_unigram"])]
+def past_exit(curve: pd.Series, spec: dict[str, Any]) -> float:
+    """The curve (validation NLL by step) `steps` after its plateau exit, its first validation at or below `exit_at`
+    nats, read at the first validation at or after that step. One level for every run: a run's own unigram
+    baseline comes from its training slice, so repeated and fresh runs would exit at different heights. NaN (the
+    seed drops out of the pair) when the run never left its plateau or ended too soon."""
+    exited = curve[curve <= float(spec["exit_at"])]
     if exited.empty:
         return math.nan
     later = curve[curve.index >= exited.index[0] + int(spec["steps"])]

@@ -17,6 +17,8 @@ The study config holds, beside its arms:
                                                                    # changed after data were seen
     checks:                           # reported with their interval, never judged (e.g. convergence)
       ag_kl: {what: ..., value: {arm: ..., pairwise: {...}}}
+    withdrawn:                        # findings registered earlier and no longer tested, listed in the report
+      F3_ag_faithful: {registered: {date: ..., commit: ...}, why: ...}
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.findings import NotComparable, StudyRuns, describe, measure, values
-from analysis.verdicts import (ALPHA, VERDICTS, Claim, holm, judge_claim, paired_interval, sd_upper_limit,
-                               seeds_for, verdicts)
+from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
+from analysis.verdicts import (ALPHA, MAX_SEEDS_REPORTED, VERDICTS, Claim, holm, judge_claim, paired_interval,
+                               sd_upper_limit, seeds_for, verdicts)
 from common.atomic import atomic_write_text
 
 FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded"}
@@ -50,10 +52,17 @@ VERDICT_MEANINGS = {
 
 
 def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
+    """The finding's claim, after checking that everything the report needs was registered."""
     unknown = set(finding) - FINDING_KEYS
-    if unknown or not {"a", "b", "test", "registered"} <= set(finding):
-        raise ValueError(f"finding {finding_id}: keys {sorted(finding)}; a finding has a, b, test and registered "
-                         f"(of {sorted(FINDING_KEYS)})")
+    missing = {"claim", "anchor", "a", "b", "test", "justification", "registered"} - set(finding)
+    if unknown or missing:
+        raise ValueError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
+                         f"has {sorted(FINDING_KEYS)} (superseded optional)")
+    for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
+        if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
+            raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}}")
+    for side in ("a", "b"):
+        quantity_of(finding[side])
     test = dict(finding["test"])
     if set(test) - TEST_KEYS:
         raise ValueError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
@@ -61,6 +70,23 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
         return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
     except (KeyError, ValueError) as err:
         raise ValueError(f"finding {finding_id}: {err}") from err
+
+
+def check_study(study: dict[str, Any]) -> None:
+    """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
+    alpha = study.get("alpha", ALPHA)
+    if not 0 < float(alpha) < 1:
+        raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
+    gate = study.get("gate")
+    if gate is not None and (set(gate) != {"min_below_unigram"} or not float(gate["min_below_unigram"]) >= 0):
+        raise ValueError(f"study.gate={gate}; give gate: {{min_below_unigram: <nats, >= 0>}} or leave it out")
+    for finding_id, finding in (study.get("findings") or {}).items():
+        registered_claim(finding_id, finding)
+    for check_id, check in (study.get("checks") or {}).items():
+        arm = (check.get("value") or {}).get("arm")
+        if arm not in study["arms"]:
+            raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
+        quantity_of(check["value"])
 
 
 def gate_arm(study: dict[str, Any], arm: str) -> str:
@@ -80,22 +106,28 @@ def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
 
 
 def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
-    """The lowest common-scale margin of the row's arms over its seeds, and which arm/seed fails the gate."""
+    """The lowest common-scale margin of the row's arms, and which arm and seed fail the gate. Every seed an arm
+    was pretrained with counts, not only the seeds the row could pair: a seed drops out of a pair exactly when
+    a run never left its plateau (past_exit), and that run must still mark the row."""
     gate = study.get("gate")
     if not gate:
         return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
     threshold = float(gate["min_below_unigram"])
+    pretrained = runs.pretraining
     lowest, failing = math.inf, []
     for arm in arms_read(study, finding):
         margins = gate_values(runs, arm)
-        for seed in seeds:
+        arm_seeds = set(seeds) | (set(pretrained.loc[pretrained["arm"] == arm, "seed"].astype(int))
+                                  if not pretrained.empty else set())
+        for seed in sorted(arm_seeds):
+            margin = margins.get(seed, math.nan)
             if seed not in margins:
                 failing.append(f"{arm} seed {seed} has no common-scale likelihood")
-                continue
-            lowest = min(lowest, margins[seed])
-            if margins[seed] < threshold:
-                failing.append(f"{arm} seed {seed} is {margins[seed]:.2f} nats below unigram (gate {threshold:g})")
-    return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing) or not seeds,
+            elif not (math.isfinite(margin) and margin >= threshold):  # a NaN (diverged) run has not learned
+                failing.append(f"{arm} seed {seed} is {margin:.2f} nats below unigram (gate {threshold:g})")
+            if math.isfinite(margin):
+                lowest = min(lowest, margin)
+    return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing),
             "gate_note": "; ".join(failing)}
 
 
@@ -127,16 +159,17 @@ def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True)
         except NotComparable as err:
             measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
         seeds = measured["seeds"]
-        interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds])
+        interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds], 1 - alpha)
         test = judge_claim(interval, claim)
         row.update(seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
                    b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=interval.low,
-                   ci_high=interval.high, p=test.p, note=measured.get("note", ""),
+                   ci_high=interval.high, p=test.p,
+               note=measured.get("note", "") or ("" if seeds else "no seed has both sides"),
                    **gate_row(runs, study, finding, seeds),
                    **power_columns(claim, interval.sd, interval.n, alpha / max(1, len(findings))))
         rows.append(row)
         tests.append(test)
-        gated.append(row["gate_failed"] or bool(measured.get("note")))
+        gated.append(row["gate_failed"] or bool(measured.get("note")))  # not comparable: no evidence either
     table = pd.DataFrame(rows)
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
@@ -194,7 +227,11 @@ def _power_text(r: dict[str, Any]) -> str:
     observed, upper = r.get("seeds_needed"), r.get("seeds_needed_sd_upper")
     if observed is None or observed != observed:
         return "needs two seeds or more"
-    return f"~{int(observed)} seeds (sd {r['sd']:.3g}); ~{int(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
+
+    def seeds(n: float) -> str:
+        return f"~{int(n)} seeds" if n <= MAX_SEEDS_REPORTED else f"over {MAX_SEEDS_REPORTED:,} seeds: not at this scale"
+
+    return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
 
 
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
@@ -226,6 +263,11 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
     for r in table.to_dict("records"):
         lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
                      f"| {r['registered']} | {r['superseded'] or '-'} |")
+    withdrawn = study.get("withdrawn") or {}
+    if withdrawn:
+        lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
+                  "|---|---|---|"]
+        lines += [f"| {fid} | {_registration(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
     if not checks.empty:
         lines += ["", "## Checks (reported, not judged)", "", "| check | what | value | per seed | mean [95 % CI] |",
                   "|---|---|---|---|---|"]

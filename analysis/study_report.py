@@ -36,6 +36,18 @@ class StudyTables:
     epochs: pd.DataFrame  # val_likelihood and FLOPs per objective and epochs over the unique data (data_constrained)
 
 
+def with_common_scale(pretraining: pd.DataFrame, reports: dict) -> pd.DataFrame:
+    """Each run's figures on the one scale every objective shares (evaluate.py's likelihood section): NLL per
+    held-out target that is not [EOD] (exact, or the any-order bound), the unigram NLL of those same targets, and
+    the margin between them. NaN for a run that was not scored."""
+    common = pd.DataFrame([{"arm": arm, "seed": seed, "heldout_nll": r["likelihood"].get("nll_per_token_without_eod"),
+                            "heldout_unigram": r["likelihood"].get("unigram_nll_per_token_without_eod"),
+                            "heldout_below_unigram": r["likelihood"].get("below_unigram")}
+                           for (arm, seed), r in reports.items() if "likelihood" in r],
+                          columns=["arm", "seed", "heldout_nll", "heldout_unigram", "heldout_below_unigram"])
+    return pretraining.merge(common, on=["arm", "seed"], how="left")
+
+
 def study_tables(root: str | Path) -> StudyTables:
     root = Path(root)
     pretraining = S.pretraining_runs(root)
@@ -44,6 +56,7 @@ def study_tables(root: str | Path) -> StudyTables:
                          "run python study.py first, or give the study's root folder")
     finetuning = S.per_checkpoint(S.finetuning_runs(root))
     reports = S.diagnostic_reports(root)
+    pretraining = with_common_scale(pretraining, reports)
     downstream = S.over_seeds(finetuning, ["task", "split", "metric", "arm", "variant"], ["value"])
     if not finetuning.empty:
         baselines = finetuning.groupby(["task", "split", "metric"])["baseline"].first()
@@ -60,7 +73,8 @@ def study_tables(root: str | Path) -> StudyTables:
     return StudyTables(
         pretraining_runs=pretraining,
         pretraining=S.over_seeds(pretraining, ["arm", "objective"], [
-            *sorted(c for c in pretraining.columns if c.startswith("val_nll_")), "below_unigram", "tokens_seen",
+            *sorted(c for c in pretraining.columns if c.startswith("val_nll_")), "heldout_nll", "heldout_unigram",
+            "heldout_below_unigram", "tokens_seen",
             "pred_tokens_seen", "mask_share", "wall_seconds"]),
         downstream=downstream,
         finetune_feature_gap=S.over_seeds(S.finetune_feature_gap(finetuning), ["task", "split", "metric", "arm"],
@@ -119,9 +133,10 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "val_nll_<kind> columns are different quantities (next_token: AR's every next token; masked_token: MLM's "
         "selected positions, some left visible; masked_token_any_rate: masked diffusion's masked positions at "
         "rates over (0, 1]): compare each only within its column (learning_curves.png draws each kind in a panel of "
-        "its own, with its runs' unigram baseline). below_unigram is each "
-        "run's margin under the unigram NLL of the same tokens: how far it learned, not a comparison of "
-        "objectives, which the downstream scores make.", "",
+        "its own, with its runs' unigram baseline). heldout_nll is the one scale "
+        "every objective shares: evaluate.py's NLL per held-out target that is not [EOD] (exact for causal readers, "
+        "the any-order bound for bidirectional ones), beside the unigram NLL of the same targets (heldout_unigram); "
+        "heldout_below_unigram, their difference, is how far a run learned (the findings' gate reads it).", "",
         markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),
         *epochs_section(t),
         "## Downstream (dev splits)", "",

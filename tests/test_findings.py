@@ -19,7 +19,8 @@ def registered(finding: dict, kind: str = "superiority", effect: float = 0.01, m
     test = {"kind": kind, "direction": finding.get("direction", "greater"), "smallest_effect": effect}
     if margin:
         test["margin"] = margin
-    return {**{k: v for k, v in finding.items() if k != "direction"}, "test": test,
+    return {"claim": "a claim", "anchor": "a paper", "justification": "from the paper",
+            **{k: v for k, v in finding.items() if k != "direction"}, "test": test,
             "registered": {"date": "2026-11-24", "commit": "abc1234"}}
 
 
@@ -264,13 +265,58 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
 def test_past_exit_reads_each_curve_the_same_steps_after_its_own_plateau_exit():
     from analysis.findings import likelihood_tag, past_exit
 
-    spec = {"steps": 100, "exit_below_unigram": 0.5}
+    spec = {"steps": 100, "exit_at": 5.3}
     early = pd.Series([5.9, 5.2, 4.8, 4.6, 4.5, 4.4], index=[0, 50, 100, 150, 200, 250])  # exits at 50
     late = pd.Series([5.9, 5.85, 5.8, 5.3, 5.0, 4.9], index=[0, 50, 100, 150, 200, 250])  # exits at 150
-    assert past_exit(early, unigram=5.8, spec=spec) == 4.6  # step 150
-    assert past_exit(late, unigram=5.8, spec=spec) == 4.9  # step 250
-    assert math.isnan(past_exit(late, unigram=5.8, spec={**spec, "steps": 101}))  # ends before 150 + 101
-    assert math.isnan(past_exit(pd.Series([5.9, 5.7]), unigram=5.8, spec=spec))  # never left its plateau
+    assert past_exit(early, spec) == 4.6  # step 150
+    assert past_exit(late, spec) == 4.9  # step 250
+    assert math.isnan(past_exit(late, {**spec, "steps": 101}))  # ends before 150 + 101
+    assert math.isnan(past_exit(pd.Series([5.9, 5.7]), spec))  # never left its plateau
     assert likelihood_tag("val/nelbo", "run") == "val/nelbo"
     with pytest.raises(NotComparable, match="names no val_likelihood_tag"):
         likelihood_tag(None, "run")  # an MLM logs no likelihood; old summaries lack the key
+
+
+def test_the_gate_reads_every_seed_an_arm_ran_and_refuses_a_nan_margin(study):
+    for seed in (1, 2, 3):
+        gate_report(study, "mlm", seed, 2.0)
+        gate_report(study, "ar", seed, 2.0)
+    # seed 4's AR run exists but never gave a fine-tuning score, so the pair drops it: the gate still reads it
+    pretraining_summary(study, "ar", 4, None, "AutoregressiveLM")
+    gate_report(study, "ar", 4, 0.2)
+    row = judged(study, {"bidirectional": FINDINGS["bidirectional"]}, **GATED).iloc[0]
+    assert row["seeds"] == [1, 2, 3] and row["verdict"] == "not evidence" and "ar seed 4" in row["gate_note"]
+    gate_report(study, "ar", 4, float("nan"))  # a diverged run has not learned
+    assert "ar seed 4 is nan" in judged(study, {"b": FINDINGS["bidirectional"]}, **GATED).iloc[0]["gate_note"]
+
+
+def test_a_row_without_paired_seeds_is_unresolved_and_says_why(tmp_path):
+    finetune_result(tmp_path, "mlm", 1, "conll2003-full", 0.7)
+    finetune_result(tmp_path, "ar", 2, "conll2003-full", 0.6)
+    row = judged(tmp_path, {"one": FINDINGS["bidirectional"]}).iloc[0]
+    assert row["verdict"] == "unresolved" and row["note"] == "no seed has both sides" and row["n"] == 0
+
+
+def test_a_study_is_checked_before_any_stage(study):
+    from analysis.findings_report import check_study
+
+    good = {"arms": {"mlm": {}, "ar": {}}, "gate": {"min_below_unigram": 0.5},
+            "findings": {"F1": registered(FINDINGS["bidirectional"])}}
+    check_study(good)
+    for bad, match in [({"alpha": 1.5}, "alpha"), ({"gate": {"min_below": 0.5}}, "gate"),
+                       ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "registered": {}}}}, "registered"),
+                       ({"findings": {"F1": {k: v for k, v in registered(FINDINGS["bidirectional"]).items()
+                                             if k != "justification"}}}, "justification"),
+                       ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "a": {"arm": "mlm"}}}}, "exactly one"),
+                       ({"checks": {"c": {"value": {"arm": "bert", "gap": {"min_distance": 1}}}}}, "bert")]:
+        with pytest.raises(ValueError, match=match):
+            check_study({**good, **bad})
+
+
+def test_power_beyond_reach_says_so_and_withdrawn_findings_are_listed(study):
+    tiny_effect = registered(FINDINGS["nsp"], effect=1e-4)
+    write_findings(study, {"findings": {"nsp": tiny_effect}, "withdrawn": {
+        "F3_ag_faithful": {"registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "true by construction"}}})
+    text = (study / "report" / "findings.md").read_text()
+    assert "not at this scale" in text and "~10001" not in text
+    assert "| F3_ag_faithful | 2026-11-23 at 660408b | true by construction |" in text
