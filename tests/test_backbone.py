@@ -145,7 +145,9 @@ def test_output_mask_returns_the_full_forwards_rows_with_gradients(norm, positio
     for a, b in zip(grads_full, grads_rows):
         assert (a is None) == (b is None)
         if a is not None:
-            torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
+            # Summing over fewer rows changes the reduction order: on two threads one element of 1,024 differed by
+            # 2.1e-6 (the single-process fast lane), so the tolerance sits above that, far below any real mismatch.
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
 
 
 def allowed_by_definition(kind: str, lengths: list[int], padding: list[list[int]], t: int) -> torch.Tensor:

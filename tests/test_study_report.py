@@ -84,3 +84,19 @@ def test_learning_curves_draw_a_panel_per_val_loss_kind_with_its_own_unigram(tmp
     assert [ax.get_title() for ax in figure.axes] == [
         "val/loss kind: next_token, equal input tokens", "val/loss kind: masked_token, equal input tokens",
         "val/loss kind: next_token, against predicted tokens", "val/loss kind: masked_token, against predicted tokens"]
+
+
+def test_the_pretraining_table_carries_the_common_scale_from_the_likelihood_section():
+    import pandas as pd
+
+    from analysis.study_report import with_common_scale
+
+    runs = pd.DataFrame({"arm": ["ar", "mlm", "plm"], "seed": [1, 1, 1], "below_unigram": [2.0, 2.2, 1.3]})
+    reports = {("ar", 1): {"likelihood": {"nll_per_token_without_eod": 3.9, "unigram_nll_per_token_without_eod": 5.8,
+                                          "below_unigram": 1.9}},
+               ("mlm", 1): {"likelihood": {"nll_per_token_without_eod": 4.8, "unigram_nll_per_token_without_eod": 5.8,
+                                           "below_unigram": 1.0}},
+               ("plm", 1): {"pairwise": {}}}  # diagnosed without a likelihood: no figure, not a guess
+    table = with_common_scale(runs, reports).set_index("arm")
+    assert table.loc["mlm", "heldout_below_unigram"] == 1.0 and table.loc["ar", "heldout_nll"] == 3.9
+    assert pd.isna(table.loc["plm", "heldout_below_unigram"]) and len(table) == 3
