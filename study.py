@@ -22,7 +22,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.findings_report import check_study, write_findings
+from analysis.findings_report import check_registrations, write_findings
 from analysis.study_report import write_report
 from common.atomic import atomic_write_text
 from studies.plan import DONE_FILE, describe, plan
@@ -40,7 +40,7 @@ def summarise(outcomes: list[Outcome]) -> str:
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
-    check_study(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
+    check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     stages = plan(cfg)
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))

@@ -146,12 +146,11 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         full = _score(runs, arm, f"{spec}-full", side["metric"], side.get("split"))
         features = _score(runs, arm, f"{spec}-features", side["metric"], side.get("split"))
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
-    if quantity in ("pretraining", "past_exit"):
-        rows = runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else pd.DataFrame()
-        if quantity == "pretraining":
-            return {int(s): float(v) for s, v in zip(rows["seed"], rows[spec])} if len(rows) else {}
+    if quantity == "pretraining":
+        return {int(r["seed"]): float(r[spec]) for _, r in _pretraining_rows(runs, arm).iterrows()}
+    if quantity == "past_exit":
         read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"], r["run"])),
-                                          spec) for _, r in rows.iterrows()}
+                                          spec) for _, r in _pretraining_rows(runs, arm).iterrows()}
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
     read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
@@ -164,6 +163,10 @@ def describe(side: dict[str, Any]) -> str:
               ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
     since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
     return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
+
+
+def _pretraining_rows(runs: StudyRuns, arm: str) -> pd.DataFrame:
+    return runs.pretraining[runs.pretraining["arm"] == arm] if not runs.pretraining.empty else pd.DataFrame()
 
 
 def likelihood_tag(summary_tag: Any, run: str) -> str:

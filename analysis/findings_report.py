@@ -72,7 +72,7 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
         raise ValueError(f"finding {finding_id}: {err}") from err
 
 
-def check_study(study: dict[str, Any]) -> None:
+def check_registrations(study: dict[str, Any]) -> None:
     """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
     alpha = study.get("alpha", ALPHA)
     if not 0 < float(alpha) < 1:
@@ -141,7 +141,10 @@ def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, An
 
 def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
     """One row per registered finding of `study` (its config as a dict), judged as one family."""
-    runs = StudyRuns.read(Path(root))
+    return judge_family(StudyRuns.read(Path(root)), study, adjust)
+
+
+def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
     findings = study.get("findings") or {}
     alpha = float(study.get("alpha", ALPHA))
     rows, tests, gated = [], [], []
@@ -191,9 +194,8 @@ def _superseded(entry: dict[str, Any]) -> str:
     return f"was {what or entry.get('claim', '?')} ({_registration(entry.get('registered', {}))}): {entry.get('why', '')}"
 
 
-def checks_table(root: str | Path, study: dict[str, Any]) -> pd.DataFrame:
+def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
     """Quantities reported with their 95 % interval over seeds but never judged (convergence checks)."""
-    runs = StudyRuns.read(Path(root))
     rows = []
     for check_id, check in (study.get("checks") or {}).items():
         per_seed = values(runs, dict(check["value"]))
@@ -280,7 +282,8 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
 def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     """report/findings.md and report/findings.csv for the seeds present in the study folder."""
     root = Path(root)
-    table, checks = findings_table(root, study), checks_table(root, study)
+    runs = StudyRuns.read(root)  # every summary, result and report (and TensorBoard curves) read once
+    table, checks = judge_family(runs, study), checks_table(runs, study)
     out = root / "report"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "findings.csv", table.to_csv(index=False))

@@ -298,11 +298,11 @@ def test_a_row_without_paired_seeds_is_unresolved_and_says_why(tmp_path):
 
 
 def test_a_study_is_checked_before_any_stage(study):
-    from analysis.findings_report import check_study
+    from analysis.findings_report import check_registrations
 
     good = {"arms": {"mlm": {}, "ar": {}}, "gate": {"min_below_unigram": 0.5},
             "findings": {"F1": registered(FINDINGS["bidirectional"])}}
-    check_study(good)
+    check_registrations(good)
     for bad, match in [({"alpha": 1.5}, "alpha"), ({"gate": {"min_below": 0.5}}, "gate"),
                        ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "registered": {}}}}, "registered"),
                        ({"findings": {"F1": {k: v for k, v in registered(FINDINGS["bidirectional"]).items()
@@ -310,7 +310,7 @@ def test_a_study_is_checked_before_any_stage(study):
                        ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "a": {"arm": "mlm"}}}}, "exactly one"),
                        ({"checks": {"c": {"value": {"arm": "bert", "gap": {"min_distance": 1}}}}}, "bert")]:
         with pytest.raises(ValueError, match=match):
-            check_study({**good, **bad})
+            check_registrations({**good, **bad})
 
 
 def test_power_beyond_reach_says_so_and_withdrawn_findings_are_listed(study):
