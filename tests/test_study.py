@@ -135,7 +135,7 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     # every pretraining arm is scored on the common learning scale (the gate), mlm_sentence reads mlm's run
     assert set(diagnose) == set(pretrain) | {"mlm_sentence"}
     assert set(pretrain) == {"ar", "mlm", "mlm_nsp", "mlm_mask100", "ar_half", "mlm_half", "masked_diffusion",
-                             "prefix_lm", "plm", "hybrid"}
+                             "prefix_lm"}
     for arm in set(pretrain) - {"ar", "mlm"}:  # likelihood only: the gate, and F6's bound
         assert diagnose[arm].overrides[-2:] == ("independence=false", "representations.enabled=false")
     assert "objective.copy_rate=0.15" in pretrain["masked_diffusion"].overrides
@@ -344,9 +344,8 @@ def test_a_killed_study_resumes_pretraining_from_its_last_checkpoint(study_setti
 # Arms whose stages take the same path as ar's and mlm's (pretrain, fine-tune `full`), left out of the smoke run to
 # keep the suite short, with the findings that read them; the plan test composes every arm's configs, and the
 # objective contract trains, fine-tunes and diagnoses every objective.
-SMOKE_WITHOUT = ["~study.arms.mlm_nsp", "~study.arms.mlm_mask100", "~study.arms.prefix_lm", "~study.arms.plm",
-                 "~study.arms.hybrid", "~study.findings.F1_prefix_lm", "~study.findings.F1_plm",
-                 "~study.findings.F1_hybrid", "~study.findings.F2", "~study.findings.F5_features",
+SMOKE_WITHOUT = ["~study.arms.mlm_nsp", "~study.arms.mlm_mask100", "~study.arms.prefix_lm",
+                 "~study.findings.F1_prefix_lm", "~study.findings.F2", "~study.findings.F5_features",
                  "~study.arms.ar_half", "~study.arms.mlm_half", "~study.findings.F1_half_budget",
                  "~study.findings.F1_lead_grows"]
 
