@@ -35,6 +35,7 @@ class AutoregressiveLM(Objective):
     pretraining_attention = "causal"
     finetune_attention = "causal"
     scoring = "chain_rule"
+    masked_conditionals = False
     reference = "Radford et al. 2019 (GPT-2)"
     val_loss_kind = "next_token"  # every next token of the block, [EOD] included
     likelihood_metric = "loss"  # the exact NLL per target token

@@ -65,6 +65,11 @@ class Objective(nn.Module, ABC):
     # val/loss (exact), masked diffusion's val/nelbo (a bound). None: the objective logs no such quantity (an
     # MLM's val/loss averages its selected positions only). Summaries keep it as val_likelihood.
     likelihood_metric: ClassVar[str | None] = None
+    # Whether training taught the network to predict [MASK]ed tokens from context on both sides, so its
+    # conditionals q(x_i | x with M masked) mean something: what pseudo-log-likelihood and the any-order bound
+    # read (zeroshot.scoring). True for MLM, MLM+NSP, masked diffusion and the hybrid's masked rows; false for AR,
+    # the prefix LM and the PLM, whose [MASK] input is never (or only as XLNet's query start) trained.
+    masked_conditionals: ClassVar[bool]
     # Whether [MASK] is a token its predictions may put mass on. False where training takes [MASK] out of the
     # softmax and never trains its logit down (a PLM, whose [MASK] embedding is the query start vector; masked
     # diffusion, whose absorbing state is never a target): chain-rule scoring and exported models exclude it too.

@@ -32,6 +32,7 @@ class MaskedDiffusionLM(Objective):
     pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
     scoring = "conditionals"
+    masked_conditionals = True
     reference = "Sahoo et al. 2024 (MDLM); Ou et al. 2024"
     mask_in_support = False  # [MASK] is the absorbing state, excluded from the softmax (the loss below)
     # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity

@@ -69,6 +69,7 @@ class PermutationLM(Objective):
     pretraining_attention = "mask"
     finetune_attention = "bidirectional"
     scoring = "chain_rule"  # the identity order's query stream: an exact left-to-right factorisation
+    masked_conditionals = False
     reference = "Yang et al. 2019 (XLNet)"
     val_loss_kind = "permuted_last_share"  # the last 1/K of random orders: not AR's every-token quantity
     extra_metrics = ("predicted_share",)

@@ -23,6 +23,7 @@ class PrefixLM(Objective):
     pretraining_attention = "prefix"
     finetune_attention = "bidirectional"
     scoring = "chain_rule"
+    masked_conditionals = False
     reference = "Raffel et al. 2020 (T5's prefix LM)"
     val_loss_kind = "suffix_next_token"  # the suffix's tokens only: fewer and easier than AR's every token
     extra_metrics = ("prefix_share",)

@@ -8,6 +8,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Bottom first; packages on one line share a layer and may not import each other.
 LAYERS = [("common",), ("models",), ("objectives",), ("datamodules",), ("training",),
           ("finetune", "diagnostics", "generation"),
+          ("zeroshot",),  # sentence scores build on the diagnostics' scorers and likelihood bound
           ("interchange",),  # export reads fine-tuned checkpoints through finetune's module
           ("studies",), ("analysis",), ("bench",)]  # analysis reads the folders studies lay out
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}

@@ -29,7 +29,10 @@ from tests.conftest import REPO, tiny_config
 from tests.test_finetune_run import finetune_config
 from tests.test_flops import skipped_causal_half
 from tests.test_train import COMMON_TAGS, scalar_tags
+from training.pretrained import load_pretrained
 from training.setup import build_model_config
+from zeroshot.run import run_zeroshot, zeroshot_config
+from zeroshot.scoring import available_methods
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 STEPS, HALF = 8, 4  # tiny_config: batch 8 x 32-token blocks
@@ -146,3 +149,18 @@ def test_the_checkpoint_fine_tunes_and_is_diagnosed(name, runs, tiny_ner, tmp_pa
                                               "representations.sentences=4"]))
     assert set(report["pairwise"]) == {"contiguous", "random"} and report["representations"]
     assert (tmp_path / "diagnostics" / "diagnostics.json").is_file()
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_the_checkpoint_is_scored_zero_shot_by_every_method_its_class_names(name, runs, tmp_path):
+    folder = tmp_path / "blimp"
+    folder.mkdir()
+    rows = [{"sentence_good": g, "sentence_bad": b, "field": "syntax", "linguistics_term": "agreement", "UID": "agr"}
+            for g, b in (("the cat sleeps .", "the cat sleep ."), ("these dogs run .", "these dogs runs ."))]
+    (folder / "agr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = run_zeroshot(zeroshot_config([f"checkpoint={runs[name]}", f"blimp.dir={folder}",
+                                           f"output_dir={tmp_path / 'zeroshot'}", "bootstrap.resamples=100"]))
+    methods = available_methods(load_pretrained(runs[name]).objective_class)
+    assert methods and report["settings"]["methods"] == list(methods)
+    for method in methods:  # a log-probability (or minus a bound): finite and negative
+        assert -20 < report["blimp"]["log_prob_per_token"][method] < 0

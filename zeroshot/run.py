@@ -1,0 +1,143 @@
+"""`python zeroshot.py checkpoint=<run>`: a checkpoint's BLiMP accuracy by every scoring method its objective has.
+
+Writes, in the run folder: zeroshot.json (every figure, per method), zeroshot.md (the table, the release's models
+beside it over the same paradigms) and TensorBoard scalars whose tags are the same for every objective:
+zeroshot/blimp_<method>/overall, .../field/<field>, .../phenomenon/<linguistics_term>.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from tokenizers import Tokenizer
+from torch.utils.tensorboard import SummaryWriter
+
+from common.atomic import atomic_write_text
+from common.vocabulary import MASK
+from datamodules.encoding import token_id
+from training.pretrained import load_pretrained
+from zeroshot.blimp import (
+    PUBLISHED_ALL_67,
+    Paradigm,
+    accuracy_table,
+    pair_outcomes,
+    published_beside,
+    read_blimp,
+    read_published,
+)
+from zeroshot.scoring import SentenceScorer, encode_sentences
+
+log = logging.getLogger("armlm.zeroshot")
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def zeroshot_config(overrides: list[str]) -> DictConfig:
+    """configs/zeroshot.yaml with overrides, for callers outside `python zeroshot.py` (studies, notebooks, bench)."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("zeroshot", overrides=overrides)
+
+
+def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
+    methods = list(scorer.methods) if cfg.methods is None else list(cfg.methods)
+    if not methods:
+        raise ValueError("methods=[]: nothing to score; give null for every method the checkpoint has")
+    for method in methods:
+        scorer.check_method(method)
+    return methods
+
+
+def check_lengths(texts: Sequence[str], lengths: Sequence[int], trained: int | None) -> None:
+    if trained is None:
+        return
+    too_long = [t for t, n in zip(texts, lengths, strict=True) if n > trained]
+    if too_long:
+        raise ValueError(f"{len(too_long)} sentences are longer than the {trained} positions the checkpoint was "
+                         f"trained on (e.g. {too_long[0]!r}); pass blimp.max_pairs or a folder without them")
+
+
+def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str], Mapping[str, float]],
+             header: str) -> str:
+    methods = list(results)
+    models = sorted({m for v in beside.values() for m in v}, key=list(PUBLISHED_ALL_67).index)
+    lines = [header, "", "| level | name | pairs | " + " | ".join(f"{m} [95 % CI]" for m in methods)
+             + "".join(f" | {m}" for m in models) + " |", "|---" * (3 + len(methods) + len(models)) + "|"]
+    for k, row in enumerate(results[methods[0]]):
+        cells = [f"{results[m][k]['accuracy']:.3f} [{results[m][k]['ci_low']:.3f}, {results[m][k]['ci_high']:.3f}]"
+                 for m in methods]
+        release = beside.get((row["level"], row["name"]), {})
+        cells += [f"{release[m]:.3f}" if m in release else "-" for m in models]
+        lines.append(f"| {row['level']} | {row['name']} | {row['pairs']} | " + " | ".join(cells) + " |")
+    lines += ["", "Accuracy is a macro average over paradigms, as the release reports it; the interval is a bootstrap "
+              "over pairs. The release's models are averaged over the same paradigms (raw_results/summary); over all "
+              "67 they score " + ", ".join(f"{m} {v:.2f}" for m, v in PUBLISHED_ALL_67.items()) + " (humans from the "
+              "paper)."]
+    return "\n".join(lines) + "\n"
+
+
+def score_blimp(scorer: SentenceScorer, tokenizer: Tokenizer, paradigms: Sequence[Paradigm], methods: Sequence[str],
+                trained_length: int | None, resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
+    sentences = encode_sentences(tokenizer, texts)
+    check_lengths(texts, [len(s.ids) for s in sentences], trained_length)
+    results, timing, per_token = {}, {}, {}
+    for method in methods:
+        started = time.perf_counter()
+        scores = scorer.score(sentences, method)
+        timing[method] = time.perf_counter() - started
+        per_token[method] = float(scores.log_prob.sum() / scores.tokens.sum())
+        if not np.isfinite(per_token[method]):
+            raise ValueError(f"{method} scores are not finite ({per_token[method]}): the checkpoint's weights hold "
+                             "NaN or inf; score another checkpoint")
+        outcomes = pair_outcomes(paradigms, dict(zip(texts, scores.log_prob.tolist(), strict=True)))
+        results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed)
+        log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
+                 len(paradigms), timing[method], len(texts) / timing[method])
+    info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 for s in sentences)),
+            "log_prob_per_token": per_token, "seconds": timing, "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}}
+    return results, info
+
+
+def write_scalars(folder: Path, results: Mapping[str, list[dict]]) -> None:
+    with SummaryWriter(str(folder / "tensorboard")) as writer:
+        for method, rows in results.items():
+            for row in rows:
+                if row["level"] != "paradigm":
+                    tag = "overall" if row["level"] == "overall" else f"{row['level']}/{row['name']}"
+                    writer.add_scalar(f"zeroshot/blimp_{method}/{tag}", row["accuracy"], 0)
+
+
+def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
+    pretrained = load_pretrained(cfg.checkpoint)
+    model = pretrained.backbone(cfg.device)
+    tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
+    scorer = SentenceScorer(model, pretrained.objective_class, token_id(tokenizer, MASK),
+                            tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
+                            seed=int(cfg.seed))
+    methods = chosen_methods(cfg, scorer)
+    paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
+    log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s", pretrained.path, pretrained.objective_name,
+             len(paradigms), cfg.blimp.dir, methods)
+    results, info = score_blimp(scorer, tokenizer, paradigms, methods, pretrained.trained_length,
+                                int(cfg.bootstrap.resamples), int(cfg.seed))
+    beside = published_beside(paradigms, read_published(cfg.blimp.published))
+    folder = Path(cfg.output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {"checkpoint": pretrained.summary(), "blimp": {"dir": str(cfg.blimp.dir), "paradigms": len(paradigms),
+              "max_pairs": cfg.blimp.max_pairs, **info, "results": results,
+              "published": [{"level": k[0], "name": k[1], **v} for k, v in beside.items()]},
+              "settings": {"methods": methods, "bound_draws": int(cfg.bound.draws), "seed": int(cfg.seed)}}
+    header = f"# BLiMP: {pretrained.objective_name} ({pretrained.path})"
+    atomic_write_text(folder / "zeroshot.md", markdown(results, beside, header))
+    write_scalars(folder, results)
+    atomic_write_text(folder / "zeroshot.json", json.dumps(report, indent=2))  # last: the stage's done file
+    log.info("done: %s", folder / "zeroshot.md")
+    return report

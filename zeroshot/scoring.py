@@ -1,0 +1,195 @@
+"""Whole-sentence log-probabilities of a pretrained checkpoint, by method, for zero-shot benchmarks (BLiMP).
+
+    exact         sum_t log p(x_t | x_<t): the left-to-right factors of a chain-rule checkpoint (AR; the prefix LM
+                  and the hybrid read causally; the PLM through its query stream in the identity order)
+    pll           sum_t log q(x_t | x with t masked) (Salazar et al. 2020), for a checkpoint trained on masked
+                  conditionals (MLM, MLM+NSP, masked diffusion, the hybrid)
+    pll_word_l2r  the same, masking also the later subwords of t's own word (Kauf & Ivanova 2023), so a word split
+                  into pieces is not scored by peeking at its own continuation
+    bound         minus the any-order upper bound B(x) of ../shared/specs/likelihood-bounds.md, per sentence:
+                  every masked-set size m once per draw, a random set of that size, so a draw is exact in m and
+                  random only in which positions; its Monte-Carlo standard error comes from the draws
+
+Which methods a checkpoint has is asked of its objective class (`scoring`, `masked_conditionals`), never of its
+name. A sentence is scored as a pretraining block begins: [CLS] then its tokens, every token after [CLS] a
+target. Sentences of one length run together, every masked copy of them in passes of about `tokens_per_pass`
+tokens with the vocabulary projection only at the position read, so no padding reaches attention.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+from tqdm import tqdm
+
+from common.vocabulary import CLS
+from datamodules.encoding import token_id
+from diagnostics.likelihood import model_masked_scorer, random_subsets, row_nll
+from diagnostics.scoring import Scorer
+from models.attention import BIDIRECTIONAL
+from models.backbone import Transformer
+from objectives.base import Objective
+
+METHODS = ("exact", "pll", "pll_word_l2r", "bound")
+
+
+@dataclass(frozen=True)
+class EncodedSentence:
+    ids: tuple[int, ...]  # [CLS] then the sentence's tokens
+    word_ids: tuple[int, ...]  # per position, the word it belongs to (the pre-tokenizer's words); -1 for [CLS]
+
+
+def encode_sentences(tokenizer: Tokenizer, texts: Sequence[str]) -> list[EncodedSentence]:
+    """Each text as a pretraining block begins ([CLS] + its tokens, no [SEP] or [EOD]), with its word ids. The
+    tokenizer's own normaliser applies (armlm's WordPiece lowercases; punctuation is its own word)."""
+    cls = token_id(tokenizer, CLS)
+    encoded = []
+    for text, enc in zip(texts, tokenizer.encode_batch(list(texts), add_special_tokens=False), strict=True):
+        if not enc.ids:
+            raise ValueError(f"sentence {text!r} encodes to no tokens; drop it from the input")
+        words = [-1 if w is None else w for w in enc.word_ids]
+        encoded.append(EncodedSentence((cls, *enc.ids), (-1, *words)))
+    return encoded
+
+
+def available_methods(objective: type[Objective]) -> tuple[str, ...]:
+    """The methods a checkpoint of this objective can be scored by: `exact` where its class scores by the chain
+    rule, the masked ones where it was trained on masked conditionals."""
+    exact = ("exact",) if objective.scoring == "chain_rule" else ()
+    masked = ("pll", "pll_word_l2r", "bound") if objective.masked_conditionals else ()
+    return exact + masked
+
+
+@dataclass(frozen=True)
+class SentenceScores:
+    method: str
+    log_prob: np.ndarray  # (N,) float64: summed log-probability, or minus the bound
+    tokens: np.ndarray  # (N,) int: target tokens scored (every token after [CLS])
+    mc_stderr: np.ndarray  # (N,) Monte-Carlo standard error of log_prob (0 for the deterministic methods)
+
+
+def length_groups(sentences: Sequence[EncodedSentence]) -> Iterator[tuple[np.ndarray, Tensor, Tensor]]:
+    """(indices, ids (n, T), word ids (n, T)) per distinct length, so every batch is rectangular."""
+    lengths = np.array([len(s.ids) for s in sentences])
+    for length in np.unique(lengths):
+        idx = np.flatnonzero(lengths == length)
+        yield (idx, torch.tensor([sentences[i].ids for i in idx]), torch.tensor([sentences[i].word_ids for i in idx]))
+
+
+def masked_sets(word_ids: Tensor, whole_word_right: bool) -> tuple[Tensor, Tensor]:
+    """For n sentences of length T: per (sentence, target t) the positions masked, (n * L, T) bool with
+    L = T - 1, and the position read, (n * L,). PLL masks t alone; `whole_word_right` also masks the positions
+    after t inside t's word (PLL-word-l2r)."""
+    n, length = word_ids.shape
+    targets = torch.arange(1, length)
+    positions = torch.arange(length)
+    read = positions[None, :] == targets[:, None]  # (L, T)
+    masked = read[None].expand(n, -1, -1)
+    if whole_word_right:
+        same_word = word_ids[:, None, :] == word_ids[:, 1:, None]  # (n, L, T): position q in target t's word
+        later = positions[None, :] > targets[:, None]
+        masked = masked | (same_word & later[None])
+    return masked.reshape(n * (length - 1), length), targets.repeat(n)
+
+
+class SentenceScorer:
+    """A checkpoint's sentence scores by method. `model`: its backbone (eval mode); `objective`: its class."""
+
+    def __init__(self, model: Transformer, objective: type[Objective], mask_id: int, *, tokens_per_pass: int = 16384,
+                 bound_draws: int = 2, seed: int = 1) -> None:
+        if tokens_per_pass < 1 or bound_draws < 2:
+            raise ValueError(f"tokens_per_pass={tokens_per_pass}, bound_draws={bound_draws}: need a positive pass "
+                             "size and at least 2 draws (the bound's standard error needs two)")
+        self.model, self.objective, self.mask_id = model.eval(), objective, mask_id
+        self.tokens_per_pass, self.bound_draws, self.seed = tokens_per_pass, bound_draws, seed
+        # PLL reads the conditionals as training normalised them: over the vocabulary with [MASK] unless the
+        # objective takes it out of the softmax. The bound always leaves [MASK] out (the spec's q).
+        self.pll_excluded = None if objective.mask_in_support else mask_id
+        self.device = next(model.parameters()).device
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return available_methods(self.objective)
+
+    def check_method(self, method: str) -> None:
+        if method not in METHODS:
+            raise ValueError(f"method={method!r}; choose from {list(METHODS)}")
+        if method not in self.methods:
+            raise ValueError(f"{self.objective.__name__} checkpoints cannot be scored by {method!r}: their "
+                             f"methods are {list(self.methods)}")
+
+    @torch.no_grad()
+    def score(self, sentences: Sequence[EncodedSentence], method: str, progress: bool = True) -> SentenceScores:
+        self.check_method(method)
+        n = len(sentences)
+        log_prob, stderr = np.zeros(n), np.zeros(n)
+        tokens = np.array([len(s.ids) - 1 for s in sentences])
+        bar = tqdm(total=n, desc=f"scoring ({method})", unit="sentence", disable=not progress)
+        for idx, ids, words in length_groups(sentences):
+            if method == "exact":
+                log_prob[idx] = self._exact(ids)
+            elif method == "bound":
+                log_prob[idx], stderr[idx] = self._bound(ids)
+            else:
+                log_prob[idx] = self._pll(ids, words, whole_word_right=method == "pll_word_l2r")
+            bar.update(len(idx))
+        bar.close()
+        return SentenceScores(method, log_prob, tokens, stderr)
+
+    def _rows_per_pass(self, length: int) -> int:
+        return max(1, self.tokens_per_pass // length)
+
+    def _exact(self, ids: Tensor) -> np.ndarray:
+        next_states = partial(self.objective.next_token_states, self.model, mask_id=self.mask_id)
+        excluded = None if self.objective.mask_in_support else self.mask_id
+        scorer = Scorer(self.model, batch_size=self._rows_per_pass(ids.shape[1]), next_states=next_states,
+                        excluded=excluded)
+        return scorer.next_token_log_probs(ids, start=1).double().sum(1).numpy()
+
+    def _pll(self, ids: Tensor, words: Tensor, whole_word_right: bool) -> np.ndarray:
+        n, length = ids.shape
+        masked, read = masked_sets(words, whole_word_right)
+        rows = ids.repeat_interleave(length - 1, dim=0)
+        nll = torch.empty(len(rows), dtype=torch.float64)
+        step = self._rows_per_pass(length)
+        for first in range(0, len(rows), step):
+            part = slice(first, first + step)
+            row_ids = rows[part].to(self.device)
+            where = torch.zeros_like(row_ids, dtype=torch.bool)
+            where[torch.arange(len(row_ids)), read[part]] = True
+            states = self.model(row_ids.masked_fill(masked[part].to(self.device), self.mask_id),
+                                attention=BIDIRECTIONAL, output_mask=where)
+            targets = row_ids[torch.arange(len(row_ids)), read[part]]
+            nll[part] = row_nll(self.model, states, targets, excluded=self.pll_excluded).double().cpu()
+        return -nll.reshape(n, length - 1).sum(1).numpy()
+
+    def _bound(self, ids: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        n, length = ids.shape
+        targets_per_row = length - 1
+        # One row per (sentence, m), m = 1..L: each draw takes one random masked set of every size.
+        rows = ids.repeat_interleave(targets_per_row, dim=0)
+        sizes = torch.arange(1, targets_per_row + 1).repeat(n)
+        row_targets = torch.ones_like(rows, dtype=torch.bool)
+        row_targets[:, 0] = False
+        score = model_masked_scorer(self.model, self.mask_id, batch_size=self._rows_per_pass(length))
+        # Each sentence's masked sets come from a generator seeded by the sentence itself, so its score does not
+        # depend on what else is scored with it (the good and the bad sentence of a pair, a harness's requests).
+        generators = [torch.Generator().manual_seed(self.seed * 1_000_003 + zlib.crc32(row.numpy().tobytes()))
+                      for row in ids]
+        draws = []
+        for _ in range(self.bound_draws):
+            masked = torch.cat([random_subsets(row_targets[:targets_per_row], sizes[:targets_per_row], g)
+                                for g in generators])
+            per_set = score(rows, masked).sum(1) / sizes.double()  # (1/m) sum of the m NLLs
+            draws.append(per_set.reshape(n, targets_per_row).sum(1))  # one estimate of B(x) per sentence
+        estimates = torch.stack(draws)  # (D, n)
+        stderr = estimates.std(0, unbiased=True) / math.sqrt(self.bound_draws)
+        return -estimates.mean(0).numpy(), stderr.numpy()
