@@ -13,6 +13,7 @@ import bench.data_path as data_path
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.throughput as throughput
+import bench.zeroshot_speed as zeroshot_speed
 from bench.flops import Shape, forward_flops_per_token
 
 pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
@@ -117,3 +118,16 @@ def test_conll_truncation_scores_a_perfect_tagger_under_the_cut(capsys, tmp_path
     assert short["cut_share"] == 0.5 and short["entities_lost_share"] == pytest.approx(1 / 3)
     assert short["perfect_recall"] == pytest.approx(2 / 3) and short["perfect_f1"] == pytest.approx(0.8)
     assert full["cut_share"] == 0 and full["entities_lost_share"] == 0 and full["perfect_f1"] == 1.0
+
+
+def test_zeroshot_speed_times_every_method_on_one_backbone(capsys, tiny_pretrained, tmp_path):
+    rows = [{"sentence_good": f"the cat sleeps {k} .", "sentence_bad": f"the cat sleep {k} .", "field": "syntax",
+             "linguistics_term": "agreement", "UID": "agr"} for k in range(6)]
+    (tmp_path / "agr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = zeroshot_speed.main(["--checkpoint", str(tiny_pretrained["mlm"]), "--blimp-dir", str(tmp_path),
+                                  "--sentences", "12", "--rounds", "2"])
+    out = capsys.readouterr().out
+    assert result["folder_sentences"] == 12 and set(result["rows"]) == {"exact", "pll", "pll_word_l2r", "bound"}
+    assert result["rows"]["exact"]["cost_over_exact"]["median"] == 1.0
+    assert result["rows"]["pll"]["cost_over_exact"]["median"] > 1.0  # one pass per token against one per sentence
+    assert "| pll |" in out and out.strip().splitlines()[-1].startswith("{")
