@@ -39,7 +39,7 @@ from analysis import study as S
 from analysis.runs import curve_by_steps
 
 QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining",
-              "past_exit")
+              "past_exit", "zeroshot")
 
 
 @dataclass
@@ -49,11 +49,12 @@ class StudyRuns:
     pretraining: pd.DataFrame  # analysis.study.pretraining_runs
     finetuning: pd.DataFrame  # analysis.study.per_checkpoint (median over fine-tuning seeds)
     reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
+    zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
 
     @staticmethod
     def read(root: Path) -> StudyRuns:
         return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
-                         S.diagnostic_reports(root))
+                         S.diagnostic_reports(root), S.zeroshot_reports(root))
 
 
 class NotComparable(ValueError):
@@ -126,6 +127,19 @@ def _likelihood(report: dict[str, Any], key: str) -> float:
     return float(report["likelihood"][key])
 
 
+def _blimp(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    """BLiMP accuracy by `method` at `level` ('overall', 'field', 'phenomenon', 'paradigm') and `name`."""
+    results = report["blimp"]["results"]
+    if spec["method"] not in results:
+        raise ValueError(f"zeroshot method {spec['method']!r} was not scored ({sorted(results)}); add it to the "
+                         "arm's zeroshot_settings")
+    level, name = spec.get("level", "overall"), spec.get("name", "overall")
+    for row in results[spec["method"]]:
+        if row["level"] == level and row["name"] == name:
+            return float(row["accuracy"])
+    raise ValueError(f"BLiMP has no {level} {name!r} in this study's paradigms")
+
+
 def likelihood_blocks(runs: StudyRuns, side: dict[str, Any]) -> dict[int, str]:
     """seed -> the fingerprint of the held-out blocks a likelihood side was scored on."""
     return {seed: report["likelihood"]["blocks_fingerprint"] for (arm, seed), report in runs.reports.items()
@@ -152,6 +166,8 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"], r["run"])),
                                           spec) for _, r in _pretraining_rows(runs, arm).iterrows()}
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
+    if quantity == "zeroshot":
+        return {seed: _blimp(report, spec) for (a, seed), report in runs.zeroshot.items() if a == arm}
     read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
 

@@ -111,6 +111,11 @@ def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
 
 
+def zeroshot_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """zeroshot.json (zeroshot.py's BLiMP scores) per arm and seed."""
+    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
+
+
 def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for (arm, seed), report in reports.items():

@@ -6,6 +6,7 @@ under the study root, so a rerun finds what is already done. Folders:
     <root>/<arm>/seed<k>/pretrain                    summary.json, checkpoints/last.ckpt, tensorboard/
     <root>/<arm>/seed<k>/finetune/<task>-<variant>   results.json
     <root>/<arm>/seed<k>/diagnostics                 diagnostics.json
+    <root>/<arm>/seed<k>/zeroshot                    zeroshot.json (a study with a `zeroshot:` section)
 """
 
 from __future__ import annotations
@@ -16,19 +17,21 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json"}
-SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py"}
+DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json",
+             "zeroshot": "zeroshot.json"}
+SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py", "zeroshot": "zeroshot.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
-# the train split, the arm's or else the study's: a data-constrained run), and diagnose (default true).
+# the train split, the arm's or else the study's: a data-constrained run), diagnose (default true), and, in a
+# study with a `zeroshot:` section, zeroshot (default: the pretraining arms) with its zeroshot_settings.
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction", "epochs", "unique_tokens"}
+            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings"}
 FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
 @dataclass(frozen=True)
 class Stage:
-    kind: str  # pretrain | finetune | diagnose
+    kind: str  # pretrain | finetune | diagnose | zeroshot
     arm: str
     seed: int
     label: str  # what it is within its arm and seed: "pretrain", "finetune rte-full", "diagnose"
@@ -238,6 +241,12 @@ def plan(cfg: DictConfig) -> list[Stage]:
             if arm.get("diagnose", not arm.get("from_arm")):
                 stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained, needs,
                                              _strings(arm.get("diagnose_settings"))))
+            # Zero-shot scoring (zeroshot.py, BLiMP), in a study that asks for it: every pretraining arm unless
+            # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
+            if study.get("zeroshot") is not None and arm.get("zeroshot", not arm.get("from_arm")):
+                stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
+                    [f"checkpoint={pretrained}", f"seed={seed}", *_strings(study.zeroshot.get("settings")),
+                     *_strings(arm.get("zeroshot_settings"))]), needs=(needs,)))
     return stages
 
 

@@ -320,3 +320,24 @@ def test_power_beyond_reach_says_so_and_withdrawn_findings_are_listed(study):
     text = (study / "report" / "findings.md").read_text()
     assert "not at this scale" in text and "~10001" not in text
     assert "| F3_ag_faithful | 2026-11-23 at 660408b | true by construction |" in text
+
+
+def test_blimp_accuracy_is_read_by_method_level_and_name(tmp_path):
+    def report(pll: float, exact: float | None = None) -> dict:
+        rows = lambda acc: [{"level": "overall", "name": "overall", "accuracy": acc},  # noqa: E731
+                            {"level": "phenomenon", "name": "island_effects", "accuracy": acc - 0.1}]
+        results = {"pll": rows(pll)} if exact is None else {"exact": rows(exact)}
+        return {"blimp": {"results": results}}
+
+    for seed, acc in ((1, 0.61), (2, 0.63)):
+        write(tmp_path / "mlm" / f"seed{seed}" / "zeroshot" / "zeroshot.json", report(acc))
+        write(tmp_path / "ar" / f"seed{seed}" / "zeroshot" / "zeroshot.json", report(0.0, exact=acc - 0.05))
+    runs = StudyRuns.read(tmp_path)
+    assert values(runs, {"arm": "mlm", "zeroshot": {"method": "pll"}}) == pytest.approx({1: 0.61, 2: 0.63})
+    island = {"method": "pll", "level": "phenomenon", "name": "island_effects"}
+    assert values(runs, {"arm": "mlm", "zeroshot": island}) == pytest.approx({1: 0.51, 2: 0.53})
+    assert values(runs, {"arm": "ar", "zeroshot": {"method": "exact"}}) == pytest.approx({1: 0.56, 2: 0.58})
+    with pytest.raises(ValueError, match="'pll' was not scored"):
+        values(runs, {"arm": "ar", "zeroshot": {"method": "pll"}})
+    with pytest.raises(ValueError, match="no field 'syntax'"):
+        values(runs, {"arm": "mlm", "zeroshot": {"method": "pll", "level": "field", "name": "syntax"}})

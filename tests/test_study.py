@@ -17,6 +17,7 @@ import train
 from diagnostics.run import evaluate_config
 from studies.plan import plan
 from studies.runner import RECORD, check_record, run_stages
+from zeroshot.run import zeroshot_config
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml"))  # every preset, discovered
@@ -31,6 +32,8 @@ def stage_config(stage):
     """The config the stage's process would compose (its script's config plus its overrides)."""
     if stage.kind == "diagnose":
         return evaluate_config(list(stage.overrides))
+    if stage.kind == "zeroshot":
+        return zeroshot_config(list(stage.overrides))
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         return compose("train", overrides=list(stage.overrides))
 
@@ -47,7 +50,9 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
     finetune_seeds = cfg.study.get("finetune_seeds", 1)
     own = [arm for arm in arms.values() if not arm.get("from_arm")]  # arms that pretrain
     diagnosed = [arm for arm in arms.values() if arm.get("diagnose", not arm.get("from_arm"))]
-    per_seed = len(own) + len(diagnosed) + sum(
+    scored = [arm for arm in arms.values() if cfg.study.get("zeroshot") is not None
+              and arm.get("zeroshot", not arm.get("from_arm"))]
+    per_seed = len(own) + len(diagnosed) + len(scored) + sum(
         len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) * finetune_seeds for arm in arms.values())
     assert len(stages) == 2 * per_seed
     assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder
@@ -57,6 +62,23 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
         if stage.kind == "pretrain":
             train.check_config(config)  # objective and model settings are valid
             assert config.seed == 1 and config.data.corpus._target_
+
+
+def test_a_zeroshot_section_scores_every_pretraining_arm_with_its_own_methods(tmp_path):
+    cfg = study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}",
+                       "+study.zeroshot.settings=['blimp.max_pairs=50']",
+                       "+study.arms.mlm.zeroshot_settings=['methods=[pll]']", "+study.arms.ar_pred.zeroshot=false")
+    stages = {s.name: s for s in plan(cfg) if s.kind == "zeroshot"}
+    assert set(stages) == {f"{a}/seed1 zeroshot" for a in cfg.study.arms if a != "ar_pred"}
+    mlm = stages["mlm/seed1 zeroshot"]
+    assert mlm.overrides == (f"checkpoint={tmp_path}/mlm/seed1/pretrain", "seed=1", "blimp.max_pairs=50",
+                             "methods=[pll]")
+    assert mlm.needs == (tmp_path / "mlm" / "seed1" / "pretrain" / "summary.json",)
+    assert mlm.folder == tmp_path / "mlm" / "seed1" / "zeroshot" and mlm.done_file.name == "zeroshot.json"
+    config = stage_config(mlm)
+    assert list(config.methods) == ["pll"] and config.blimp.max_pairs == 50
+    assert not any(s.kind == "zeroshot" for s in plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1",
+                                                                   f"root={tmp_path}")))
 
 
 def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
