@@ -387,7 +387,7 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
               f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]',
               f'extra_finetune=[{quiet},"task.data.max_train_examples=64","task.data.max_eval_examples=64"]',
               'extra_diagnose=["pairs=3","representations.sentences=8","likelihood.blocks=4","likelihood.max_draws=4"]',
-              timeout=900)
+              'study.zeroshot.settings=["blimp.max_pairs=3"]', timeout=900)
     findings = study_config("study=findings", *SMOKE_WITHOUT).study.findings
     assert "F6" in findings and "F5_shift" in findings
     table = pd.read_csv(root / "report" / "findings.csv")
@@ -403,6 +403,12 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
     assert report["comparable_across_checkpoints"] and report["pair_context"] == "prefix"
     text = (root / "report" / "findings.md").read_text()
     assert "| F1 |" in text and "## Checks (reported, not judged)" in text and "ag_kl_prefix" in text
+    # the zero-shot stage: the mlm arm by both PLLs (Z1, Z2), AR by its exact log-probability, 3 pairs x 36 paradigms
+    scored = json.loads((root / "mlm" / "seed1" / "zeroshot" / "zeroshot.json").read_text())
+    assert set(scored["blimp"]["results"]) == {"pll", "pll_word_l2r"}
+    assert scored["blimp"]["paradigms"] + len(scored["blimp"]["paradigms_left_out"]) == 36  # 300-token vocabulary
+    assert "exact" in json.loads((root / "ar" / "seed1" / "zeroshot" / "zeroshot.json").read_text())["blimp"]["results"]
+    assert {"Z1_pll_vs_exact", "Z2_word_l2r"} <= set(table["finding"])
 
 
 @pytest.mark.slow

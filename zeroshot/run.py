@@ -55,13 +55,32 @@ def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
     return methods
 
 
-def check_lengths(texts: Sequence[str], lengths: Sequence[int], trained: int | None) -> None:
+def within_length(paradigms: Sequence[Paradigm], tokenizer: Tokenizer, trained: int | None
+                  ) -> tuple[list[Paradigm], int, list[str]]:
+    """The paradigms without the pairs that have a sentence longer than the positions the checkpoint was trained
+    on (positions past them never learned anything); how many pairs that left out; and the paradigms it emptied,
+    which leave the macro averages (both said in the report). Every arm of a study shares the tokenizer, so every
+    arm leaves out the same pairs."""
     if trained is None:
-        return
-    too_long = [t for t, n in zip(texts, lengths, strict=True) if n > trained]
-    if too_long:
-        raise ValueError(f"{len(too_long)} sentences are longer than the {trained} positions the checkpoint was "
-                         f"trained on (e.g. {too_long[0]!r}); pass blimp.max_pairs or a folder without them")
+        return list(paradigms), 0, []
+    texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
+    too_long = {t for t, e in zip(texts, encode_sentences(tokenizer, texts), strict=True) if len(e.ids) > trained}
+    kept, left_out, emptied = [], 0, []
+    for p in paradigms:
+        pairs = [(g, b) for g, b in zip(p.good, p.bad, strict=True) if g not in too_long and b not in too_long]
+        left_out += len(p.good) - len(pairs)
+        if pairs:
+            kept.append(Paradigm(p.uid, p.field, p.term, tuple(g for g, _ in pairs), tuple(b for _, b in pairs)))
+        else:
+            emptied.append(p.uid)
+    if not kept:
+        raise ValueError(f"every BLiMP pair has a sentence longer than the {trained} positions the checkpoint was "
+                         "trained on; pretrain with longer blocks or a larger vocabulary")
+    if left_out:
+        log.warning("%d of %d pairs left out (paradigms emptied: %s): a sentence is longer than the %d positions the "
+                    "checkpoint was trained on", left_out, sum(len(p.good) for p in paradigms), emptied or "none",
+                    trained)
+    return kept, left_out, emptied
 
 
 def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str], Mapping[str, float]],
@@ -84,10 +103,9 @@ def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str],
 
 
 def score_blimp(scorer: SentenceScorer, tokenizer: Tokenizer, paradigms: Sequence[Paradigm], methods: Sequence[str],
-                trained_length: int | None, resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+                resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
     sentences = encode_sentences(tokenizer, texts)
-    check_lengths(texts, [len(s.ids) for s in sentences], trained_length)
     results, timing, per_token = {}, {}, {}
     for method in methods:
         started = time.perf_counter()
@@ -123,19 +141,22 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
                             tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
                             seed=int(cfg.seed))
     methods = chosen_methods(cfg, scorer)
-    paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
+    paradigms, left_out, emptied = within_length(read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs), tokenizer,
+                                        pretrained.trained_length)
     log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s", pretrained.path, pretrained.objective_name,
              len(paradigms), cfg.blimp.dir, methods)
-    results, info = score_blimp(scorer, tokenizer, paradigms, methods, pretrained.trained_length,
-                                int(cfg.bootstrap.resamples), int(cfg.seed))
+    results, info = score_blimp(scorer, tokenizer, paradigms, methods, int(cfg.bootstrap.resamples), int(cfg.seed))
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     report = {"checkpoint": pretrained.summary(), "blimp": {"dir": str(cfg.blimp.dir), "paradigms": len(paradigms),
-              "max_pairs": cfg.blimp.max_pairs, **info, "results": results,
+              "max_pairs": cfg.blimp.max_pairs, "pairs_left_out_too_long": left_out,
+              "paradigms_left_out": emptied, **info, "results": results,
               "published": [{"level": k[0], "name": k[1], **v} for k, v in beside.items()]},
               "settings": {"methods": methods, "bound_draws": int(cfg.bound.draws), "seed": int(cfg.seed)}}
-    header = f"# BLiMP: {pretrained.objective_name} ({pretrained.path})"
+    header = f"# BLiMP: {pretrained.objective_name} ({pretrained.path})" + (
+        f"\n\n{left_out} pairs left out, a sentence longer than the {pretrained.trained_length} positions trained "
+        f"(paradigms left out: {', '.join(emptied) or 'none'})" if left_out else "")
     atomic_write_text(folder / "zeroshot.md", markdown(results, beside, header))
     write_scalars(folder, results)
     atomic_write_text(folder / "zeroshot.json", json.dumps(report, indent=2))  # last: the stage's done file
