@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,13 +26,12 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from common.config import data_dir  # noqa: E402
 from datamodules.conll import CONLL2003_TAGS  # noqa: E402
 from datamodules.finetune import ConllDataModule  # noqa: E402
 from finetune.metrics import task_metrics  # noqa: E402
 from finetune.module import FinetuneModule  # noqa: E402
 from finetune.run import at_length_cap  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--pretrained", help="a pretraining checkpoint or run folder (its tokenizer_json is used)")
     which.add_argument("--tokenizer", help="a tokenizer.json (e.g. the token cache's <cache>/.../tokenizer/)")
-    default_source = Path(os.environ.get("ARMLM_DATA_DIR", REPO.parent / "shared" / "data")) / "conll2003"
+    default_source = data_dir() / "conll2003"
     parser.add_argument("--source", default=str(default_source), help="task.data.source (default %(default)s)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128],
                         help="max positions, [CLS]/[SEP] included (default: 64 128)")

@@ -21,19 +21,18 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
+from common.config import compose_config  # noqa: E402
 from bench.flops import Shape  # noqa: E402
 from datamodules.tokenizer import encode_documents  # noqa: E402
 from objectives.mlm import MaskedLM  # noqa: E402
 from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def batches_per_second(datamodule, n_batches: int) -> float:
@@ -72,9 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     keep_large_allocations_on_the_heap()  # as train.py does
     result: dict = {}
-    with tempfile.TemporaryDirectory() as cache, initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("train", overrides=[*args.overrides, f"data.cache_dir={cache}",
-                                          f"data.block_size={args.block_size}", f"data.batch_size={args.batch_size}"])
+    with tempfile.TemporaryDirectory() as cache:
+        cfg = compose_config("train", [*args.overrides, f"data.cache_dir={cache}", f"data.block_size={args.block_size}",
+                                       f"data.batch_size={args.batch_size}"])
         datamodule = instantiate(cfg.data, input_format="blocks", seed=0)
         started = time.perf_counter()
         datamodule.prepare_data()  # tokenizer training + encoding of every split, with progress bars

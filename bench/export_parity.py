@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
 import train
+from common.config import compose_config, data_dir
 from interchange.export import AUTO_CLASSES, armlm_ids, export_checkpoint
 from interchange.parity import armlm_outputs, compare, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
@@ -31,8 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny_run(out: Path, cache: Path, objective: str, positions: str, steps: int) -> None:
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=[
+    cfg = compose_config("train", [
             f"objective={objective}", "model=tiny", f"model.positions={positions}", "data.block_size=32",
             "data.batch_size=8", "data.tokenizer.vocab_size=2000", f"trainer.max_steps={steps}",
             f"trainer.val_check_interval={steps}", "trainer.limit_val_batches=2", "trainer.enable_progress_bar=false",
@@ -47,8 +45,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=32)
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "export-parity")
     args = parser.parse_args()
-    data_dir = Path(os.environ.get("ARMLM_DATA_DIR", REPO.parent / "shared" / "data"))
-    lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:args.sentences + 1]
+    lines = (data_dir() / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:args.sentences + 1]
     sentences = [line.split("\t")[0] for line in lines]
     prompts = [" ".join(text.split()[:3]) for text in sentences[:3]]
     objectives = sorted(p.stem for p in (REPO / "configs" / "objective").glob("*.yaml"))

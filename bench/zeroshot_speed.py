@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from common.config import data_dir  # noqa: E402
 from common.vocabulary import MASK  # noqa: E402
 from datamodules.encoding import token_id  # noqa: E402
 from objectives.ar import AutoregressiveLM  # noqa: E402
@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    blimp_dir = args.blimp_dir or str(Path(os.environ.get("ARMLM_DATA_DIR", "../shared/data")) / "blimp")
+    blimp_dir = args.blimp_dir or str(data_dir() / "blimp")
     pretrained = load_pretrained(args.checkpoint)
     model = pretrained.backbone()
     tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)

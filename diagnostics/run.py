@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
@@ -26,6 +25,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from common.atomic import atomic_write_text
+from common.config import compose_config
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
@@ -48,13 +48,11 @@ from training.pretrained import Pretrained, load_pretrained
 
 log = logging.getLogger("armlm.diagnostics")
 PAIR_CONTEXTS = ("sentence", "prefix")
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def evaluate_config(overrides: list[str]) -> DictConfig:
     """configs/evaluate.yaml with overrides, for callers outside `python evaluate.py` (notebooks, bench)."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("evaluate", overrides=overrides)
+    return compose_config("evaluate", overrides)
 
 
 def check_settings(cfg: DictConfig) -> None:

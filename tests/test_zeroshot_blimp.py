@@ -11,7 +11,7 @@ import pytest
 
 from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from zeroshot.run import markdown, run_zeroshot, within_length, zeroshot_config
+from zeroshot.run import encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
 
 
 def write_paradigm(folder: Path, uid: str, term: str, field: str, pairs: list[tuple[str, str]]) -> None:
@@ -130,11 +130,13 @@ def test_pairs_with_a_sentence_longer_than_the_trained_positions_are_left_out_an
     tokenizer = train_tokenizer(["the cat runs who left what did fell " * 30], TokenizerSettings(vocab_size=40,
                                                                                                    min_frequency=1))
     paradigms = read_blimp(four_pairs)  # with [CLS], "the cat runs" is 8 positions, "the cats runs" 9, the rest <= 8
-    kept, left_out, emptied = within_length(paradigms, tokenizer, trained=8)
+    encoded = encode_paradigms(tokenizer, paradigms)
+    kept, left_out, emptied = within_length(paradigms, encoded, trained=8)
     assert left_out == 1 and [len(p.good) for p in kept] == [1, 2] and kept[0].bad == ("the cat run",) and not emptied
-    assert within_length(paradigms, tokenizer, trained=None) == (paradigms, 0, [])
+    assert within_length(paradigms, encoded, trained=None) == (paradigms, 0, [])
     long = Paradigm("long_1", "syntax", "islands", ("the cat runs who left what did fell",), ("who left",))
-    kept, left_out, emptied = within_length([*paradigms, long], tokenizer, trained=8)  # long_1 loses its one pair
+    kept, left_out, emptied = within_length([*paradigms, long], encode_paradigms(tokenizer, [*paradigms, long]),
+                                            trained=8)  # long_1 loses its one pair
     assert [p.uid for p in kept] == ["agr_1", "island_1"] and left_out == 2 and emptied == ["long_1"]
     with pytest.raises(ValueError, match="every BLiMP pair"):
-        within_length(paradigms, tokenizer, trained=5)
+        within_length(paradigms, encoded, trained=5)

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 from torch.utils.tensorboard import SummaryWriter
 
 from common.atomic import atomic_write_text
+from common.config import compose_config
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from training.pretrained import load_pretrained
@@ -34,16 +34,14 @@ from zeroshot.blimp import (
     read_blimp,
     read_published,
 )
-from zeroshot.scoring import SentenceScorer, encode_sentences
+from zeroshot.scoring import EncodedSentence, SentenceScorer, encode_sentences
 
 log = logging.getLogger("armlm.zeroshot")
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def zeroshot_config(overrides: list[str]) -> DictConfig:
     """configs/zeroshot.yaml with overrides, for callers outside `python zeroshot.py` (studies, notebooks, bench)."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("zeroshot", overrides=overrides)
+    return compose_config("zeroshot", overrides)
 
 
 def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
@@ -55,7 +53,13 @@ def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
     return methods
 
 
-def within_length(paradigms: Sequence[Paradigm], tokenizer: Tokenizer, trained: int | None
+def encode_paradigms(tokenizer: Tokenizer, paradigms: Sequence[Paradigm]) -> dict[str, EncodedSentence]:
+    """Every distinct sentence of the paradigms, encoded once (a sentence shared by pairs is scored once)."""
+    texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
+    return dict(zip(texts, encode_sentences(tokenizer, texts), strict=True))
+
+
+def within_length(paradigms: Sequence[Paradigm], encoded: Mapping[str, EncodedSentence], trained: int | None
                   ) -> tuple[list[Paradigm], int, list[str]]:
     """The paradigms without the pairs that have a sentence longer than the positions the checkpoint was trained
     on (positions past them never learned anything); how many pairs that left out; and the paradigms it emptied,
@@ -63,8 +67,7 @@ def within_length(paradigms: Sequence[Paradigm], tokenizer: Tokenizer, trained: 
     arm leaves out the same pairs."""
     if trained is None:
         return list(paradigms), 0, []
-    texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
-    too_long = {t for t, e in zip(texts, encode_sentences(tokenizer, texts), strict=True) if len(e.ids) > trained}
+    too_long = {t for t, e in encoded.items() if len(e.ids) > trained}
     kept, left_out, emptied = [], 0, []
     for p in paradigms:
         pairs = [(g, b) for g, b in zip(p.good, p.bad, strict=True) if g not in too_long and b not in too_long]
@@ -102,10 +105,10 @@ def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str],
     return "\n".join(lines) + "\n"
 
 
-def score_blimp(scorer: SentenceScorer, tokenizer: Tokenizer, paradigms: Sequence[Paradigm], methods: Sequence[str],
-                resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], paradigms: Sequence[Paradigm],
+                methods: Sequence[str], resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
-    sentences = encode_sentences(tokenizer, texts)
+    sentences = [encoded[t] for t in texts]
     results, timing, per_token = {}, {}, {}
     for method in methods:
         started = time.perf_counter()
@@ -141,11 +144,12 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
                             tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
                             seed=int(cfg.seed))
     methods = chosen_methods(cfg, scorer)
-    paradigms, left_out, emptied = within_length(read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs), tokenizer,
-                                        pretrained.trained_length)
+    paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
+    encoded = encode_paradigms(tokenizer, paradigms)
+    paradigms, left_out, emptied = within_length(paradigms, encoded, pretrained.trained_length)
     log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s", pretrained.path, pretrained.objective_name,
              len(paradigms), cfg.blimp.dir, methods)
-    results, info = score_blimp(scorer, tokenizer, paradigms, methods, int(cfg.bootstrap.resamples), int(cfg.seed))
+    results, info = score_blimp(scorer, encoded, paradigms, methods, int(cfg.bootstrap.resamples), int(cfg.seed))
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)

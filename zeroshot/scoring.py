@@ -110,9 +110,9 @@ class SentenceScorer:
                              "size and at least 2 draws (the bound's standard error needs two)")
         self.model, self.objective, self.mask_id = model.eval(), objective, mask_id
         self.tokens_per_pass, self.bound_draws, self.seed = tokens_per_pass, bound_draws, seed
-        # PLL reads the conditionals as training normalised them: over the vocabulary with [MASK] unless the
+        # `exact` and PLL read the model as training normalised it: over the vocabulary with [MASK] unless the
         # objective takes it out of the softmax. The bound always leaves [MASK] out (the spec's q).
-        self.pll_excluded = None if objective.mask_in_support else mask_id
+        self.excluded = None if objective.mask_in_support else mask_id
         self.device = next(model.parameters()).device
 
     @property
@@ -149,9 +149,8 @@ class SentenceScorer:
 
     def _exact(self, ids: Tensor) -> np.ndarray:
         next_states = partial(self.objective.next_token_states, self.model, mask_id=self.mask_id)
-        excluded = None if self.objective.mask_in_support else self.mask_id
         scorer = Scorer(self.model, batch_size=self._rows_per_pass(ids.shape[1]), next_states=next_states,
-                        excluded=excluded)
+                        excluded=self.excluded)
         return scorer.next_token_log_probs(ids, start=1).double().sum(1).numpy()
 
     def _pll(self, ids: Tensor, words: Tensor, whole_word_right: bool) -> np.ndarray:
@@ -168,7 +167,7 @@ class SentenceScorer:
             states = self.model(row_ids.masked_fill(masked[part].to(self.device), self.mask_id),
                                 attention=BIDIRECTIONAL, output_mask=where)
             targets = row_ids[torch.arange(len(row_ids)), read[part]]
-            nll[part] = row_nll(self.model, states, targets, excluded=self.pll_excluded).double().cpu()
+            nll[part] = row_nll(self.model, states, targets, excluded=self.excluded).double().cpu()
         return -nll.reshape(n, length - 1).sum(1).numpy()
 
     def _bound(self, ids: Tensor) -> tuple[np.ndarray, np.ndarray]:
