@@ -164,3 +164,21 @@ def test_the_checkpoint_is_scored_zero_shot_by_every_method_its_class_names(name
     assert methods and report["settings"]["methods"] == list(methods)
     for method in methods:  # a log-probability (or minus a bound): finite and negative
         assert -20 < report["blimp"]["log_prob_per_token"][method] < 0
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_the_checkpoint_answers_lm_evaluation_harness_by_every_method_its_class_names(name, runs):
+    pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]'")
+    from lm_eval.api.instance import Instance
+
+    from zeroshot.harness import ArmlmLM
+
+    text = "the river runs through the old town and the people of the town"
+    for method in available_methods(load_pretrained(runs[name]).objective_class):
+        lm = ArmlmLM(checkpoint=str(runs[name]), method=method)
+        (score, greedy), = lm.loglikelihood([Instance("loglikelihood", {}, ("the river runs", " through the"), 0)],
+                                           disable_tqdm=True)
+        (rolling,) = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)], disable_tqdm=True)
+        assert score < 0 and rolling < score and isinstance(greedy, bool)
+    (generated,) = lm.generate_until([Instance("generate_until", {}, ("the river", {"max_gen_toks": 3}), 0)])
+    assert isinstance(generated, str)

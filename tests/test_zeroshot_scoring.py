@@ -146,3 +146,69 @@ def test_sentences_are_encoded_as_blocks_begin_with_word_ids():
         assert (word == before) == piece.startswith("##")  # a word's later pieces are its ## subwords
     with pytest.raises(ValueError, match="no tokens"):
         encode_sentences(tokenizer, ["   "])
+
+
+def in_context(*tokens: int, context: int) -> EncodedSentence:
+    """[CLS], then `context` tokens conditioned on, then the targets."""
+    return EncodedSentence((2, *tokens), (-1, *range(len(tokens))), first_target=1 + context)
+
+
+CONTINUATIONS = [in_context(6, 7, 8, 9, context=2), in_context(9, 6, 10, context=1), in_context(8, 8, 6, 7, context=2),
+                 in_context(7, 11, 6, 10, 9, context=3)]
+
+
+def test_a_continuation_scores_only_its_own_tokens_with_the_context_visible_and_never_masked(model):
+    oracle = Scorer(model)
+    exact = SentenceScorer(model, AutoregressiveLM, MASK_ID).score(CONTINUATIONS, "exact", progress=False)
+    pll = SentenceScorer(model, MaskedLM, MASK_ID, tokens_per_pass=9).score(CONTINUATIONS, "pll", progress=False)
+    for k, s in enumerate(CONTINUATIONS):
+        ids = torch.tensor(s.ids)
+        chain = oracle.next_token_log_probs(ids[None], start=s.first_target).double().sum()
+        assert exact.log_prob[k] == pytest.approx(float(chain), abs=1e-5)
+        total = 0.0
+        for t in range(s.first_target, len(ids)):
+            row = ids.clone()
+            row[t] = MASK_ID
+            total += float(oracle.logits_at(row[None], torch.tensor([t])).double().log_softmax(-1)[0, ids[t]])
+        assert pll.log_prob[k] == pytest.approx(total, abs=1e-5)
+        assert exact.tokens[k] == pll.tokens[k] == len(ids) - s.first_target
+    # a context changes the score of the same continuation
+    alone = SentenceScorer(model, AutoregressiveLM, MASK_ID).score([sentence(8, 9)], "exact", progress=False)
+    assert alone.log_prob[0] != pytest.approx(exact.log_prob[0], abs=1e-4)
+
+
+def test_greedy_says_whether_every_target_is_the_top_token_where_it_is_read(model):
+    scorer = SentenceScorer(model, AutoregressiveLM, MASK_ID)
+    first = torch.tensor([[2, 6]])
+    top = int(Scorer(model).next_token_logits(first[0])[-1].argmax())
+    other = next(v for v in range(5, V) if v != top)
+    got = scorer.score([in_context(6, top, context=1), in_context(6, other, context=1)], "exact", progress=False)
+    assert got.greedy.tolist() == [True, False]
+    assert SentenceScorer(model, MaskedLM, MASK_ID).score(CONTINUATIONS, "bound", progress=False).greedy is None
+
+
+def every_order_bound_given(model: Transformer, ids: tuple[int, ...], first: int) -> float:
+    """The bound of the targets first..T-1 given the context: every order of the targets, the context visible."""
+    score = model_masked_scorer(model, MASK_ID)
+    block = torch.tensor([ids])
+    positions = list(range(first, len(ids)))
+    total = 0.0
+    for order in itertools.permutations(positions):
+        for k, i in enumerate(order):
+            masked = torch.zeros_like(block, dtype=torch.bool)
+            masked[0, list(order[k:])] = True
+            total += float(score(block, masked)[0, i])
+    return total / math.factorial(len(positions))
+
+
+def test_the_bound_of_a_continuation_masks_only_the_continuation(model):
+    scorer = SentenceScorer(model, MaskedDiffusionLM, MASK_ID, bound_draws=200, seed=3)
+    got = scorer.score(CONTINUATIONS[:3], "bound", progress=False)
+    for k, s in enumerate(CONTINUATIONS[:3]):
+        exact = every_order_bound_given(model, s.ids, s.first_target)
+        assert -got.log_prob[k] == pytest.approx(exact, abs=max(4 * got.mc_stderr[k], 1e-6))
+
+
+def test_an_encoded_sentence_needs_a_target_after_its_context():
+    with pytest.raises(ValueError, match="at least one target"):
+        EncodedSentence((2, 6, 7), (-1, 0, 1), first_target=3)

@@ -12,8 +12,10 @@
 
 Which methods a checkpoint has is asked of its objective class (`scoring`, `masked_conditionals`), never of its
 name. A sentence is scored as a pretraining block begins: [CLS] then its tokens, every token after [CLS] a
-target. Sentences of one length run together, every masked copy of them in passes of about `tokens_per_pass`
-tokens with the vocabulary projection only at the position read, so no padding reaches attention.
+target. A continuation given a context (lm-evaluation-harness's loglikelihood) is the same with the context's
+tokens first: visible to every method, never masked, never scored (`EncodedSentence.first_target`). Sentences of
+one length and context run together, every masked copy of them in passes of about `tokens_per_pass` tokens with
+the vocabulary projection only at the position read, so no padding reaches attention.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import math
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import torch
@@ -32,8 +33,8 @@ from tqdm import tqdm
 
 from common.vocabulary import CLS
 from datamodules.encoding import token_id
-from diagnostics.likelihood import model_masked_scorer, random_subsets, row_nll
-from diagnostics.scoring import Scorer
+from diagnostics.likelihood import model_masked_scorer, random_subsets
+from diagnostics.scoring import LOGIT_BUDGET
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
 from objectives.base import Objective
@@ -43,8 +44,15 @@ METHODS = ("exact", "pll", "pll_word_l2r", "bound")
 
 @dataclass(frozen=True)
 class EncodedSentence:
-    ids: tuple[int, ...]  # [CLS] then the sentence's tokens
+    ids: tuple[int, ...]  # [CLS], any context's tokens, then the tokens scored
     word_ids: tuple[int, ...]  # per position, the word it belongs to (the pre-tokenizer's words); -1 for [CLS]
+    first_target: int = 1  # positions before it ([CLS] and the context) are conditioned on, not scored
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first_target < len(self.ids) or len(self.word_ids) != len(self.ids):
+            raise ValueError(f"an encoded sentence needs [CLS], at least one target after position "
+                             f"{self.first_target} and a word id per token: got {len(self.ids)} ids, "
+                             f"{len(self.word_ids)} word ids")
 
 
 def encode_sentences(tokenizer: Tokenizer, texts: Sequence[str]) -> list[EncodedSentence]:
@@ -72,32 +80,37 @@ def available_methods(objective: type[Objective]) -> tuple[str, ...]:
 class SentenceScores:
     method: str
     log_prob: np.ndarray  # (N,) float64: summed log-probability, or minus the bound
-    tokens: np.ndarray  # (N,) int: target tokens scored (every token after [CLS])
+    tokens: np.ndarray  # (N,) int: target tokens scored (every token after [CLS] and the context)
     mc_stderr: np.ndarray  # (N,) Monte-Carlo standard error of log_prob (0 for the deterministic methods)
+    # (N,) bool: every target is the model's top token where it is read (exact: given the tokens before it; the
+    # PLLs: at its masked position). None for the bound, which reads no single conditional per token.
+    greedy: np.ndarray | None = None
 
 
-def length_groups(sentences: Sequence[EncodedSentence]) -> Iterator[tuple[np.ndarray, Tensor, Tensor]]:
-    """(indices, ids (n, T), word ids (n, T)) per distinct length, so every batch is rectangular."""
-    lengths = np.array([len(s.ids) for s in sentences])
-    for length in np.unique(lengths):
-        idx = np.flatnonzero(lengths == length)
-        yield (idx, torch.tensor([sentences[i].ids for i in idx]), torch.tensor([sentences[i].word_ids for i in idx]))
+def length_groups(sentences: Sequence[EncodedSentence]) -> Iterator[tuple[np.ndarray, Tensor, Tensor, int]]:
+    """(indices, ids (n, T), word ids (n, T), first target) per distinct length and context length, so every
+    batch is rectangular and shares its targets."""
+    shapes = np.array([(len(s.ids), s.first_target) for s in sentences]).reshape(-1, 2)
+    for length, first in np.unique(shapes, axis=0):
+        idx = np.flatnonzero((shapes[:, 0] == length) & (shapes[:, 1] == first))
+        yield (idx, torch.tensor([sentences[i].ids for i in idx]), torch.tensor([sentences[i].word_ids for i in idx]),
+               int(first))
 
 
-def masked_sets(word_ids: Tensor, whole_word_right: bool) -> tuple[Tensor, Tensor]:
-    """For n sentences of length T: per (sentence, target t) the positions masked, (n * L, T) bool with
-    L = T - 1, and the position read, (n * L,). PLL masks t alone; `whole_word_right` also masks the positions
-    after t inside t's word (PLL-word-l2r)."""
+def masked_sets(word_ids: Tensor, whole_word_right: bool, first: int = 1) -> tuple[Tensor, Tensor]:
+    """For n sentences of length T whose targets are positions first..T-1: per (sentence, target t) the positions
+    masked, (n * L, T) bool with L = T - first, and the position read, (n * L,). PLL masks t alone;
+    `whole_word_right` also masks the positions after t inside t's word (PLL-word-l2r)."""
     n, length = word_ids.shape
-    targets = torch.arange(1, length)
+    targets = torch.arange(first, length)
     positions = torch.arange(length)
     read = positions[None, :] == targets[:, None]  # (L, T)
     masked = read[None].expand(n, -1, -1)
     if whole_word_right:
-        same_word = word_ids[:, None, :] == word_ids[:, 1:, None]  # (n, L, T): position q in target t's word
+        same_word = word_ids[:, None, :] == word_ids[:, first:, None]  # (n, L, T): position q in target t's word
         later = positions[None, :] > targets[:, None]
         masked = masked | (same_word & later[None])
-    return masked.reshape(n * (length - 1), length), targets.repeat(n)
+    return masked.reshape(n * len(targets), length), targets.repeat(n)
 
 
 class SentenceScorer:
@@ -130,34 +143,45 @@ class SentenceScorer:
     def score(self, sentences: Sequence[EncodedSentence], method: str, progress: bool = True) -> SentenceScores:
         self.check_method(method)
         n = len(sentences)
-        log_prob, stderr = np.zeros(n), np.zeros(n)
-        tokens = np.array([len(s.ids) - 1 for s in sentences])
+        log_prob, stderr, greedy = np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool)
+        tokens = np.array([len(s.ids) - s.first_target for s in sentences])
         bar = tqdm(total=n, desc=f"scoring ({method})", unit="sentence", disable=not progress)
-        for idx, ids, words in length_groups(sentences):
+        for idx, ids, words, first in length_groups(sentences):
             if method == "exact":
-                log_prob[idx] = self._exact(ids)
+                log_prob[idx], greedy[idx] = self._exact(ids, first)
             elif method == "bound":
-                log_prob[idx], stderr[idx] = self._bound(ids)
+                log_prob[idx], stderr[idx] = self._bound(ids, first)
             else:
-                log_prob[idx] = self._pll(ids, words, whole_word_right=method == "pll_word_l2r")
+                log_prob[idx], greedy[idx] = self._pll(ids, words, first, whole_word_right=method == "pll_word_l2r")
             bar.update(len(idx))
         bar.close()
-        return SentenceScores(method, log_prob, tokens, stderr)
+        return SentenceScores(method, log_prob, tokens, stderr, None if method == "bound" else greedy)
 
     def _rows_per_pass(self, length: int) -> int:
         return max(1, self.tokens_per_pass // length)
 
-    def _exact(self, ids: Tensor) -> np.ndarray:
-        next_states = partial(self.objective.next_token_states, self.model, mask_id=self.mask_id)
-        scorer = Scorer(self.model, batch_size=self._rows_per_pass(ids.shape[1]), next_states=next_states,
-                        excluded=self.excluded)
-        return scorer.next_token_log_probs(ids, start=1).double().sum(1).numpy()
-
-    def _pll(self, ids: Tensor, words: Tensor, whole_word_right: bool) -> np.ndarray:
+    def _exact(self, ids: Tensor, first: int) -> tuple[np.ndarray, np.ndarray]:
         n, length = ids.shape
-        masked, read = masked_sets(words, whole_word_right)
-        rows = ids.repeat_interleave(length - 1, dim=0)
-        nll = torch.empty(len(rows), dtype=torch.float64)
+        log_prob, greedy = torch.empty(n, dtype=torch.float64), torch.empty(n, dtype=torch.bool)
+        step = self._rows_per_pass(length)
+        for start in range(0, n, step):
+            part = slice(start, start + step)
+            row_ids = ids[part].to(self.device)
+            # Row t of the left-to-right states predicts token t + 1: targets first..T-1 are read at first-1..T-2.
+            states = self.objective.next_token_states(self.model, row_ids, mask_id=self.mask_id)[:, first - 1:-1]
+            logp, top = target_log_probs(self.model, states.reshape(-1, states.shape[-1]),
+                                         row_ids[:, first:].reshape(-1), self.excluded)
+            log_prob[part] = logp.reshape(len(row_ids), -1).sum(1).cpu()
+            greedy[part] = top.reshape(len(row_ids), -1).all(1).cpu()
+        return log_prob.numpy(), greedy.numpy()
+
+    def _pll(self, ids: Tensor, words: Tensor, first: int, whole_word_right: bool) -> tuple[np.ndarray, np.ndarray]:
+        n, length = ids.shape
+        masked, read = masked_sets(words, whole_word_right, first)
+        targets_per_row = length - first
+        rows = ids.repeat_interleave(targets_per_row, dim=0)
+        log_prob = torch.empty(len(rows), dtype=torch.float64)
+        top = torch.empty(len(rows), dtype=torch.bool)
         step = self._rows_per_pass(length)
         for first in range(0, len(rows), step):
             part = slice(first, first + step)
@@ -167,17 +191,20 @@ class SentenceScorer:
             states = self.model(row_ids.masked_fill(masked[part].to(self.device), self.mask_id),
                                 attention=BIDIRECTIONAL, output_mask=where)
             targets = row_ids[torch.arange(len(row_ids)), read[part]]
-            nll[part] = row_nll(self.model, states, targets, excluded=self.excluded).double().cpu()
-        return -nll.reshape(n, length - 1).sum(1).numpy()
+            logp, is_top = target_log_probs(self.model, states, targets, self.excluded)
+            log_prob[part], top[part] = logp.cpu(), is_top.cpu()
+        return (log_prob.reshape(n, targets_per_row).sum(1).numpy(),
+                top.reshape(n, targets_per_row).all(1).numpy())
 
-    def _bound(self, ids: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    def _bound(self, ids: Tensor, first: int) -> tuple[np.ndarray, np.ndarray]:
         n, length = ids.shape
-        targets_per_row = length - 1
-        # One row per (sentence, m), m = 1..L: each draw takes one random masked set of every size.
+        targets_per_row = length - first
+        # One row per (sentence, m), m = 1..L: each draw takes one random masked set of every size, drawn among
+        # the targets only (the context stays visible).
         rows = ids.repeat_interleave(targets_per_row, dim=0)
         sizes = torch.arange(1, targets_per_row + 1).repeat(n)
         row_targets = torch.ones_like(rows, dtype=torch.bool)
-        row_targets[:, 0] = False
+        row_targets[:, :first] = False
         score = model_masked_scorer(self.model, self.mask_id, batch_size=self._rows_per_pass(length))
         # Each sentence's masked sets come from a generator seeded by the sentence itself, so its score does not
         # depend on what else is scored with it (the good and the bad sentence of a pair, a harness's requests).
@@ -192,3 +219,20 @@ class SentenceScorer:
         estimates = torch.stack(draws)  # (D, n)
         stderr = estimates.std(0, unbiased=True) / math.sqrt(self.bound_draws)
         return -estimates.mean(0).numpy(), stderr.numpy()
+
+
+def target_log_probs(model: Transformer, states: Tensor, targets: Tensor,
+                     excluded: int | None) -> tuple[Tensor, Tensor]:
+    """log p(target) per row of states (N, d) under the LM head (`excluded` out of the support), float64, and
+    whether the target is the row's most probable token; a block of rows at a time (no N x V matrix held)."""
+    step = max(1, LOGIT_BUDGET // model.config.vocab_size)
+    log_probs, tops = [], []
+    for first in range(0, len(targets), step):
+        logits = model.logits(states[first:first + step]).float()
+        if excluded is not None:
+            logits[:, excluded] = float("-inf")
+        wanted = targets[first:first + step, None]
+        log_probs.append(torch.log_softmax(logits, dim=-1).gather(1, wanted).squeeze(1).double())
+        tops.append(logits.gather(1, wanted).squeeze(1) >= logits.max(-1).values)
+    empty = states.new_zeros(0)
+    return (torch.cat(log_probs) if log_probs else empty.double(), torch.cat(tops) if tops else empty.bool())

@@ -1,0 +1,146 @@
+"""lm-evaluation-harness's `armlm` model type: its loglikelihoods against lm-eval's own `hf` backend on the export
+of the same AR checkpoint, BLiMP through lm-eval against zeroshot.py, the rolling windows, generation, and the
+local task folder (the last needs no lm-eval)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tests.test_zeroshot_blimp import write_paradigm
+from zeroshot.lm_eval_tasks import GROUP, write_blimp_tasks
+
+TEXTS = ["the city of london is the capital of the country .", "he said that it was a fine day",
+         "the cat sat on the mat and the dog slept", "in the year after the war , the people of the"]
+PAIRS = [("the city of", " london is the capital"), ("", "the cat sat on the mat ."), ("he said that", " it was"),
+         ("in the year after the war ,", " the"), ("the people of the", "")]
+
+
+def test_the_local_blimp_tasks_are_one_per_paradigm_and_a_macro_group(tmp_path):
+    data = tmp_path / "blimp"
+    data.mkdir()
+    write_paradigm(data, "agr_1", "agreement", "morphology", [("the cat runs", "the cat run")])
+    write_paradigm(data, "island_1", "islands", "syntax", [("who left", "who did left")])
+    names = write_blimp_tasks(data, tmp_path / "tasks")
+    assert names == [f"{GROUP}_agr_1", f"{GROUP}_island_1"]
+    group = yaml.safe_load((tmp_path / "tasks" / f"{GROUP}.yaml").read_text())
+    assert group["task"] == names and group["aggregate_metric_list"][0]["weight_by_size"] is False
+    task = yaml.safe_load((tmp_path / "tasks" / f"{GROUP}_agr_1.yaml").read_text())
+    assert Path(task["dataset_kwargs"]["data_files"]["train"]) == (data / "agr_1.jsonl").resolve()
+    assert task["doc_to_choice"] == "{{[sentence_good, sentence_bad]}}" and task["doc_to_target"] == 0
+    with pytest.raises(FileNotFoundError, match="no BLiMP"):
+        write_blimp_tasks(tmp_path / "tasks", tmp_path / "more")
+
+
+lm_eval = pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]'")
+from lm_eval.api.instance import Instance  # noqa: E402
+
+from interchange.export import export_checkpoint  # noqa: E402
+from zeroshot.harness import ArmlmLM  # noqa: E402
+
+
+def requests(kind: str, args: list[tuple]) -> list[Instance]:
+    return [Instance(kind, {}, a, k) for k, a in enumerate(args)]
+
+
+@pytest.fixture(scope="module")
+def hf_lm():
+    return pytest.importorskip("lm_eval.models.huggingface", reason="lm-eval's hf extra is not installed").HFLM
+
+
+def test_loglikelihoods_equal_lm_evals_hf_backend_on_the_export(tiny_pretrained, hf_lm, tmp_path):
+    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+    pairs = [p for p in PAIRS if p[1]]
+    mine = ours.loglikelihood(requests("loglikelihood", pairs), disable_tqdm=True)
+    rolling = ours.loglikelihood_rolling(requests("loglikelihood_rolling", [(t,) for t in TEXTS]), disable_tqdm=True)
+    for form in ("native", "remote"):
+        export_checkpoint(tiny_pretrained["ar"], tmp_path / form, format=form)
+        hf = hf_lm(pretrained=str(tmp_path / form), device="cpu", batch_size=2, trust_remote_code=form == "remote")
+        assert hf.max_length == ours.window == 32  # the positions trained, not the table's 512
+        theirs = hf.loglikelihood(requests("loglikelihood", pairs), disable_tqdm=True)
+        np.testing.assert_allclose([m[0] for m in mine], [t[0] for t in theirs], atol=1e-4, rtol=0)
+        assert [m[1] for m in mine] == [t[1] for t in theirs]
+        # Rolling: the tokenizer already starts the text with [CLS]; lm-eval adds its own unless told not to.
+        plain = hf_lm(pretrained=str(tmp_path / form), device="cpu", batch_size=2, add_bos_token=False,
+                      trust_remote_code=form == "remote")
+        theirs = plain.loglikelihood_rolling(requests("loglikelihood_rolling", [(t,) for t in TEXTS]), disable_tqdm=True)
+        np.testing.assert_allclose(rolling, theirs, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match=r"starts with \[CLS\] \[CLS\].*add_bos_token=False"):
+        hf.loglikelihood_rolling(requests("loglikelihood_rolling", [(TEXTS[0],)]), disable_tqdm=True)
+
+
+def test_rolling_windows_score_every_token_once_each_window_led_by_cls(tiny_pretrained):
+    ours = ArmlmLM(checkpoint=str(tiny_pretrained["mlm"]), method="pll")
+    text = " ".join(TEXTS * 3)
+    ids = ours.tokenizer.encode(text, add_special_tokens=False).ids
+    windows = ours.rolling_windows(text)
+    assert len(windows) > 1 and all(len(w.ids) <= ours.window and w.ids[0] == ours.cls_id for w in windows)
+    assert [i for w in windows for i in w.ids[w.first_target:]] == ids
+    assert all(len(w.ids) == ours.window for w in windows[1:])  # later windows carry as much context as fits
+    total = ours.loglikelihood_rolling(requests("loglikelihood_rolling", [(text,)]), disable_tqdm=True)[0]
+    assert total == pytest.approx(float(ours.scorer.score(windows, "pll", progress=False).log_prob.sum()), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_path):
+    from lm_eval.tasks import TaskManager
+
+    from zeroshot.run import run_zeroshot, zeroshot_config
+
+    data = tmp_path / "blimp"
+    data.mkdir()
+    write_paradigm(data, "agr_1", "agreement", "morphology",
+                   [("the cat runs .", "the cat run ."), ("the cats run .", "the cats runs ."),
+                    ("he is there .", "he are there ."), ("they were here .", "they was here .")])
+    write_paradigm(data, "island_1", "islands", "syntax", [("who left ?", "who did left ?"),
+                                                           ("what fell ?", "what did fell ?"),
+                                                           ("the man who left", "the man who did left")])
+    write_blimp_tasks(data, tmp_path / "tasks")
+    manager = TaskManager(include_path=str(tmp_path / "tasks"))
+    for objective, method in (("ar", "exact"), ("mlm", "pll"), ("mlm", "pll_word_l2r")):
+        ours = run_zeroshot(zeroshot_config([f"checkpoint={tiny_pretrained[objective]}", f"blimp.dir={data}",
+                                             f"methods=[{method}]", f"output_dir={tmp_path / objective / method}",
+                                             "bootstrap.resamples=50"]))
+        theirs = lm_eval.simple_evaluate(model=ArmlmLM(checkpoint=str(tiny_pretrained[objective]), method=method),
+                                         tasks=[GROUP], task_manager=manager, verbosity="ERROR")
+        assert theirs["results"][GROUP]["acc,none"] == pytest.approx(ours["blimp"]["results"][method][0]["accuracy"])
+
+
+def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(tiny_pretrained):
+    from generation.decode import Request, left_to_right
+    from generation.run import encode_prompt
+    from generation.sampling import SamplingSettings
+
+    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+    (free,) = ours.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 8, "until": []})]))
+    prompt = encode_prompt(ours.tokenizer, "the city of")
+    greedy = Request(prompt, 8, 1, SamplingSettings(temperature=0.0), torch.tensor([0, 1, 2, 3, 4]), ours.eod_id,
+                     ours.mask_id)
+    row = left_to_right(ours.model, greedy, torch.Generator(), ours.objective)[0, len(prompt):].tolist()
+    row = row[:row.index(ours.eod_id)] if ours.eod_id in row else row
+    assert free == ours.tokenizer.decode(row) and free
+    stop = free[-1]  # whatever the tiny model wrote, cut at the first occurrence of its last character
+    (cut,) = ours.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 8, "until": [stop]})]))
+    assert cut == free[:free.index(stop)]
+    masked = ArmlmLM(checkpoint=str(tiny_pretrained["mlm"]))  # iterative unmasking: its own sampler
+    (text,) = masked.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 4})]))
+    assert isinstance(text, str)
+    with pytest.raises(ValueError, match="max_gen_toks=64 does not fit"):
+        ours.generate_until(requests("generate_until", [("the", {"max_gen_toks": 64})]))
+
+
+def test_bad_settings_are_refused_naming_the_fix(tiny_pretrained):
+    with pytest.raises(ValueError, match="cannot be scored by 'pll'.*'exact'"):
+        ArmlmLM(checkpoint=str(tiny_pretrained["ar"]), method="pll")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="add --device cpu"):
+            ArmlmLM(checkpoint=str(tiny_pretrained["ar"]), device="cuda")
+    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+    with pytest.raises(ValueError, match="checkpoint was trained on 32 positions"):
+        ours.loglikelihood(requests("loglikelihood", [("", " ".join(TEXTS * 3))]))
+    assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
