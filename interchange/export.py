@@ -37,8 +37,8 @@ from generation.run import encode_prompt
 from interchange import gpt2, modeling_armlm
 from interchange.card import model_card
 from interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
-from interchange.source import ExportSource, read_source
-from interchange.tokenizer import exported_tokenizer
+from interchange.source import ExportSource, read_source, trained_positions
+from interchange.tokenizer import exported_tokenizer, save_tokenizer
 
 FORMATS = ("auto", "native", "remote")
 MODELING_FILE = Path(modeling_armlm.__file__)
@@ -63,7 +63,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, format: str = 
     if format not in FORMATS:
         raise ValueError(f"format={format!r}; choose one of {FORMATS}")
     out = Path(out)
-    source = read_source(checkpoint)
+    source = trained_positions(read_source(checkpoint))
     refuse_unsafe_out(out, source.checkpoint, overwrite)
     tokenizer = Tokenizer.from_str(source.tokenizer_json)
     ids = {token: token_id(tokenizer, token) for token in SPECIAL_TOKENS}
@@ -104,7 +104,7 @@ def write_folder(source: ExportSource, folder: Path, ids: dict[str, int],
             bos_token_id=ids[CLS], eos_token_id=ids[EOD], pad_token_id=ids[PAD], use_cache=native,
             suppress_tokens=[i for token, i in ids.items() if token != EOD])
     model.save_pretrained(folder)
-    hf_tokenizer.save_pretrained(folder)
+    save_tokenizer(hf_tokenizer, folder)
     if not native:
         shutil.copyfile(MODELING_FILE, folder / MODELING_FILE.name)
     return (type(model).__name__, *check_export(source, folder, native))
@@ -160,9 +160,14 @@ def check_export(source: ExportSource, folder: Path, native: bool) -> tuple[Pari
     auto = AUTO_CLASSES["ArmlmForCausalLM" if native else source.architecture]
     model = auto.from_pretrained(folder, local_files_only=True, trust_remote_code=not native,
                                  dtype=torch.float32).eval()
-    batch = loaded_tokenizer(list(CHECK_SENTENCES), padding=True, return_tensors="pt")
     tokenizer = Tokenizer.from_str(source.tokenizer_json)
-    ids_equal = all(loaded_tokenizer(text)["input_ids"] == armlm_ids(tokenizer, source, text) for text in CHECK_SENTENCES)
+    # The sentences that fit the positions exported (all of them at armlm's vocabularies; a tiny one splits more).
+    texts = [t for t in CHECK_SENTENCES if len(armlm_ids(tokenizer, source, t)) <= source.model["max_len"]]
+    if not texts:
+        raise ValueError(f"none of the parity sentences fits the {source.model['max_len']} positions the checkpoint "
+                         "was trained on, so the export cannot be checked; export a checkpoint trained on longer blocks")
+    batch = loaded_tokenizer(texts, padding=True, return_tensors="pt")
+    ids_equal = all(loaded_tokenizer(text)["input_ids"] == armlm_ids(tokenizer, source, text) for text in texts)
     with torch.no_grad():
         theirs = model(**batch).logits
     armlm_batch = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],

@@ -250,8 +250,23 @@ class ArmlmForCausalLM(LanguageModel, GenerationMixin):
         types = None if token_type_ids is None else torch.cat([token_type_ids, torch.zeros_like(token_type_ids)], 1)
         return self.armlm(ids, allowed, types, torch.cat([positions, positions + 1], dim=1))[-1][:, t:]
 
+    def refuse_doubled_start(self, input_ids: Tensor, attention_mask: Tensor | None) -> None:
+        """armlm starts every text with one [CLS] and the tokenizer adds it; a caller that prepends its own BOS as
+        well (lm-eval's `hf` loglikelihood_rolling) would score the tokenizer's [CLS] as a word, about 8 nats."""
+        bos = self.config.bos_token_id
+        if bos is None or input_ids.shape[1] < 2:
+            return
+        positions = positions_of(input_ids, attention_mask)
+        first, second = input_ids[positions == 0], input_ids[positions == 1]
+        if len(first) == len(second) and bool(((first == bos) & (second == bos)).any()):
+            raise ValueError("the input starts with [CLS] [CLS]: the tokenizer already begins every text with [CLS] "
+                             "and the caller added another. With lm-evaluation-harness's hf backend pass "
+                             "add_bos_token=False for loglikelihood_rolling tasks (perplexity), or use armlm's own "
+                             "`python harness.py --model armlm`")
+
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 labels: Tensor | None = None, **kwargs) -> CausalLMOutput:
+        self.refuse_doubled_start(input_ids, attention_mask)
         logits = self.logits(self.next_token_states(input_ids, attention_mask, token_type_ids))
         loss = None
         if labels is not None:  # the transformers convention: labels are the inputs, shifted here

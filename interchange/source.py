@@ -3,7 +3,7 @@ head, the tokenizer, and how the objective reads the backbone (asked of its clas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,20 @@ class ExportSource:
     @property
     def is_causal_lm(self) -> bool:
         return self.architecture == "ArmlmForCausalLM"
+
+
+def trained_positions(source: ExportSource) -> ExportSource:
+    """`source` with only the positions its checkpoint was trained on (max_len and a learned position table cut to
+    `trained_length`): the rows past it never received a gradient, and clients take their window from the
+    exported `max_position_embeddings` / `n_positions` (lm-eval's `hf` backend read 512 where 64 were trained).
+    A PLM's query stream reads one position past its last token, so it keeps one more."""
+    if source.trained_length is None:
+        return source
+    keep = min(source.model["max_len"], source.trained_length + (source.lm_reader == "query_stream"))
+    weights = dict(source.weights)
+    if "position_embedding.weight" in weights:
+        weights["position_embedding.weight"] = weights["position_embedding.weight"][:keep].clone()
+    return replace(source, model={**source.model, "max_len": keep}, weights=weights)
 
 
 def read_source(path: str | Path) -> ExportSource:

@@ -47,9 +47,10 @@ def tokenizer_json() -> str:
 
 @pytest.fixture(scope="module")
 def sentences(data_dir: Path) -> list[str]:
-    """Real sentences of different lengths (a batch of them pads): SST-2's dev split."""
+    """Real sentences of different lengths (a batch of them pads): SST-2's dev split, cut to the words that fit the
+    32 positions the test checkpoints were trained on (an export holds only those)."""
     lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
-    return [line.split("\t")[0] for line in lines[:6]]
+    return [" ".join(line.split("\t")[0].split()[:3 + k]) for k, line in enumerate(lines[:6])]
 
 
 def perturbed(model: Transformer, seed: int) -> None:
@@ -299,3 +300,33 @@ def test_export_command(tmp_path, tiny_pretrained):
     done = subprocess.run([sys.executable, "export.py", f"checkpoint={tiny_pretrained['mlm']}",
                            f"out={tmp_path / 'mlm'}"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 1 and "overwrite=true" in done.stderr + done.stdout
+
+
+@pytest.mark.slow
+def test_clients_read_an_export_right_by_default(tmp_path, tiny_pretrained):
+    """What a new user's default calls get: the window of the trained positions, a tokenizer class transformers 4
+    loads too, readable pipeline text with the prompt and its continuation apart, and a refusal, naming the fix,
+    where a caller adds its own [CLS] before the tokenizer's."""
+    from transformers import pipeline
+
+    for form in ("native", "remote"):
+        export_checkpoint(tiny_pretrained["ar"], tmp_path / form, format=form)
+        config = json.loads((tmp_path / form / "config.json").read_text())
+        assert config.get("n_positions", config.get("max_len")) == 32  # trained on 32, not the table's 512
+        assert json.loads((tmp_path / form / "tokenizer_config.json").read_text())["tokenizer_class"] == \
+            "PreTrainedTokenizerFast"
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / form)
+        text = "the band's city, isn't it?"
+        assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True).strip() == text
+        generator = pipeline("text-generation", model=str(tmp_path / form), trust_remote_code=True, device="cpu")
+        (out,) = generator("the city of", max_new_tokens=6, do_sample=False)
+        hf = AutoModelForCausalLM.from_pretrained(tmp_path / form, trust_remote_code=True).eval()
+        prompt = tokenizer("the city of", return_tensors="pt")
+        ids = hf.generate(**prompt, max_new_tokens=6)[0]
+        new = tokenizer.decode(ids[prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+        assert out["generated_text"] == "the city of" + new
+        # a continuation that begins with a word decodes with the space before it, so appending it reads right
+        assert tokenizer.decode(tokenizer("the capital", add_special_tokens=False)["input_ids"]) == " the capital"
+    doubled = torch.tensor([[tokenizer.cls_token_id, *tokenizer("the city")["input_ids"]]])
+    with pytest.raises(ValueError, match=r"starts with \[CLS\] \[CLS\].*add_bos_token=False"):
+        hf(input_ids=doubled)
