@@ -136,17 +136,29 @@ def per_token(per_block_nll: Tensor, per_block_tokens: Tensor) -> tuple[float, f
     return value, float(residual.std(unbiased=True)) / math.sqrt(n)
 
 
-def row_nll(model: Transformer, states: Tensor, targets: Tensor, excluded: int | None = None) -> Tensor:
-    """-log p(target) per row of states (N, d) under the LM head (`excluded` out of the support), a block of rows
-    of logits at a time, so no N x V matrix is ever held whatever the block size and vocabulary."""
+def row_log_probs(model: Transformer, states: Tensor, targets: Tensor, excluded: int | None = None,
+                  with_top: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log p(target) per row of states (N, d) under the LM head (`excluded` out of the support), float32, and
+    `with_top` whether the target is the row's most probable token; a block of rows of logits at a time, so no
+    N x V matrix is ever held whatever the block size and vocabulary."""
     step = max(1, LOGIT_BUDGET // model.config.vocab_size)
-    rows = []
+    log_probs, tops = [], []
     for first in range(0, len(targets), step):
         logits = model.logits(states[first:first + step]).float()
         if excluded is not None:
             logits[:, excluded] = float("-inf")
-        rows.append(-torch.log_softmax(logits, dim=-1).gather(1, targets[first:first + step, None]).squeeze(1))
-    return torch.cat(rows) if rows else states.new_zeros(0, dtype=torch.float32)
+        wanted = targets[first:first + step, None]
+        log_probs.append(torch.log_softmax(logits, dim=-1).gather(1, wanted).squeeze(1))
+        if with_top:
+            tops.append(logits.gather(1, wanted).squeeze(1) >= logits.max(-1).values)
+    empty = states.new_zeros(0, dtype=torch.float32)
+    log_prob = torch.cat(log_probs) if log_probs else empty
+    return log_prob, (torch.cat(tops) if tops else empty.bool()) if with_top else None
+
+
+def row_nll(model: Transformer, states: Tensor, targets: Tensor, excluded: int | None = None) -> Tensor:
+    """-log p(target) per row of states (N, d): `row_log_probs` negated."""
+    return -row_log_probs(model, states, targets, excluded)[0]
 
 
 @torch.no_grad()

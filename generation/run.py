@@ -28,6 +28,11 @@ def encode_prompt(tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
     return torch.tensor([token_id(tokenizer, CLS), *tokenizer.encode(prompt, add_special_tokens=False).ids])
 
 
+def banned_tokens(tokenizer: Tokenizer) -> torch.Tensor:
+    """The ids a sampler never proposes: every special token but [EOD], where a sample stops."""
+    return torch.tensor([token_id(tokenizer, t) for t in SPECIAL_TOKENS if t != EOD])
+
+
 def run_generation(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     if not cfg.get("checkpoint"):
@@ -45,7 +50,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(f"the prompt ({len(prompt)} tokens with [CLS]) plus new_tokens={cfg.new_tokens} make "
                          f"{length}, beyond the {limit} positions the checkpoint was trained on; lower new_tokens")
     eod = token_id(tokenizer, EOD)
-    banned = torch.tensor([token_id(tokenizer, t) for t in SPECIAL_TOKENS if t != EOD])
+    banned = banned_tokens(tokenizer)
     request = Request(prompt, int(cfg.new_tokens), int(cfg.samples), sampling, banned, eod,
                       token_id(tokenizer, MASK), None if cfg.steps is None else int(cfg.steps), str(cfg.order))
     generate = generator_for(pretrained.objective_class)

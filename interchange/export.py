@@ -162,12 +162,13 @@ def check_export(source: ExportSource, folder: Path, native: bool) -> tuple[Pari
                                  dtype=torch.float32).eval()
     tokenizer = Tokenizer.from_str(source.tokenizer_json)
     # The sentences that fit the positions exported (all of them at armlm's vocabularies; a tiny one splits more).
-    texts = [t for t in CHECK_SENTENCES if len(armlm_ids(tokenizer, source, t)) <= source.model["max_len"]]
+    expected = {t: armlm_ids(tokenizer, source, t) for t in CHECK_SENTENCES}
+    texts = [t for t, ids in expected.items() if len(ids) <= source.model["max_len"]]
     if not texts:
         raise ValueError(f"none of the parity sentences fits the {source.model['max_len']} positions the checkpoint "
                          "was trained on, so the export cannot be checked; export a checkpoint trained on longer blocks")
     batch = loaded_tokenizer(texts, padding=True, return_tensors="pt")
-    ids_equal = all(loaded_tokenizer(text)["input_ids"] == armlm_ids(tokenizer, source, text) for text in texts)
+    ids_equal = all(loaded_tokenizer(text)["input_ids"] == expected[text] for text in texts)
     with torch.no_grad():
         theirs = model(**batch).logits
     armlm_batch = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],

@@ -252,7 +252,7 @@ class ArmlmForCausalLM(LanguageModel, GenerationMixin):
 
     def refuse_doubled_start(self, input_ids: Tensor, attention_mask: Tensor | None) -> None:
         """armlm starts every text with one [CLS] and the tokenizer adds it; a caller that prepends its own BOS as
-        well (lm-eval's `hf` loglikelihood_rolling) would score the tokenizer's [CLS] as a word, about 8 nats."""
+        well (lm-eval's `hf` loglikelihood_rolling) would score the tokenizer's [CLS] as a word, log p([CLS] | [CLS])."""
         bos = self.config.bos_token_id
         if bos is None or input_ids.shape[1] < 2:
             return

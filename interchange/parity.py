@@ -14,11 +14,11 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from transformers import AutoModelForCausalLM, pipeline
 
-from common.vocabulary import EOD, MASK, SPECIAL_TOKENS
+from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from finetune.module import FinetuneModule
 from generation.decode import Request, left_to_right
-from generation.run import encode_prompt
+from generation.run import banned_tokens, encode_prompt
 from generation.sampling import SamplingSettings
 from interchange.source import ExportSource
 from models.attention import BIDIRECTIONAL
@@ -91,7 +91,7 @@ def generate_agreement(checkpoint: str | Path, folder: Path, prompts: list[str],
     model, objective, tokenizer = armlm_backbone(checkpoint)
     hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
     eod = token_id(tokenizer, EOD)
-    banned = torch.tensor([token_id(tokenizer, t) for t in SPECIAL_TOKENS if t != EOD])
+    banned = banned_tokens(tokenizer)
     same = 0
     for prompt in prompts:
         ids = encode_prompt(tokenizer, prompt)

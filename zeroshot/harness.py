@@ -28,9 +28,10 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import Tokenizer
 
-from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
+from common.vocabulary import CLS, EOD, MASK
 from datamodules.encoding import token_id
 from generation.decode import Request, generator_for
+from generation.run import banned_tokens
 from generation.sampling import SamplingSettings
 from training.pretrained import load_pretrained
 from zeroshot.scoring import EncodedSentence, SentenceScorer
@@ -132,7 +133,7 @@ class ArmlmLM(LM):
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
         generate = generator_for(self.objective)
-        banned = torch.tensor([token_id(self.tokenizer, t) for t in SPECIAL_TOKENS if t != EOD])
+        banned = banned_tokens(self.tokenizer)
         texts = []
         for k, request in enumerate(requests):
             context, settings = request.args

@@ -33,8 +33,7 @@ from tqdm import tqdm
 
 from common.vocabulary import CLS
 from datamodules.encoding import token_id
-from diagnostics.likelihood import model_masked_scorer, random_subsets
-from diagnostics.scoring import LOGIT_BUDGET
+from diagnostics.likelihood import model_masked_scorer, random_subsets, row_log_probs
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
 from objectives.base import Objective
@@ -169,9 +168,9 @@ class SentenceScorer:
             row_ids = ids[part].to(self.device)
             # Row t of the left-to-right states predicts token t + 1: targets first..T-1 are read at first-1..T-2.
             states = self.objective.next_token_states(self.model, row_ids, mask_id=self.mask_id)[:, first - 1:-1]
-            logp, top = target_log_probs(self.model, states.reshape(-1, states.shape[-1]),
-                                         row_ids[:, first:].reshape(-1), self.excluded)
-            log_prob[part] = logp.reshape(len(row_ids), -1).sum(1).cpu()
+            logp, top = row_log_probs(self.model, states.reshape(-1, states.shape[-1]),
+                                      row_ids[:, first:].reshape(-1), self.excluded, with_top=True)
+            log_prob[part] = logp.double().reshape(len(row_ids), -1).sum(1).cpu()
             greedy[part] = top.reshape(len(row_ids), -1).all(1).cpu()
         return log_prob.numpy(), greedy.numpy()
 
@@ -183,16 +182,16 @@ class SentenceScorer:
         log_prob = torch.empty(len(rows), dtype=torch.float64)
         top = torch.empty(len(rows), dtype=torch.bool)
         step = self._rows_per_pass(length)
-        for first in range(0, len(rows), step):
-            part = slice(first, first + step)
+        for start in range(0, len(rows), step):
+            part = slice(start, start + step)
             row_ids = rows[part].to(self.device)
             where = torch.zeros_like(row_ids, dtype=torch.bool)
             where[torch.arange(len(row_ids)), read[part]] = True
             states = self.model(row_ids.masked_fill(masked[part].to(self.device), self.mask_id),
                                 attention=BIDIRECTIONAL, output_mask=where)
             targets = row_ids[torch.arange(len(row_ids)), read[part]]
-            logp, is_top = target_log_probs(self.model, states, targets, self.excluded)
-            log_prob[part], top[part] = logp.cpu(), is_top.cpu()
+            logp, is_top = row_log_probs(self.model, states, targets, self.excluded, with_top=True)
+            log_prob[part], top[part] = logp.double().cpu(), is_top.cpu()
         return (log_prob.reshape(n, targets_per_row).sum(1).numpy(),
                 top.reshape(n, targets_per_row).all(1).numpy())
 
@@ -220,19 +219,3 @@ class SentenceScorer:
         stderr = estimates.std(0, unbiased=True) / math.sqrt(self.bound_draws)
         return -estimates.mean(0).numpy(), stderr.numpy()
 
-
-def target_log_probs(model: Transformer, states: Tensor, targets: Tensor,
-                     excluded: int | None) -> tuple[Tensor, Tensor]:
-    """log p(target) per row of states (N, d) under the LM head (`excluded` out of the support), float64, and
-    whether the target is the row's most probable token; a block of rows at a time (no N x V matrix held)."""
-    step = max(1, LOGIT_BUDGET // model.config.vocab_size)
-    log_probs, tops = [], []
-    for first in range(0, len(targets), step):
-        logits = model.logits(states[first:first + step]).float()
-        if excluded is not None:
-            logits[:, excluded] = float("-inf")
-        wanted = targets[first:first + step, None]
-        log_probs.append(torch.log_softmax(logits, dim=-1).gather(1, wanted).squeeze(1).double())
-        tops.append(logits.gather(1, wanted).squeeze(1) >= logits.max(-1).values)
-    empty = states.new_zeros(0)
-    return (torch.cat(log_probs) if log_probs else empty.double(), torch.cat(tops) if tops else empty.bool())
