@@ -32,8 +32,18 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
-from analysis.verdicts import (ALPHA, MAX_SEEDS_REPORTED, VERDICTS, Claim, holm, judge_claim, paired_interval,
-                               sd_upper_limit, seeds_for, verdicts)
+from analysis.verdicts import (
+    ALPHA,
+    MAX_SEEDS_REPORTED,
+    VERDICTS,
+    Claim,
+    holm,
+    judge_claim,
+    paired_interval,
+    sd_upper_limit,
+    seeds_for,
+    verdicts,
+)
 from common.atomic import atomic_write_text
 
 FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded"}

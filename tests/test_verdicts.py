@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.verdicts import (Claim, ClaimTest, holm, judge_claim, one_sided_power, paired_interval,
-                               sd_upper_limit, seeds_for, verdicts)
+from analysis.verdicts import (
+    Claim,
+    ClaimTest,
+    holm,
+    judge_claim,
+    one_sided_power,
+    paired_interval,
+    sd_upper_limit,
+    seeds_for,
+    verdicts,
+)
 
 
 def t2_sf(t: float) -> float:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
 from zeroshot.run import encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
 
 

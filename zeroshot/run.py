@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 from torch.utils.tensorboard import SummaryWriter
