@@ -3,6 +3,7 @@
     python train.py objective=ar|mlm|mlm_nsp model=tiny|small|base data=enwiki|brown|wikitext|text|hf \
         trainer=cpu|gpu|ddp seed=1 max_tokens=2_000_000 (or max_tokens=null max_flops=3e13 | data_epochs=4) trainer.max_steps=500 ckpt_path=<file to resume, or last>
     python train.py task=rte pretrained=outputs/mlm/<time> seed=1 finetune.mode=features
+    python train.py task=conll2003 vectors=outputs/embeddings/glove/<time>   # NER on static word vectors
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from common.cli import CONFIG_ERRORS, run_or_exit
 from datamodules.pretrain import PretrainDataModule
 from datamodules.tokenizer import TokenizerSettings
 from finetune.run import check_overrides, run_finetune
+from finetune.static import run_static_finetune
 from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
@@ -56,8 +58,8 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
-    if cfg.get("pretrained"):
-        raise ValueError("pretrained= is for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
+    if cfg.get("pretrained") or cfg.get("vectors"):
+        raise ValueError("pretrained= and vectors= are for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
     if cfg.ckpt_path:
         check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
     return objective, model_config
@@ -197,7 +199,7 @@ def pretrain_or_finetune(cfg: DictConfig) -> dict[str, Any]:
     resolve_last_checkpoint(cfg)
     if cfg.get("task"):
         check_overrides(list(HydraConfig.get().overrides.task))
-        return run_finetune(cfg)
+        return run_static_finetune(cfg) if cfg.get("vectors") else run_finetune(cfg)
     return run(cfg)
 
 

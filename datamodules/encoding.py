@@ -23,6 +23,7 @@ class Encoded:
     labels: int | float | list[int]
     word_ids: list[int | None] | None = None  # NER only: maps tokens back to words for word-level scoring
     word_labels: list[int] | None = None  # NER only: every word's gold tag, truncated words included
+    words: tuple[str, ...] | None = None  # NER only: the words as the task wrote them (static vectors key on them)
 
 
 def token_id(tokenizer: Tokenizer, token: str) -> int:
@@ -64,7 +65,7 @@ def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int],
     ids, word_ids = encoding.ids[: max_length - 2], encoding.word_ids[: max_length - 2]
     word_ids = [None, *word_ids, None]
     labels = first_subword_labels(word_ids, word_labels)
-    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids, list(word_labels))
+    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids, list(word_labels), tuple(words))
 
 
 def pad_batch(examples: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:

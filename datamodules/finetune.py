@@ -177,7 +177,17 @@ class ConllDataModule(FinetuneDataModule):
         if unknown:
             raise ValueError(f"task.data.eval_splits has {unknown}; choose from validation, test")
         self.source, self.eval_splits = source, tuple(eval_splits)
+        self.word_index: dict[str, int] | None = None
         super().__init__(**settings)
+
+    def index_words(self, index: dict[str, int]) -> None:
+        """Batches then carry `word_vector_ids` (B, words): each word's row in a table of word vectors, 0 for a
+        word the index lacks (feature-based NER on static vectors)."""
+        self.word_index = index
+
+    def words(self) -> set[str]:
+        """Every word of every encoded split, as the task writes it."""
+        return {word for examples in self.encoded.values() for example in examples for word in example.words or ()}
 
     @property
     def info(self) -> TaskInfo:
@@ -209,4 +219,7 @@ class ConllDataModule(FinetuneDataModule):
             for position, word in first_subwords(example.word_ids):
                 positions[row, word] = position
         batch["word_positions"], batch["word_labels"] = positions, gold
+        if self.word_index is not None:
+            batch["word_vector_ids"] = torch.tensor([[self.word_index.get(w, 0) for w in e.words] + [0] * (
+                n_words - len(e.words)) for e in examples])
         return batch

@@ -1,73 +1,69 @@
-"""One LightningModule for every fine-tuning task: a pretrained backbone, a task head, the task's loss
-and its official metrics on every dev split.
+"""Fine-tuning a pretrained backbone: a task head on its states, the task's loss and metrics (TaskModule).
 
 The ablation switches are plain settings: `mode` (full fine-tuning or a frozen backbone with a trained
-head), `attention` (causal or bidirectional: how the backbone attends) and `pooling` (which state a sequence-level
-head sees). Hyperparameters are plain dicts, so checkpoints load with `torch.load(weights_only=True)`.
+head), `attention` (causal or bidirectional: how the backbone attends), `pooling` (which state a sequence-level
+head sees) and, for feature-based tagging, `features`: `concat` (the top `feature_layers` layers side by side:
+BERT's four, or the last alone) or `scalar_mix` (ELMo's learned mix of every layer, the embedding layer
+included). Hyperparameters are plain dicts, so checkpoints load with `torch.load(weights_only=True)`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.provenance import armlm_commit
-from common.seeding import seed_dropout
-from datamodules.finetune import TaskInfo
-from finetune.metrics import task_metrics
+from finetune.task_module import TaskModule, metric_tag
 from models.attention import Attention
 from models.backbone import ModelConfig, Transformer
-from models.heads import POOLINGS, ClassificationHead, TaggingHead, pool
-from training.optim import adamw_with_schedule, fused_adamw_allowed
+from models.heads import POOLINGS, ClassificationHead, ScalarMix, TaggingHead, pool
 
 MODES = ("full", "features")
+FEATURES = ("concat", "scalar_mix")
+__all__ = ["FEATURES", "MODES", "FinetuneModule", "metric_tag"]
 
 
-def metric_tag(task: str, split: str, metric: str) -> str:
-    """`<task>/val/<metric>` for a dev split (MNLI's two: `<metric>_matched`, `<metric>_mismatched`);
-    `<task>/test/<metric>` when a test split with labels (CoNLL's testb) is evaluated too."""
-    if split == "test":
-        return f"{task}/test/{metric}"
-    suffix = "_" + split.removeprefix("dev_") if split.startswith("dev_") else ""
-    return f"{task}/val/{metric}{suffix}"
-
-
-class FinetuneModule(L.LightningModule):
+class FinetuneModule(TaskModule):
     def __init__(self, model: dict[str, Any], task: dict[str, Any], settings: dict[str, Any],
                  optim: dict[str, Any], pretrained: dict[str, Any] | None = None, seed: int = 0) -> None:
-        """`settings`: mode, attention, pooling, head_dropout, feature_layers. `pretrained` only records where
-        the backbone came from; its weights are loaded by the caller (`load_backbone`)."""
-        super().__init__()
+        """`settings`: mode, attention, pooling, head_dropout, feature_layers, features. `pretrained` only records
+        where the backbone came from; its weights are loaded by the caller (`load_backbone`)."""
+        super().__init__(task, optim, seed)
         self.save_hyperparameters()
-        self.info = TaskInfo(**{**task, "labels": tuple(task["labels"]), "eval_splits": tuple(task["eval_splits"])})
         self.mode, self.pooling = settings["mode"], settings["pooling"]
+        self.features = settings.get("features", "concat")  # checkpoints from before the setting concatenated
         self.attention = Attention.named(settings["attention"])
-        if self.mode not in MODES:
-            raise ValueError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
-        if self.attention.kind == "causal" and self.pooling == "first" and self.info.kind != "tagging":
-            raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
-                             "use pooling=last or mean, or finetune.attention=bidirectional")
+        self.check(settings)
         self.backbone = Transformer(ModelConfig(**model))
         d_model, dropout = self.backbone.config.d_model, float(settings["head_dropout"])
+        self.mix: ScalarMix | None = None
         if self.info.kind == "tagging":
-            # Feature-based NER reads the last few layers (the BERT paper concatenates the top four).
+            # Feature-based NER reads the last few layers (the BERT paper concatenates the top four), or ELMo's mix.
             self.n_feature_layers = min(int(settings["feature_layers"]), self.backbone.config.n_layers)
-            n_layers = self.n_feature_layers if self.mode == "features" else 1
+            n_layers = self.n_feature_layers if self.mode == "features" and self.features == "concat" else 1
+            if self.mode == "features" and self.features == "scalar_mix":
+                self.mix = ScalarMix(self.backbone.config.n_layers + 1)
             self.head: nn.Module = TaggingHead(d_model, len(self.info.labels), n_layers, dropout)
         else:
             n_outputs = 1 if self.info.kind == "regression" else len(self.info.labels)
             self.head = ClassificationHead(d_model, n_outputs, dropout)
         if self.mode == "features":
             self.backbone.requires_grad_(False)
-        self.val_metrics = nn.ModuleList(task_metrics(self.info) for _ in self.info.eval_splits)
-        self.tokenizer_json: str | None = None
-        self.final_scores: dict[str, dict[str, float]] = {}  # the last evaluation, per dev split
+
+    def check(self, settings: dict[str, Any]) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
+        if self.features not in FEATURES:
+            raise ValueError(f"finetune.features={self.features!r}; choose one of {FEATURES}")
+        if self.features == "scalar_mix" and (self.mode != "features" or self.info.kind != "tagging"):
+            raise ValueError("finetune.features=scalar_mix mixes a frozen backbone's layers for tagging: use it with "
+                             "finetune.mode=features and task=conll2003")
+        if self.attention.kind == "causal" and self.pooling == "first" and self.info.kind != "tagging":
+            raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
+                             "use pooling=last or mean, or finetune.attention=bidirectional")
 
     def train(self, mode: bool = True) -> FinetuneModule:
         super().train(mode)
@@ -75,77 +71,20 @@ class FinetuneModule(L.LightningModule):
             self.backbone.eval()  # a frozen backbone gives the same features every epoch: no dropout
         return self
 
-    # -- forward ----------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        """Head outputs: (B, classes), (B, 1) for regression, (B, T, tags) for tagging."""
         mask = batch["attention_mask"]
         kwargs = {"attention": self.attention, "token_type_ids": batch["token_type_ids"],
                   "attention_mask": None if bool(mask.all()) else mask}  # no padding: SDPA's fast path
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.mode == "full"):
-            if self.info.kind == "tagging" and self.mode == "features":
+            if self.mix is not None:
+                layers = self.backbone.layer_states(batch["input_ids"], with_embeddings=True, **kwargs)
+            elif self.info.kind == "tagging" and self.mode == "features":
                 states = torch.cat(self.backbone.layer_states(batch["input_ids"], **kwargs)[-self.n_feature_layers:],
                                    dim=-1)
             else:
                 states = self.backbone(batch["input_ids"], **kwargs)
+        if self.mix is not None:
+            states = self.mix(layers)  # outside no_grad: the mix's weights learn
         if self.info.kind == "tagging":
             return self.head(states)
         return self.head(pool(states, mask, self.pooling))
-
-    def loss(self, outputs: Tensor, labels: Tensor) -> Tensor:
-        if self.info.kind == "regression":
-            return F.mse_loss(outputs.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(outputs.flatten(0, -2).float(), labels.flatten())  # IGNORE_INDEX is skipped
-
-    def predictions(self, outputs: Tensor, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """(predicted, gold) in the form the task's metrics take: word-level tags for NER, where a word the
-        length limit cut off is predicted 'O' (a miss, as conlleval would count it)."""
-        if self.info.kind == "regression":
-            return outputs.squeeze(-1).float(), batch["labels"]
-        predicted = outputs.argmax(dim=-1)
-        if self.info.kind != "tagging":
-            return predicted, batch["labels"]
-        positions = batch["word_positions"]
-        words = predicted.gather(1, positions.clamp(min=0))
-        words = words.masked_fill(positions < 0, self.info.labels.index("O"))
-        return words, batch["word_labels"]
-
-    # -- steps ------------------------------------------------------------------------------------------
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
-        loss = self.loss(self(batch), batch["labels"])
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"{self.info.name}: training loss is {float(loss)} at step {self.global_step}; "
-                                     "lower task.optim.lr or check the pretrained checkpoint")
-        self.log(f"{self.info.name}/train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0])
-        return loss
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        predicted, gold = self.predictions(self(batch), batch)
-        self.val_metrics[dataloader_idx].update(predicted, gold)
-
-    def on_validation_epoch_end(self) -> None:
-        for split, metrics in zip(self.info.eval_splits, self.val_metrics):
-            scores = metrics.compute()
-            for name, value in scores.items():
-                self.log(metric_tag(self.info.name, split, name), value, add_dataloader_idx=False)
-            self.final_scores[split] = {name: float(value) for name, value in scores.items()}
-            metrics.reset()
-
-    # -- checkpoint and optimiser -----------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["tokenizer_json"] = self.tokenizer_json  # a fine-tuned model can then encode new text
-        checkpoint["final_scores"] = self.final_scores  # a run resumed after its last epoch still reports them
-        checkpoint["armlm_commit"] = armlm_commit()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.tokenizer_json = checkpoint.get("tokenizer_json")
-        self.final_scores = checkpoint.get("final_scores", {})
-
-    def configure_optimizers(self) -> dict[str, Any]:
-        cfg = self.hparams.optim
-        total = int(self.trainer.estimated_stepping_batches)
-        return adamw_with_schedule(
-            self, lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]), betas=tuple(cfg["betas"]),
-            eps=float(cfg["eps"]), warmup_steps=round(float(cfg["warmup_ratio"]) * total), total_steps=total,
-            min_lr_ratio=0.0, fused=fused_adamw_allowed(self),
-        )

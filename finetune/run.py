@@ -69,7 +69,7 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
     attention = pretrained.objective_class.finetune_attention if cfg.attention == "pretrained" else cfg.attention
     pooling = ("last" if attention == "causal" else "first") if cfg.pooling == "auto" else cfg.pooling
     return {"mode": cfg.mode, "attention": attention, "pooling": pooling, "head_dropout": float(cfg.dropout),
-            "feature_layers": int(cfg.feature_layers)}
+            "feature_layers": int(cfg.feature_layers), "features": str(cfg.features)}
 
 
 def trained_max_length(requested: int, pretrained: Pretrained) -> int:
@@ -133,13 +133,17 @@ ATTENTION_KEYS = {"settings": "attention", "pretrained": "finetune_attention"}
 
 
 def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
-    """The groups of an older checkpoint's hyperparameters that said `causal`, under the keys they have now."""
+    """The groups of an older checkpoint's hyperparameters under the keys they have now: `causal` became the
+    attention's name, and runs from before `features` existed concatenated layers."""
     renamed = {}
     for group, key in ATTENTION_KEYS.items():
         part = dict(saved.get(group) or {})
         if "causal" in part:
             part[key] = "causal" if part.pop("causal") else "bidirectional"
             renamed[group] = part
+    settings = renamed.get("settings", dict(saved.get("settings") or {}))
+    if settings and "features" not in settings:
+        renamed["settings"] = {**settings, "features": "concat"}
     return renamed
 
 
@@ -171,7 +175,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     check_finetune_settings(cfg)
     if not cfg.pretrained:
         raise ValueError(f"task={cfg.task.data.get('task', 'conll2003')} needs pretrained=<checkpoint file or "
-                         "pretraining run folder>")
+                         "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")
     pretrained = load_pretrained(cfg.pretrained)
     settings = resolve_settings(cfg.finetune, pretrained)
     model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})

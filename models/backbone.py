@@ -187,14 +187,17 @@ class Transformer(nn.Module):
         attention: Attention,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
+        with_embeddings: bool = False,
     ) -> list[Tensor]:
         """Every block's output (n_layers tensors of (B, T, d)), the last equal to `forward`'s. Each goes
-        through the final norm, so a pre-LN model's intermediate layers are on the same scale as its last."""
-        return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=True)
+        through the final norm, so a pre-LN model's intermediate layers are on the same scale as its last.
+        `with_embeddings` puts the embedding layer's output first (ELMo's layer 0, the context-free one)."""
+        return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=True,
+                         with_embeddings=with_embeddings)
 
     def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
              token_type_ids: Tensor | None, *, keep_layers: bool, output_mask: Tensor | None = None,
-             position_ids: Tensor | None = None) -> list[Tensor]:
+             position_ids: Tensor | None = None, with_embeddings: bool = False) -> list[Tensor]:
         t = input_ids.shape[1]
         if position_ids is None and t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
@@ -211,7 +214,7 @@ class Transformer(nn.Module):
         x = self.token_embedding(input_ids) + offset
         x = self.drop(self.embedding_norm(x))
         mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], t, input_ids.device)
-        states = []
+        states = [x] if with_embeddings else []  # already normalised by embedding_norm
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None,

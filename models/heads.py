@@ -52,3 +52,19 @@ class TaggingHead(nn.Module):
 
     def forward(self, states: Tensor) -> Tensor:
         return self.net(states)
+
+
+class ScalarMix(nn.Module):
+    """ELMo's task-specific layer mix (Peters et al. 2018, eq. 1): gamma * sum_j softmax(s)_j h_j over every
+    layer, the weights s and the scale gamma learned by the task. Starting from equal weights and gamma = 1."""
+
+    def __init__(self, n_layers: int) -> None:
+        super().__init__()
+        self.weights = nn.Parameter(torch.zeros(n_layers))
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, layers: list[Tensor]) -> Tensor:
+        if len(layers) != self.weights.numel():
+            raise ValueError(f"the mix was built for {self.weights.numel()} layers, got {len(layers)}")
+        weights = torch.softmax(self.weights, dim=0)
+        return self.gamma * torch.einsum("l,l...->...", weights.to(layers[0].dtype), torch.stack(layers))

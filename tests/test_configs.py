@@ -144,8 +144,9 @@ def test_bad_rates_and_sizes_are_rejected_at_startup():
         check_config(composed("model.n_heads=5"))
     with pytest.raises(FileNotFoundError, match="ckpt_path"):
         check_config(composed("ckpt_path=/nonexistent.ckpt"))
-    with pytest.raises(ValueError, match="pretrained= is for fine-tuning: add task="):
-        check_config(composed("pretrained=/some/run"))
+    for given in ("pretrained=/some/run", "vectors=/some/vectors"):
+        with pytest.raises(ValueError, match="vectors= are for fine-tuning: add task="):
+            check_config(composed(given))
 
 
 def test_a_run_without_any_end_is_rejected():

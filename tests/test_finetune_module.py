@@ -6,7 +6,8 @@ import torch
 from common.vocabulary import IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS
 from finetune.module import FinetuneModule, metric_tag
-from models.heads import pool
+from finetune.static import StaticTagger
+from models.heads import ScalarMix, pool
 
 TINY = {"vocab_size": 40, "max_len": 32, "d_model": 16, "n_layers": 3, "n_heads": 2, "d_ff": 32, "dropout": 0.0}
 OPTIM = {"lr": 1e-2, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8}
@@ -113,3 +114,46 @@ def test_metric_tags():
     assert metric_tag("mnli", "dev_mismatched", "accuracy") == "mnli/val/accuracy_mismatched"
     assert metric_tag("conll2003", "validation", "f1") == "conll2003/val/f1"
     assert metric_tag("conll2003", "test", "f1") == "conll2003/test/f1"
+
+
+def test_scalar_mix_with_one_hot_weights_is_that_layer_times_gamma():
+    layers = [torch.randn(2, 5, 4) for _ in range(3)]
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.weights.copy_(torch.tensor([float("-inf"), 0.0, float("-inf")]))
+        mix.gamma.fill_(2.5)
+    assert torch.equal(mix(layers), 2.5 * layers[1])
+    equal = ScalarMix(3)(layers)  # initial weights: the plain average
+    assert torch.allclose(equal, sum(layers) / 3)
+    with pytest.raises(ValueError, match="built for 3 layers"):
+        mix(layers[:2])
+
+
+def test_scalar_mix_reads_every_layer_and_learns_only_the_mix_and_the_head():
+    settings = {"mode": "features", "attention": "bidirectional", "pooling": "first", "head_dropout": 0.0,
+                "feature_layers": 4, "features": "scalar_mix"}
+    m = FinetuneModule(TINY, NER, settings, OPTIM).eval()
+    assert m.mix is not None and m.mix.weights.numel() == TINY["n_layers"] + 1  # the embedding layer too
+    trainable = {name for name, p in m.named_parameters() if p.requires_grad}
+    assert trainable == {"mix.weights", "mix.gamma", *(f"head.{n}" for n, _ in m.head.named_parameters())}
+    b = batch([[2, 7, 8, 3]], [[0] * 4])
+    with torch.no_grad():
+        m.mix.weights.copy_(torch.tensor([float("-inf")] * TINY["n_layers"] + [0.0]))  # the last layer only
+    layers = m.backbone.layer_states(b["input_ids"], attention=m.attention)
+    assert torch.allclose(m(b), m.head(layers[-1]), atol=1e-6)
+    with pytest.raises(ValueError, match="finetune.mode=features and task=conll2003"):
+        FinetuneModule(TINY, RTE, settings, OPTIM)
+
+
+def test_static_tagger_puts_each_words_vector_at_its_first_subword():
+    tagger = StaticTagger(NER, words=3, dim=2, optim=OPTIM, vectors={}, head_dropout=0.0).eval()
+    tagger.table.copy_(torch.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    tagger.head = torch.nn.Identity()  # the head's input is the output
+    b = batch([[2, 7, 8, 9, 3]], [[0] * 5])
+    b["word_positions"] = torch.tensor([[1, 3, -1]])  # word 0 at token 1 (two subwords), word 1 at 3, word 2 cut
+    b["word_vector_ids"] = torch.tensor([[2, 0, 3]])  # word 1 has no vector
+    expected = torch.zeros(1, 5, 2)
+    expected[0, 1] = torch.tensor([3.0, 4.0])
+    assert torch.equal(tagger(b), expected)
+    with pytest.raises(ValueError, match="not a tagging task"):
+        StaticTagger(RTE, words=3, dim=2, optim=OPTIM, vectors={})

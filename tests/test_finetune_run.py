@@ -179,6 +179,9 @@ def test_fine_tuning_checkpoints_from_before_attention_was_a_value_compare_under
     saved = {"settings": {"mode": "full", "causal": True, "pooling": "last"},
              "pretrained": {"objective": "AutoregressiveLM", "causal": True}, "seed": 1}
     renamed = older_keys(saved)
-    assert renamed["settings"] == {"mode": "full", "attention": "causal", "pooling": "last"}
+    assert renamed["settings"] == {"mode": "full", "attention": "causal", "pooling": "last", "features": "concat"}
     assert renamed["pretrained"] == {"objective": "AutoregressiveLM", "finetune_attention": "causal"}
-    assert older_keys({"settings": {"attention": "bidirectional"}, "pretrained": {}}) == {}
+    # From before `features` existed: those runs concatenated layers.
+    assert older_keys({"settings": {"attention": "bidirectional"}, "pretrained": {}}) == {
+        "settings": {"attention": "bidirectional", "features": "concat"}}
+    assert older_keys({"settings": {"attention": "causal", "features": "scalar_mix"}, "pretrained": {}}) == {}

@@ -87,6 +87,7 @@ FINETUNE_RULES = (
     Rule("task.optim.eps", NUMBER, above(0), "a number > 0"),
     Rule("finetune.dropout", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     Rule("finetune.feature_layers", (int,), at_least(1), "an integer >= 1"),
+    Rule("finetune.features", (str,), lambda v: v in ("concat", "scalar_mix"), "concat or scalar_mix"),
     Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer (stops before task.epochs "
          "end), or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),

@@ -1,0 +1,66 @@
+"""Type-level pooling: equal to the mean of contextual vectors computed one occurrence at a time."""
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from embeddings.contextual import segments, type_vectors
+from models.attention import Attention
+from models.backbone import ModelConfig, Transformer
+
+DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "a lazy afternoon with the brown dog",
+             "foxes and dogs are quick animals", "the dog sleeps"] * 5
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return train_tokenizer(DOCUMENTS, TokenizerSettings(vocab_size=60, min_frequency=1))
+
+
+def model(vocab: int) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=vocab, max_len=32, d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                   dropout=0.0)).eval()
+
+
+def one_by_one(backbone, tokenizer, sentences, word, max_contexts, attention):
+    """The slow oracle: each occurrence's sentence run alone, its subwords averaged, then the occurrences."""
+    vectors = []
+    for sentence in sentences:
+        encoding = tokenizer.encode(sentence, is_pretokenized=True, add_special_tokens=False)
+        ids = [tokenizer.token_to_id("[CLS]"), *encoding.ids, tokenizer.token_to_id("[SEP]")]
+        with torch.no_grad():
+            states = backbone.layer_states(torch.tensor([ids]), attention=attention, with_embeddings=True)
+        for k, w in enumerate(sentence):
+            if w == word and len(vectors) < max_contexts:
+                positions = [1 + p for p, owner in enumerate(encoding.word_ids) if owner == k]
+                vectors.append(torch.stack([layer[0, positions].mean(0) for layer in states]))
+    return torch.stack(vectors).mean(0).double().numpy()
+
+
+@pytest.mark.parametrize("kind", ["bidirectional", "causal"])
+def test_pooling_equals_the_mean_of_vectors_computed_one_by_one(tokenizer, kind):
+    sentences = [d.split() for d in DOCUMENTS[:4]] + [["quick", "foxes", "jumps"]]
+    words = ["the", "dog", "foxes", "quick"]
+    assert len(tokenizer.encode("foxes").ids) > 1  # a word of several subwords is pooled too
+    backbone = model(tokenizer.get_vocab_size())
+    attention = Attention.named(kind)
+    pooled = type_vectors(backbone, attention, tokenizer, sentences, words, max_contexts=2, max_length=32,
+                          batch_size=3)
+    assert pooled.shape == (3, 4, 16)
+    for row, word in enumerate(words):
+        assert np.allclose(pooled[:, row], one_by_one(backbone, tokenizer, sentences, word, 2, attention), atol=1e-5)
+
+
+def test_long_lines_are_cut_at_word_boundaries_and_unseen_words_are_nan(tokenizer):
+    sentence = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
+    pieces = segments(tokenizer, [sentence], ["the", "dog"], max_contexts=5, max_length=8)
+    assert all(len(p.ids) <= 8 for p in pieces) and len(pieces) >= 2
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    assert all(p.ids[0] == cls_id and p.ids[-1] == sep_id for p in pieces)
+    assert sum(t >= 0 for p in pieces for t in p.token_word) >= 3  # the, the, dog
+    pooled = type_vectors(model(tokenizer.get_vocab_size()), Attention.named("bidirectional"), tokenizer, [sentence],
+                          ["the", "zebra"], max_contexts=5, max_length=32)
+    assert np.isnan(pooled[:, 1]).all() and not np.isnan(pooled[:, 0]).any()

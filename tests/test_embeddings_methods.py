@@ -1,0 +1,66 @@
+"""Each static method trains from its seed on a toy corpus; the vectors folder round-trips."""
+
+import json
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+from embeddings.methods import FastTextMethod, GloveMethod, PpmiSvd, Word2VecMethod
+from embeddings.store import load_vectors, save_vectors
+from embeddings.words import WordSplitter
+
+SENTENCES = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat", "on", "the", "rug"],
+             ["a", "cat", "and", "a", "dog", "ran"]] * 20
+
+
+def tokenizer_json() -> str:
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tokenizer.to_str()
+
+
+@pytest.mark.parametrize("method", [
+    PpmiSvd(dim=4, window=2, min_count=2), GloveMethod(dim=4, window=2, min_count=2, epochs=3),
+    Word2VecMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=2),
+    Word2VecMethod(skipgram=False, dim=4, window=2, min_count=2, epochs=2),
+    FastTextMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=2),
+], ids=lambda m: f"{m.name}{'-sg' if getattr(m, 'skipgram', False) else ''}")
+def test_methods_give_every_frequent_word_a_vector_reproducibly_from_the_seed(method):
+    first, again, other = (method.train(SENTENCES, seed) for seed in (1, 1, 2))
+    assert set(first.key_to_index) == {"the", "cat", "sat", "on", "mat", "dog", "rug", "a", "and", "ran"}
+    assert first.vector_size == 4
+    assert np.array_equal(first.vectors, again.vectors)
+    if not isinstance(method, PpmiSvd):  # the SVD is the same whatever the seed (only ARPACK's start moves)
+        assert not np.allclose(first.vectors, other.vectors)
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="method.window"):
+        PpmiSvd(window=0)
+
+
+def test_fasttext_builds_vectors_for_unseen_words_and_word2vec_does_not():
+    fasttext = FastTextMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=1).train(SENTENCES, 1)
+    word2vec = Word2VecMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=1).train(SENTENCES, 1)
+    assert "cats" not in fasttext.key_to_index and np.abs(fasttext["cats"]).sum() > 0
+    with pytest.raises(KeyError):
+        word2vec["cats"]
+
+
+def test_vectors_folder_round_trips_and_maps_task_words_through_the_tokenizer(tmp_path):
+    vectors = Word2VecMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=1).train(SENTENCES, 1)
+    save_vectors(tmp_path, vectors, tokenizer_json(), {"method": "Word2VecMethod", "seed": 1})
+    loaded = load_vectors(tmp_path)
+    assert np.array_equal(loaded.keyed["cat"], vectors["cat"]) and loaded.dim == 4
+    assert json.loads((tmp_path / "summary.json").read_text())["seed"] == 1
+    assert (tmp_path / "vectors.txt").read_text().splitlines()[0] == "10 4"  # word2vec text header
+    assert not list(tmp_path.glob(".vectors-*"))  # nothing temporary left behind
+    splitter = WordSplitter(tokenizer_json())
+    assert np.allclose(loaded.word_vector("Cat", splitter), vectors["cat"])
+    assert np.allclose(loaded.word_vector("cat-dog", splitter), (vectors["cat"] + vectors["dog"]) / 2)  # '-' has none
+    assert loaded.word_vector("zebra", splitter) is None
+    (tmp_path / "summary.json").unlink()
+    with pytest.raises(FileNotFoundError, match="summary.json"):
+        load_vectors(tmp_path)
