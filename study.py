@@ -20,12 +20,12 @@ from collections import Counter
 from pathlib import Path
 
 import hydra
+from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.findings_report import check_registrations, write_findings
-from analysis.study_report import write_report
 from common.atomic import atomic_write_text
-from studies.plan import DONE_FILE, describe, plan
+from studies.plan import DONE_FILE, describe
 from studies.runner import Outcome, check_root, run_stages
 
 log = logging.getLogger("armlm.study")
@@ -41,7 +41,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
     check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
-    stages = plan(cfg)
+    # A study config may bring its own stage plan and report (the embeddings study); the default is the
+    # pretrain -> fine-tune -> diagnose pipeline and its report.
+    stages = get_method(cfg.study.get("planner") or "studies.plan.plan")(cfg)
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
     prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in DONE_FILE}
@@ -55,7 +57,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            written = write_report(root)
+            written = get_method(cfg.study.get("report") or "analysis.study_report.write_report")(root)
             if cfg.study.get("findings"):
                 written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
             log.info("report: %s", ", ".join(str(p) for p in written))

@@ -18,6 +18,9 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
     representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
     likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
     pretraining: <column>                          e.g. below_unigram, val_likelihood
+    words: {benchmark, metric, layer}               embeddings.py's scores (words.json): benchmark simlex999 or
+                                                   wordsim353 with metric spearman or rare_spearman, or analogies
+                                                   with metric semantic, syntactic or overall; layer static or k
     past_exit: {steps, exit_at}                     the validation NLL per target token (val_likelihood's tag)
                                                    `steps` after the run's plateau exit: its first validation
                                                    at or below exit_at nats (one level for every run)
@@ -29,7 +32,7 @@ A side may add `relative_to: <arm>`: its value is then the quantity's change fro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,7 @@ from analysis import study as S
 from analysis.runs import curve_by_steps
 
 QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining",
-              "past_exit", "zeroshot")
+              "past_exit", "zeroshot", "words")
 
 
 @dataclass
@@ -50,11 +53,12 @@ class StudyRuns:
     finetuning: pd.DataFrame  # analysis.study.per_checkpoint (median over fine-tuning seeds)
     reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
     zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
+    words: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # words.json per arm and seed
 
     @staticmethod
     def read(root: Path) -> StudyRuns:
         return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
-                         S.diagnostic_reports(root), S.zeroshot_reports(root))
+                         S.diagnostic_reports(root), S.zeroshot_reports(root), S.word_reports(root))
 
 
 class NotComparable(ValueError):
@@ -140,6 +144,16 @@ def _blimp(report: dict[str, Any], spec: dict[str, Any]) -> float:
     raise ValueError(f"BLiMP has no {level} {name!r} in this study's paradigms")
 
 
+def _words(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    """A word-benchmark score of one layer's vectors (NaN when the benchmark gave none, e.g. no rare pair)."""
+    layer = str(spec.get("layer", "static"))
+    if layer not in report["layers"]:
+        raise ValueError(f"words.json has layers {sorted(report['layers'])}, not {layer!r}")
+    scores = report["layers"][layer][spec["benchmark"]]
+    value = scores[spec["metric"]]["accuracy"] if spec["benchmark"] == "analogies" else scores[spec["metric"]]
+    return math.nan if value is None else float(value)
+
+
 def likelihood_blocks(runs: StudyRuns, side: dict[str, Any]) -> dict[int, str]:
     """seed -> the fingerprint of the held-out blocks a likelihood side was scored on."""
     return {seed: report["likelihood"]["blocks_fingerprint"] for (arm, seed), report in runs.reports.items()
@@ -168,6 +182,9 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
     if quantity == "zeroshot":
         return {seed: _blimp(report, spec) for (a, seed), report in runs.zeroshot.items() if a == arm}
+    if quantity == "words":
+        read = {seed: _words(report, spec) for (a, seed), report in runs.words.items() if a == arm}
+        return {seed: value for seed, value in read.items() if not math.isnan(value)}
     read = {"pairwise": _pairwise, "gap": _gap, "representation": _representation, "likelihood": _likelihood}[quantity]
     return {seed: read(report, spec) for (a, seed), report in runs.reports.items() if a == arm}
 

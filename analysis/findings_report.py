@@ -105,8 +105,11 @@ def gate_arm(study: dict[str, Any], arm: str) -> str:
 
 
 def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
+    """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
+    likelihood to gate) is left out."""
     named = [finding[s][k] for s in ("a", "b") for k in ("arm", "relative_to") if finding[s].get(k)]
-    return sorted({gate_arm(study, a) for a in named})
+    gated = [a for a in named if study.get("arms", {}).get(a, {}).get("gate", True) is not False]
+    return sorted({gate_arm(study, a) for a in gated})
 
 
 def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
@@ -246,6 +249,11 @@ def _power_text(r: dict[str, Any]) -> str:
     return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
 
 
+def ungated_note(study: dict[str, Any]) -> str:
+    ungated = [name for name, arm in study.get("arms", {}).items() if arm.get("gate", True) is False]
+    return f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""
+
+
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
     alpha = float(study.get("alpha", ALPHA))
     gate = study.get("gate")
@@ -256,7 +264,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
              (f"Gate: every arm a row reads must be at least {float(gate['min_below_unigram']):g} nats below the "
               "unigram NLL of the same held-out targets (evaluate.py's likelihood: exact for causal readers, the "
               "any-order bound for bidirectional ones) in every seed; the gate column is the lowest such margin."
-              if gate else "No learning gate is registered for this study."), ""]
+              + ungated_note(study) if gate else "No learning gate is registered for this study."), ""]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
               "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "

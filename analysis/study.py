@@ -116,6 +116,11 @@ def zeroshot_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
 
 
+def word_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """words.json (embeddings.py's word-benchmark scores) per arm and seed."""
+    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/embed/words.json"))}
+
+
 def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for (arm, seed), report in reports.items():

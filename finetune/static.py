@@ -123,7 +123,7 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     results = {
         "task": datamodule.info.name, "vectors": summary, "objective": None, "seed": int(cfg.seed),
-        "mode": "features", "features": "static", "optim": optim, "epochs": int(cfg.task.epochs),
+        "mode": "features", "features": "static", "attention": None, "optim": optim, "epochs": int(cfg.task.epochs),
         "batch_size": datamodule.batch_size, "max_length": datamodule.max_length,
         "at_length_cap": at_length_cap(datamodule), "no_vector_share": no_vector_share(datamodule, index),
         "examples": {split: len(e) for split, e in datamodule.encoded.items()},

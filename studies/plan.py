@@ -18,8 +18,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json",
-             "zeroshot": "zeroshot.json"}
-SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py", "zeroshot": "zeroshot.py"}
+             "zeroshot": "zeroshot.json", "embed": "words.json"}
+SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py", "zeroshot": "zeroshot.py",
+          "embed": "embeddings.py"}
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
 # the train split, the arm's or else the study's: a data-constrained run), diagnose (default true), and, in a
@@ -31,7 +32,7 @@ FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning see
 
 @dataclass(frozen=True)
 class Stage:
-    kind: str  # pretrain | finetune | diagnose | zeroshot
+    kind: str  # pretrain | finetune | diagnose | zeroshot | embed
     arm: str
     seed: int
     label: str  # what it is within its arm and seed: "pretrain", "finetune rte-full", "diagnose"

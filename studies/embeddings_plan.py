@@ -1,0 +1,72 @@
+"""The embeddings study's stages (configs/study/embeddings.yaml): static methods trained per seed, and another
+study's AR and MLM checkpoints read as they are. Folders under the study root:
+
+    <root>/<arm>/seed<k>/embed                       words.json (+ the vectors folder for a static method)
+    <root>/<arm>/seed<k>/finetune/conll2003-<v>      results.json: NER on static vectors, or on frozen layers
+    <root>/<arm>/seed<k>/diagnostics                 diagnostics.json: a checkpoint's common-scale likelihood (the gate)
+
+A static arm names its `method` (configs/method/); a contextual arm names `checkpoint_arm`, an arm of the study
+in `checkpoints_from` whose seed-k pretraining it reads (its stages wait until that run exists).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from studies.plan import DONE_FILE, Stage, arms_of, seed_folder, seeds_of
+
+ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
+
+
+def check_embeddings_study(cfg: DictConfig) -> None:
+    study = cfg.study
+    for name, arm in study.arms.items():
+        misspelt = sorted(set(arm) - ARM_KEYS)
+        if misspelt or ("method" in arm) == ("checkpoint_arm" in arm):
+            raise ValueError(f"arm {name}: keys {sorted(arm)}; an arm names a static `method` or a `checkpoint_arm` "
+                             "of the study in checkpoints_from (not both), and its `finetune` variants")
+        unknown = [v for v in arm.get("finetune", []) if v not in study.finetune_variants]
+        if unknown:
+            raise ValueError(f"arm {name}: fine-tuning variants {unknown} are not in study.finetune_variants "
+                             f"({list(study.finetune_variants)})")
+    for finding_id, finding in (study.get("findings") or {}).items():
+        for side in ("a", "b"):
+            if finding[side].get("arm") not in study.arms:
+                raise ValueError(f"finding {finding_id}: {side}.arm={finding[side].get('arm')!r} is not one of the "
+                                 f"arms {list(study.arms)}")
+    if not cfg.get("checkpoints_from"):
+        raise ValueError("study=embeddings reads another study's checkpoints: give checkpoints_from=<its root>, e.g. "
+                         "the findings study's folder")
+
+
+def plan(cfg: DictConfig) -> list[Stage]:
+    """Per seed and arm: the embed stage (embeddings.py), then NER on what it gives; a contextual arm also gets
+    the learning gate's likelihood (evaluate.py), as every pretraining arm of the findings study does."""
+    check_embeddings_study(cfg)
+    study, source = cfg.study, Path(cfg.checkpoints_from)
+    shared = [f"data={cfg.corpus}", *[str(s) for s in study.get("embed_settings") or []]]
+    stages: list[Stage] = []
+    for seed in seeds_of(cfg):
+        for name, arm in arms_of(cfg).items():
+            base = seed_folder(cfg, name, seed)
+            if "method" in arm:
+                reads, needs = [f"vectors={base / 'embed'}"], (base / "embed" / DONE_FILE["embed"],)
+                stages.append(Stage("embed", name, seed, "embed", base / "embed",
+                                    (f"method={arm.method}", f"seed={seed}", *shared)))
+            else:
+                run = source / arm.checkpoint_arm / f"seed{seed}" / "pretrain"
+                reads, needs = [f"pretrained={run}"], (run / DONE_FILE["pretrain"],)
+                stages.append(Stage("embed", name, seed, "embed", base / "embed",
+                                    (f"checkpoint={run}", f"seed={seed}", *shared), needs=needs))
+                stages.append(Stage("diagnose", name, seed, "diagnose", base / "diagnostics", (
+                    f"checkpoint={run}", f"data={cfg.corpus}", f"seed={seed}", "independence=false",
+                    "representations.enabled=false", *[str(s) for s in cfg.diagnose or []]), needs=needs))
+            for variant in arm.get("finetune", []):
+                stages.append(Stage("finetune", name, seed, f"finetune conll2003-{variant}",
+                                    base / "finetune" / f"conll2003-{variant}", (
+                    "task=conll2003", *reads, f"seed={seed}", *[str(s) for s in study.finetune_variants[variant]],
+                    *[str(s) for s in cfg.finetune or []], *[str(s) for s in study.get("finetune_settings") or []]),
+                    needs=needs))
+    return stages
