@@ -3,9 +3,10 @@
 The sentence is encoded with the vectors' own tokenizer (the pretraining one), exactly as a checkpoint's NER
 run encodes it, so the same words reach the length cut and are scored as misses. Each word's vector (the mean of
 its pieces' vectors, embeddings.store) sits at its first subword, where the tagging head of
-`finetune.mode=features` reads it; a word with no vector reads zeros (fastText builds one from n-grams, the other
-methods have none: results.json reports the share). The head is the position-wise TaggingHead, so the tagger
-sees no neighbouring word: static vectors bring no context, which is what the comparison asks."""
+`finetune.mode=features` reads it, each dimension standardised over the method's vocabulary (word_table). A word
+with no vector reads zeros, the vocabulary's mean (fastText builds one from n-grams, the other methods have none:
+results.json reports the share). The head is the position-wise TaggingHead, so the tagger sees no neighbouring
+word: static vectors bring no context, which is what the comparison asks."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ log = logging.getLogger("armlm.finetune")
 class StaticTagger(TaskModule):
     def __init__(self, task: dict[str, Any], words: int, dim: int, optim: dict[str, Any], vectors: dict[str, Any],
                  head_dropout: float = 0.1, seed: int = 0) -> None:
-        """`words` rows of `dim` numbers (filled by the caller; row 0 stays zero for words with no vector)."""
+        """`words` rows of `dim` numbers (filled by the caller, word_table; row 0 stays zero: no vector)."""
         super().__init__(task, optim, seed)
         self.save_hyperparameters()
         if self.info.kind != "tagging":
@@ -57,13 +58,19 @@ class StaticTagger(TaskModule):
 
 
 def word_table(vectors: StaticVectors, words: set[str]) -> tuple[dict[str, int], np.ndarray]:
-    """Each task word's row (from 1) and the table, row 0 zero; words with no vector are left out (row 0)."""
+    """Each task word's row (from 1) and the table; row 0 (words with no vector) is the vocabulary's mean vector.
+    Every dimension is standardised over the method's vocabulary (mean 0, sd 1), as the backbone's final norm puts
+    a checkpoint's states on one scale: raw skip-gram vectors have a per-dimension sd of about 0.15, and a linear
+    head at the task's step learned nothing from them in one epoch (F1 0.0 for three of five methods, seed 1),
+    which measured the step size, not the vectors (docs/results.md, "The embeddings study")."""
     splitter = WordSplitter(vectors.tokenizer_json)
+    mean, sd = vectors.keyed.vectors.mean(axis=0), vectors.keyed.vectors.std(axis=0)
+    sd[sd == 0] = 1.0
     found = {}
     for word in sorted(words):
         vector = vectors.word_vector(word, splitter)
         if vector is not None:
-            found[word] = vector
+            found[word] = (vector - mean) / sd  # the mean of standardised pieces: the transform is affine
     index = {word: row for row, word in enumerate(found, start=1)}
     table = np.zeros((len(found) + 1, vectors.dim), dtype=np.float32)
     for word, row in index.items():
@@ -72,7 +79,7 @@ def word_table(vectors: StaticVectors, words: set[str]) -> tuple[dict[str, int],
 
 
 def no_vector_share(datamodule: ConllDataModule, index: dict[str, int]) -> dict[str, float]:
-    """Per split, the share of word tokens that read zeros (no vector)."""
+    """Per split, the share of word tokens with no vector (they read row 0)."""
     shares = {}
     for split, examples in datamodule.encoded.items():
         words = [w for e in examples for w in e.words]
@@ -123,7 +130,7 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     results = {
         "task": datamodule.info.name, "vectors": summary, "objective": None, "seed": int(cfg.seed),
-        "mode": "features", "features": "static", "attention": None, "optim": optim, "epochs": int(cfg.task.epochs),
+        "mode": "features", "features": "static, standardised per dimension", "attention": None, "optim": optim, "epochs": int(cfg.task.epochs),
         "batch_size": datamodule.batch_size, "max_length": datamodule.max_length,
         "at_length_cap": at_length_cap(datamodule), "no_vector_share": no_vector_share(datamodule, index),
         "examples": {split: len(e) for split, e in datamodule.encoded.items()},

@@ -9,6 +9,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from embeddings.methods import FastTextMethod, GloveMethod, PpmiSvd, Word2VecMethod
 from embeddings.store import load_vectors, save_vectors
 from embeddings.words import WordSplitter
+from finetune.static import word_table
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat", "on", "the", "rug"],
              ["a", "cat", "and", "a", "dog", "ran"]] * 20
@@ -64,3 +65,17 @@ def test_vectors_folder_round_trips_and_maps_task_words_through_the_tokenizer(tm
     (tmp_path / "summary.json").unlink()
     with pytest.raises(FileNotFoundError, match="summary.json"):
         load_vectors(tmp_path)
+
+
+def test_the_ner_table_standardises_every_dimension_over_the_vocabulary(tmp_path):
+    vectors = Word2VecMethod(skipgram=True, dim=4, window=2, min_count=2, epochs=1).train(SENTENCES, 1)
+    save_vectors(tmp_path, vectors, tokenizer_json(), {"method": "Word2VecMethod", "seed": 1})
+    loaded = load_vectors(tmp_path)
+    index, table = word_table(loaded, {"Cat", "cat-dog", "zebra"})
+    mean, sd = vectors.vectors.mean(0), vectors.vectors.std(0)
+    assert set(index) == {"Cat", "cat-dog"} and not table[0].any()  # zebra has no vector: row 0
+    assert np.allclose(table[index["Cat"]], (vectors["cat"] - mean) / sd, atol=1e-5)
+    both = ((vectors["cat"] - mean) / sd + (vectors["dog"] - mean) / sd) / 2
+    assert np.allclose(table[index["cat-dog"]], both, atol=1e-5)
+    whole = np.stack([(vectors[w] - mean) / sd for w in vectors.key_to_index])
+    assert np.allclose(whole.mean(0), 0, atol=1e-5) and np.allclose(whole.std(0), 1, atol=1e-4)
