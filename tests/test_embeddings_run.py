@@ -51,7 +51,7 @@ def test_ner_on_static_vectors_fits_a_slice_through_the_fine_tuning_settings(tmp
                  "task.epochs=15", "task.optim.features_lr=0.1", "finetune.dropout=0",
                  "trainer.enable_progress_bar=false", "trainer.precision=32-true", "task.data.max_length=64")
     results = run_static_finetune(cfg)
-    assert results["mode"] == "features" and results["features"] == "static"
+    assert results["mode"] == "features" and results["features"] == "static, standardised per dimension"
     assert results["vectors"]["method"] == "PpmiSvd" and results["max_length"] == 64
     assert 0 < results["no_vector_share"]["train"] < 0.5  # names and numbers often lack a vector
     assert results["metrics"]["validation"]["f1"] > results["majority_baseline"]["validation"]["f1"]
