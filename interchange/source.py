@@ -82,6 +82,13 @@ def read_source(path: str | Path) -> ExportSource:
 
 
 def _finetuned(ckpt_path: Path, ckpt: dict[str, Any], hparams: dict[str, Any]) -> ExportSource:
+    if "vectors" in hparams:
+        raise ValueError(f"{ckpt_path} tags with static word vectors (train.py vectors=...): a table lookup and a linear "
+                         "tagger, no Transformer for transformers to load; share the vectors folder's vectors.txt "
+                         "(word2vec text format, gensim's KeyedVectors.load_word2vec_format) instead")
+    if (hparams.get("settings") or {}).get("features") == "scalar_mix":
+        raise ValueError(f"{ckpt_path} reads ELMo's learned mix of every layer (finetune.features=scalar_mix), which "
+                         "armlm's modelling file does not implement; export a run fine-tuned with finetune.features=concat")
     missing = [k for k in ("model", "task", "settings") if k not in hparams]
     if missing or not ckpt.get("tokenizer_json"):
         raise ValueError(f"{ckpt_path} lacks {missing or ['tokenizer_json']}; export a checkpoint armlm's fine-tuning "

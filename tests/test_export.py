@@ -25,6 +25,7 @@ from datamodules.corpora import EmbeddedWikipedia
 from datamodules.encoding import encode_pair, encode_words
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from finetune.module import FinetuneModule
+from finetune.static import StaticTagger
 from interchange import modeling_armlm
 from interchange.export import AUTO_CLASSES, export_checkpoint
 from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
@@ -330,3 +331,18 @@ def test_clients_read_an_export_right_by_default(tmp_path, tiny_pretrained):
     doubled = torch.tensor([[tokenizer.cls_token_id, *tokenizer("the city")["input_ids"]]])
     with pytest.raises(ValueError, match=r"starts with \[CLS\] \[CLS\].*add_bos_token=False"):
         hf(input_ids=doubled)
+
+
+def test_fine_tunes_the_modelling_file_cannot_express_are_refused_naming_what_to_do(tmp_path, tokenizer_json):
+    mixed = finetuned_checkpoint(tmp_path / "mix", tokenizer_json, "conll2003", "tagging", ("O", "B-PER", "I-PER"),
+                                 {"mode": "features", "attention": "bidirectional", "pooling": "first",
+                                  "features": "scalar_mix"})
+    with pytest.raises(ValueError, match="finetune.features=concat"):
+        read_source(mixed)
+    task = {"name": "conll2003", "kind": "tagging", "labels": ["O", "B-PER", "I-PER"], "eval_splits": ["validation"]}
+    static = StaticTagger(task, words=3, dim=4, optim={}, vectors={"folder": "x", "method": "Word2VecMethod"})
+    path = tmp_path / "static.ckpt"
+    torch.save({"hyper_parameters": dict(static.hparams), "state_dict": static.state_dict(),
+                "tokenizer_json": tokenizer_json}, path)
+    with pytest.raises(ValueError, match="vectors.txt"):
+        read_source(path)
