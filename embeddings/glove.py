@@ -2,8 +2,10 @@
 
     J = sum_ij f(X_ij) (w_i . w~_j + b_i + b~_j - log X_ij)^2,   f(x) = min(1, (x / x_max)^alpha),
 
-fitted with AdaGrad over the non-zero entries, as the reference glove.c does (step 0.05, accumulators starting at
-1, half the squared error per entry, vectors W + W~ at the end). No maintained GloVe package installs here
+fitted with AdaGrad over the non-zero entries, as the reference glove.c does (half the squared error per entry,
+vectors W + W~ at the end). glove.c scales the gradient by its step eta = 0.05 *before* accumulating its square
+(accumulators start at 1), so its update is g / sqrt(1/eta^2 + sum g^2): torch's Adagrad with lr 1 and an initial
+accumulator of 1/eta^2. No maintained GloVe package installs here
 (glove-python-binary has no wheel for this Python, glove_python 0.1.0 is a 2016 Cython sdist, mittens fits dense
 V x V matrices), so this is the paper's loss in a few lines of torch."""
 
@@ -48,15 +50,16 @@ class Glove(nn.Module):
 def train_glove(counts: sparse.spmatrix, dim: int, epochs: int, seed: int, lr: float = 0.05, x_max: float = 100.0,
                 alpha: float = 0.75, batch_size: int = 4096) -> tuple[Glove, list[float]]:
     """The fitted model (its `vectors()` are the paper's W + W~) and the mean half-cost per entry of each epoch.
-    Entries are visited in a seeded shuffled order, `batch_size` at a time; a dense AdaGrad step leaves the rows a
-    batch did not touch unchanged (their gradient is zero), so this is glove.c's sparse AdaGrad, updates grouped."""
+    `lr` is glove.c's eta. Entries are visited in a seeded shuffled order, `batch_size` at a time; a dense AdaGrad
+    step leaves the rows a batch did not touch unchanged (their gradient is zero), but a row met several times in
+    one batch takes one summed step where glove.c takes several."""
     counts = sparse.coo_matrix(counts)
     if counts.nnz == 0:
         raise ValueError("the co-occurrence matrix is empty: the corpus has no word pairs inside the window")
     rows, cols = torch.from_numpy(counts.row.astype(np.int64)), torch.from_numpy(counts.col.astype(np.int64))
     values = torch.from_numpy(counts.data.astype(np.float64))
     model = Glove(counts.shape[0], dim, seed)
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=lr, initial_accumulator_value=1.0)
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=1.0, initial_accumulator_value=1.0 / lr ** 2)
     generator = torch.Generator().manual_seed(seed + 1)
     history = []
     for _ in tqdm(range(epochs), desc="glove epochs", leave=False):

@@ -228,6 +228,10 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
                     for split, scores in module.final_scores.items()},
         "majority_baseline": majority_baseline(datamodule, info),
         "input_mask_share": input_mask_share(datamodule),
+        # ELMo's mix as learned (softmax weights, layer 0 the embeddings, and gamma): how far it moved from uniform
+        "scalar_mix": None if module.mix is None else {
+            "weights": [round(float(w), 4) for w in module.mix.weights.detach().softmax(0)],
+            "gamma": round(float(module.mix.gamma.detach()), 4)},
         "steps": trainer.global_step,
         "wall_seconds": round(time.perf_counter() - started, 1),
         "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),

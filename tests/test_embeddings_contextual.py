@@ -64,3 +64,28 @@ def test_long_lines_are_cut_at_word_boundaries_and_unseen_words_are_nan(tokenize
     pooled = type_vectors(model(tokenizer.get_vocab_size()), Attention.named("bidirectional"), tokenizer, [sentence],
                           ["the", "zebra"], max_contexts=5, max_length=32)
     assert np.isnan(pooled[:, 1]).all() and not np.isnan(pooled[:, 0]).any()
+
+
+def test_pooling_over_cut_lines_equals_the_oracle_run_on_each_piece(tokenizer):
+    """At 8 positions the line is cut in pieces; each occurrence's context is its own piece, as the oracle runs it."""
+    sentence = "the quick brown fox jumps over the lazy dog".split()
+    backbone, attention = model(tokenizer.get_vocab_size()), Attention.named("bidirectional")
+    words = sorted(set(sentence))  # every word wanted: no piece is dropped, so the pieces tile the line
+    pieces = segments(tokenizer, [sentence], words, max_contexts=5, max_length=8)
+    assert len(pieces) >= 2
+    # The pieces hold whole words, in order: rebuild each piece's words from its token count.
+    encoding = tokenizer.encode(sentence, is_pretokenized=True, add_special_tokens=False)
+    sizes = [encoding.word_ids.count(k) for k in range(len(sentence))]
+    words_of_pieces, start = [], 0
+    for piece in pieces:
+        taken, tokens = [], 0
+        while start < len(sentence) and tokens + sizes[start] <= len(piece.ids) - 2:
+            tokens += sizes[start]
+            taken.append(sentence[start])
+            start += 1
+        words_of_pieces.append(taken)
+    assert start == len(sentence) and sum(map(len, words_of_pieces)) == len(sentence)
+    pooled = type_vectors(backbone, attention, tokenizer, [sentence], words, max_contexts=5, max_length=8)
+    for row, word in enumerate(words):
+        expected = one_by_one(backbone, tokenizer, words_of_pieces, word, 5, attention)
+        assert np.allclose(pooled[:, row], expected, atol=1e-5)

@@ -43,13 +43,23 @@ def test_ppmi_matches_a_hand_computation():
     assert (expected > 0).sum() < (counts > 0).sum()  # some pairs are negative PMI and clipped: the test can tell
 
 
-def test_context_smoothing_raises_rare_contexts_probability():
-    counts = np.array([[0, 9, 1], [9, 0, 1], [1, 1, 0]], dtype=float)
+def test_context_smoothing_applies_to_contexts_only_on_an_asymmetric_matrix():
+    # Rows (words) and columns (contexts) have different marginals, so smoothing the wrong side is caught.
+    counts = np.array([[0, 9, 1], [2, 0, 7], [1, 3, 0]], dtype=float)
+    total = counts.sum()
     smoothed = np.power(counts.sum(0), 0.75)
     context = smoothed / smoothed.sum()
-    total = counts.sum()
-    expected = max(0.0, math.log(counts[0, 1] / total / (counts[0].sum() / total * context[1])))
-    assert ppmi(sparse.csr_matrix(counts), context_smoothing=0.75)[0, 1] == pytest.approx(expected)
+    word = counts.sum(1) / total
+    expected = np.zeros_like(counts)
+    for i, j in zip(*np.nonzero(counts)):
+        expected[i, j] = max(0.0, math.log(counts[i, j] / total / (word[i] * context[j])))
+    result = ppmi(sparse.csr_matrix(counts), context_smoothing=0.75).toarray()
+    assert np.allclose(result, expected)
+    swapped = np.power(counts.sum(1), 0.75)  # the word marginal smoothed instead: a different matrix
+    wrong = np.zeros_like(counts)
+    for i, j in zip(*np.nonzero(counts)):
+        wrong[i, j] = max(0.0, math.log(counts[i, j] / total / (swapped[i] / swapped.sum() * counts[:, j].sum() / total)))
+    assert not np.allclose(result, wrong)
 
 
 def test_svd_vectors_reconstruct_a_symmetric_matrix_and_are_seeded():

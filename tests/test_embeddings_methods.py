@@ -37,6 +37,18 @@ def test_methods_give_every_frequent_word_a_vector_reproducibly_from_the_seed(me
         assert not np.allclose(first.vectors, other.vectors)
 
 
+@pytest.mark.parametrize("method", [
+    PpmiSvd(dim=3, window=2, min_count=3), GloveMethod(dim=3, window=2, min_count=3, epochs=1),
+    Word2VecMethod(skipgram=True, dim=3, window=2, min_count=3, epochs=1),
+    FastTextMethod(skipgram=True, dim=3, window=2, min_count=3, epochs=1),
+], ids=lambda m: m.name)
+def test_every_method_keeps_the_same_words_at_a_min_count(method):
+    """Words seen once or twice fall under min_count=3 in every method, so the benchmarks score the same pairs."""
+    sentences = SENTENCES + [["zebra", "sat"], ["yak", "ran"], ["yak", "sat"], ["newt", "ran"]] * 1 + [["newt"]] * 2
+    kept = set(method.train(sentences, 1).key_to_index)
+    assert kept == {"the", "cat", "sat", "on", "mat", "dog", "rug", "a", "and", "ran", "newt"}  # newt: 3 times
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="method.window"):
         PpmiSvd(window=0)
