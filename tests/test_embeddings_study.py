@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from analysis.embeddings_report import markdown, embeddings_table, write_embeddings_report
+from analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
 from analysis.findings import StudyRuns, values
 from analysis.findings_report import findings_table
 from common.config import compose_config
