@@ -183,9 +183,10 @@ def exact_chain_rule_nll(model: Transformer, blocks: Tensor, eod_id: int, batch_
     return LikelihoodResult("exact", value, blocks.shape[0], nll.numel(), without_eod, int((~keep).sum()), stderr)
 
 
-def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256) -> MaskedScorer:
+def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256, offset: int = 0) -> MaskedScorer:
     """The checkpoint's conditionals at masked positions, [MASK] out of the support, bidirectional attention.
-    The vocabulary projection runs only at the masked positions."""
+    `offset` (Objective.masked_prediction_offset): a masked token at i is read from the state at i - offset
+    (GPT-BERT's masked next-token prediction: 1). The vocabulary projection runs only where a token is read."""
     device = next(model.parameters()).device
 
     @torch.no_grad()
@@ -195,14 +196,24 @@ def model_masked_scorer(model: Transformer, mask_id: int, batch_size: int = 256)
             ids, where = blocks[start:start + batch_size].to(device), masked[start:start + batch_size].to(device)
             if not where.any():
                 continue
-            states = model(ids.masked_fill(where, mask_id), attention=BIDIRECTIONAL, output_mask=where)
+            states = model(ids.masked_fill(where, mask_id), attention=BIDIRECTIONAL, output_mask=read_at(where, offset))
             part = torch.zeros(where.shape, dtype=torch.float64, device=device)
-            # states come back in row-major order of `where`, as ids[where] lists the targets
+            # states come back in row-major order of the rows read, as ids[where] lists the targets
             part[where] = row_nll(model, states, ids[where], excluded=mask_id).double()
             nll[start:start + batch_size] = part.cpu()
         return nll
 
     return score
+
+
+def read_at(where: Tensor, offset: int) -> Tensor:
+    """(B, T) bool: the positions whose states predict the tokens at `where`, `offset` places before them (same
+    row-major order). A position with nothing `offset` before it cannot be read: refused."""
+    if offset == 0:
+        return where
+    if bool(where[:, :offset].any()):
+        raise ValueError(f"a token in the first {offset} position(s) has no state {offset} before it to be read from")
+    return torch.cat([where[:, offset:], torch.zeros_like(where[:, :offset])], dim=1)
 
 
 def random_subsets(targets: Tensor, sizes: Tensor, generator: torch.Generator) -> Tensor:

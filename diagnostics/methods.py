@@ -88,4 +88,8 @@ def scoring_method(objective: type[Objective]) -> ScoringMethod:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, which the "
                          f"diagnostics do not implement ({sorted(METHODS)}); add its ScoringMethod to "
                          "diagnostics/methods.py")
+    if method.name == "conditionals" and objective.masked_prediction_offset:
+        raise ValueError(f"{objective.__name__} predicts a masked token {objective.masked_prediction_offset} place(s) "
+                         "before it; the MLM joint constructions read it in place. Score it by the chain rule, or "
+                         "zero-shot (zeroshot.py), which reads it where it was trained")
     return method

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -15,7 +15,23 @@ from models.attention import CAUSAL, Attention
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
-__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "mean_or_zero", "summed_token_nll", "target_positions"]
+__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "TrainingProgress", "mean_or_zero", "summed_token_nll",
+           "target_positions"]
+
+
+@dataclass(frozen=True)
+class TrainingProgress:
+    """How far a run has got through its token budget before a training step: what a schedule inside an
+    objective (GPT-BERT's mask rate) or a change of objective (phases) is a function of. Both counts are input
+    tokens summed over ranks (training.callbacks.TokenAccounting), restored from checkpoints, so a resumed run
+    sees the same progress at the same step."""
+
+    tokens_seen: int
+    total_tokens: int
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.tokens_seen / self.total_tokens)
 
 
 @dataclass
@@ -84,6 +100,13 @@ class Objective(nn.Module, ABC):
     left_to_right_reader: ClassVar[str] = "causal"
     # The paper the objective follows, for exported model cards (interchange.card).
     reference: ClassVar[str] = ""
+    # Where the token at a masked position i is predicted: from the state at i - offset. 0 for BERT's MLM; 1 for
+    # GPT-BERT's masked next-token prediction, whose masked token is read where a causal LM reads its next token.
+    # Pseudo-likelihood and the any-order bound read a checkpoint's conditionals there (zeroshot.scoring).
+    masked_prediction_offset: ClassVar[int] = 0
+    # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
+    # total is known in advance (train.py refuses a run without one).
+    needs_progress: ClassVar[bool] = False
 
     def attention(self, batch: Batch) -> Attention:
         """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw."""
@@ -98,6 +121,23 @@ class Objective(nn.Module, ABC):
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         """Receive corpus statistics (special ids, unigram counts) once the tokenizer exists."""
+
+    def set_progress(self, progress: TrainingProgress | None) -> None:
+        """Called before every training step with the run's progress, and with None before validation: an
+        objective with a schedule then uses its end-of-training setting, so val/loss compares across checkpoints
+        of one run. A no-op for objectives without one."""
+
+    def budget_marks(self, total_tokens: int) -> dict[str, int]:
+        """Input-token counts at which the objective changes what it trains (a phased objective's phase starts),
+        for the run's summary; none for most objectives."""
+        return {}
+
+    @classmethod
+    def downstream(cls, config: dict[str, Any]) -> type[Objective]:
+        """The class whose attributes say how a checkpoint trained with `config` (this class's config, with its
+        `_target_`) is fine-tuned, scored, sampled and exported. The class itself, except for objectives made of
+        other objectives (objectives.phased: the last phase's)."""
+        return cls
 
     @abstractmethod
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:

@@ -88,10 +88,12 @@ class MaskedLM(Objective):
         self.last_replaceable_id = int(torch.nonzero(weights).max())
         self.mask_id = vocab.mask_id
 
-    def select(self, input_ids: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """(B, T) bool: the positions to predict, each independently with probability mask_rate (special tokens
-        are dropped afterwards). GPT-BERT's span masking overrides this (objectives.hybrid)."""
-        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < self.mask_rate
+    def select(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
+        """(selected, units): the positions to predict, each independently with probability mask_rate (special
+        tokens are dropped afterwards), and no corruption units (each position draws its own mask / random / keep).
+        GPT-BERT's span masking overrides this (objectives.masked_next_token): `units` (B, T) then gives, per
+        position, the position whose draw decides its corruption (its span's first)."""
+        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < self.mask_rate, None
 
     def corrupt(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """Return (corrupted inputs, labels): labels hold the original token at selected positions and
@@ -99,8 +101,11 @@ class MaskedLM(Objective):
         if self.mask_id is None:
             raise RuntimeError("MaskedLM.set_vocabulary must be called before corrupting inputs")
         shape, device = input_ids.shape, input_ids.device
-        selected = self.select(input_ids, generator) & ~self.is_special[input_ids]
+        selected, units = self.select(input_ids, generator)
+        selected = selected & ~self.is_special[input_ids]
         action = torch.rand(shape, generator=generator, device=device)
+        if units is not None:  # one draw per span: its positions are all masked, all random or all kept
+            action = action.gather(1, units)
         to_mask = selected & (action < self.mask_prob)
         to_random = selected & (action >= self.mask_prob) & (action < self.mask_prob + self.random_prob)
         # Inverse-CDF sampling keeps the draw on the device; special tokens have zero mass.

@@ -18,6 +18,7 @@ from diagnostics.tables import pseudo_log_likelihood
 from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.ar import AutoregressiveLM
+from objectives.hybrid import HybridLM
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
 from objectives.plm import PermutationLM
@@ -199,3 +200,24 @@ def test_the_bound_of_a_continuation_masks_only_the_continuation(model):
 def test_an_encoded_sentence_needs_a_target_after_its_context():
     with pytest.raises(ValueError, match="at least one target"):
         EncodedSentence((2, 6, 7), (-1, 0, 1), first_target=3)
+
+
+def test_a_masked_next_token_checkpoint_is_read_one_position_before_the_masked_token(model):
+    """GPT-BERT's PLL: mask token t alone, read log q(x_t) at position t - 1 (a loop over positions; [MASK] stays in
+    the PLL's support, as training leaves it there; the bound always takes it out)."""
+    got = SentenceScorer(model, HybridLM, MASK_ID, tokens_per_pass=7).score(SENTENCES, "pll", progress=False)
+    for k, s in enumerate(SENTENCES):
+        ids = torch.tensor(s.ids)
+        expected = 0.0
+        for t in range(1, len(ids)):
+            with torch.no_grad():
+                states = model(ids.masked_fill(torch.arange(len(ids)) == t, MASK_ID)[None], attention=BIDIRECTIONAL)
+                logits = model.logits(states)[0, t - 1].float()
+            expected += float(logits.log_softmax(-1)[ids[t]])
+        assert got.log_prob[k] == pytest.approx(expected, abs=1e-5)
+    # the bound reads there too: one token, one masked set, read at [CLS]
+    bound = SentenceScorer(model, HybridLM, MASK_ID).score([sentence(7)], "bound", progress=False)
+    with torch.no_grad():
+        logits = model.logits(model(torch.tensor([[2, MASK_ID]]), attention=BIDIRECTIONAL))[0, 0].float()
+    logits[MASK_ID] = float("-inf")
+    assert bound.log_prob[0] == pytest.approx(float(logits.log_softmax(-1)[7]), abs=1e-5)

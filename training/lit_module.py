@@ -21,8 +21,8 @@ from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig, Transformer
 from models.flops import TRAINING_PASSES
-from objectives.base import Batch, Objective
-from training.callbacks import logs_this_step
+from objectives.base import Batch, Objective, TrainingProgress
+from training.callbacks import TokenAccounting, logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
 
 DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
@@ -36,13 +36,14 @@ class NonFiniteLossError(RuntimeError):
 class PretrainModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
                  compile_backbone: bool = False, nonfinite_loss: str = "stop",
-                 built_objective: Objective | None = None) -> None:
+                 built_objective: Objective | None = None, init_from: list[dict[str, Any]] | None = None) -> None:
         """`objective` is the objective's config (with its `_target_`), kept in the checkpoint's hyperparameters;
         `built_objective`, if given, is that objective already built (train.py builds it to check the config
         before any data is read; an objective is built once per run), else it is built here.
         `nonfinite_loss` (checked in training.validate): "stop" raises NonFiniteLossError at a NaN/inf training
         loss; "skip" leaves the weights alone for that batch (no backward, no update; the step still counts)
-        and counts it in train/skipped_batches."""
+        and counts it in train/skipped_batches. `init_from`: the lineage of a continued run (training.init_from),
+        kept with the hyperparameters so every checkpoint and the TensorBoard run record the chain."""
         super().__init__()
         self.save_hyperparameters(ignore=["built_objective"])
         self.model = Transformer(ModelConfig(**model))
@@ -60,6 +61,9 @@ class PretrainModule(L.LightningModule):
         self.last_finite_loss: float | None = None
         # The steps the learning-rate schedule spans, when the run's step cap is not them (a FLOPs budget).
         self.schedule_steps: int | None = None
+        # The input tokens the run's budget spans (train.py), what an objective's schedule or phases are shares of.
+        self.budget_tokens: int | None = None
+        self.token_accounting: TokenAccounting | None = None
 
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -92,6 +96,19 @@ class PretrainModule(L.LightningModule):
             checkpoint.setdefault(DATAMODULE_STATE, dict(checkpoint["data_position"]))
         self.skipped_batches = int(checkpoint.get("skipped_batches", 0))
 
+    def on_train_start(self) -> None:
+        # The tokens seen so far live in the TokenAccounting callback, restored from a checkpoint before this hook.
+        self.token_accounting = next((c for c in self.trainer.callbacks if isinstance(c, TokenAccounting)), None)
+        if self.objective.needs_progress and (self.token_accounting is None or not self.budget_tokens):
+            raise ValueError(f"{type(self.objective).__name__} follows the token budget (phases or a mask-rate "
+                             "schedule): give max_tokens=... (or data_epochs=..., or trainer.max_steps with "
+                             "max_tokens=null), not a FLOPs budget")
+
+    def progress(self) -> TrainingProgress | None:
+        if self.token_accounting is None or not self.budget_tokens:
+            return None
+        return TrainingProgress(self.token_accounting.tokens_seen, self.budget_tokens)
+
     # -- steps ------------------------------------------------------------------------------------------
     def corruption_generator(self, stream: int, *indices: int) -> torch.Generator:
         """A generator on the model's device seeded from (run seed, stream, indices, rank): the same batch
@@ -102,6 +119,8 @@ class PretrainModule(L.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor] | None:
         seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
         generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
+        if self.objective.needs_progress:
+            self.objective.set_progress(self.progress())
         out = self.objective.loss(batch, self.model, generator)
         loss_value = float(out.loss.detach())
         if not math.isfinite(loss_value) and self.hparams.nonfinite_loss == "skip":
@@ -126,6 +145,9 @@ class PretrainModule(L.LightningModule):
                 self.log(f"train/{name}", value)
         return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred,
                 "flops": TRAINING_PASSES * out.forward_flops}
+
+    def on_validation_epoch_start(self) -> None:
+        self.objective.set_progress(None)  # an objective with a schedule validates at its end-of-training setting
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_CORRUPTION, batch_idx))

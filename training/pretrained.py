@@ -66,8 +66,8 @@ def load_pretrained(path: str | Path) -> Pretrained:
 
 
 def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:
-    """The class a checkpoint's objective config names: its class attributes say how the backbone attends,
-    so nothing is built (no NSP head) to read them."""
+    """The class whose attributes say how a checkpoint's backbone attends and is scored: the class its objective
+    config names, or, for an objective made of others, the one it answers as. Nothing is built (no NSP head)."""
     try:
         cls = get_class(str(config.get("_target_")))
     except Exception as err:  # a class renamed or removed since the checkpoint was written
@@ -75,4 +75,4 @@ def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:
                          "armlm version that wrote the checkpoint") from err
     if not (isinstance(cls, type) and issubclass(cls, Objective)):
         raise ValueError(f"{origin}: objective {config.get('_target_')!r} is not an armlm objective")
-    return cls
+    return cls.downstream(config)  # an objective of phases answers as its last phase (Objective.downstream)

@@ -125,6 +125,7 @@ class SentenceScorer:
         # `exact` and PLL read the model as training normalised it: over the vocabulary with [MASK] unless the
         # objective takes it out of the softmax. The bound always leaves [MASK] out (the spec's q).
         self.excluded = None if objective.mask_in_support else mask_id
+        self.offset = objective.masked_prediction_offset  # where its masked conditionals are read (GPT-BERT: i - 1)
         self.device = next(model.parameters()).device
 
     @property
@@ -186,7 +187,7 @@ class SentenceScorer:
             part = slice(start, start + step)
             row_ids = rows[part].to(self.device)
             where = torch.zeros_like(row_ids, dtype=torch.bool)
-            where[torch.arange(len(row_ids)), read[part]] = True
+            where[torch.arange(len(row_ids)), read[part] - self.offset] = True
             states = self.model(row_ids.masked_fill(masked[part].to(self.device), self.mask_id),
                                 attention=BIDIRECTIONAL, output_mask=where)
             targets = row_ids[torch.arange(len(row_ids)), read[part]]
@@ -204,7 +205,8 @@ class SentenceScorer:
         sizes = torch.arange(1, targets_per_row + 1).repeat(n)
         row_targets = torch.ones_like(rows, dtype=torch.bool)
         row_targets[:, :first] = False
-        score = model_masked_scorer(self.model, self.mask_id, batch_size=self._rows_per_pass(length))
+        score = model_masked_scorer(self.model, self.mask_id, batch_size=self._rows_per_pass(length),
+                                    offset=self.offset)
         # Each sentence's masked sets come from a generator seeded by the sentence itself, so its score does not
         # depend on what else is scored with it (the good and the bad sentence of a pair, a harness's requests).
         generators = [torch.Generator().manual_seed(self.seed * 1_000_003 + zlib.crc32(row.numpy().tobytes()))
