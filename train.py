@@ -30,6 +30,7 @@ from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
 from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
+from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from training.lit_module import NonFiniteLossError, PretrainModule
 from training.setup import (
     build,
@@ -60,6 +61,9 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     if cfg.get("pretrained") or cfg.get("vectors"):
         raise ValueError("pretrained= and vectors= are for fine-tuning: add task=<name> (cola, sst2, ..., conll2003)")
+    if objective.needs_progress and cfg.get("max_flops") is not None:
+        raise ValueError(f"{type(objective).__name__} follows the token budget (phases or a mask-rate schedule), "
+                         "which a FLOPs budget does not fix in advance; give max_tokens=... instead of max_flops")
     if cfg.ckpt_path:
         check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
     return objective, model_config
@@ -94,6 +98,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")  # builds any missing cache; the tokenizer decides the vocabulary size
     model_config.vocab_size = datamodule.vocabulary.size
+    lineage, parent = (parent_lineage(cfg.init_from, model_config, datamodule.tokenizer_json)
+                       if cfg.get("init_from") else ([], None))
     module = PretrainModule(
         model=asdict(model_config),
         objective=OmegaConf.to_container(cfg.objective, resolve=True),
@@ -102,7 +108,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         compile_backbone=bool(cfg.model.get("compile", False)),
         nonfinite_loss=cfg.nonfinite_loss,
         built_objective=objective,
+        init_from=lineage or None,
     )
+    if parent is not None and not cfg.ckpt_path:  # a resumed continuation has its own weights in its checkpoint
+        load_parent_backbone(module.model, parent)
+        log.info("continuing from %s (%s, %d input tokens; %d in its whole chain)", parent, lineage[-1]["objective"],
+                 lineage[-1]["tokens"], lineage_tokens(lineage))
     max_flops = cfg.get("max_flops")
     tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
     best_and_last = checkpoints(out, best_by="val/loss")
@@ -121,6 +132,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "steps": trainer.global_step,
         "tokens_seen": tokens.tokens_seen,
         "pred_tokens_seen": tokens.pred_tokens_seen,
+        # a continued run (init_from=): its ancestors, oldest first, and the input tokens of the whole chain
+        "init_from": lineage,
+        "chain_tokens_seen": lineage_tokens(lineage) + tokens.tokens_seen,
+        # where the objective changes what it trains (a phased objective's phase starts), in input tokens
+        "budget_marks": module.objective.budget_marks(module.budget_tokens) if module.budget_tokens else {},
         "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
         # a FLOPs budget's estimate of one step's training FLOPs, which set the schedule's length (else None)
         "flops_per_step_estimate": flops_per_step_estimate,
@@ -148,9 +164,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "metrics": metrics,
     }
     write_result(trainer, out / "summary.json", summary)
-    log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s",
+    log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s; run folder %s",
              summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
-             summary["tokens_seen"], summary["wall_seconds"])
+             summary["tokens_seen"], summary["wall_seconds"], out)
     return summary
 
 
@@ -168,6 +184,9 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
     if tokens.max_tokens:
         steps = steps_for_tokens(tokens.max_tokens, sequences_per_step * datamodule.block_size)
         trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
+        module.budget_tokens = int(tokens.max_tokens)
+    elif not cfg.get("max_flops") and cap < math.inf:  # a step budget: the positions its steps hold
+        module.budget_tokens = int(cap * sequences_per_step * datamodule.block_size)
     elif cfg.get("max_flops"):
         module.objective.set_vocabulary(datamodule.vocabulary)
         # Under the trainer's precision: bf16 on a CPU attends with another kernel (models.attention), counted apart.

@@ -30,7 +30,7 @@ from training.validate import check_finetune_settings
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
 PRETRAINING_GROUPS = ("objective", "model", "data", "max_tokens", "max_flops", "data_epochs", "optim", "save_at_tokens",
-                      "nonfinite_loss")
+                      "nonfinite_loss", "init_from")
 # Trainer settings a fine-tuning run fixes itself (one validation per epoch, on the whole dev split), with the
 # setting that does the job instead. Every other trainer.* setting is honoured (trainer.max_steps included).
 FIXED_TRAINER_SETTINGS = {
