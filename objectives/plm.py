@@ -1,15 +1,18 @@
 """XLNet's permutation LM (Yang et al. 2019) with two-stream attention on the shared backbone, segment recurrence
 left out.
 
-Per row a random order of the positions after [CLS] ([CLS] first, padding last). The content stream is the
-ordinary backbone run: position i attends to the content of positions up to and including itself in the
-order. The query stream has a row per predicted position z: its input is a learned start vector w at z's
+Per row, 1/K of the positions after [CLS] are predicted (partial prediction, XLNet's K = 6), chosen as XLNet's
+released code chooses them: n-gram spans (`targets=spans`), or a uniformly random set (`targets=tokens`). The
+predicted positions come in a random order after every other position; as in XLNet's released `_local_perm`, the
+positions not predicted ([CLS] with them) share the first place, so they see each other and never a target
+(`non_targets=bidirectional`), or keep strict places of their own in the random order (`non_targets=ordered`,
+the paper's description and armlm's earlier default). The content stream is the ordinary backbone run: position i
+attends to the content of positions up to and including itself in the order. The query stream has a row per predicted position z: its input is a learned start vector w at z's
 position, and it attends to the content of the positions before z in the order, never to z's own token.
 Both streams run in one backbone call: the query rows are appended to the block with their positions given
 per row (`position_ids`) and an explicit mask; no row attends to a query row, so the content stream is exactly
 what it would be alone, and the layer-by-layer keys and values the query rows read are the content stream's.
-Only the last 1/K of each order is predicted (partial prediction, XLNet's K = 6), and only those rows get a
-query row, so the extra cost is about T/K rows. The start vector w is the [MASK] token's embedding: PLM never
+Only the predicted positions get a query row, so the extra cost is about T/K rows. The start vector w is the [MASK] token's embedding: PLM never
 puts [MASK] in its inputs or predicts it, so that row of the tied embedding is free, and checkpoints need no
 parameter beyond the backbone's. Fine-tuning runs the content stream with bidirectional attention, as XLNet
 does; the chain-rule scores and sampling use the query stream in the identity order (`next_token_states`).
@@ -26,6 +29,9 @@ from common.vocabulary import Vocabulary
 from models.attention import Attention
 from models.backbone import Transformer
 from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
+
+TARGET_CHOICES = ("spans", "tokens")
+NON_TARGET_CHOICES = ("bidirectional", "ordered")
 
 
 class TwoStreamInputs:
@@ -76,40 +82,102 @@ class PermutationLM(Objective):
     mask_in_support = False  # [MASK] is the query start vector, out of the softmax in training
     left_to_right_reader = "query_stream"
 
-    def __init__(self, partial_k: int = 6) -> None:
+    def __init__(self, partial_k: int = 6, targets: str = "spans", non_targets: str = "bidirectional",
+                 max_span: int = 5, span_context: int = 6) -> None:
         super().__init__()
         if isinstance(partial_k, bool) or not isinstance(partial_k, int) or partial_k < 1:
-            raise ValueError(f"objective.partial_k={partial_k!r} must be an integer >= 1: the last 1/K of each "
-                             "order is predicted (XLNet: 6 or 7; 1 predicts every token)")
-        self.partial_k = partial_k
+            raise ValueError(f"objective.partial_k={partial_k!r} must be an integer >= 1: 1/K of each row's tokens is "
+                             "predicted (XLNet: 6 or 7; 1 predicts every token)")
+        if targets not in TARGET_CHOICES:
+            raise ValueError(f"objective.targets={targets!r}; choose one of {TARGET_CHOICES}")
+        if non_targets not in NON_TARGET_CHOICES:
+            raise ValueError(f"objective.non_targets={non_targets!r}; choose one of {NON_TARGET_CHOICES}")
+        for name, value in (("max_span", max_span), ("span_context", span_context)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"objective.{name}={value!r} must be a positive integer")
+        self.partial_k, self.targets, self.non_targets = partial_k, targets, non_targets
+        self.max_span, self.span_context = max_span, span_context
         self.start_id: int | None = None
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         self.start_id = vocab.mask_id
 
-    def ranks(self, batch: Batch, generator: torch.Generator | None = None) -> Tensor:
+    def target_count(self, batch: Batch) -> Tensor:
+        """(B, 1): round(n / K) of each row's n targets, at least one."""
+        n = target_positions(batch["input_ids"], batch.get("attention_mask")).sum(1, keepdim=True)
+        return torch.clamp(torch.floor(n / self.partial_k + 0.5), min=1).long()
+
+    def ranks(self, batch: Batch, generator: torch.Generator | None = None, after: Tensor | None = None) -> Tensor:
         """(B, T) each position's place in a uniformly random order of the row's targets, [CLS] first (rank 0)
-        and padding after every real token."""
+        and padding after every real token; with `after` ((B, T) bool), those positions after all the others."""
         input_ids = batch["input_ids"]
         targets = target_positions(input_ids, batch.get("attention_mask"))
         keys = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-        keys = torch.where(targets, keys, torch.full_like(keys, 2.0))
+        if after is not None:
+            keys = keys + after
+        keys = torch.where(targets, keys, torch.full_like(keys, 3.0))
         keys[:, 0] = -1.0
         return keys.argsort(dim=1).argsort(dim=1)
 
     def predicted(self, batch: Batch, ranks: Tensor) -> Tensor:
         """(B, T) bool: the last round(n / K) of each row's n targets in its order (at least one)."""
         n = target_positions(batch["input_ids"], batch.get("attention_mask")).sum(1, keepdim=True)
-        count = torch.clamp(torch.floor(n / self.partial_k + 0.5), min=1).long()
-        return (ranks > n - count) & (ranks <= n)  # targets hold ranks 1..n
+        return (ranks > n - self.target_count(batch)) & (ranks <= n)  # targets hold ranks 1..n
+
+    def span_targets(self, batch: Batch, generator: torch.Generator | None = None) -> Tensor:
+        """(B, T) bool: XLNet's `_sample_mask` (data_utils.py), every row at once: from the row's start, draw an
+        n-gram length n in 1..max_span with p(n) ~ 1/n, a context of n x span_context positions (mask_alpha / mask_beta
+        = 6) split at random around it, and predict the n positions inside, until round(n / K) are chosen or the
+        row ends; then single random positions make up the count. Spans start at any token (XLNet aligns them to
+        SentencePiece word starts, which an objective that never sees the tokenizer cannot)."""
+        input_ids = batch["input_ids"]
+        device, (rows, length) = input_ids.device, input_ids.shape
+        targets = target_positions(input_ids, batch.get("attention_mask"))
+        goal = self.target_count(batch).squeeze(1)
+        last = targets.long().cumsum(1).argmax(1)  # each row's last target position
+        grams = torch.arange(1, self.max_span + 1, device=device)
+        weights = (1.0 / grams).expand(rows, -1)
+        positions = torch.arange(length, device=device)
+        chosen = torch.zeros_like(targets)
+        count = torch.zeros(rows, dtype=torch.long, device=device)
+        cursor = torch.ones(rows, dtype=torch.long, device=device)  # position 0 is [CLS]
+        active = torch.ones(rows, dtype=torch.bool, device=device)
+        while bool(active.any()):
+            n = grams[torch.multinomial(weights, 1, generator=generator).squeeze(1)].minimum(goal - count)
+            context = n * self.span_context
+            left = (torch.rand(rows, generator=generator, device=device) * context).long()
+            begin, end = cursor + left, cursor + left + n
+            fits = active & (count < goal) & (end <= last + 1)
+            chosen |= fits[:, None] & (positions >= begin[:, None]) & (positions < end[:, None])
+            count += torch.where(fits, n, 0)
+            cursor, active = end + context - left, fits
+        keys = torch.rand(input_ids.shape, generator=generator, device=device).masked_fill(chosen | ~targets, 2.0)
+        return chosen | (keys.argsort(1).argsort(1) < (goal - count)[:, None])
+
+    def orders(self, batch: Batch, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """(ranks, predicted) for a batch. targets=tokens: the last 1/K of a uniformly random order (a uniformly
+        random set); spans: `span_targets`, ordered at random after every other position. non_targets=bidirectional
+        (XLNet's released `_local_perm`): every position that is not predicted, [CLS] with them, shares rank 0, so
+        they see each other and no target; ordered: they keep their places in the random order."""
+        if self.targets == "tokens":
+            ranks = self.ranks(batch, generator)
+            predicted = self.predicted(batch, ranks)
+        else:
+            predicted = self.span_targets(batch, generator)
+            ranks = self.ranks(batch, generator, after=predicted)
+        if self.non_targets == "bidirectional":
+            real = target_positions(batch["input_ids"], batch.get("attention_mask"))
+            real[:, 0] = True
+            ranks = torch.where(predicted | ~real, ranks, torch.zeros_like(ranks))
+        return ranks, predicted
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         if self.start_id is None:
             raise RuntimeError("PermutationLM.set_vocabulary must be called before its loss")
         if batch.get("token_type_ids") is not None and bool(batch["token_type_ids"].any()):
             raise ValueError("objective=plm takes packed blocks without segment types (input_format=blocks)")
-        ranks = self.ranks(batch, generator)
-        streams = TwoStreamInputs(batch["input_ids"], ranks, self.predicted(batch, ranks), self.start_id)
+        ranks, predicted = self.orders(batch, generator)
+        streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id)
         states = streams.run(model)
         nll_sum = model.lm_nll(states, streams.targets, excluded=self.start_id)
         n_predicted = streams.valid.sum()

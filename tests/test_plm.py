@@ -31,6 +31,8 @@ class IdentityOrder(PermutationLM):
 
 
 def plm(cls=PermutationLM, **kw):
+    """Strict order and uniformly random targets unless asked otherwise: what the order oracles below are about."""
+    kw = {"targets": "tokens", "non_targets": "ordered", **kw}
     objective = cls(**kw)
     objective.start_id = MASK
     return objective
@@ -179,6 +181,75 @@ def test_orders_put_cls_first_padding_last_and_predict_the_last_share():
     assert float(share.min()) > 0.08 and float(share.max()) < 0.25
 
 
-def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="partial_k"):
-        PermutationLM(partial_k=0)
+@pytest.mark.parametrize("kw,match", [({"partial_k": 0}, "partial_k"), ({"targets": "words"}, "targets"),
+                                      ({"non_targets": "causal"}, "non_targets"), ({"max_span": 0}, "max_span")])
+def test_bad_settings_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        PermutationLM(**kw)
+
+
+def released(**kw):
+    return plm(targets="spans", non_targets="bidirectional", **kw)
+
+
+def test_released_xlnet_predicts_spans_of_one_to_five_with_weights_one_over_n():
+    ids = blocks(rows=3000, length=64)
+    objective = released(partial_k=6)
+    ranks, predicted = objective.orders({"input_ids": ids}, torch.Generator().manual_seed(0))
+    assert predicted.sum(1).tolist() == [11] * 3000 and not predicted[:, 0].any()  # floor(63 / 6 + 0.5)
+    lengths = []
+    for row in predicted[:400].tolist():
+        run = 0
+        for hit in [*row, False]:
+            if hit:
+                run += 1
+            elif run:
+                lengths.append(run)
+                run = 0
+    counts = torch.bincount(torch.tensor(lengths), minlength=6)[1:6].float()
+    # 1/n weights, cut where the row's count runs out, then topped up with single tokens: the shares fall with n
+    assert bool((counts[:-1] > counts[1:]).all()), counts
+    assert float(counts[2] / counts[0]) < 0.5 and int(counts[4]) > 0
+    # the predicted positions come after every other, in a random order among themselves; the others share rank 0
+    assert bool((ranks[~predicted] == 0).all())
+    target_ranks = ranks[predicted].view(3000, -1).sort(1).values
+    assert bool((target_ranks > 0).all()) and bool((target_ranks.diff(dim=1) == 1).all())
+
+
+def test_released_non_targets_see_each_other_and_never_a_target():
+    """Change one position; a non-target's content state changes iff the position is another non-target (or
+    itself); a target's query never depends on its own token or on a later target."""
+    m, ids = model(), blocks(rows=1, length=14)
+    objective = released(partial_k=3)
+    ranks, predicted = objective.orders({"input_ids": ids}, torch.Generator().manual_seed(5))
+    streams = TwoStreamInputs(ids, ranks, predicted, MASK)
+    base = m(streams.input_ids, attention=streams.attention, position_ids=streams.position_ids)[0]
+    t = ids.shape[1]
+    query_of = {int(z): t + k for k, z in enumerate(streams.query_positions[0])}
+    for changed_pos in range(1, t):
+        changed = other_token(ids, 0, changed_pos)
+        again = TwoStreamInputs(changed, ranks, predicted, MASK)
+        out = m(again.input_ids, attention=again.attention, position_ids=again.position_ids)[0]
+        for i in range(1, t):
+            if not predicted[0, i]:  # a non-target sees every non-target and no target
+                if predicted[0, changed_pos]:
+                    torch.testing.assert_close(out[i], base[i])
+                else:
+                    assert not torch.allclose(out[i], base[i])
+        for z, row in query_of.items():
+            later_or_own = predicted[0, changed_pos] and int(ranks[0, changed_pos]) >= int(ranks[0, z])
+            if later_or_own:
+                torch.testing.assert_close(out[row], base[row])
+            else:
+                assert not torch.allclose(out[row], base[row])
+
+
+def test_the_released_query_stream_is_xlnets_two_stream_attention():
+    """The two-stream oracle with released orders (ties at rank 0 for the non-targets)."""
+    m, ids = model(), blocks(rows=1, length=12)
+    ranks, predicted = released(partial_k=2).orders({"input_ids": ids}, torch.Generator().manual_seed(3))
+    streams = TwoStreamInputs(ids, ranks, predicted, MASK)
+    with torch.no_grad():
+        states = streams.run(m)
+        expected = torch.stack([two_stream_oracle(m, ids, ranks, int(z)) for z in streams.query_positions[0]])
+    torch.testing.assert_close(states, expected)
