@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -30,6 +31,7 @@ from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
 from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
+from training.disk_full import DiskFullError, disk_full_cause, disk_full_message
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from training.lit_module import NonFiniteLossError, PretrainModule
 from training.setup import (
@@ -40,7 +42,7 @@ from training.setup import (
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
 )
-from training.trainer import build_trainer, checkpoints, write_result
+from training.trainer import build_trainer, checkpoints, quiet_lightning, write_result
 from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
@@ -120,8 +122,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
-    log.info("model: %s, %.2fM parameters; objective %s; run folder %s", model_config,
-             module.model.num_parameters() / 1e6, type(module.objective).__name__, out)
+    log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
     fit_started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     fit_seconds = time.perf_counter() - fit_started
@@ -165,7 +166,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     }
     write_result(trainer, out / "summary.json", summary)
     log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s; run folder %s",
-             summary["val_loss"], datamodule.unigram_baseline, summary["val_ppl"], summary["steps"],
+             rounded(summary["val_loss"], 4), datamodule.unigram_baseline, rounded(summary["val_ppl"], 1), summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"], out)
     return summary
 
@@ -205,6 +206,30 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
     return None
 
 
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def log_plan(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule, datamodule: PretrainDataModule,
+             tokens: TokenAccounting, flops_per_step: float | None, out: Path) -> None:
+    """One line before training: the model, the objective, the budget and its steps, the training FLOPs a step
+    costs (armlm's count, models.flops; Lightning's summary cannot count them), and the run folder."""
+    sequences = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    if flops_per_step is None:
+        module.objective.set_vocabulary(datamodule.vocabulary)
+        with trainer.precision_plugin.forward_context():
+            flops_per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
+                                                 sequences, cfg.seed, batches=1)
+    steps = trainer.fit_loop.epoch_loop.max_steps
+    budget = (f"{tokens.max_tokens:,} input tokens" if tokens.max_tokens else
+              f"{float(cfg.max_flops):.3g} training FLOPs" if cfg.get("max_flops") else "the trainer's step cap")
+    config = module.model.config
+    log.info("model: %.2fM parameters (%d layers, d_model %d); objective %s; budget %s: %s steps of %d x %d tokens, "
+             "about %.3g training FLOPs each; run folder %s", module.model.num_parameters() / 1e6, config.n_layers,
+             config.d_model, type(module.objective).__name__, budget, steps if steps > 0 else "unbounded", sequences,
+             datamodule.block_size, flops_per_step, out)
+
+
 def run_kind(task: str | None, objective: str) -> str:
     """The run folder's group: outputs/<objective>/... for pretraining, outputs/finetune/<task>/... else."""
     return objective if task in (None, "None", "null") else f"finetune/{task}"
@@ -216,18 +241,26 @@ OmegaConf.register_new_resolver("armlm_run_kind", run_kind, replace=True)
 def pretrain_or_finetune(cfg: DictConfig) -> dict[str, Any]:
     """`python train.py ...`: fine-tune with task=..., pretrain otherwise."""
     resolve_last_checkpoint(cfg)
-    if cfg.get("task"):
-        check_overrides(list(HydraConfig.get().overrides.task))
-        return run_static_finetune(cfg) if cfg.get("vectors") else run_finetune(cfg)
-    return run(cfg)
+    overrides = list(HydraConfig.get().overrides.task)
+    try:
+        if cfg.get("task"):
+            check_overrides(overrides)
+            return run_static_finetune(cfg) if cfg.get("vectors") else run_finetune(cfg)
+        return run(cfg)
+    except Exception as err:
+        cause = disk_full_cause(err)
+        if cause is None:
+            raise
+        raise DiskFullError(errno.ENOSPC, disk_full_message(cause, Path(cfg.output_dir), overrides)) from None
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     keep_large_allocations_on_the_heap()
+    quiet_lightning()
     # Configuration and data errors, an unreachable hub, a NaN loss: one line naming the problem and the fix.
     run_or_exit(pretrain_or_finetune, cfg, log,
-                errors=(*CONFIG_ERRORS, ConnectionError, NonFiniteLossError, FloatingPointError))
+                errors=(*CONFIG_ERRORS, ConnectionError, NonFiniteLossError, FloatingPointError, DiskFullError))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def steps_for_tokens(max_tokens: int, tokens_per_step: int) -> int:
 
 
 def step_flops_estimate(objective: Objective, model: Transformer, loader: DataLoader, sequences_per_step: int,
-                        seed: int) -> float:
+                        seed: int, batches: int = PROBE_BATCHES) -> float:
     """Training FLOPs of one optimiser step of `sequences_per_step` sequences (all ranks, accumulation
     included), averaged over up to PROBE_BATCHES batches of `loader` (the validation batches: same blocks,
     same objective; training's data order is not touched). No gradients are taken."""
@@ -38,7 +38,7 @@ def step_flops_estimate(objective: Objective, model: Transformer, loader: DataLo
     generator = torch.Generator().manual_seed(derived_seed(seed, BUDGET_PROBE))
     with torch.no_grad():
         for index, batch in enumerate(loader):
-            if index == PROBE_BATCHES:
+            if index == batches:
                 break
             flops += objective.loss(batch, model, generator).forward_flops
             sequences += batch["input_ids"].shape[0]

@@ -5,18 +5,44 @@ way to write the run's result file."""
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from common.atomic import atomic_write_text
 from training.callbacks import ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
+
+
+class RunProgressBar(RichProgressBar):
+    """Lightning's rich bar, without its `Epoch 0/-2`: a budget in tokens runs with max_epochs=-1, so the bar names
+    the epoch alone (and `Epoch 1/3` where a number of epochs is set)."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        epochs = self.trainer.max_epochs
+        return f"Epoch {current_epoch}" + (f"/{epochs - 1}" if epochs is not None and epochs > 0 else "")
+
+
+class DropTips(logging.Filter):
+    """Lightning's advertisements ("💡 Tip: ... litlogger / litmodels"), which say nothing about the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith("💡 Tip")
+
+
+def quiet_lightning() -> None:
+    """Keep a run's output to what its user needs (progress, budget, where it wrote): no Lightning tips, and no
+    deprecation warning that Lightning's own code triggers inside torch (`LeafSpec`), which no setting fixes."""
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(DropTips())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
 def checkpoints(out: Path, best_by: str | None = None) -> ModelCheckpoint:
@@ -40,8 +66,9 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
     ValidateAtEnd so a run stopped by max_steps mid-epoch validates and checkpoints its last step),
     the `logger` group's loggers (tags shared by every objective), and AtomicCheckpointIO (a kill
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
+    bar = [RunProgressBar()] if trainer.get("enable_progress_bar", True) else []
     return instantiate(
-        trainer, default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd()],
+        trainer, default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
         logger=build_loggers(loggers, out) or False, plugins=[AtomicCheckpointIO()], **overrides,
     )
 

@@ -1,0 +1,38 @@
+"""What a pretraining run prints for its user: its plan (budget, steps, FLOPs per step, run folder), a progress bar
+without `Epoch 0/-2`, no Lightning tips, no `Total FLOPs: 0` summary, and a `done:` line naming the run folder."""
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+import train
+from tests.conftest import tiny_config
+from training.trainer import DropTips, RunProgressBar, quiet_lightning
+
+
+@pytest.mark.parametrize("max_epochs,description", [(-1, "Epoch 0"), (None, "Epoch 0"), (3, "Epoch 0/2")])
+def test_the_progress_bar_names_the_epoch_without_a_negative_total(max_epochs, description):
+    bar = RunProgressBar()
+    bar._trainer = SimpleNamespace(max_epochs=max_epochs)
+    assert bar._get_train_description(0) == description
+
+
+def test_lightning_tips_are_dropped_and_its_other_messages_kept():
+    tip = logging.LogRecord("lightning", logging.INFO, "", 0, "💡 Tip: For seamless cloud logging ...", None, None)
+    other = logging.LogRecord("lightning", logging.INFO, "", 0, "GPU available: False, used: False", None, None)
+    assert not DropTips().filter(tip) and DropTips().filter(other)
+
+
+@pytest.mark.slow
+def test_a_run_prints_its_plan_and_where_it_wrote(tmp_path, cache_dir, caplog, capfd):
+    quiet_lightning()
+    with caplog.at_level(logging.INFO, logger="armlm.train"):
+        train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "max_tokens=2048", "trainer.max_steps=-1"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "armlm.train"]
+    plan = next(line for line in lines if line.startswith("model:"))
+    assert "budget 2,048 input tokens: 8 steps of 8 x 32 tokens" in plan and "training FLOPs each" in plan
+    assert plan.endswith(f"run folder {tmp_path}")
+    assert next(line for line in lines if line.startswith("done:")).endswith(f"run folder {tmp_path}")
+    printed = capfd.readouterr()
+    assert "Total FLOPs" not in printed.out + printed.err and "LeafSpec" not in printed.out + printed.err
