@@ -30,8 +30,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -103,7 +103,10 @@ def build_objective(name: str, d_model: int) -> Objective:
     path = OBJECTIVE_CONFIGS / f"{name}.yaml"
     if not path.is_file():
         raise SystemExit(f"--objectives: no configs/objective/{name}.yaml; choose from {objective_names()}")
-    return instantiate(OmegaConf.create({"model": {"d_model": d_model}, "objective": OmegaConf.load(path)}).objective)
+    # Composed as train.py composes it: a curriculum or GPT-BERT's mixture nests other objective configs (defaults).
+    with initialize_config_dir(config_dir=str(OBJECTIVE_CONFIGS.parent), version_base="1.3"):
+        cfg = compose("train", overrides=[f"objective={name}", f"model.d_model={d_model}"])
+    return instantiate(cfg.objective)
 
 
 def synthetic_batch(objective: Objective, input_ids: Tensor, seed: int) -> dict[str, Tensor]:

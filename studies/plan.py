@@ -235,7 +235,8 @@ def plan(cfg: DictConfig) -> list[Stage]:
                                             base / "finetune" / folder, tuple(
                             [f"task={task}", f"pretrained={pretrained}", f"seed={finetune_seed}",
                              *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
-                             *_strings(study.get("finetune_settings")), *_strings(cfg.extra_finetune)]),
+                             *_strings(study.get("finetune_settings")),
+                             *_strings((study.get("task_settings") or {}).get(task)), *_strings(cfg.extra_finetune)]),
                             needs=(needs,)))
             # Pretraining arms are diagnosed unless they say not; an arm that reads another's checkpoint only
             # when it asks (diagnose: true), e.g. to score it in another context (diagnose_settings).

@@ -151,7 +151,7 @@ def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cac
     summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp"))
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True, map_location="cpu")
     hparams = checkpoint["hyper_parameters"]
-    assert type(hparams) is dict and all(type(v) in (dict, int, bool, str) for v in hparams.values())
+    assert type(hparams) is dict and all(type(v) in (dict, list, int, bool, str, type(None)) for v in hparams.values())
     assert hparams["objective"]["_target_"] == "objectives.mlm_nsp.MaskedLMWithNSP"
     assert "[MASK]" in checkpoint["tokenizer_json"]
     module = PretrainModule(**hparams)
