@@ -83,6 +83,15 @@ def test_a_zeroshot_section_scores_every_pretraining_arm_with_its_own_methods(tm
                                                                    f"root={tmp_path}")))
 
 
+def test_task_settings_apply_to_their_task_only_and_come_last(tmp_path):
+    cfg = study_config("study=curricula", "scale=cpu", "seeds=1", f"root={tmp_path}")
+    stages = {s.name: stage_config(s) for s in plan(cfg) if s.kind == "finetune" and s.arm == "ar_mlm_50"}
+    conll, sst2 = stages["ar_mlm_50/seed1 finetune conll2003-full"], stages["ar_mlm_50/seed1 finetune sst2-full"]
+    assert conll.task.data.max_train_examples is None and conll.task.epochs == 1
+    assert sst2.task.data.max_train_examples == 4000 and sst2.task.epochs == 2
+    assert conll.task.data.max_eval_examples is None and sst2.task.data.max_eval_examples is None
+
+
 def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
     cfg = study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget=1000000")
     stages = {s.name: s for s in plan(cfg)}
