@@ -8,7 +8,8 @@ the study's report (tables and figures under <root>/report).
         hydra/launcher=joblib hydra.launcher.n_jobs=4            # parallel; then rerun without -m
 
 Rerunning the same command skips stages whose results file exists and resumes interrupted ones from their
-last checkpoint. configs/study.yaml lists the settings; README "Studies" the cluster recipes.
+last checkpoint. With record=<folder> (committed beside the code), every finished unit's results are kept there
+and a fresh machine restores them instead of redoing them (studies/records.py). configs/study.yaml lists the settings; README "Studies" the cluster recipes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import logging
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import hydra
@@ -26,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.findings_report import check_registrations, write_findings
 from common.atomic import atomic_write_text
 from studies.plan import DONE_FILE, describe
+from studies.records import record_finished, restore_recorded
 from studies.runner import Outcome, check_root, run_stages
 
 log = logging.getLogger("armlm.study")
@@ -47,7 +50,15 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
     prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in DONE_FILE}
-    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run)
+    record = Path(cfg.record) if cfg.get("record") else None
+    restored: set = set()
+    if record is not None and not cfg.dry_run:
+        restored = restore_recorded(stages, root, record)
+        record_finished(stages, root, record)  # units finished before record= was given
+    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run,
+                          on_done=None if record is None else lambda _: record_finished(stages, root, record))
+    outcomes = [replace(o, status="restored", detail=f"from {record}") if o.stage in restored else o
+                for o in outcomes]
     log.info("\n%s", summarise(outcomes))
     if cfg.dry_run:
         return outcomes

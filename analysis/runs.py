@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from common.scalars import run_scalars
 
 # val_loss_kind says what val_loss averages (next_token for AR, masked_token for MLM): compare val_loss only
 # between runs of one kind.
@@ -34,15 +35,9 @@ def summary_table(runs: list[Path]) -> pd.DataFrame:
 
 
 def scalars(run: Path) -> pd.DataFrame:
-    """All scalar tags of a run as one frame indexed by step (one column per tag)."""
-    if not (run / "tensorboard").is_dir():
-        raise FileNotFoundError(f"{run} has no tensorboard/ folder: armlm's reports read TensorBoard; train with "
-                                "tensorboard among the loggers (the default, or 'logger=[tensorboard,csv]')")
-    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
-    events.Reload()
-    series = {tag: pd.Series({e.step: e.value for e in events.Scalars(tag)})
-              for tag in events.Tags()["scalars"]}
-    return pd.DataFrame(series).sort_index()
+    """All scalar tags of a run as one frame indexed by step (one column per tag): from its TensorBoard events,
+    or from the scalars.csv a study record keeps for a restored run."""
+    return run_scalars(run)
 
 
 def curve_by_steps(run: Path, tag: str) -> pd.Series:

@@ -57,7 +57,8 @@ def plan(cfg: DictConfig) -> list[Stage]:
                                     (f"method={arm.method}", f"seed={seed}", *shared)))
             else:
                 run = source / arm.checkpoint_arm / f"seed{seed}" / "pretrain"
-                reads, needs = [f"pretrained={run}"], (run / DONE_FILE["pretrain"],)
+                # the checkpoint too: a run restored from a study record has its summary but no weights
+                reads, needs = [f"pretrained={run}"], (run / DONE_FILE["pretrain"], run / "checkpoints" / "last.ckpt")
                 stages.append(Stage("embed", name, seed, "embed", base / "embed",
                                     (f"checkpoint={run}", f"seed={seed}", *shared), needs=needs))
                 stages.append(Stage("diagnose", name, seed, "diagnose", base / "diagnostics", (

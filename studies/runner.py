@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ UNSAFE_PATH_CHARS = set(" ,=[]{}()'\"\\$")
 @dataclass
 class Outcome:
     stage: Stage
-    status: str  # skipped (done before) | done | failed | waiting (an input stage is not done)
+    status: str  # skipped (done before) | restored (from the study's record) | done | failed | waiting (inputs)
     seconds: float = 0.0
     detail: str = ""
 
@@ -92,10 +93,12 @@ def launch(stage: Stage, prefix: dict[str, list[str]]) -> Outcome:
     return Outcome(stage, "failed", seconds, f"exit status {returncode}; see {logs}")
 
 
-def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, dry_run: bool = False) -> list[Outcome]:
+def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, dry_run: bool = False,
+               on_done: Callable[[Stage], object] | None = None) -> list[Outcome]:
     """Run every stage whose inputs are done, until none can start. Stages whose input stage failed, or
     lies outside this launch (arm=/seed= selections), are reported as waiting. `prefix` maps a stage kind
-    to the launcher put before its `python` (e.g. srun)."""
+    to the launcher put before its `python` (e.g. srun); `on_done` is called after each stage that finishes
+    (the study's record keeps finished units as they come)."""
     prefix = prefix or {}
     for stage in stages:
         check_record(stage)  # every mismatch is found before any work starts
@@ -117,6 +120,8 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
                     outcomes[stage] = launch(stage, prefix)
                     log.info("%s: %s (%.0f s) %s", stage.name, outcomes[stage].status, outcomes[stage].seconds,
                              outcomes[stage].detail)
+                    if on_done is not None and outcomes[stage].status == "done":
+                        on_done(stage)
             else:
                 continue
             progress = True

@@ -44,7 +44,8 @@ def test_static_arms_train_then_tag_and_checkpoint_arms_wait_for_the_other_study
             assert stage.needs == (tmp_path / "study" / "fasttext" / "seed2" / "embed" / "words.json",)
         if stage.arm == "mlm":
             run = source / "mlm" / "seed2" / "pretrain"
-            assert stage.needs == (run / "summary.json",)  # waits for the findings study's run of the same seed
+            # waits for the findings study's run of the same seed, and for its weights (a record keeps none)
+            assert stage.needs == (run / "summary.json", run / "checkpoints" / "last.ckpt")
             if stage.kind == "finetune":
                 assert config.pretrained == str(run) and config.finetune.mode == "features"
     mixes = [stage_config(s).finetune.features for s in stages if s.label == "finetune conll2003-mix"]

@@ -340,6 +340,17 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
     assert {p: p.stat().st_mtime_ns for p in done_files} == before
     assert time.perf_counter() - started < 60
 
+    # record=: the finished units kept without weights, then restored on a "fresh machine" (another root),
+    # whose report, learning curves included, reads as the original's
+    record = tmp_path / "record"
+    run_study(f"root={root}", f"record={record}", *study_settings)
+    assert set(statuses(root).values()) == {"skipped"} and not list(record.rglob("*.ckpt"))
+    fresh = tmp_path / "fresh"
+    run_study(f"root={fresh}", f"record={record}", *study_settings)
+    assert set(statuses(fresh).values()) == {"restored"}
+    assert (fresh / "report" / "downstream.csv").read_text() == downstream.replace(str(root), str(fresh))
+    assert (fresh / "report" / "learning_curves.png").stat().st_size > 10_000
+
     monkeypatch.setenv("ARMLM_STUDY", str(root))
     notebook = nbformat.read(REPO / "notebooks" / "study.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
