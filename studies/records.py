@@ -117,19 +117,19 @@ def _key(stage: Stage, root: Path) -> str:
 
 
 def record_finished(stages: list[Stage], root: Path, record: Path) -> list[str]:
-    """Copy every unit whose stages are all done into `record` (its stages not kept yet); returns the units'
-    names. The index is written after a unit's files, so an index entry always has its files."""
+    """Copy every unit whose stages are all done and not all kept into `record`, whole (a unit's kept stages
+    always come from one run of it); returns the units' names. The index is written after a unit's files, so an
+    index entry always has its files."""
     index = read_index(record)
     recorded = []
     for unit in units(stages):
-        missing = [stage for stage in unit if _key(stage, root) not in index]
-        if not missing or not all(stage.done_file.is_file() for stage in unit):
+        if all(_key(stage, root) in index for stage in unit) or not all(s.done_file.is_file() for s in unit):
             continue
-        for stage in missing:
+        for stage in unit:
             record_stage(stage, root, record)
         entry = {"unit": unit_name(unit), "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "code": armlm_commit(), "machine": _machine()}
-        index.update({_key(stage, root): entry for stage in missing})
+        index.update({_key(stage, root): entry for stage in unit})
         atomic_write_text(record / UNITS_FILE, json.dumps(index, indent=2, sort_keys=True))
         recorded.append(unit_name(unit))
         log.info("record: %s kept in %s", unit_name(unit), record)

@@ -22,6 +22,7 @@ TINY = ["--d-model", "32", "--n-layers", "2", "--n-heads", "2", "--d-ff", "64", 
         "--batch-size", "4", "--seq-len", "16", "--warmup", "1", "--rounds", "2", "--steps", "1"]
 
 
+@pytest.mark.slow
 def test_benchmark_prints_a_table_and_a_json_line_for_every_model(capsys, tmp_path):
     throughput.main([*TINY, "--json", str(tmp_path / "runs.jsonl")])
     out = capsys.readouterr().out
@@ -120,6 +121,7 @@ def test_conll_truncation_scores_a_perfect_tagger_under_the_cut(capsys, tmp_path
     assert full["cut_share"] == 0 and full["entities_lost_share"] == 0 and full["perfect_f1"] == 1.0
 
 
+@pytest.mark.slow
 def test_zeroshot_speed_times_every_method_on_one_backbone(capsys, tiny_pretrained, tmp_path):
     rows = [{"sentence_good": f"the cat sleeps {k} .", "sentence_bad": f"the cat sleep {k} .", "field": "syntax",
              "linguistics_term": "agreement", "UID": "agr"} for k in range(6)]

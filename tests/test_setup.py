@@ -38,6 +38,7 @@ def faults_per_round(keep: bool, **environment: str) -> list[int]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # subprocesses that start torch
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings are Linux-only")
 def test_a_freed_large_tensor_is_reused_without_page_faults():
     page_count = 64 * 1024 * 1024 // 4096
@@ -45,6 +46,7 @@ def test_a_freed_large_tensor_is_reused_without_page_faults():
     assert max(faults_per_round(keep=True)) < page_count // 100  # kept on the heap, neither unmapped nor trimmed
 
 
+@pytest.mark.slow  # subprocesses that start torch
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings are Linux-only")
 @pytest.mark.parametrize("environment", [
     {"MALLOC_MMAP_MAX_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072"},

@@ -41,9 +41,13 @@ def stage_config(stage):
 
 
 # The fast lane composes every preset at the CPU scale; the other scales run with the slow tests.
-@pytest.mark.parametrize("scale", [pytest.param("smoke", marks=pytest.mark.slow), "cpu",
-                                   pytest.param("gpu", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("study", STUDIES)
+# The headline study composes in the fast lane (about 6 s); every other preset and scale with the slow tests (CI).
+PRESETS = [pytest.param(study, scale, id=f"{study}-{scale}",
+                        marks=() if (study, scale) == ("findings", "cpu") else pytest.mark.slow)
+           for study in STUDIES for scale in ("smoke", "cpu", "gpu")]
+
+
+@pytest.mark.parametrize(("study", "scale"), PRESETS)
 def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path):
     cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}")
     stages = plan(cfg)

@@ -140,3 +140,20 @@ def test_a_broken_index_names_the_fix(tmp_path):
     (tmp_path / UNITS_FILE).write_text("{not json")
     with pytest.raises(ValueError, match="git checkout"):
         restore_recorded([], tmp_path / "root", tmp_path)
+
+
+def test_a_unit_kept_in_part_is_kept_again_whole_from_one_run(tmp_path):
+    root, record = tmp_path / "root", tmp_path / "record"
+    stages = findings_stages(root)
+    mlm = next(unit for unit in units(stages) if unit[0].arm == "mlm")
+    alone = [s for s in mlm if s.arm == "mlm"]  # what `arm=mlm` plans: mlm_sentence's diagnosis is not in it
+    for stage in alone:
+        finish(stage)
+    assert record_finished(alone, root, record) == ["mlm/seed1 pretrain"]
+    # the machine is lost before mlm_sentence ran; the next one reruns the whole unit, which now differs
+    for stage in mlm:
+        finish(stage)
+        stage.done_file.write_text(json.dumps({"stage": stage.name, "run": 2}))
+    assert record_finished(stages, root, record) == ["mlm/seed1 pretrain"]
+    for stage in mlm:
+        assert json.loads((record / stage.done_file.relative_to(root)).read_text())["run"] == 2
