@@ -254,6 +254,22 @@ def ungated_note(study: dict[str, Any]) -> str:
     return f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""
 
 
+def precision_note(pretraining: pd.DataFrame) -> str:
+    """Which precision the pretraining runs trained at. A study resumed on another machine can train one config
+    in bf16 where the CPU has bf16 units and in fp32 where not: a paired difference would then mix numerics."""
+    if pretraining.empty or "precision" not in pretraining:
+        return ""
+    known = pretraining.dropna(subset=["precision"])
+    by_precision = known.groupby("precision")[["arm", "seed"]].apply(
+        lambda g: ", ".join(f"{a}/seed{s}" for a, s in zip(g["arm"], g["seed"], strict=True)))
+    unknown = len(pretraining) - len(known)
+    unrecorded = f" ({unknown} runs did not record it)" if unknown else ""
+    if len(by_precision) <= 1:
+        return f"Pretraining precision: {by_precision.index[0] if len(by_precision) else 'not recorded'}{unrecorded}."
+    return ("**Mixed precision: paired differences across these runs mix numerics**: "
+            + "; ".join(f"{p}: {runs}" for p, runs in by_precision.items()) + f"{unrecorded}.")
+
+
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
     alpha = float(study.get("alpha", ALPHA))
     gate = study.get("gate")
@@ -306,8 +322,8 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "findings.csv", table.to_csv(index=False))
     seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
-    atomic_write_text(out / "findings.md", findings_markdown(table, checks, study,
-                                                             f"# Findings: {root}\n\nPretraining seeds {seeds}."))
+    header = f"# Findings: {root}\n\nPretraining seeds {seeds}. {precision_note(runs.pretraining)}"
+    atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
     return [out / "findings.md", out / "findings.csv"]
 
 

@@ -73,6 +73,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # objectives that insert no [MASK] (AR) log no share
                      "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],
+                     "precision": s.get("precision"),  # None in summaries written before it was recorded
                      "run": str(path.parent)})
     return pd.DataFrame(rows)
 

@@ -29,6 +29,7 @@ from common.atomic import atomic_file, atomic_write_text
 from common.provenance import armlm_commit
 from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
 from studies.plan import Stage
+from training.setup import cpu_has_bf16_units
 
 log = logging.getLogger("armlm.study")
 KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}
@@ -96,8 +97,18 @@ def record_stage(stage: Stage, root: Path, record: Path) -> None:
     copy_stage(stage, stage.folder, target)
 
 
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
+
+
 def _machine() -> dict[str, object]:
-    return {"cores": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+    """What a kept unit's wall times and numerics depend on: on a CPU, train.py trains in bf16 only where it has
+    bf16 units (training.setup), so units kept from two machines can differ in precision."""
+    return {"cores": os.cpu_count(), "cpu": _cpu_model(), "bf16_units": cpu_has_bf16_units(),
             "python": platform.python_version()}
 
 

@@ -341,3 +341,21 @@ def test_blimp_accuracy_is_read_by_method_level_and_name(tmp_path):
         values(runs, {"arm": "ar", "zeroshot": {"method": "pll"}})
     with pytest.raises(ValueError, match="no field 'syntax'"):
         values(runs, {"arm": "mlm", "zeroshot": {"method": "pll", "level": "field", "name": "syntax"}})
+
+
+def test_the_report_says_which_precision_pretraining_ran_at_and_flags_a_mix(study):
+    findings = {"findings": {"nsp": registered(FINDINGS["nsp"])}}
+    for seed in (1, 2):
+        for arm in ("mlm", "mlm_nsp"):
+            pretraining_summary(study, arm, seed, None, "MaskedLM")
+            path = study / arm / f"seed{seed}" / "pretrain" / "summary.json"
+            path.write_text(json.dumps({**json.loads(path.read_text()), "precision": "32-true"}))
+    write_findings(study, findings)
+    assert "Pretraining precision: 32-true." in (study / "report" / "findings.md").read_text()
+    # seed 2's mlm_nsp resumed on a machine with bf16 units
+    path = study / "mlm_nsp" / "seed2" / "pretrain" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "precision": "bf16-mixed"}))
+    write_findings(study, findings)
+    text = (study / "report" / "findings.md").read_text()
+    assert "**Mixed precision" in text and "bf16-mixed: mlm_nsp/seed2." in text
+    assert "32-true: mlm/seed1, mlm/seed2, mlm_nsp/seed1" in text

@@ -1,5 +1,6 @@
 """Tiny end-to-end runs of train.py for every objective: logging, token budget, checkpoints, resume, NaN stop."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,9 @@ def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path,
 def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
     summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp", "trainer.precision=bf16-mixed"))
     assert torch.isfinite(torch.tensor(summary["val_loss"]))
+    # the precision it ran at, which depends on the machine, is in the written summary
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["precision"] == ("bf16-mixed" if training.setup.cpu_has_bf16_units() else "32-true")
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
     assert all(t.dtype == torch.float32 for t in checkpoint["state_dict"].values() if t.is_floating_point())
 

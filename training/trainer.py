@@ -75,6 +75,7 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
 
 def write_result(trainer: L.Trainer, path: Path, result: dict[str, Any]) -> None:
     """The run's summary as JSON, written atomically by one process (every DDP rank holds the same reduced
-    figures)."""
+    figures), with the precision it trained at: train.py picks fp32 on a CPU without bf16 units, so two machines
+    can run one config at two precisions, and a report must be able to tell."""
     if trainer.is_global_zero:
-        atomic_write_text(path, json.dumps(result, indent=2))
+        atomic_write_text(path, json.dumps({**result, "precision": str(trainer.precision)}, indent=2))
