@@ -40,23 +40,38 @@ def summarise(outcomes: list[Outcome]) -> str:
     return "\n".join([*lines, "stages: " + ", ".join(f"{n} {status}" for status, n in counts.items())])
 
 
+def keep_finished(stages: list, root: Path, record: Path) -> None:
+    """Keep finished units; a failure to keep one (a full disk, a broken event file) is reported, and the study
+    goes on: its root still holds every result."""
+    try:
+        record_finished(stages, root, record)
+    except (OSError, ValueError) as err:
+        log.warning("record: could not keep finished units in %s (%s); rerun the same command to try again", record,
+                    err)
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
     check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
-    stages = get_method(cfg.study.get("planner") or "studies.plan.plan")(cfg)
+    planner = get_method(cfg.study.get("planner") or "studies.plan.plan")
+    stages = planner(cfg)
     whole = cfg.arm is None and cfg.seed is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
     prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in DONE_FILE}
     record = Path(cfg.record) if cfg.get("record") else None
     restored: set = set()
+    on_done = None
     if record is not None and not cfg.dry_run:
-        restored = restore_recorded(stages, root, record)
-        record_finished(stages, root, record)  # units finished before record= was given
-    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run,
-                          on_done=None if record is None else lambda _: record_finished(stages, root, record))
+        every_arm = cfg.copy()
+        every_arm.arm = None  # a record keeps and restores whole units, whichever arms this launch runs
+        planned = planner(every_arm)
+        restored = restore_recorded(planned, root, record)
+        keep_finished(planned, root, record)  # units finished before record= was given
+        on_done = lambda _: keep_finished(planned, root, record)  # noqa: E731
+    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done)
     outcomes = [replace(o, status="restored", detail=f"from {record}") if o.stage in restored else o
                 for o in outcomes]
     log.info("\n%s", summarise(outcomes))

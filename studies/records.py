@@ -2,18 +2,21 @@
 
 A long study outlives the machine it starts on: its seeds take hours, and the folder under `root=` goes with
 the machine. With `record=<folder>` (a folder committed beside the code, e.g. `records/findings-cpu`), every
-*unit* that finishes is copied there without its checkpoints or binary logs: a unit is one pretraining run and
-every stage of the study that reads it (its fine-tunes, diagnostics, zero-shot scores, another arm diagnosing
-its checkpoint). A later launch of the same study on a fresh machine restores each recorded unit into the
-root instead of redoing it, and the report reads restored and live units alike.
+*unit* that finishes is copied there without its checkpoints or logs: a unit is a set of stages joined by what
+they read, e.g. a pretraining run and every stage that reads its checkpoint (its fine-tunes, diagnostics,
+zero-shot scores, another arm diagnosing it). A later launch of the same study on a fresh machine restores each
+kept unit into the root instead of redoing it, and the report reads restored and live units alike.
 
 Kept per stage folder: its JSON results and records (summary, results, diagnostics, zeroshot, stage.json), the
-Hydra config it ran with (`.hydra/*.yaml`), Markdown and CSV tables, and `scalars.csv` exported from its
-TensorBoard events (common/scalars.py). Not kept: `checkpoints/`, event files, logs, vectors. So a restored
-unit can be reported but not fine-tuned again: a new stage that reads its checkpoint waits for it.
+Hydra config and overrides it ran with, Markdown and CSV tables, and `scalars.csv` exported from its TensorBoard
+events (common/scalars.py); then `kept.json` (when, from which code, on which machine), written last. Not kept:
+checkpoints, event files, logs (the CSV and W&B loggers' folders too), vectors, tokenizers. So a restored unit can
+be reported but not trained on: a stage added later that reads its weights fails, naming the missing checkpoint.
 
-A unit is recorded only once all of its stages are done, and restored only whole and only where none of its
-stages exists in the root: a half-run unit is redone, never stitched to a recorded half.
+Units are those of the whole plan, whatever `arm=` selects. A unit is kept only once all of its stages are done,
+and kept whole from one run of it. It is restored only if all of its stages are kept and none of their folders
+exists in the root, and every done file is written after every other file: a half-run unit is redone here,
+never stitched to a kept half.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from training.setup import cpu_has_bf16_units
 
 log = logging.getLogger("armlm.study")
 KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}
-NOT_KEPT_FOLDERS = {"checkpoints", "tensorboard", "vectors"}
-MAX_KEPT_BYTES = 2_000_000  # a results file above this is not a results file (e.g. a tokenizer.json)
-UNITS_FILE = "index.json"  # the record's index: when and from which code each stage was kept
+NOT_KEPT_FOLDERS = {"checkpoints", "tensorboard", "vectors", "csv", "wandb", "lightning_logs"}
+NOT_KEPT_NAMES = {"tokenizer.json", "hydra.yaml"}  # the vocabulary; Hydra's runtime (machine paths)
+MAX_KEPT_BYTES = 2_000_000  # an optional file above this is not a results file
+KEPT_FILE = "kept.json"  # in a kept stage folder, written after its other files: the stage is kept
+STAGE_RECORD = "stage.json"  # studies.runner.RECORD (the runner imports this module's layer, not the reverse)
 
 
 def units(stages: list[Stage]) -> list[list[Stage]]:
@@ -64,15 +69,25 @@ def unit_name(unit: list[Stage]) -> str:
     return unit[0].name  # plans list a unit's pretraining (or its first stage) first: "mlm/seed1 pretrain"
 
 
-def kept_files(folder: Path) -> list[Path]:
-    """The files of a stage folder that a record keeps, relative to the folder."""
+def _required(stage: Stage) -> set[str]:
+    return {stage.done_file.name, STAGE_RECORD, SCALARS_CSV}
+
+
+def kept_files(stage: Stage, folder: Path) -> list[Path]:
+    """The files of a stage folder (live or kept) that a record keeps, relative to the folder. A required file
+    (the done file, stage.json, scalars.csv) is never dropped: one too large stops the recording."""
     kept = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
+        hidden = [part for part in relative.parts[:-1] if part.startswith(".") and part != ".hydra"]
         if (not path.is_file() or path.suffix not in KEPT_SUFFIXES or path.name.startswith(".")
+                or path.name in NOT_KEPT_NAMES | {KEPT_FILE} or hidden
                 or NOT_KEPT_FOLDERS.intersection(relative.parts[:-1])):
             continue
         if path.stat().st_size > MAX_KEPT_BYTES:
+            if relative.as_posix() in _required(stage):
+                raise ValueError(f"{path} is {path.stat().st_size} bytes, above the record's {MAX_KEPT_BYTES}: "
+                                 "a results file that large is a bug; nothing of its unit was kept")
             log.warning("record: %s is %d bytes, above %d, and is not kept", path, path.stat().st_size,
                         MAX_KEPT_BYTES)
             continue
@@ -80,21 +95,10 @@ def kept_files(folder: Path) -> list[Path]:
     return kept
 
 
-def copy_stage(stage: Stage, source: Path, target: Path) -> None:
-    """Copy a stage folder's kept files, each atomically and the done file last, so a copy cut short never
-    looks like a finished stage."""
-    done = stage.done_file.relative_to(stage.folder)
-    for relative in sorted(kept_files(source), key=lambda r: r == done):
+def copy_files(source: Path, target: Path, files: list[Path]) -> None:
+    for relative in files:
         with atomic_file(target / relative, "wb") as out:
             out.write((source / relative).read_bytes())
-
-
-def record_stage(stage: Stage, root: Path, record: Path) -> None:
-    target = record / stage.folder.relative_to(root)
-    if (stage.folder / "tensorboard").is_dir():
-        with atomic_file(target / SCALARS_CSV) as f:
-            write_scalars_csv(event_scalars(stage.folder / "tensorboard"), f)
-    copy_stage(stage, stage.folder, target)
 
 
 def _cpu_model() -> str:
@@ -112,55 +116,71 @@ def _machine() -> dict[str, object]:
             "python": platform.python_version()}
 
 
-def read_index(record: Path) -> dict[str, dict]:
-    """The record's index: for each kept stage folder (relative to the root), when and from which code."""
-    path = record / UNITS_FILE
-    if not path.is_file():
-        return {}
+def _key(stage: Stage, root: Path) -> Path:
+    return stage.folder.relative_to(root)
+
+
+def is_kept(stage: Stage, root: Path, record: Path) -> bool:
+    return (record / _key(stage, root) / KEPT_FILE).is_file()
+
+
+def kept_entry(stage: Stage, root: Path, record: Path) -> dict:
+    path = record / _key(stage, root) / KEPT_FILE
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); restore it from git (git checkout -- {path})") from err
 
 
-def _key(stage: Stage, root: Path) -> str:
-    return stage.folder.relative_to(root).as_posix()
-
-
 def record_finished(stages: list[Stage], root: Path, record: Path) -> list[str]:
-    """Copy every unit whose stages are all done and not all kept into `record`, whole (a unit's kept stages
-    always come from one run of it); returns the units' names. The index is written after a unit's files, so an
-    index entry always has its files."""
-    index = read_index(record)
+    """Keep, whole, every unit whose stages are all done and not all kept; returns the units' names. `stages`:
+    the whole plan (every arm), so a unit is never judged by a selection's part of it."""
     recorded = []
     for unit in units(stages):
-        if all(_key(stage, root) in index for stage in unit) or not all(s.done_file.is_file() for s in unit):
+        if all(is_kept(s, root, record) for s in unit) or not all(s.done_file.is_file() for s in unit):
             continue
-        for stage in unit:
-            record_stage(stage, root, record)
+        for stage in unit:  # a unit kept before in part (another run of it) is kept again from this one
+            (record / _key(stage, root) / KEPT_FILE).unlink(missing_ok=True)
         entry = {"unit": unit_name(unit), "recorded": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "code": armlm_commit(), "machine": _machine()}
-        index.update({_key(stage, root): entry for stage in unit})
-        atomic_write_text(record / UNITS_FILE, json.dumps(index, indent=2, sort_keys=True))
+        for stage in unit:
+            target = record / _key(stage, root)
+            files = [f for f in kept_files(stage, stage.folder) if f.as_posix() != SCALARS_CSV]
+            copy_files(stage.folder, target, files)
+            if (stage.folder / "tensorboard").is_dir():  # after the copy: the live events, not a stale export
+                with atomic_file(target / SCALARS_CSV) as f:
+                    write_scalars_csv(event_scalars(stage.folder / "tensorboard"), f)
+        for stage in unit:
+            atomic_write_text(record / _key(stage, root) / KEPT_FILE, json.dumps(entry, indent=2, sort_keys=True))
         recorded.append(unit_name(unit))
         log.info("record: %s kept in %s", unit_name(unit), record)
     return recorded
 
 
 def restore_recorded(stages: list[Stage], root: Path, record: Path) -> set[Stage]:
-    """Copy back every unit whose stages are all recorded and none of which exists in `root` (a unit run here,
-    in part or whole, stands); returns the restored stages."""
-    index = read_index(record)
+    """Copy back every unit whose stages are all kept and none of whose folders exists in `root` (a unit begun
+    here, in part or whole, is finished here); returns the restored stages. Every other file of the unit is
+    written before any done file, and stage.json is rewritten for this root, so the runner takes each stage
+    as this study's own."""
     restored: set[Stage] = set()
     for unit in units(stages):
-        if not all(_key(stage, root) in index for stage in unit):
+        if not all(is_kept(s, root, record) for s in unit) or any(s.folder.exists() for s in unit):
             continue
-        if any(stage.done_file.is_file() or (stage.folder / "checkpoints").is_dir() for stage in unit):
-            continue
+        entry = kept_entry(unit[0], root, record)
         for stage in unit:
-            copy_stage(stage, record / _key(stage, root), stage.folder)
+            source = record / _key(stage, root)
+            files = kept_files(stage, source)
+            if stage.done_file.relative_to(stage.folder) not in files:
+                raise ValueError(f"{source} is marked kept but has no {stage.done_file.name}: the record is "
+                                 "damaged; restore it from git")
+            copy_files(source, stage.folder, [f for f in files if f.name not in {stage.done_file.name, STAGE_RECORD}])
+            launches = json.loads((source / STAGE_RECORD).read_text()).get("launches", 1) \
+                if (source / STAGE_RECORD).is_file() else 1
+            atomic_write_text(stage.folder / STAGE_RECORD, json.dumps(
+                {**stage.record(), "launches": launches, "restored_from": str(source)}, indent=2))
+        for stage in unit:
+            copy_files(record / _key(stage, root), stage.folder, [stage.done_file.relative_to(stage.folder)])
         restored.update(unit)
-        entry = index[_key(unit[0], root)]
-        log.info("record: %s restored from %s (recorded %s, code %s)", unit_name(unit), record, entry["recorded"],
+        log.info("record: %s restored from %s (kept %s, code %s)", unit_name(unit), record, entry["recorded"],
                  entry["code"])
     return restored

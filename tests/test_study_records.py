@@ -9,17 +9,22 @@ from hydra import compose, initialize_config_dir
 from torch.utils.tensorboard import SummaryWriter
 
 import studies.records as records
+import study
 from analysis.runs import scalars
 from studies.plan import plan
-from studies.records import UNITS_FILE, copy_stage, record_finished, restore_recorded, units
+from studies.records import KEPT_FILE, record_finished, restore_recorded, units
+from studies.runner import Outcome, check_record
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def findings_stages(root: Path, seeds: int = 1):
+def findings_config(root: Path, *overrides: str, seeds: int = 1):
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("study", overrides=["study=findings", "scale=cpu", f"seeds={seeds}", f"root={root}"])
-    return plan(cfg)
+        return compose("study", overrides=["study=findings", "scale=cpu", f"seeds={seeds}", f"root={root}", *overrides])
+
+
+def findings_stages(root: Path, seeds: int = 1):
+    return plan(findings_config(root, seeds=seeds))
 
 
 def finish(stage, steps: int = 3) -> None:
@@ -30,6 +35,9 @@ def finish(stage, steps: int = 3) -> None:
     (stage.folder / "train.log").write_text("a log\n")
     (stage.folder / ".hydra").mkdir(exist_ok=True)
     (stage.folder / ".hydra" / "config.yaml").write_text(f"seed: {stage.seed}\n")
+    (stage.folder / ".hydra" / "hydra.yaml").write_text(f"runtime: {{cwd: {stage.folder}}}\n")  # machine paths
+    (stage.folder / "csv").mkdir(exist_ok=True)
+    (stage.folder / "csv" / "metrics.csv").write_text("step,loss\n0,1.0\n")  # another logger's copy
     with SummaryWriter(str(stage.folder / "tensorboard")) as writer:
         for step in range(steps):
             writer.add_scalar("val/loss", 5.0 - step / 3, step)
@@ -52,7 +60,7 @@ def test_a_unit_is_a_pretraining_run_and_every_stage_that_reads_it(tmp_path):
     assert len(grouped) == 2 * 8  # 8 pretraining arms x 2 seeds
 
 
-def test_a_finished_unit_is_kept_without_weights_or_event_files_and_restored_on_a_fresh_machine(tmp_path):
+def test_a_finished_unit_is_kept_without_weights_or_logs_and_restored_on_a_fresh_machine(tmp_path):
     root, record, fresh = tmp_path / "machine1", tmp_path / "record", tmp_path / "machine2"
     stages = findings_stages(root)
     ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
@@ -60,23 +68,24 @@ def test_a_finished_unit_is_kept_without_weights_or_event_files_and_restored_on_
         finish(stage)
     assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
     kept = sorted(p.relative_to(record).as_posix() for p in record.rglob("*") if p.is_file())
-    assert kept == sorted([UNITS_FILE, "ar/seed1/pretrain/.hydra/config.yaml", "ar/seed1/pretrain/scalars.csv",
-                           "ar/seed1/pretrain/stage.json", "ar/seed1/pretrain/summary.json",
-                           *[f"ar/seed1/{s.folder.relative_to(root / 'ar' / 'seed1').as_posix()}/{name}"
-                             for s in ar[1:] for name in (".hydra/config.yaml", "scalars.csv", "stage.json",
-                                                          s.done_file.name)]])
-    index = json.loads((record / UNITS_FILE).read_text())
-    assert set(index) == {s.folder.relative_to(root).as_posix() for s in ar}
-    assert {e["unit"] for e in index.values()} == {"ar/seed1 pretrain"}
+    expected = []
+    for s in ar:
+        folder = s.folder.relative_to(root).as_posix()
+        expected += [f"{folder}/{name}" for name in (".hydra/config.yaml", "scalars.csv", "stage.json", KEPT_FILE,
+                                                     s.done_file.name)]
+    assert kept == sorted(expected)  # no checkpoint, event file, log, other logger's copy or Hydra runtime
+    entries = [json.loads((record / s.folder.relative_to(root) / KEPT_FILE).read_text()) for s in ar]
+    assert {e["unit"] for e in entries} == {"ar/seed1 pretrain"} and len({e["recorded"] for e in entries}) == 1
+    assert {"cores", "cpu", "bf16_units"} <= entries[0]["machine"].keys()
     assert record_finished(stages, root, record) == []  # kept once
 
-    fresh_stages = findings_stages(fresh)
+    fresh_stages = findings_stages(fresh)  # another root: stage.json's paths differ
     restored = restore_recorded(fresh_stages, fresh, record)
     assert {s.name for s in restored} == {s.name for s in ar}
-    for stage in ar:
-        there = fresh / stage.folder.relative_to(root)
-        assert there.joinpath(stage.done_file.name).read_bytes() == stage.done_file.read_bytes()
-        assert not (there / "checkpoints").exists() and not (there / "train.log").exists()
+    for stage in (s for s in fresh_stages if s in restored):
+        check_record(stage)  # the runner takes it as this study's own stage
+        assert stage.done_file.read_bytes() == (root / stage.done_file.relative_to(fresh)).read_bytes()
+        assert not (stage.folder / "checkpoints").exists() and not (stage.folder / "train.log").exists()
     # the report's curves read the same from the restored table as from the live event files
     live, kept_table = scalars(root / "ar" / "seed1" / "pretrain"), scalars(fresh / "ar" / "seed1" / "pretrain")
     assert list(kept_table.columns) == list(live.columns) and (kept_table.index == live.index).all()
@@ -96,7 +105,8 @@ def test_an_unfinished_unit_is_not_kept(tmp_path):
     assert record_finished(stages, root, record) == ["mlm/seed1 pretrain"]
 
 
-def test_a_unit_partly_run_here_or_partly_recorded_is_not_restored(tmp_path):
+@pytest.mark.parametrize("left_here", ["checkpoint", "done file", "a folder only"])
+def test_a_unit_begun_here_or_kept_in_part_is_not_restored(tmp_path, left_here):
     root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
     stages = findings_stages(root)
     ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
@@ -105,48 +115,25 @@ def test_a_unit_partly_run_here_or_partly_recorded_is_not_restored(tmp_path):
     record_finished(stages, root, record)
     fresh_stages = findings_stages(fresh)
     fresh_ar = next(unit for unit in units(fresh_stages) if unit[0].arm == "ar")
-    # this machine has the unit's pretraining under way (a checkpoint, no summary yet): its own run stands
-    (fresh_ar[0].folder / "checkpoints").mkdir(parents=True)
+    # this machine began the unit: a run killed before its first checkpoint leaves a folder and stage.json
+    begun = {"checkpoint": fresh_ar[0].folder / "checkpoints", "done file": fresh_ar[-1].folder,
+             "a folder only": fresh_ar[0].folder}[left_here]
+    begun.mkdir(parents=True)
+    if left_here == "done file":
+        fresh_ar[-1].done_file.write_text("{}")
     assert restore_recorded(fresh_stages, fresh, record) == set()
     assert not fresh_ar[1].done_file.exists()
 
-    index = json.loads((record / UNITS_FILE).read_text())
-    del index[fresh_ar[-1].folder.relative_to(fresh).as_posix()]
-    (record / UNITS_FILE).write_text(json.dumps(index))
+    (record / fresh_ar[-1].folder.relative_to(fresh) / KEPT_FILE).unlink()  # a recording cut short
     other = tmp_path / "other"
-    assert restore_recorded(findings_stages(other), other, record) == set()
-
-
-def test_a_copy_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
-    root = tmp_path / "root"
-    stage = findings_stages(root)[0]
-    finish(stage)
-    written = []
-    real = records.atomic_file
-
-    def failing(path, mode="w"):
-        if len(written) == 2:
-            raise OSError("No space left on device")
-        written.append(Path(path).name)
-        return real(path, mode)
-
-    monkeypatch.setattr(records, "atomic_file", failing)
-    with pytest.raises(OSError):
-        copy_stage(stage, stage.folder, tmp_path / "copy")
-    assert stage.done_file.name not in written and not (tmp_path / "copy" / stage.done_file.name).exists()
-
-
-def test_a_broken_index_names_the_fix(tmp_path):
-    (tmp_path / UNITS_FILE).write_text("{not json")
-    with pytest.raises(ValueError, match="git checkout"):
-        restore_recorded([], tmp_path / "root", tmp_path)
+    assert restore_recorded(findings_stages(other), other, record) == set() and not other.exists()
 
 
 def test_a_unit_kept_in_part_is_kept_again_whole_from_one_run(tmp_path):
     root, record = tmp_path / "root", tmp_path / "record"
     stages = findings_stages(root)
     mlm = next(unit for unit in units(stages) if unit[0].arm == "mlm")
-    alone = [s for s in mlm if s.arm == "mlm"]  # what `arm=mlm` plans: mlm_sentence's diagnosis is not in it
+    alone = [s for s in mlm if s.arm == "mlm"]  # an older record, made from a selection's part of the unit
     for stage in alone:
         finish(stage)
     assert record_finished(alone, root, record) == ["mlm/seed1 pretrain"]
@@ -157,3 +144,85 @@ def test_a_unit_kept_in_part_is_kept_again_whole_from_one_run(tmp_path):
     assert record_finished(stages, root, record) == ["mlm/seed1 pretrain"]
     for stage in mlm:
         assert json.loads((record / stage.done_file.relative_to(root)).read_text())["run"] == 2
+
+
+def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_path, monkeypatch):
+    """study.py with arm=: mlm alone is not its unit (mlm_sentence reads its checkpoint), so it is kept only
+    once mlm_sentence has run too, and a fresh machine's arm=mlm_sentence restores the unit whole."""
+    record = tmp_path / "record"
+
+    def run_stages(stages, prefix, dry_run=False, on_done=None):
+        outcomes = []
+        for stage in stages:
+            if not stage.done_file.is_file():
+                finish(stage)
+                on_done(stage)
+            outcomes.append(Outcome(stage, "done"))
+        return outcomes
+
+    monkeypatch.setattr(study, "run_stages", run_stages)
+    root = tmp_path / "root"
+    study.run_study(findings_config(root, "arm=mlm", f"record={record}"))
+    assert not record.exists()
+    study.run_study(findings_config(root, "arm=mlm_sentence", f"record={record}"))
+    kept = {p.parent.relative_to(record).as_posix() for p in record.rglob(KEPT_FILE)}
+    assert "mlm/seed1/pretrain" in kept and "mlm_sentence/seed1/diagnostics" in kept
+
+    fresh = tmp_path / "fresh"
+    outcomes = study.run_study(findings_config(fresh, "arm=mlm_sentence", f"record={record}"))
+    assert [o.status for o in outcomes] == ["restored"]
+    assert (fresh / "mlm" / "seed1" / "pretrain" / "summary.json").is_file()  # the whole unit came back
+
+
+def test_a_restore_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
+    root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
+    stages = findings_stages(root)
+    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
+    for stage in ar:
+        finish(stage)
+    record_finished(stages, root, record)
+    written = []
+    real = records.atomic_file
+
+    def failing(path, mode="w"):
+        if len(written) == 6:
+            raise OSError("No space left on device")
+        written.append(Path(path))
+        return real(path, mode)
+
+    monkeypatch.setattr(records, "atomic_file", failing)
+    with pytest.raises(OSError):
+        restore_recorded(findings_stages(fresh), fresh, record)
+    # every stage's results.json sorts before its stage.json and scalars.csv: order alone would not do this
+    assert written and not [p for p in fresh.rglob("*") if p.name in {"summary.json", "results.json",
+                                                                     "diagnostics.json", "zeroshot.json"}]
+
+
+def test_a_required_file_too_large_stops_the_recording_and_an_optional_one_is_left_out(tmp_path, monkeypatch):
+    root, record = tmp_path / "root", tmp_path / "record"
+    stages = findings_stages(root)
+    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
+    for stage in ar:
+        finish(stage)
+    monkeypatch.setattr(records, "MAX_KEPT_BYTES", 1_000)
+    (ar[1].folder / "predictions.csv").write_text("x\n" * 1_000)
+    assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
+    assert not (record / ar[1].folder.relative_to(root) / "predictions.csv").exists()
+    ar[0].done_file.write_text(json.dumps({"padding": "x" * 2_000}))
+    for stage in ar:
+        (record / stage.folder.relative_to(root) / KEPT_FILE).unlink()
+    with pytest.raises(ValueError, match="nothing of its unit was kept"):
+        record_finished(stages, root, record)
+    assert not list(record.rglob(KEPT_FILE))
+
+
+def test_a_broken_kept_file_names_the_fix(tmp_path):
+    root, record = tmp_path / "root", tmp_path / "record"
+    stages = findings_stages(root)
+    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
+    for stage in ar:
+        finish(stage)
+    record_finished(stages, root, record)
+    (record / ar[0].folder.relative_to(root) / KEPT_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="git checkout"):
+        restore_recorded(findings_stages(tmp_path / "fresh"), tmp_path / "fresh", record)
