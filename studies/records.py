@@ -39,6 +39,7 @@ KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}
 NOT_KEPT_FOLDERS = {"checkpoints", "tensorboard", "vectors", "csv", "wandb", "lightning_logs"}
 NOT_KEPT_NAMES = {"tokenizer.json", "hydra.yaml"}  # the vocabulary; Hydra's runtime (machine paths)
 MAX_KEPT_BYTES = 2_000_000  # an optional file above this is not a results file
+MAX_REQUIRED_BYTES = 50_000_000  # a done file this large is a bug (an exact diagnosis's per-pair tables: ~1.4 MB)
 KEPT_FILE = "kept.json"  # in a kept stage folder, written after its other files: the stage is kept
 STAGE_RECORD = "stage.json"  # studies.runner.RECORD (the runner imports this module's layer, not the reverse)
 
@@ -84,10 +85,11 @@ def kept_files(stage: Stage, folder: Path) -> list[Path]:
                 or path.name in NOT_KEPT_NAMES | {KEPT_FILE} or hidden
                 or NOT_KEPT_FOLDERS.intersection(relative.parts[:-1])):
             continue
-        if path.stat().st_size > MAX_KEPT_BYTES:
-            if relative.as_posix() in _required(stage):
-                raise ValueError(f"{path} is {path.stat().st_size} bytes, above the record's {MAX_KEPT_BYTES}: "
+        if relative.as_posix() in _required(stage):
+            if path.stat().st_size > MAX_REQUIRED_BYTES:
+                raise ValueError(f"{path} is {path.stat().st_size} bytes, above the record's {MAX_REQUIRED_BYTES}: "
                                  "a results file that large is a bug; nothing of its unit was kept")
+        elif path.stat().st_size > MAX_KEPT_BYTES:
             log.warning("record: %s is %d bytes, above %d, and is not kept", path, path.stat().st_size,
                         MAX_KEPT_BYTES)
             continue

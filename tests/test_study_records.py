@@ -208,7 +208,11 @@ def test_a_required_file_too_large_stops_the_recording_and_an_optional_one_is_le
     (ar[1].folder / "predictions.csv").write_text("x\n" * 1_000)
     assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
     assert not (record / ar[1].folder.relative_to(root) / "predictions.csv").exists()
-    ar[0].done_file.write_text(json.dumps({"padding": "x" * 2_000}))
+    ar[0].done_file.write_text(json.dumps({"padding": "x" * 2_000}))  # required files have their own, larger limit
+    for stage in ar:
+        (record / stage.folder.relative_to(root) / KEPT_FILE).unlink()
+    assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
+    monkeypatch.setattr(records, "MAX_REQUIRED_BYTES", 1_000)
     for stage in ar:
         (record / stage.folder.relative_to(root) / KEPT_FILE).unlink()
     with pytest.raises(ValueError, match="nothing of its unit was kept"):
