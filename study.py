@@ -50,9 +50,18 @@ def keep_finished(stages: list, root: Path, record: Path) -> None:
                     err)
 
 
+def write_study_report(cfg: DictConfig, root: Path) -> None:
+    written = get_method(cfg.study.get("report") or "analysis.study_report.write_report")(root)
+    if cfg.study.get("findings"):
+        written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
+    log.info("report: %s", ", ".join(str(p) for p in written))
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
+    if cfg.report not in (True, False, "only"):
+        raise ValueError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
     check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
@@ -71,6 +80,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
         restored = restore_recorded(planned, root, record)
         keep_finished(planned, root, record)  # units finished before record= was given
         on_done = lambda _: keep_finished(planned, root, record)  # noqa: E731
+    if cfg.report == "only":  # the report over what the root holds now (and the record restored): no stage runs
+        write_study_report(cfg, root)
+        return []
     outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done)
     outcomes = [replace(o, status="restored", detail=f"from {record}") if o.stage in restored else o
                 for o in outcomes]
@@ -83,10 +95,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            written = get_method(cfg.study.get("report") or "analysis.study_report.write_report")(root)
-            if cfg.study.get("findings"):
-                written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
-            log.info("report: %s", ", ".join(str(p) for p in written))
+            write_study_report(cfg, root)
     elif any(o.status == "waiting" for o in outcomes):
         log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")
     return outcomes

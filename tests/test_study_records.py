@@ -230,3 +230,21 @@ def test_a_broken_kept_file_names_the_fix(tmp_path):
     (record / ar[0].folder.relative_to(root) / KEPT_FILE).write_text("{not json")
     with pytest.raises(ValueError, match="git checkout"):
         restore_recorded(findings_stages(tmp_path / "fresh"), tmp_path / "fresh", record)
+
+
+def test_report_only_restores_the_record_and_reports_without_running_a_stage(tmp_path, monkeypatch):
+    root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
+    stages = findings_stages(root)
+    for unit in units(stages)[:2]:
+        for stage in unit:
+            finish(stage)
+    record_finished(stages, root, record)
+    reported = []
+    monkeypatch.setattr(study, "run_stages", lambda *a, **k: pytest.fail("report=only ran stages"))
+    monkeypatch.setattr(study, "write_study_report", lambda cfg, where: reported.append(
+        sorted(p.parent.relative_to(where).as_posix() for p in where.rglob("summary.json"))))
+    assert study.run_study(findings_config(fresh, "report=only", f"record={record}")) == []
+    assert reported == [["ar/seed1/pretrain", "mlm/seed1/pretrain"]]  # restored before the report was written
+    with pytest.raises(ValueError, match="report='sometimes'"):
+        study.run_study(findings_config(fresh, "report=sometimes"))
+
