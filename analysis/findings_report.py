@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
 from analysis.verdicts import (
     ALPHA,
@@ -270,6 +271,19 @@ def precision_note(pretraining: pd.DataFrame) -> str:
             + "; ".join(f"{p}: {runs}" for p, runs in by_precision.items()) + f"{unrecorded}.")
 
 
+def wall_time_note(seconds: pd.DataFrame) -> str:
+    """Minutes per seed: the sum of its stages' wall seconds over their launches (pauses and a busy machine
+    included), with how many stages kept no time."""
+    if seconds.empty:
+        return ""
+    parts = []
+    for seed, rows in seconds.groupby("seed"):
+        missing = int(rows["seconds"].isna().sum())
+        parts.append(f"seed {seed}: {rows['seconds'].sum() / 60:.0f}" + (f" ({missing} of {len(rows)} stages untimed)"
+                                                                          if missing else ""))
+    return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
+
+
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
     alpha = float(study.get("alpha", ALPHA))
     gate = study.get("gate")
@@ -322,7 +336,8 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "findings.csv", table.to_csv(index=False))
     seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
-    header = f"# Findings: {root}\n\nPretraining seeds {seeds}. {precision_note(runs.pretraining)}"
+    header = (f"# Findings: {root}\n\nPretraining seeds {seeds}. {precision_note(runs.pretraining)} "
+              f"{wall_time_note(S.stage_seconds(root))}")
     atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
     return [out / "findings.md", out / "findings.csv"]
 

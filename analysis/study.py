@@ -108,6 +108,18 @@ def per_checkpoint(finetuning: pd.DataFrame) -> pd.DataFrame:
     return medians.join(firsts).reset_index()
 
 
+def stage_seconds(root: Path) -> pd.DataFrame:
+    """Wall seconds of every stage (its stage.json: the sum over launches that came back; NaN where a stage ran
+    before the runner kept it), by arm and seed."""
+    rows = []
+    for path in sorted(root.glob("*/seed*/**/stage.json")):
+        arm, seed = arm_and_seed(path, root)
+        record = _read(path)
+        rows.append({"arm": arm, "seed": seed, "kind": record.get("kind"),
+                     "stage": path.parent.relative_to(root).as_posix(), "seconds": record.get("seconds")})
+    return pd.DataFrame(rows, columns=["arm", "seed", "kind", "stage", "seconds"]).astype({"seconds": float})
+
+
 def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
 

@@ -80,13 +80,16 @@ def launch(stage: Stage, prefix: dict[str, list[str]]) -> Outcome:
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
     record_path = stage.folder / RECORD
-    launches = json.loads(record_path.read_text()).get("launches", 0) if record_path.is_file() else 0
-    atomic_write_text(record_path, json.dumps({**stage.record(), "launches": launches + 1, "command": argv},
-                                              indent=2))
+    before = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
+              "seconds": before.get("seconds", 0.0)}
+    atomic_write_text(record_path, json.dumps(record, indent=2))
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
     returncode = subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
+    # wall seconds over every launch that came back (a resumed stage's own summary times only its last launch)
+    atomic_write_text(record_path, json.dumps({**record, "seconds": round(record["seconds"] + seconds, 1)}, indent=2))
     if returncode == 0 and stage.done_file.is_file():
         return Outcome(stage, "done", seconds, note)
     logs = ", ".join(str(p) for p in sorted(stage.folder.glob("*.log"))) or "its output above"

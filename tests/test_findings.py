@@ -359,3 +359,13 @@ def test_the_report_says_which_precision_pretraining_ran_at_and_flags_a_mix(stud
     text = (study / "report" / "findings.md").read_text()
     assert "**Mixed precision" in text and "bf16-mixed: mlm_nsp/seed2." in text
     assert "32-true: mlm/seed1, mlm/seed2, mlm_nsp/seed1" in text
+
+
+def test_the_report_gives_each_seeds_wall_minutes_from_its_stages(study):
+    for seed, seconds in ((1, 600.0), (2, None)):
+        write(study / "mlm" / f"seed{seed}" / "pretrain" / "stage.json", {"kind": "pretrain", "seconds": seconds})
+        write(study / "mlm" / f"seed{seed}" / "finetune" / "conll2003-full" / "stage.json",
+              {"kind": "finetune", "seconds": 120.0})
+    write_findings(study, {"findings": {"nsp": registered(FINDINGS["nsp"])}})
+    text = (study / "report" / "findings.md").read_text()
+    assert "seed 1: 12; seed 2: 2 (1 of 2 stages untimed)." in text

@@ -260,6 +260,7 @@ def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir)
     assert "mlm/seed1 diagnose" in log and "waiting  " in log
     record = json.loads((root / "mlm" / "seed1" / "pretrain" / RECORD).read_text())
     assert record["launches"] == 1 and "objective.mask_rate=2" in record["overrides"]
+    assert record["seconds"] > 0  # the launch's wall time, failed or not
 
 
 # -- end to end ------------------------------------------------------------------------------------------
