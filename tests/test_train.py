@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import train
 import training.setup
+from common.provenance import armlm_commit
 from common.vocabulary import Vocabulary
 from models.attention import BIDIRECTIONAL
 from objectives.mlm import MaskedLM
@@ -45,6 +46,7 @@ def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
     # the precision it ran at, which depends on the machine, is in the written summary
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["precision"] == ("bf16-mixed" if training.setup.cpu_has_bf16_units() else "32-true")
+    assert written["code"] == armlm_commit()  # the commit (+dirty) that ran it
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
     assert all(t.dtype == torch.float32 for t in checkpoint["state_dict"].values() if t.is_floating_point())
 

@@ -17,6 +17,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from common.atomic import atomic_write_text
+from common.provenance import armlm_commit
 from training.callbacks import ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
 
@@ -76,6 +77,8 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
 def write_result(trainer: L.Trainer, path: Path, result: dict[str, Any]) -> None:
     """The run's summary as JSON, written atomically by one process (every DDP rank holds the same reduced
     figures), with the precision it trained at: train.py picks fp32 on a CPU without bf16 units, so two machines
-    can run one config at two precisions, and a report must be able to tell."""
+    can run one config at two precisions, and a report must be able to tell; and the code that ran it (a study
+    kept across machines can span commits)."""
     if trainer.is_global_zero:
-        atomic_write_text(path, json.dumps({**result, "precision": str(trainer.precision)}, indent=2))
+        atomic_write_text(path, json.dumps({**result, "precision": str(trainer.precision), "code": armlm_commit()},
+                                           indent=2))
