@@ -176,10 +176,10 @@ def restore_recorded(stages: list[Stage], root: Path, record: Path) -> set[Stage
                 raise ValueError(f"{source} is marked kept but has no {stage.done_file.name}: the record is "
                                  "damaged; restore it from git")
             copy_files(source, stage.folder, [f for f in files if f.name not in {stage.done_file.name, STAGE_RECORD}])
-            launches = json.loads((source / STAGE_RECORD).read_text()).get("launches", 1) \
-                if (source / STAGE_RECORD).is_file() else 1
+            kept = json.loads((source / STAGE_RECORD).read_text()) if (source / STAGE_RECORD).is_file() else {}
+            ran = {key: kept[key] for key in ("launches", "seconds") if key in kept}  # how it ran, for the report
             atomic_write_text(stage.folder / STAGE_RECORD, json.dumps(
-                {**stage.record(), "launches": launches, "restored_from": str(source)}, indent=2))
+                {**stage.record(), **ran, "restored_from": str(source)}, indent=2))
         for stage in unit:
             copy_files(record / _key(stage, root), stage.folder, [stage.done_file.relative_to(stage.folder)])
         restored.update(unit)

@@ -31,7 +31,7 @@ def finish(stage, steps: int = 3) -> None:
     """What a finished stage leaves: its done file, a checkpoint, event files, a log and its Hydra config."""
     (stage.folder / "checkpoints").mkdir(parents=True, exist_ok=True)
     (stage.folder / "checkpoints" / "last.ckpt").write_bytes(b"\0" * 1000)
-    (stage.folder / "stage.json").write_text(json.dumps(stage.record()))
+    (stage.folder / "stage.json").write_text(json.dumps({**stage.record(), "launches": 2, "seconds": 61.5}))
     (stage.folder / "train.log").write_text("a log\n")
     (stage.folder / ".hydra").mkdir(exist_ok=True)
     (stage.folder / ".hydra" / "config.yaml").write_text(f"seed: {stage.seed}\n")
@@ -84,6 +84,8 @@ def test_a_finished_unit_is_kept_without_weights_or_logs_and_restored_on_a_fresh
     assert {s.name for s in restored} == {s.name for s in ar}
     for stage in (s for s in fresh_stages if s in restored):
         check_record(stage)  # the runner takes it as this study's own stage
+        ran = json.loads((stage.folder / "stage.json").read_text())
+        assert ran["launches"] == 2 and ran["seconds"] == 61.5  # how long it took, for the report
         assert stage.done_file.read_bytes() == (root / stage.done_file.relative_to(fresh)).read_bytes()
         assert not (stage.folder / "checkpoints").exists() and not (stage.folder / "train.log").exists()
     # the report's curves read the same from the restored table as from the live event files
