@@ -18,7 +18,7 @@ def spoil_training_losses(monkeypatch, calls: set[int], factor: float) -> None:
 
     def spoiled(self, batch, model, generator=None):
         out = real_loss(self, batch, model, generator)
-        if model.training:
+        if model.training and torch.is_grad_enabled():  # a training step, not train.py's no-grad FLOPs probe
             count["n"] += 1
             if count["n"] in calls:
                 out.loss = out.loss * factor
