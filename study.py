@@ -9,7 +9,8 @@ the study's report (tables and figures under <root>/report).
 
 Rerunning the same command skips stages whose results file exists and resumes interrupted ones from their
 last checkpoint. With record=<folder> (committed beside the code), every finished unit's results are kept there
-and a fresh machine restores them instead of redoing them (studies/records.py). configs/study.yaml lists the settings; README "Studies" the cluster recipes.
+and a fresh machine restores them instead of redoing them (studies/records.py). configs/study.yaml lists the
+settings; README "Studies" the cluster recipes.
 """
 
 from __future__ import annotations

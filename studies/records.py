@@ -32,6 +32,7 @@ from common.atomic import atomic_file, atomic_write_text
 from common.provenance import armlm_commit
 from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
 from studies.plan import Stage
+from studies.runner import RECORD as STAGE_RECORD
 from training.setup import cpu_has_bf16_units
 
 log = logging.getLogger("armlm.study")
@@ -41,7 +42,6 @@ NOT_KEPT_NAMES = {"tokenizer.json", "hydra.yaml"}  # the vocabulary; Hydra's run
 MAX_KEPT_BYTES = 2_000_000  # an optional file above this is not a results file
 MAX_REQUIRED_BYTES = 50_000_000  # a done file this large is a bug (an exact diagnosis's per-pair tables: ~1.4 MB)
 KEPT_FILE = "kept.json"  # in a kept stage folder, written after its other files: the stage is kept
-STAGE_RECORD = "stage.json"  # studies.runner.RECORD (the runner imports this module's layer, not the reverse)
 
 
 def units(stages: list[Stage]) -> list[list[Stage]]:

@@ -45,6 +45,15 @@ def finish(stage, steps: int = 3) -> None:
     stage.done_file.write_text(json.dumps({"stage": stage.name, "value": 0.123456789012345}))
 
 
+def finished_unit(root: Path, arm: str = "ar"):
+    """The findings plan of seed 1 under `root`, and `arm`'s unit in it with every stage finished."""
+    stages = findings_stages(root)
+    unit = next(unit for unit in units(stages) if unit[0].arm == arm)
+    for stage in unit:
+        finish(stage)
+    return stages, unit
+
+
 def test_a_unit_is_a_pretraining_run_and_every_stage_that_reads_it(tmp_path):
     stages = findings_stages(tmp_path, seeds=2)
     grouped = units(stages)
@@ -62,10 +71,7 @@ def test_a_unit_is_a_pretraining_run_and_every_stage_that_reads_it(tmp_path):
 
 def test_a_finished_unit_is_kept_without_weights_or_logs_and_restored_on_a_fresh_machine(tmp_path):
     root, record, fresh = tmp_path / "machine1", tmp_path / "record", tmp_path / "machine2"
-    stages = findings_stages(root)
-    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
-    for stage in ar:
-        finish(stage)
+    stages, ar = finished_unit(root)
     assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
     kept = sorted(p.relative_to(record).as_posix() for p in record.rglob("*") if p.is_file())
     expected = []
@@ -110,10 +116,7 @@ def test_an_unfinished_unit_is_not_kept(tmp_path):
 @pytest.mark.parametrize("left_here", ["checkpoint", "done file", "a folder only"])
 def test_a_unit_begun_here_or_kept_in_part_is_not_restored(tmp_path, left_here):
     root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
-    stages = findings_stages(root)
-    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
-    for stage in ar:
-        finish(stage)
+    stages, ar = finished_unit(root)
     record_finished(stages, root, record)
     fresh_stages = findings_stages(fresh)
     fresh_ar = next(unit for unit in units(fresh_stages) if unit[0].arm == "ar")
@@ -178,10 +181,7 @@ def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_pa
 
 def test_a_restore_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
     root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
-    stages = findings_stages(root)
-    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
-    for stage in ar:
-        finish(stage)
+    stages, _ = finished_unit(root)
     record_finished(stages, root, record)
     written = []
     real = records.atomic_file
@@ -202,10 +202,7 @@ def test_a_restore_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
 
 def test_a_required_file_too_large_stops_the_recording_and_an_optional_one_is_left_out(tmp_path, monkeypatch):
     root, record = tmp_path / "root", tmp_path / "record"
-    stages = findings_stages(root)
-    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
-    for stage in ar:
-        finish(stage)
+    stages, ar = finished_unit(root)
     monkeypatch.setattr(records, "MAX_KEPT_BYTES", 1_000)
     (ar[1].folder / "predictions.csv").write_text("x\n" * 1_000)
     assert record_finished(stages, root, record) == ["ar/seed1 pretrain"]
@@ -224,10 +221,7 @@ def test_a_required_file_too_large_stops_the_recording_and_an_optional_one_is_le
 
 def test_a_broken_kept_file_names_the_fix(tmp_path):
     root, record = tmp_path / "root", tmp_path / "record"
-    stages = findings_stages(root)
-    ar = next(unit for unit in units(stages) if unit[0].arm == "ar")
-    for stage in ar:
-        finish(stage)
+    stages, ar = finished_unit(root)
     record_finished(stages, root, record)
     (record / ar[0].folder.relative_to(root) / KEPT_FILE).write_text("{not json")
     with pytest.raises(ValueError, match="git checkout"):
