@@ -11,7 +11,9 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
+from matplotlib.ticker import MaxNLocator
 
 from analysis.study import cell, finetuning_runs, over_seeds, per_checkpoint, word_reports
 from common.atomic import atomic_file, atomic_write_text
@@ -77,24 +79,32 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def figure(words: pd.DataFrame, path: Path) -> bool:
-    """SimLex and WordSim by layer for each checkpoint arm, each static method a horizontal line."""
+    """SimLex and WordSim by layer for each checkpoint arm, each static method a horizontal line.
+
+    Every arm gets its own colour from one cycle (axhline does not advance matplotlib's cycle, so the static
+    lines would all be drawn in the first colour), static methods dashed, checkpoints solid with markers."""
     if words.empty:
         return False
-    fig = Figure(figsize=(10, 3.8))
+    colours = colormaps["tab10"].colors
+    arms = list(dict.fromkeys(words["arm"]))
+    colour_of = {arm: colours[i % len(colours)] for i, arm in enumerate(arms)}
+    fig = Figure(figsize=(11, 3.8))
     axes = fig.subplots(1, 2, sharey=True)
     for ax, column in zip(axes, ("simlex999", "wordsim353")):
         means = words.groupby(["arm", "representation"], sort=False)[column].mean().reset_index()
         for arm, part in means.groupby("arm", sort=False):
             if (part["representation"] == "vectors").all():
-                ax.axhline(part[column].iloc[0], linestyle="--", linewidth=1, label=arm)
+                ax.axhline(part[column].iloc[0], linestyle="--", linewidth=1.2, color=colour_of[arm], label=arm)
             else:
                 layers = part["representation"].str.removeprefix("layer ").astype(int)
-                ax.plot(layers, part[column], marker="o", label=arm)
+                ax.plot(layers, part[column], marker="o", color=colour_of[arm], label=arm)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer (0: embeddings)")
         ax.set_title(WORD_COLUMNS[column] + ", mean over seeds")
     axes[0].set_ylabel("Spearman ρ")
-    axes[1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="center right")
+    fig.tight_layout(rect=(0, 0, 0.84, 1))
     with atomic_file(path, "wb") as f:
         fig.savefig(f, format="png", dpi=120)
     return True
