@@ -18,6 +18,7 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 
 from analysis import study as S
 from analysis import study_plots as P
+from analysis.blimp_report import write_blimp_report
 from common.atomic import atomic_write_text
 
 
@@ -255,7 +256,7 @@ def write_report(root: str | Path) -> list[Path]:
             written.append(out / f"{name}.csv")
     names = figures(t, out)
     atomic_write_text(out / "report.md", markdown(t, root, names))
-    return [*written, *(out / n for n in names), out / "report.md"]
+    return [*written, *(out / n for n in names), out / "report.md", *write_blimp_report(root)]
 
 
 def main() -> None:

@@ -57,6 +57,16 @@ def test_the_macro_average_weights_paradigms_not_pairs(tmp_path):
     assert overall["name"] == "overall" and overall["accuracy"] == 0.5  # (1 + 0) / 2, not 8 / 10
 
 
+def test_the_releases_two_spellings_of_the_syntax_semantics_field_are_one_field(tmp_path):
+    write_paradigm(tmp_path, "a", "t", "syntax/semantics", [("g", "b")])
+    write_paradigm(tmp_path, "b", "t", "syntax_semantics", [("g2", "b2")])
+    paradigms = read_blimp(tmp_path)
+    rows = accuracy_table(paradigms, pair_outcomes(paradigms, {"g": 0.0, "b": -1.0, "g2": -1.0, "b2": 0.0}),
+                          resamples=10)
+    fields = [r for r in rows if r["level"] == "field"]
+    assert [(r["name"], r["paradigms"], r["accuracy"]) for r in fields] == [("syntax_semantics", 2, 0.5)]
+
+
 def test_the_bootstrap_interval_covers_a_known_rate_at_its_level():
     """Paradigms of 200 pairs drawn at 70 %: the 95 % interval of the macro accuracy covers 0.7 about 95 % of the
     time over repeated samples."""

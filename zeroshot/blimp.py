@@ -25,6 +25,12 @@ PUBLISHED_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", 
 PUBLISHED_ALL_67 = {"5-gram": 0.61, "LSTM": 0.70, "Transformer-XL": 0.70, "GPT-2": 0.83, "human": 0.88}
 
 
+def field_name(raw: str) -> str:
+    """The release spells one of its four fields two ways (`syntax/semantics` in one paradigm's file,
+    `syntax_semantics` in the others); read both as one field, so the per-field table has the paper's four."""
+    return raw.replace("/", "_")
+
+
 @dataclass(frozen=True)
 class Paradigm:
     uid: str
@@ -54,7 +60,7 @@ def read_paradigm(path: Path) -> Paradigm:
         bad.append(row["sentence_bad"])
     if meta is None:
         raise ValueError(f"{path} holds no pairs; remove it or give the release's file")
-    return Paradigm(meta[0], meta[1], meta[2], tuple(good), tuple(bad))
+    return Paradigm(meta[0], field_name(meta[1]), meta[2], tuple(good), tuple(bad))
 
 
 def read_blimp(folder: str | Path, max_pairs: int | None = None) -> list[Paradigm]:

@@ -1,0 +1,126 @@
+"""A study's BLiMP table: every arm's zero-shot accuracy by scoring method, overall and per field (and per
+phenomenon in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over the same
+paradigms beside it (report/blimp.md and blimp.csv). study_report.write_report writes it for every study whose
+arms ran zeroshot.py; several roots make one table (e.g. the findings and curricula studies' arms together):
+
+    python -m analysis.blimp_report <study root> [<another study root> ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import study as S
+from common.atomic import atomic_write_text
+from zeroshot.blimp import field_name
+
+LEVELS = ("overall", "field", "phenomenon")
+
+
+def _merge_fields(rows: list[dict], value_keys: list[str], weights: dict[str, int]) -> list[dict]:
+    """Field rows under one name (the release spells syntax_semantics two ways; zeroshot.json written before
+    field_name existed keeps both) merged as a macro over their paradigms, like every other group."""
+    out, fields = [], {}
+    for row in rows:
+        if row["level"] != "field":
+            out.append(row)
+            continue
+        name = field_name(row["name"])
+        fields.setdefault(name, []).append(row)
+    for name, parts in fields.items():
+        total = sum(weights.get(p["name"], 1) for p in parts)
+        merged = {"level": "field", "name": name}
+        for key in value_keys:
+            merged[key] = sum(p[key] * weights.get(p["name"], 1) for p in parts) / total
+        out.append(merged)
+    return out
+
+
+def blimp_runs(roots: list[Path]) -> pd.DataFrame:
+    """One row per arm, seed, scoring method and group (overall, each field, each phenomenon): its accuracy.
+    With several roots an arm is named <root folder>/<arm>, since two studies may both have an `mlm` arm."""
+    records = []
+    for root in roots:
+        for (arm, seed), report in S.zeroshot_reports(root).items():
+            label = f"{root.name}/{arm}" if len(roots) > 1 else arm
+            for method, rows in report["blimp"]["results"].items():
+                paradigms = {r["name"]: r["paradigms"] for r in rows if r["level"] == "field"}
+                for row in _merge_fields([r for r in rows if r["level"] in LEVELS], ["accuracy"], paradigms):
+                    records.append({"arm": label, "seed": seed, "method": method, "level": row["level"],
+                                    "name": row["name"], "accuracy": row["accuracy"]})
+    return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy"])
+
+
+def published_rows(roots: list[Path]) -> pd.DataFrame:
+    """The release's models (5-gram, LSTM, Transformer-XL, GPT-2) over the paradigms the runs scored, from the
+    first zeroshot.json that carries them; empty when none does (the release's per-paradigm file was absent)."""
+    for root in roots:
+        for report in S.zeroshot_reports(root).values():
+            published = [r for r in report["blimp"].get("published", []) if r["level"] in LEVELS]
+            if not published:
+                continue
+            first = next(iter(report["blimp"]["results"].values()))
+            paradigms = {r["name"]: r["paradigms"] for r in first if r["level"] == "field"}
+            models = [k for k in published[0] if k not in ("level", "name")]
+            merged = _merge_fields(published, models, paradigms)
+            return pd.DataFrame([{"arm": model, "method": "published", "level": r["level"], "name": r["name"],
+                                  "mean": r[model]} for r in merged for model in models])
+    return pd.DataFrame(columns=["arm", "method", "level", "name", "mean"])
+
+
+def blimp_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, 95 % CI half-width and n over seeds per arm, method and group."""
+    return S.over_seeds(runs, ["arm", "method", "level", "name"], ["accuracy"]).drop(columns="quantity")
+
+
+def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
+    shown = table[table["level"].isin(("overall", "field"))]
+    columns = ["overall", *sorted(set(shown.loc[shown["level"] == "field", "name"]))]
+    lines = [f"# BLiMP: {', '.join(str(r) for r in roots)}", "",
+             "Accuracy (the good sentence scored strictly above the bad one), macro over paradigms as the release "
+             "averages, mean ± 95 % t interval over pretraining seeds (no interval for one seed); each arm with "
+             "every method its zero-shot stage ran. Chance is 0.5. The release's models (Warstadt et al. 2020) are "
+             "averaged over the same paradigms, all 1,000 pairs each; phenomena are in blimp.csv.", "",
+             "| arm | method | seeds | " + " | ".join(columns) + " |", "|---|---|---|" + "---|" * len(columns)]
+    for (arm, method), part in shown.groupby(["arm", "method"], sort=True):
+        cells = part.set_index("name")
+        values = [S.cell(cells.at[c, "mean"], cells.at[c, "ci95"]) if c in cells.index else "-" for c in columns]
+        lines.append(f"| {arm} | {method} | {int(part['n'].max())} | " + " | ".join(values) + " |")
+    for model, part in published[published["level"].isin(("overall", "field"))].groupby("arm", sort=False):
+        cells = part.set_index("name")["mean"]
+        values = [f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns]
+        lines.append(f"| {model} (release) | published | - | " + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
+    """report/blimp.md and blimp.csv under the first root (or `out`); nothing when no arm ran zeroshot.py."""
+    roots_ = [Path(r) for r in roots]
+    runs = blimp_runs(roots_)
+    if runs.empty:
+        return []
+    folder = Path(out) if out is not None else roots_[0] / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    table = blimp_table(runs)
+    atomic_write_text(folder / "blimp.csv", table.to_csv(index=False))
+    atomic_write_text(folder / "blimp.md", markdown(table, published_rows(roots_), roots_))
+    return [folder / "blimp.csv", folder / "blimp.md"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("roots", nargs="+", help="study folders (study.py's root=)")
+    parser.add_argument("--out", help="where blimp.md and blimp.csv go (default: <first root>/report)")
+    args = parser.parse_args()
+    written = write_blimp_report(*args.roots, out=args.out)
+    if not written:
+        raise SystemExit(f"no zeroshot.json under {args.roots} (<arm>/seed<k>/zeroshot/); run the studies' "
+                         "zero-shot stages first")
+    print("\n".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The study-level BLiMP table: fields merged as macros over their paradigms, means and t intervals over seeds,
+the release's models beside, several studies in one table, nothing written where no arm was scored zero-shot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from analysis.blimp_report import blimp_runs, write_blimp_report
+
+
+def group(level: str, name: str, accuracy: float, paradigms: int) -> dict:
+    return {"level": level, "name": name, "accuracy": accuracy, "ci_low": 0.0, "ci_high": 1.0,
+            "pairs": 50 * paradigms, "paradigms": paradigms}
+
+
+def write_zeroshot(root: Path, arm: str, seed: int, results: dict[str, list[dict]], published: list | None = None):
+    folder = root / arm / f"seed{seed}" / "zeroshot"
+    folder.mkdir(parents=True)
+    blimp = {"results": results, "published": published or []}
+    (folder / "zeroshot.json").write_text(json.dumps({"checkpoint": "x", "blimp": blimp, "settings": {}}))
+
+
+def mlm_results(overall: float) -> list[dict]:
+    # the release's layout as zeroshot.json kept it before field_name: one field under two spellings
+    return [group("overall", "overall", overall, 3), group("field", "syntax/semantics", 0.9, 1),
+            group("field", "syntax_semantics", 0.3, 2), group("phenomenon", "npi", 0.4, 3),
+            group("paradigm", "npi_1", 0.4, 1)]
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    published = [{"level": "overall", "name": "overall", "GPT-2": 0.8},
+                 {"level": "field", "name": "syntax/semantics", "GPT-2": 0.6},
+                 {"level": "field", "name": "syntax_semantics", "GPT-2": 0.9}]
+    for seed, overall in ((1, 0.44), (2, 0.46), (3, 0.51)):
+        write_zeroshot(tmp_path, "mlm", seed, {"pll": mlm_results(overall), "pll_word_l2r": mlm_results(0.5)},
+                       published)
+    write_zeroshot(tmp_path, "ar", 1, {"exact": [group("overall", "overall", 0.52, 3)]})
+    return tmp_path
+
+
+def test_a_field_spelled_two_ways_is_one_macro_over_its_paradigms(study):
+    runs = blimp_runs([study])
+    fields = runs[(runs["arm"] == "mlm") & (runs["level"] == "field") & (runs["seed"] == 1)]
+    assert fields["name"].tolist() == ["syntax_semantics", "syntax_semantics"]  # one per method
+    assert fields["accuracy"].tolist() == pytest.approx([(0.9 + 2 * 0.3) / 3] * 2)
+    assert "paradigm" not in set(runs["level"])
+
+
+def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_beside(study):
+    written = write_blimp_report(study)
+    assert [p.name for p in written] == ["blimp.csv", "blimp.md"]
+    text = (study / "report" / "blimp.md").read_text()
+    values = [0.44, 0.46, 0.51]
+    half = stats.t.ppf(0.975, 2) * stats.tstd(values) / 3 ** 0.5
+    assert f"| mlm | pll | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.500 ± 0.000 |" in text
+    assert "| ar | exact | 1 | 0.520 | - |" in text  # one seed: no interval; a field it lacks: '-'
+    assert f"| GPT-2 (release) | published | - | 0.800 | {(0.6 + 2 * 0.9) / 3:.3f} |" in text
+
+
+def test_several_studies_name_their_arms_by_folder(study, tmp_path_factory):
+    other = tmp_path_factory.mktemp("curricula")
+    write_zeroshot(other, "mlm", 1, {"pll": mlm_results(0.6)})
+    arms = set(blimp_runs([study, other])["arm"])
+    assert arms == {f"{study.name}/mlm", f"{study.name}/ar", f"{other.name}/mlm"}
+
+
+def test_a_study_without_zero_shot_runs_writes_no_table(tmp_path):
+    assert write_blimp_report(tmp_path) == []
+    assert not (tmp_path / "report").exists()
