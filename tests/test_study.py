@@ -436,6 +436,8 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
     assert scored["blimp"]["paradigms"] + len(scored["blimp"]["paradigms_left_out"]) == 36  # 300-token vocabulary
     assert "exact" in json.loads((root / "ar" / "seed1" / "zeroshot" / "zeroshot.json").read_text())["blimp"]["results"]
     assert {"Z1_pll_vs_exact", "Z2_word_l2r"} <= set(table["finding"])
+    blimp = (root / "report" / "blimp.md").read_text()  # the study's BLiMP table, every arm by its methods
+    assert "| mlm | pll_word_l2r | 1 |" in blimp and "| ar | exact | 1 |" in blimp
 
 
 @pytest.mark.slow
