@@ -39,35 +39,38 @@ def _merge_fields(rows: list[dict], value_keys: list[str], weights: dict[str, in
     return out
 
 
-def blimp_runs(roots: list[Path]) -> pd.DataFrame:
-    """One row per arm, seed, scoring method and group (overall, each field, each phenomenon): its accuracy.
-    With several roots an arm is named <root folder>/<arm>, since two studies may both have an `mlm` arm."""
+def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
+    """Every zeroshot.json under the roots, read once, as (arm, seed, report). With several roots an arm is named
+    <root folder>/<arm>, since two studies may both have an `mlm` arm."""
+    return [(f"{root.name}/{arm}" if len(roots) > 1 else arm, seed, report)
+            for root in roots for (arm, seed), report in S.zeroshot_reports(root).items()]
+
+
+def blimp_runs(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
+    """One row per arm, seed, scoring method and group (overall, each field, each phenomenon): its accuracy."""
     records = []
-    for root in roots:
-        for (arm, seed), report in S.zeroshot_reports(root).items():
-            label = f"{root.name}/{arm}" if len(roots) > 1 else arm
-            for method, rows in report["blimp"]["results"].items():
-                paradigms = {r["name"]: r["paradigms"] for r in rows if r["level"] == "field"}
-                for row in _merge_fields([r for r in rows if r["level"] in LEVELS], ["accuracy"], paradigms):
-                    records.append({"arm": label, "seed": seed, "method": method, "level": row["level"],
-                                    "name": row["name"], "accuracy": row["accuracy"]})
+    for arm, seed, report in reports:
+        for method, rows in report["blimp"]["results"].items():
+            paradigms = {r["name"]: r["paradigms"] for r in rows if r["level"] == "field"}
+            for row in _merge_fields([r for r in rows if r["level"] in LEVELS], ["accuracy"], paradigms):
+                records.append({"arm": arm, "seed": seed, "method": method, "level": row["level"],
+                                "name": row["name"], "accuracy": row["accuracy"]})
     return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy"])
 
 
-def published_rows(roots: list[Path]) -> pd.DataFrame:
+def published_rows(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
     """The release's models (5-gram, LSTM, Transformer-XL, GPT-2) over the paradigms the runs scored, from the
     first zeroshot.json that carries them; empty when none does (the release's per-paradigm file was absent)."""
-    for root in roots:
-        for report in S.zeroshot_reports(root).values():
-            published = [r for r in report["blimp"].get("published", []) if r["level"] in LEVELS]
-            if not published:
-                continue
-            first = next(iter(report["blimp"]["results"].values()))
-            paradigms = {r["name"]: r["paradigms"] for r in first if r["level"] == "field"}
-            models = [k for k in published[0] if k not in ("level", "name")]
-            merged = _merge_fields(published, models, paradigms)
-            return pd.DataFrame([{"arm": model, "method": "published", "level": r["level"], "name": r["name"],
-                                  "mean": r[model]} for r in merged for model in models])
+    for _, _, report in reports:
+        published = [r for r in report["blimp"].get("published", []) if r["level"] in LEVELS]
+        if not published:
+            continue
+        first = next(iter(report["blimp"]["results"].values()))
+        paradigms = {r["name"]: r["paradigms"] for r in first if r["level"] == "field"}
+        models = [k for k in published[0] if k not in ("level", "name")]
+        merged = _merge_fields(published, models, paradigms)
+        return pd.DataFrame([{"arm": model, "method": "published", "level": r["level"], "name": r["name"],
+                              "mean": r[model]} for r in merged for model in models])
     return pd.DataFrame(columns=["arm", "method", "level", "name", "mean"])
 
 
@@ -99,14 +102,15 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
 def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
     """report/blimp.md and blimp.csv under the first root (or `out`); nothing when no arm ran zeroshot.py."""
     roots_ = [Path(r) for r in roots]
-    runs = blimp_runs(roots_)
+    reports = labelled_reports(roots_)
+    runs = blimp_runs(reports)
     if runs.empty:
         return []
     folder = Path(out) if out is not None else roots_[0] / "report"
     folder.mkdir(parents=True, exist_ok=True)
     table = blimp_table(runs)
     atomic_write_text(folder / "blimp.csv", table.to_csv(index=False))
-    atomic_write_text(folder / "blimp.md", markdown(table, published_rows(roots_), roots_))
+    atomic_write_text(folder / "blimp.md", markdown(table, published_rows(reports), roots_))
     return [folder / "blimp.csv", folder / "blimp.md"]
 
 

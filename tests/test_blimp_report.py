@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from analysis.blimp_report import blimp_runs, write_blimp_report
+from analysis.blimp_report import blimp_runs, labelled_reports, write_blimp_report
 
 
 def group(level: str, name: str, accuracy: float, paradigms: int) -> dict:
@@ -44,7 +44,7 @@ def study(tmp_path: Path) -> Path:
 
 
 def test_a_field_spelled_two_ways_is_one_macro_over_its_paradigms(study):
-    runs = blimp_runs([study])
+    runs = blimp_runs(labelled_reports([study]))
     fields = runs[(runs["arm"] == "mlm") & (runs["level"] == "field") & (runs["seed"] == 1)]
     assert fields["name"].tolist() == ["syntax_semantics", "syntax_semantics"]  # one per method
     assert fields["accuracy"].tolist() == pytest.approx([(0.9 + 2 * 0.3) / 3] * 2)
@@ -65,7 +65,7 @@ def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_besi
 def test_several_studies_name_their_arms_by_folder(study, tmp_path_factory):
     other = tmp_path_factory.mktemp("curricula")
     write_zeroshot(other, "mlm", 1, {"pll": mlm_results(0.6)})
-    arms = set(blimp_runs([study, other])["arm"])
+    arms = set(blimp_runs(labelled_reports([study, other]))["arm"])
     assert arms == {f"{study.name}/mlm", f"{study.name}/ar", f"{other.name}/mlm"}
 
 
