@@ -43,6 +43,9 @@ from analysis.runs import curve_by_steps
 
 QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining",
               "past_exit", "zeroshot", "words")
+# The score of a guess, for quantities that have one: a BLiMP pair is a choice between two sentences. The study's
+# gate (min_above_chance) refuses a row whose arm scores near it, where a difference would compare two guesses.
+CHANCE = {"zeroshot": 0.5}
 
 
 @dataclass
@@ -70,6 +73,11 @@ def quantity_of(side: dict[str, Any]) -> str:
     if len(named) != 1 or "arm" not in side:
         raise ValueError(f"a finding's side needs an arm and exactly one of {QUANTITIES}; got {sorted(side)}")
     return named[0]
+
+
+def chance_of(side: dict[str, Any]) -> float | None:
+    """The chance score of the side's quantity, or None where it has none (or the side is a difference)."""
+    return None if side.get("relative_to") else CHANCE.get(quantity_of(side))
 
 
 def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None) -> dict[int, float]:

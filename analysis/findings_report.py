@@ -5,7 +5,8 @@ learning gate, power for what is unresolved, and the report (report/findings.md 
 The study config holds, beside its arms:
 
     alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
-    gate: {min_below_unigram: 0.5}    # nats below the unigram NLL of the same held-out targets (evaluate.py)
+    gate: {min_below_unigram: 0.5,    # nats below the unigram NLL of the same held-out targets (evaluate.py)
+           min_above_chance: 0.05}    # optional: a side with a chance score (BLiMP 0.5) must beat it by this
     findings:
       F1:
         claim: ..., anchor: ..., a: {...}, b: {...}
@@ -33,6 +34,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
+from analysis.gate import gate_row, ungated_note
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -57,7 +59,8 @@ VERDICT_MEANINGS = {
     "unresolved": "every arm the row reads passed the gate, but the evidence reaches neither region at the "
                   "family's error rate",
     "not evidence": "an arm the row reads is less than the gate's nats below the unigram NLL of the same held-out "
-                    "targets in some seed (the row would measure how far that arm is from learning), or the row's "
+                    "targets in some seed (the row would measure how far that arm is from learning), a side scores "
+                    "within the gate's floor of chance in some seed (it would compare guesses), or the row's "
                     "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
 }
 
@@ -71,7 +74,8 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
                          f"has {sorted(FINDING_KEYS)} (superseded optional)")
     for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
         if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
-            raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}}")
+            raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
+                             "(and seen: <which seeds had run>, where some had)")
     for side in ("a", "b"):
         quantity_of(finding[side])
     test = dict(finding["test"])
@@ -89,8 +93,10 @@ def check_registrations(study: dict[str, Any]) -> None:
     if not 0 < float(alpha) < 1:
         raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
     gate = study.get("gate")
-    if gate is not None and (set(gate) != {"min_below_unigram"} or not float(gate["min_below_unigram"]) >= 0):
-        raise ValueError(f"study.gate={gate}; give gate: {{min_below_unigram: <nats, >= 0>}} or leave it out")
+    if gate is not None and ("min_below_unigram" not in gate or set(gate) - {"min_below_unigram", "min_above_chance"}
+                             or not all(float(v) >= 0 for v in gate.values())):
+        raise ValueError(f"study.gate={gate}; give gate: {{min_below_unigram: <nats, >= 0>, min_above_chance: "
+                         "<score, >= 0, optional>}} or leave it out")
     for finding_id, finding in (study.get("findings") or {}).items():
         registered_claim(finding_id, finding)
     for check_id, check in (study.get("checks") or {}).items():
@@ -98,51 +104,6 @@ def check_registrations(study: dict[str, Any]) -> None:
         if arm not in study["arms"]:
             raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
         quantity_of(check["value"])
-
-
-def gate_arm(study: dict[str, Any], arm: str) -> str:
-    """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""
-    return study["arms"][arm].get("from_arm", arm) if arm in study.get("arms", {}) else arm
-
-
-def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
-    """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
-    likelihood to gate) is left out."""
-    named = [finding[s][k] for s in ("a", "b") for k in ("arm", "relative_to") if finding[s].get(k)]
-    gated = [a for a in named if study.get("arms", {}).get(a, {}).get("gate", True) is not False]
-    return sorted({gate_arm(study, a) for a in gated})
-
-
-def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
-    """seed -> nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood section)."""
-    return {seed: float(r["likelihood"]["below_unigram"]) for (a, seed), r in runs.reports.items()
-            if a == arm and "below_unigram" in r.get("likelihood", {})}
-
-
-def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
-    """The lowest common-scale margin of the row's arms, and which arm and seed fail the gate. Every seed an arm
-    was pretrained with counts, not only the seeds the row could pair: a seed drops out of a pair exactly when
-    a run never left its plateau (past_exit), and that run must still mark the row."""
-    gate = study.get("gate")
-    if not gate:
-        return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
-    threshold = float(gate["min_below_unigram"])
-    pretrained = runs.pretraining
-    lowest, failing = math.inf, []
-    for arm in arms_read(study, finding):
-        margins = gate_values(runs, arm)
-        arm_seeds = set(seeds) | (set(pretrained.loc[pretrained["arm"] == arm, "seed"].astype(int))
-                                  if not pretrained.empty else set())
-        for seed in sorted(arm_seeds):
-            margin = margins.get(seed, math.nan)
-            if seed not in margins:
-                failing.append(f"{arm} seed {seed} has no common-scale likelihood")
-            elif not (math.isfinite(margin) and margin >= threshold):  # a NaN (diverged) run has not learned
-                failing.append(f"{arm} seed {seed} is {margin:.2f} nats below unigram (gate {threshold:g})")
-            if math.isfinite(margin):
-                lowest = min(lowest, margin)
-    return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing),
-            "gate_note": "; ".join(failing)}
 
 
 def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
@@ -169,6 +130,7 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
                "kind": claim.kind, "direction": claim.direction, "margin": claim.margin,
                "smallest_effect": claim.smallest_effect, "justification": finding.get("justification", ""),
                "registered": _registration(finding["registered"]),
+               "registered_after_data": bool(finding["registered"].get("seen")),
                "superseded": "; ".join(_superseded(s) for s in finding.get("superseded") or []),
                "a": describe(finding["a"]), "b": describe(finding["b"])}
         try:
@@ -199,7 +161,10 @@ def _mean(side: dict[int, float], seeds: list[int]) -> float:
 
 
 def _registration(registered: dict[str, Any]) -> str:
-    return f"{registered.get('date')} at {registered.get('commit')}"
+    # `seen`: what data the registration came after (a claim added once some seeds had run), printed so a
+    # reader can discount it; the claim stays pre-registered for the seeds run after it.
+    seen = f", after seeing {registered['seen']}" if registered.get("seen") else ""
+    return f"{registered.get('date')} at {registered.get('commit')}{seen}"
 
 
 def _superseded(entry: dict[str, Any]) -> str:
@@ -250,11 +215,6 @@ def _power_text(r: dict[str, Any]) -> str:
     return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
 
 
-def ungated_note(study: dict[str, Any]) -> str:
-    ungated = [name for name, arm in study.get("arms", {}).items() if arm.get("gate", True) is False]
-    return f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""
-
-
 def precision_note(pretraining: pd.DataFrame) -> str:
     """Which precision the pretraining runs trained at. A study resumed on another machine can train one config
     in bf16 where the CPU has bf16 units and in fp32 where not: a paired difference would then mix numerics."""
@@ -294,6 +254,8 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
              (f"Gate: every arm a row reads must be at least {float(gate['min_below_unigram']):g} nats below the "
               "unigram NLL of the same held-out targets (evaluate.py's likelihood: exact for causal readers, the "
               "any-order bound for bidirectional ones) in every seed; the gate column is the lowest such margin."
+              + (f" A side with a chance score (BLiMP: 0.5) must be at least {float(gate['min_above_chance']):g} "
+                 "above it in every seed." if "min_above_chance" in gate else "")
               + ungated_note(study) if gate else "No learning gate is registered for this study."), ""]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
@@ -304,7 +266,8 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
     for r in table.to_dict("records"):
         interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
         note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
-        marked = " (re-registered after data)" if r.get("superseded") else ""
+        marked = (" (re-registered after data)" if r.get("superseded")
+                  else " (registered after data)" if r.get("registered_after_data") else "")
         lines.append(f"| {r['finding']}{marked} | {r['claim']} | {_test_text(r)} | {_number(r['a_mean'])} "
                      f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
                      f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")

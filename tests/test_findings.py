@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis.findings import NotComparable, StudyRuns, _representation, values
-from analysis.findings_report import findings_table, write_findings
+from analysis.findings_report import check_registrations, findings_table, write_findings
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
@@ -260,6 +260,12 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
     assert "| mrf_u | a convergence check |" in text and "22.000 [" in text  # 21, 22, 23 over the seeds
     for verdict in ("reproduced", "contradicted", "unresolved", "not evidence"):
         assert f"- **{verdict}**:" in text
+    # a claim added once some seeds had run says so, beside its registration
+    late = registered(FINDINGS["nsp"])
+    late["registered"] = {"date": "2026-11-25", "commit": "abc1234", "seen": "seed 1 of both arms"}
+    write_findings(study, {"findings": {"nsp": late}})
+    text = (study / "report" / "findings.md").read_text()
+    assert "nsp (registered after data)" in text and "abc1234, after seeing seed 1 of both arms" in text
 
 
 def test_past_exit_reads_each_curve_the_same_steps_after_its_own_plateau_exit():
@@ -298,8 +304,6 @@ def test_a_row_without_paired_seeds_is_unresolved_and_says_why(tmp_path):
 
 
 def test_a_study_is_checked_before_any_stage(study):
-    from analysis.findings_report import check_registrations
-
     good = {"arms": {"mlm": {}, "ar": {}}, "gate": {"min_below_unigram": 0.5},
             "findings": {"F1": registered(FINDINGS["bidirectional"])}}
     check_registrations(good)
@@ -369,3 +373,31 @@ def test_the_report_gives_each_seeds_wall_minutes_from_its_stages(study):
     write_findings(study, {"findings": {"nsp": registered(FINDINGS["nsp"])}})
     text = (study / "report" / "findings.md").read_text()
     assert "seed 1: 12; seed 2: 2 (1 of 2 stages untimed)." in text
+
+
+def test_a_blimp_row_near_chance_is_not_evidence_whichever_way_it_points(tmp_path):
+    def blimp(root: Path, arm: str, seed: int, method: str, accuracy: float) -> None:
+        write(root / arm / f"seed{seed}" / "zeroshot" / "zeroshot.json",
+              {"blimp": {"results": {method: [{"level": "overall", "name": "overall", "accuracy": accuracy}]}}})
+
+    for seed in (1, 2, 3):
+        gate_report(tmp_path, "mlm", seed, 2.0)
+        gate_report(tmp_path, "ar", seed, 2.0)
+        blimp(tmp_path, "mlm", seed, "pll", 0.45 + 0.001 * seed)  # below chance: a systematic lean, not grammar
+        blimp(tmp_path, "ar", seed, "exact", 0.52 + 0.001 * seed)
+    pll_vs_exact = {"direction": "greater", "a": {"arm": "mlm", "zeroshot": {"method": "pll"}},
+                    "b": {"arm": "ar", "zeroshot": {"method": "exact"}}}
+    gate = {"min_below_unigram": 0.5, "min_above_chance": 0.05}
+    arms = {"mlm": {}, "ar": {}}
+    without_floor = judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate={"min_below_unigram": 0.5}).iloc[0]
+    assert without_floor["verdict"] == "contradicted"  # a 0.07 gap between two guesses, resolved
+    row = judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate=gate).iloc[0]
+    assert row["verdict"] == "not evidence"
+    assert "mlm: zeroshot method=pll seed 1 is 0.451, within 0.05 of chance 0.5" in row["gate_note"]
+    assert "ar: zeroshot method=exact seed 3 is 0.523" in row["gate_note"]
+    for seed in (1, 2, 3):  # both sides clear of chance: the row is judged again
+        blimp(tmp_path, "mlm", seed, "pll", 0.70 + 0.01 * seed)
+        blimp(tmp_path, "ar", seed, "exact", 0.60 + 0.003 * seed)
+    assert judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate=gate).iloc[0]["verdict"] == "reproduced"
+    with pytest.raises(ValueError, match="min_above_chance"):
+        check_registrations({"arms": arms, "gate": {"min_below_unigram": 0.5, "floor": 0.1}, "findings": {}})

@@ -1,0 +1,79 @@
+"""The common learning gate of a study's findings (analysis.findings_report): every pretraining run a row reads
+must be `min_below_unigram` nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood) in
+every seed, and, where the study registers `min_above_chance`, every side with a chance score (BLiMP accuracy)
+must beat chance by that much; a row that fails is "not evidence", whichever way it points."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from analysis.findings import StudyRuns, chance_of, describe, values
+
+
+def gate_arm(study: dict[str, Any], arm: str) -> str:
+    """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""
+    return study["arms"][arm].get("from_arm", arm) if arm in study.get("arms", {}) else arm
+
+
+def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
+    """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
+    likelihood to gate) is left out."""
+    named = [finding[s][k] for s in ("a", "b") for k in ("arm", "relative_to") if finding[s].get(k)]
+    gated = [a for a in named if study.get("arms", {}).get(a, {}).get("gate", True) is not False]
+    return sorted({gate_arm(study, a) for a in gated})
+
+
+def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
+    """seed -> nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood section)."""
+    return {seed: float(r["likelihood"]["below_unigram"]) for (a, seed), r in runs.reports.items()
+            if a == arm and "below_unigram" in r.get("likelihood", {})}
+
+
+def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """The lowest common-scale margin of the row's arms, and which arm and seed fail the gate. Every seed an arm
+    was pretrained with counts, not only the seeds the row could pair: a seed drops out of a pair exactly when
+    a run never left its plateau (past_exit), and that run must still mark the row."""
+    gate = study.get("gate")
+    if not gate:
+        return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
+    threshold = float(gate["min_below_unigram"])
+    pretrained = runs.pretraining
+    lowest, failing = math.inf, []
+    for arm in arms_read(study, finding):
+        margins = gate_values(runs, arm)
+        arm_seeds = set(seeds) | (set(pretrained.loc[pretrained["arm"] == arm, "seed"].astype(int))
+                                  if not pretrained.empty else set())
+        for seed in sorted(arm_seeds):
+            margin = margins.get(seed, math.nan)
+            if seed not in margins:
+                failing.append(f"{arm} seed {seed} has no common-scale likelihood")
+            elif not (math.isfinite(margin) and margin >= threshold):  # a NaN (diverged) run has not learned
+                failing.append(f"{arm} seed {seed} is {margin:.2f} nats below unigram (gate {threshold:g})")
+            if math.isfinite(margin):
+                lowest = min(lowest, margin)
+    failing += chance_failures(runs, finding, float(gate.get("min_above_chance", math.nan)))
+    return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing),
+            "gate_note": "; ".join(failing)}
+
+
+def chance_failures(runs: StudyRuns, finding: dict[str, Any], floor: float) -> list[str]:
+    """Each seed where a side with a chance score (BLiMP accuracy) is less than `floor` above it: two arms at
+    chance differ by noise, so a tie there would read as non-inferiority and a gap as a finding."""
+    if math.isnan(floor):
+        return []
+    failing = []
+    for side in (finding["a"], finding["b"]):
+        chance = chance_of(side)
+        if chance is None:
+            continue
+        for seed, value in sorted(values(runs, side).items()):
+            if not value >= chance + floor:
+                failing.append(f"{describe(side)} seed {seed} is {value:.3f}, within {floor:g} of chance "
+                               f"{chance:g}")
+    return failing
+
+
+def ungated_note(study: dict[str, Any]) -> str:
+    ungated = [name for name, arm in study.get("arms", {}).items() if arm.get("gate", True) is False]
+    return f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""
