@@ -67,10 +67,11 @@ def chance_failures(runs: StudyRuns, finding: dict[str, Any], floor: float) -> l
         chance = chance_of(side)
         if chance is None:
             continue
-        for seed, value in sorted(values(runs, side).items()):
-            if not value >= chance + floor:
-                failing.append(f"{describe(side)} seed {seed} is {value:.3f}, within {floor:g} of chance "
-                               f"{chance:g}")
+        near = {seed: value for seed, value in sorted(values(runs, side).items()) if not value >= chance + floor}
+        if near:
+            scores = ", ".join(f"{value:.3f}" for value in near.values())
+            failing.append(f"{describe(side)} is within {floor:g} of chance {chance:g} in seeds "
+                           f"{', '.join(map(str, near))} ({scores})")
     return failing
 
 
