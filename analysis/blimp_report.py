@@ -12,9 +12,10 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
 from analysis import study as S
-from common.atomic import atomic_write_text
+from common.atomic import atomic_file, atomic_write_text
 from zeroshot.blimp import field_name
 
 LEVELS = ("overall", "field", "phenomenon")
@@ -99,8 +100,30 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
+def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> None:
+    """Overall accuracy per arm and method with its interval over seeds, beside chance and the release's models:
+    where every bar sits on the chance line, no ranking of arms is read from it."""
+    overall = table[table["level"] == "overall"].sort_values(["arm", "method"]).reset_index(drop=True)
+    fig = Figure(figsize=(7.5, 0.9 + 0.32 * len(overall)))
+    ax = fig.subplots()
+    rows = range(len(overall))
+    ax.errorbar(overall["mean"], rows, xerr=overall["ci95"].fillna(0), fmt="o", color="black", capsize=3)
+    ax.axvline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+    for (model, part), colour in zip(published[published["level"] == "overall"].groupby("arm", sort=False),
+                                     ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False):
+        ax.axvline(part["mean"].iloc[0], color=colour, linewidth=1, alpha=0.7, label=f"{model} (release)")
+    ax.set_yticks(list(rows), [f"{a} · {m} (n={int(n)})" for a, m, n in
+                               zip(overall["arm"], overall["method"], overall["n"], strict=True)], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("BLiMP accuracy (macro over paradigms; mean, 95 % t interval over seeds)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
+
+
 def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
-    """report/blimp.md and blimp.csv under the first root (or `out`); nothing when no arm ran zeroshot.py."""
+    """report/blimp.md, .csv and .png under the first root (or `out`); nothing when no arm ran zeroshot.py."""
     roots_ = [Path(r) for r in roots]
     reports = labelled_reports(roots_)
     runs = blimp_runs(reports)
@@ -110,14 +133,16 @@ def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> lis
     folder.mkdir(parents=True, exist_ok=True)
     table = blimp_table(runs)
     atomic_write_text(folder / "blimp.csv", table.to_csv(index=False))
-    atomic_write_text(folder / "blimp.md", markdown(table, published_rows(reports), roots_))
-    return [folder / "blimp.csv", folder / "blimp.md"]
+    published = published_rows(reports)
+    atomic_write_text(folder / "blimp.md", markdown(table, published, roots_))
+    plot_overall(table, published, folder / "blimp.png")
+    return [folder / "blimp.csv", folder / "blimp.md", folder / "blimp.png"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="+", help="study folders (study.py's root=)")
-    parser.add_argument("--out", help="where blimp.md and blimp.csv go (default: <first root>/report)")
+    parser.add_argument("--out", help="where blimp.md, .csv and .png go (default: <first root>/report)")
     args = parser.parse_args()
     written = write_blimp_report(*args.roots, out=args.out)
     if not written:

@@ -53,7 +53,8 @@ def test_a_field_spelled_two_ways_is_one_macro_over_its_paradigms(study):
 
 def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_beside(study):
     written = write_blimp_report(study)
-    assert [p.name for p in written] == ["blimp.csv", "blimp.md"]
+    assert [p.name for p in written] == ["blimp.csv", "blimp.md", "blimp.png"]
+    assert (study / "report" / "blimp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = (study / "report" / "blimp.md").read_text()
     values = [0.44, 0.46, 0.51]
     half = stats.t.ppf(0.975, 2) * stats.tstd(values) / 3 ** 0.5
