@@ -109,9 +109,8 @@ def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> No
     rows = range(len(overall))
     ax.errorbar(overall["mean"], rows, xerr=overall["ci95"].fillna(0), fmt="o", color="black", capsize=3)
     ax.axvline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
-    for (model, part), colour in zip(published[published["level"] == "overall"].groupby("arm", sort=False),
-                                     ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False):
-        ax.axvline(part["mean"].iloc[0], color=colour, linewidth=1, alpha=0.7, label=f"{model} (release)")
+    for i, (model, part) in enumerate(published[published["level"] == "overall"].groupby("arm", sort=False)):
+        ax.axvline(part["mean"].iloc[0], color=f"C{i}", linewidth=1, alpha=0.7, label=f"{model} (release)")
     ax.set_yticks(list(rows), [f"{a} · {m} (n={int(n)})" for a, m, n in
                                zip(overall["arm"], overall["method"], overall["n"], strict=True)], fontsize=8)
     ax.invert_yaxis()
