@@ -3,6 +3,7 @@ study record keeps in their place (studies/records.py), so reports read a restor
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import IO
 
@@ -15,7 +16,15 @@ SCALARS_CSV = "scalars.csv"  # beside tensorboard/: the same table, kept where e
 def event_scalars(tensorboard: Path) -> pd.DataFrame:
     """Every scalar tag in a TensorBoard folder, one column per tag, indexed by step."""
     events = EventAccumulator(str(tensorboard), size_guidance={"scalars": 0})  # 0: keep every point
-    events.Reload()
+    # TensorBoard's reader logs "No path found after <file>" at INFO for every folder it finishes: a report over a
+    # study printed one such line per run, burying its own output. Quieted for this read only.
+    reader_log = logging.getLogger("tensorboard")
+    level = reader_log.level
+    reader_log.setLevel(logging.WARNING)
+    try:
+        events.Reload()
+    finally:
+        reader_log.setLevel(level)
     series = {tag: pd.Series({e.step: e.value for e in events.Scalars(tag)}, dtype=float)
               for tag in events.Tags()["scalars"]}
     frame = pd.DataFrame(series).sort_index()
