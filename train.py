@@ -136,8 +136,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         # a continued run (init_from=): its ancestors, oldest first, and the input tokens of the whole chain
         "init_from": lineage,
         "chain_tokens_seen": lineage_tokens(lineage) + tokens.tokens_seen,
-        # where the objective changes what it trains (a phased objective's phase starts), in input tokens
+        # where the objective's schedule puts its changes (a phased objective's phase starts: round(until x
+        # budget)), and where each phase's first batch began, as measured (the first batch boundary at or after its
+        # mark; None: resumed from a checkpoint that predates the record), in input tokens
         "budget_marks": module.objective.budget_marks(module.budget_tokens) if module.budget_tokens else {},
+        "phase_starts": tokens.phase_starts,
         "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
         # a FLOPs budget's estimate of one step's training FLOPs, which set the schedule's length (else None)
         "flops_per_step_estimate": flops_per_step_estimate,

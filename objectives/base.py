@@ -127,6 +127,12 @@ class Objective(nn.Module, ABC):
         objective with a schedule then uses its end-of-training setting, so val/loss compares across checkpoints
         of one run. A no-op for objectives without one."""
 
+    @property
+    def phase(self) -> str | None:
+        """The name of what the objective trains now, where that changes within a run (a phased objective's
+        phase); None for objectives that train one thing throughout. The run records where each phase began."""
+        return None
+
     def budget_marks(self, total_tokens: int) -> dict[str, int]:
         """Input-token counts at which the objective changes what it trains (a phased objective's phase starts),
         for the run's summary; none for most objectives."""

@@ -19,9 +19,11 @@ log = logging.getLogger("armlm.train")
 
 class PhasedObjective(Composite):
     """Phases as {name: {until: share, objective: ...}}: each phase trains until `until` of the token budget, the
-    last until 1. A step belongs to the phase its first token falls in, so the switch happens at the first step
-    boundary at or after round(until x budget) input tokens: a deterministic token count, recorded in the run's
-    summary (`switch_tokens`), and the same on a resumed run, whose progress comes from the checkpoint.
+    last until 1. A training batch belongs to the phase its first input token falls in, so the switch happens at
+    the first batch boundary at or after round(until x budget) input tokens (with gradient accumulation that can be
+    inside an optimiser step): a deterministic token count, the same on a resumed run, whose progress comes from
+    the checkpoint. The run's summary gives both: `budget_marks`, round(until x budget), and `phase_starts`, the
+    input tokens seen before each phase's first batch, as measured (training.callbacks.TokenAccounting).
 
     Validation, fine-tuning and scoring use the last phase: val/loss is its quantity throughout the run (how the
     first phase's model reads on the final objective), and a checkpoint is fine-tuned and scored as the last phase's
@@ -53,6 +55,10 @@ class PhasedObjective(Composite):
 
     def budget_marks(self, total_tokens: int) -> dict[str, int]:
         return self.switch_tokens(total_tokens)
+
+    @property
+    def phase(self) -> str | None:
+        return self.current if self.stepping else None
 
     def phase_at(self, progress: TrainingProgress) -> str:
         starts = self.switch_tokens(progress.total_tokens)

@@ -15,6 +15,7 @@ from objectives.mlm import MaskedLM
 from objectives.mlm_nsp import MaskedLMWithNSP
 from objectives.phased import PhasedObjective
 from tests.conftest import tiny_config
+from training.callbacks import TokenAccounting
 
 
 def phased(first: float = 0.5) -> PhasedObjective:
@@ -72,7 +73,7 @@ def test_the_switch_is_at_the_exact_token_and_a_resumed_run_ends_bit_exactly(tmp
                 "save_at_tokens=[512,1024]")
     whole = tmp_path / "whole"
     summary = train.run(tiny_config(whole, cache_dir, *settings))
-    assert summary["budget_marks"] == {"causal": 0, "masked": 768}
+    assert summary["budget_marks"] == summary["phase_starts"] == {"causal": 0, "masked": 768}
     phase = logged(whole, "train/phase")  # logged at the step it belongs to (Lightning counts steps from 0)
     assert [phase[s] for s in sorted(phase)] == [0, 0, 0, 1, 1, 1, 1, 1]
     assert "train/mask_share" in {t for t in EventAccumulator(str(next(whole.rglob("events.out*")).parent)).Reload()
@@ -84,4 +85,35 @@ def test_the_switch_is_at_the_exact_token_and_a_resumed_run_ends_bit_exactly(tmp
                               f"ckpt_path={whole / 'checkpoints' / f'tokens-{tokens}.ckpt'}"))
         for key, value in reference.items():
             torch.testing.assert_close(final_weights(resumed)[key], value, rtol=0, atol=0, msg=key)
+        # the start recorded before the kill comes back from the checkpoint; the one after it is measured again
+        assert json.loads((resumed / "summary.json").read_text())["phase_starts"] == {"causal": 0, "masked": 768}
     assert json.loads((whole / "summary.json").read_text())["val_loss_kind"] == "masked_token"
+
+
+@pytest.mark.slow
+def test_a_mark_between_batches_switches_at_the_next_batch_and_the_summary_says_where(tmp_path, cache_dir):
+    """until=0.4 of 2,048 tokens marks token 819, inside step 3's 768-1,023: MLM starts with step 4, at 1,024."""
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar_mlm", "objective.phases.causal.until=0.4",
+                                    "trainer.log_every_n_steps=1"))
+    assert summary["budget_marks"] == {"causal": 0, "masked": 819}
+    assert summary["phase_starts"] == {"causal": 0, "masked": 1024}
+    phase = logged(tmp_path, "train/phase")
+    assert [phase[s] for s in sorted(phase)] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_objectives_of_one_phase_record_no_phase_starts(tmp_path, cache_dir):
+    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "trainer.max_steps=2"))
+    assert summary["phase_starts"] == {} and summary["budget_marks"] == {}
+
+
+def test_a_checkpoint_from_before_the_record_leaves_the_phase_starts_unknown():
+    old = TokenAccounting()
+    old.load_state_dict({"tokens_seen": 512, "pred_tokens_seen": 80, "flops_seen": 1.0})
+    old.phase_started("masked")  # 512 would be where this process resumed, not where the phase began
+    assert old.phase_starts is None
+    new = TokenAccounting()
+    new.load_state_dict({"tokens_seen": 512, "pred_tokens_seen": 80, "flops_seen": 1.0, "phase_starts": {"causal": 0}})
+    new.phase_started("causal")
+    new.tokens_seen = 768
+    new.phase_started("masked")
+    assert new.phase_starts == {"causal": 0, "masked": 768} and new.state_dict()["phase_starts"] == new.phase_starts

@@ -32,6 +32,9 @@ class TokenAccounting(Callback):
         self.tokens_seen = 0
         self.pred_tokens_seen = 0
         self.flops_seen = 0.0
+        # the input tokens seen before the first batch of each phase of a phased objective, as they happened (None:
+        # a resumed checkpoint that predates this record, so an earlier phase's start is unknown)
+        self.phase_starts: dict[str, int] | None = {}
         # Throughput is wall time between consecutive training batches (data loading included),
         # with validation and checkpointing pauses left out.
         self._clock: float | None = None
@@ -78,17 +81,25 @@ class TokenAccounting(Callback):
                 pl_module.log("train/tokens_per_s", self._window_tokens / self._window_seconds, prog_bar=True)
                 self._window_seconds, self._window_tokens = 0.0, 0
 
-    def state_dict(self) -> dict[str, float]:
-        return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen,
-                "flops_seen": self.flops_seen}
+    def phase_started(self, phase: str) -> None:
+        """Called before each training batch with the objective's phase: its first call for a phase records where
+        the phase began."""
+        if self.phase_starts is not None:
+            self.phase_starts.setdefault(phase, self.tokens_seen)
 
-    def load_state_dict(self, state_dict: dict[str, float]) -> None:
+    def state_dict(self) -> dict[str, Any]:
+        return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen,
+                "flops_seen": self.flops_seen, "phase_starts": self.phase_starts}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.tokens_seen = int(state_dict["tokens_seen"])
         self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
         if "flops_seen" not in state_dict and self.max_flops is not None:
             raise ValueError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
                              "resume from it; resume with its token budget (max_tokens=..., max_flops=null)")
         self.flops_seen = float(state_dict.get("flops_seen", 0.0))
+        starts = state_dict.get("phase_starts")
+        self.phase_starts = None if starts is None and self.tokens_seen > 0 else dict(starts or {})
 
 
 class SaveAtTokens(Callback):

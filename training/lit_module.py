@@ -121,6 +121,8 @@ class PretrainModule(L.LightningModule):
         generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
         if self.objective.needs_progress:
             self.objective.set_progress(self.progress())
+        if self.objective.phase is not None and self.token_accounting is not None:
+            self.token_accounting.phase_started(self.objective.phase)
         out = self.objective.loss(batch, self.model, generator)
         loss_value = float(out.loss.detach())
         if not math.isfinite(loss_value) and self.hparams.nonfinite_loss == "skip":
