@@ -5,12 +5,16 @@ are written atomically (training.checkpoint_io), so the ones already on disk loa
 from __future__ import annotations
 
 import errno
+import os
 import shlex
 from pathlib import Path
 
 
 class DiskFullError(OSError):
     """The run stopped because a write found no space left; its message says how to resume."""
+
+    def __str__(self) -> str:  # the message alone: OSError's "[Errno 28] " prefix says nothing the message doesn't
+        return str(self.strerror)
 
 
 def disk_full_cause(err: BaseException) -> OSError | None:
@@ -29,15 +33,26 @@ def newest_checkpoint(folder: Path) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
+def mount_point(path: Path) -> Path:
+    """The mount point of the file system that holds `path` (or the nearest folder above it that exists)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    while not os.path.ismount(path):
+        path = path.parent
+    return path
+
+
 def disk_full_message(cause: OSError, run_folder: Path, overrides: list[str]) -> str:
     """What happened, what is intact, and the resume command (the run's own overrides, its folder, the checkpoint)."""
+    disk = f"no space left on the disk mounted at {mount_point(Path(cause.filename or run_folder))}"
     where = f" writing {cause.filename}" if cause.filename else ""
     intact = newest_checkpoint(run_folder / "checkpoints")
     kept = [o for o in overrides if not o.split("=", 1)[0].lstrip("+~") in ("hydra.run.dir", "ckpt_path")]
     if intact is None:
-        return (f"no space left on the disk{where} ({run_folder}), before any checkpoint was written; free space and "
+        return (f"{disk}{where} ({run_folder}), before any checkpoint was written; free space and "
                 f"run it again: python train.py {shlex.join(kept)}")
     resume = "last" if intact.name == "last.ckpt" else str(intact)
     command = shlex.join(["python", "train.py", *kept, f"hydra.run.dir={run_folder}", f"ckpt_path={resume}"])
-    return (f"no space left on the disk{where}. The newest checkpoint, {intact}, is intact; free space on the disk "
+    return (f"{disk}{where}. The newest checkpoint, {intact}, is intact; free space on the disk "
             f"of {run_folder}, then resume: {command}")
