@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+import yaml
 
 import train
 from finetune.run import check_overrides
@@ -38,11 +39,16 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
     assert [a["objective"] for a in summary["init_from"]] == ["objectives.ar.AutoregressiveLM"]
     assert summary["init_from"][0]["tokens"] == parent_tokens == 4 * 8 * 32
     assert summary["chain_tokens_seen"] == parent_tokens + summary["tokens_seen"]
-    hparams = torch.load(child / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]
-    assert hparams["init_from"] == summary["init_from"]  # the checkpoint carries the chain too
-    # a grandchild's lineage lists both ancestors, oldest first
+    checkpoint = torch.load(child / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["hyper_parameters"]["init_from"] == summary["init_from"]  # the checkpoint carries the chain
+    [hparams_yaml] = (child / "tensorboard").rglob("hparams.yaml")  # and so does the TensorBoard run
+    assert yaml.safe_load(hparams_yaml.read_text())["init_from"] == summary["init_from"]
+    # a fresh optimiser and schedule: Adam's step counts and the scheduler's are the child's 2, not the parent's 4 + 2
+    assert {int(state["step"]) for state in checkpoint["optimizer_states"][0]["state"].values()} == {2}
+    assert checkpoint["lr_schedulers"][0]["last_epoch"] == 2
+    # a grandchild's lineage lists both ancestors, oldest first; dropout is the new run's to choose
     grandchild = train.run(tiny_config(tmp_path / "grandchild", cache_dir, "objective=ar", f"init_from={child}",
-                                       "trainer.max_steps=1"))
+                                       "trainer.max_steps=1", "model.dropout=0.0"))
     assert [a["objective"] for a in grandchild["init_from"]] == ["objectives.ar.AutoregressiveLM",
                                                                  "objectives.mlm.MaskedLM"]
     assert grandchild["chain_tokens_seen"] == parent_tokens + 2 * 8 * 32 + 8 * 32

@@ -38,9 +38,11 @@ def parent_lineage(path: str | Path, model: ModelConfig, tokenizer_json: str) ->
     if not isinstance(hparams, dict) or not {"model", "objective"} <= hparams.keys() or "task" in hparams:
         raise ValueError(f"init_from={path}: {ckpt_path} is not an armlm pretraining checkpoint; give the checkpoint "
                          "or run folder of a `python train.py objective=...` run")
-    # the vocabulary size is the tokenizer's, compared with the tokenizer below
-    ours = {k: v for k, v in asdict(model).items() if k != "vocab_size"}
-    theirs = {k: v for k, v in hparams["model"].items() if k != "vocab_size"}
+    # the vocabulary size is the tokenizer's, compared with the tokenizer below; dropout and the initial weights'
+    # scale do not describe the weights being carried over, so a continued run may set them as it likes
+    free = ("vocab_size", "dropout", "init_std")
+    ours = {k: v for k, v in asdict(model).items() if k not in free}
+    theirs = {k: v for k, v in hparams["model"].items() if k not in free}
     differing = differences({"model": ours}, {"model": theirs})
     if differing:
         raise ValueError(f"init_from={path}: the parent's model differs ({', '.join(differing)}); continue with "
