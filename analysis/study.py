@@ -52,6 +52,15 @@ def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
     return objective.val_loss_kind
 
 
+def logged_mask_share(metrics: dict[str, float]) -> float:
+    """[MASK] inputs per input token in validation: 0 for an objective that logs no share at all (it inserts no
+    [MASK], as AR), NaN for a mixture that logged only its components' shares (runs before the mixture logged its
+    own), whose share over all rows is not in the summary."""
+    if "val/mask_share" in metrics:
+        return metrics["val/mask_share"]
+    return math.nan if any(key.endswith("mask_share") for key in metrics) else 0.0
+
+
 def pretraining_runs(root: Path) -> pd.DataFrame:
     """One row per run. The validation NLL sits in the column of its kind, val_nll_<val_loss_kind> (next_token
     for AR, masked_token for MLM, ...): kinds average different tokens and are never one column."""
@@ -71,8 +80,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      "epochs": s.get("epochs") if s.get("max_train_tokens") else None,
                      "train_tokens": s.get("train_tokens") if s.get("max_train_tokens") else None,
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
-                     # objectives that insert no [MASK] (AR) log no share
-                     "mask_share": s["metrics"].get("val/mask_share", 0.0), "wall_seconds": s["wall_seconds"],
+                     "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
                      "precision": s.get("precision"),  # None in summaries written before it was recorded
                      "run": str(path.parent)})
     return pd.DataFrame(rows)

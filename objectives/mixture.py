@@ -12,6 +12,7 @@ from torch import Tensor
 from models.backbone import Transformer
 from objectives.base import Batch, LossOutput
 from objectives.composite import DOWNSTREAM_ATTRIBUTES, Composite
+from objectives.mlm import mask_share
 
 
 def apportion(weights: list[float], rows: int) -> list[int]:
@@ -61,6 +62,11 @@ class RowMixture(Composite):
         self.likelihood_metric = None  # val/loss pools the components' quantities
         self.extra_metrics = tuple(f"loss_{name}" for name in self.names) + tuple(
             f"{name}_{extra}" for name in self.names for extra in self.parts[name].extra_metrics)
+        # [MASK] inputs over every row's input tokens, where some component inserts [MASK]: the pretraining share the
+        # studies set beside fine-tuning's (a causal row counts its tokens and no [MASK])
+        self.masks_inputs = any("mask_share" in part.extra_metrics for part in self.parts.values())
+        if self.masks_inputs:
+            self.extra_metrics += ("mask_share",)
         self.perplexity_of = {}
 
     def row_counts(self, rows: int) -> dict[str, int]:
@@ -85,6 +91,11 @@ class RowMixture(Composite):
             extras[f"loss_{name}"] = (out.loss.detach(), out.predicted_tokens)
             extras.update({f"{name}_{extra}": value for extra, value in out.extras.items()})
         parts = list(outputs.values())
+        if self.masks_inputs:
+            masked = sum(share * weight for share, weight in
+                         (out.extras["mask_share"] for out in parts if "mask_share" in out.extras))
+            extras["mask_share"] = mask_share(torch.as_tensor(masked),
+                                              torch.stack([torch.as_tensor(out.input_tokens) for out in parts]).sum())
         return LossOutput(
             loss=sum(self.settings[name] / weight * out.loss for name, out in outputs.items()),
             lm_nll_sum=torch.stack([out.lm_nll_sum for out in parts]).sum(),

@@ -53,6 +53,11 @@ def test_the_loss_is_the_weighted_combination_of_each_objectives_loss_on_its_row
     assert out.forward_flops == pytest.approx(masked.forward_flops + causal.forward_flops)
     torch.testing.assert_close(out.extras["loss_causal"][0], causal.loss)
     assert set(out.extras) <= set(objective.extra_metrics)
+    # [MASK] over every row's inputs: the masked rows' [MASK]s, the causal rows' tokens counted, none masked
+    share, inputs = out.extras["mask_share"]
+    n_masked = masked.extras["mask_share"][0] * masked.extras["mask_share"][1]
+    assert int(inputs) == ids.numel() and float(n_masked) > 0
+    torch.testing.assert_close(share, n_masked / ids.numel())
 
 
 def test_a_component_without_rows_drops_out_and_the_weights_renormalise(vocab):
@@ -97,3 +102,9 @@ def test_bad_mixtures_are_refused(vocab):
                     "b": {"weight": 0.5, "objective": MaskedLMWithNSP(d_model=16)}}, answers_as="a")
     with pytest.raises(ValueError, match="masked next-token"):  # GPT-BERT needs its two kinds of rows
         HybridLM({"a": {"weight": 0.5, "objective": MaskedLM()}, "b": {"weight": 0.5, "objective": AutoregressiveLM()}})
+
+
+def test_a_mixture_whose_components_insert_no_mask_logs_no_share(vocab):
+    objective = mixture(vocab, left=(0.5, AutoregressiveLM()), right=(0.5, AutoregressiveLM()))
+    out = objective.loss({"input_ids": blocks(vocab)}, backbone(vocab))
+    assert "mask_share" not in objective.extra_metrics and "mask_share" not in out.extras

@@ -9,7 +9,15 @@ import pytest
 from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 
-from analysis.study import cell, finetune_feature_gap, mean_ci, over_seeds, pretraining_runs, val_loss_kind
+from analysis.study import (
+    cell,
+    finetune_feature_gap,
+    logged_mask_share,
+    mean_ci,
+    over_seeds,
+    pretraining_runs,
+    val_loss_kind,
+)
 from analysis.study_plots import plot_learning_curves
 from analysis.study_report import study_figures, study_tables
 
@@ -100,3 +108,12 @@ def test_the_pretraining_table_carries_the_common_scale_from_the_likelihood_sect
     table = with_common_scale(runs, reports).set_index("arm")
     assert table.loc["mlm", "heldout_below_unigram"] == 1.0 and table.loc["ar", "heldout_nll"] == 3.9
     assert pd.isna(table.loc["plm", "heldout_below_unigram"]) and len(table) == 3
+
+
+@pytest.mark.parametrize("metrics,share", [({"val/mask_share": 0.11, "val/masked_mask_share": 0.12}, 0.11),
+                                           ({}, 0.0), ({"val/masked_mask_share": 0.12}, None)])
+def test_a_run_s_mask_share_is_zero_only_where_nothing_was_masked(metrics, share):
+    """AR logs no share (it inserts no [MASK]); a mixture from before it logged its own share over all rows logs only
+    its components': unknown, not 0."""
+    value = logged_mask_share(metrics)
+    assert math.isnan(value) if share is None else value == share
