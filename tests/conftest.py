@@ -54,16 +54,21 @@ def vocab() -> Vocabulary:
     return make_vocabulary()
 
 
+# A pretraining run of seconds: tiny model, small vocabulary, 8 steps on the embedded corpus (also given to
+# `python train.py` on a command line, with data.cache_dir= and hydra.run.dir=)
+TINY_OVERRIDES = (
+    "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
+    "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
+    "trainer.precision=32-true",
+)
+
+
 def tiny_config(out: Path, cache: Path, *overrides: str) -> DictConfig:
-    """A pretraining config of seconds: tiny model, small vocabulary, 8 steps on the embedded corpus."""
+    """A pretraining config of seconds (TINY_OVERRIDES) writing to `out`."""
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("train", overrides=[
-            "model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
-            "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
-            "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false", "max_tokens=null",
-            "trainer.precision=32-true",
-            f"data.cache_dir={cache}", f"output_dir={out}", *overrides,
-        ])
+        return compose("train", overrides=[*TINY_OVERRIDES, f"data.cache_dir={cache}", f"output_dir={out}",
+                                           *overrides])
 
 
 @pytest.fixture(scope="session")

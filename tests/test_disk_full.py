@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY_OVERRIDES
 from training.disk_full import disk_full_cause, disk_full_message, mount_point
 
 
@@ -77,10 +77,7 @@ runpy.run_path("train.py", run_name="__main__")  # as `python train.py`, so Hydr
 @pytest.mark.slow
 def test_a_run_that_fills_the_disk_ends_in_one_line_and_its_command_finishes_it(tmp_path, cache_dir):
     run = tmp_path / "run"
-    overrides = ["model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600",
-                 "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.limit_val_batches=2",
-                 "trainer.enable_progress_bar=false", "max_tokens=null", "trainer.precision=32-true",
-                 f"data.cache_dir={cache_dir}", "save_at_tokens=[512]", f"hydra.run.dir={run}"]
+    overrides = [*TINY_OVERRIDES, f"data.cache_dir={cache_dir}", "save_at_tokens=[512]", f"hydra.run.dir={run}"]
     full = subprocess.run([sys.executable, "-c", FILL_THE_DISK, *overrides], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     output = full.stdout + full.stderr

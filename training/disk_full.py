@@ -34,10 +34,9 @@ def newest_checkpoint(folder: Path) -> Path | None:
 
 
 def mount_point(path: Path) -> Path:
-    """The mount point of the file system that holds `path` (or the nearest folder above it that exists)."""
+    """The mount point of the file system that holds `path` (or the nearest folder above it that exists): a path
+    that does not exist is no mount point, so the walk up passes it; "/" always is one."""
     path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
-        path = path.parent
     while not os.path.ismount(path):
         path = path.parent
     return path
