@@ -6,7 +6,9 @@ The study config holds, beside its arms:
 
     alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
     gate: {min_below_unigram: 0.5,    # nats below the unigram NLL of the same held-out targets (evaluate.py)
-           min_above_chance: 0.05}    # optional: a side with a chance score (BLiMP 0.5) must beat it by this
+           min_above_chance: 0.05,    # optional: a side with a chance score (BLiMP 0.5) must beat it by this
+           clear_by_mc_stderrs: 2}    # optional: a Monte-Carlo margin (the bound) clears the gate by this many
+                                      # standard errors of its estimate
     findings:
       F1:
         claim: ..., anchor: ..., a: {...}, b: {...}
@@ -87,16 +89,20 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
         raise ValueError(f"finding {finding_id}: {err}") from err
 
 
+GATE_KEYS = {"min_below_unigram", "min_above_chance", "clear_by_mc_stderrs"}
+
+
 def check_registrations(study: dict[str, Any]) -> None:
     """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
     alpha = study.get("alpha", ALPHA)
     if not 0 < float(alpha) < 1:
         raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
     gate = study.get("gate")
-    if gate is not None and ("min_below_unigram" not in gate or set(gate) - {"min_below_unigram", "min_above_chance"}
+    if gate is not None and ("min_below_unigram" not in gate or set(gate) - GATE_KEYS
                              or not all(float(v) >= 0 for v in gate.values())):
         raise ValueError(f"study.gate={gate}; give gate: {{min_below_unigram: <nats, >= 0>, min_above_chance: "
-                         "<score, >= 0, optional>}} or leave it out")
+                         "<score, >= 0, optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or "
+                         "leave it out")
     for finding_id, finding in (study.get("findings") or {}).items():
         registered_claim(finding_id, finding)
     for check_id, check in (study.get("checks") or {}).items():
@@ -256,6 +262,9 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
               "any-order bound for bidirectional ones) in every seed; the gate column is the lowest such margin."
               + (f" A side with a chance score (BLiMP: 0.5) must be at least {float(gate['min_above_chance']):g} "
                  "above it in every seed." if "min_above_chance" in gate else "")
+              + (f" A margin estimated by Monte Carlo (the bound) must clear the gate by "
+                 f"{float(gate['clear_by_mc_stderrs']):g} standard errors of its estimate."
+                 if gate.get("clear_by_mc_stderrs") else "")
               + ungated_note(study) if gate else "No learning gate is registered for this study."), ""]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "

@@ -1,7 +1,9 @@
 """The common learning gate of a study's findings (analysis.findings_report): every pretraining run a row reads
 must be `min_below_unigram` nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood) in
 every seed, and, where the study registers `min_above_chance`, every side with a chance score (BLiMP accuracy)
-must beat chance by that much; a row that fails is "not evidence", whichever way it points."""
+must beat chance by that much; a row that fails is "not evidence", whichever way it points. Where the study
+registers `clear_by_mc_stderrs`, a margin estimated by Monte Carlo (the any-order bound) must clear the gate by that
+many of its estimate's standard errors: a margin inside the estimate's noise has not shown it passes."""
 
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
     return sorted({gate_arm(study, a) for a in gated})
 
 
-def gate_values(runs: StudyRuns, arm: str) -> dict[int, float]:
-    """seed -> nats below the unigram NLL of the same held-out targets (evaluate.py's likelihood section)."""
-    return {seed: float(r["likelihood"]["below_unigram"]) for (a, seed), r in runs.reports.items()
-            if a == arm and "below_unigram" in r.get("likelihood", {})}
+def gate_values(runs: StudyRuns, arm: str) -> dict[int, tuple[float, float]]:
+    """seed -> (nats below the unigram NLL of the same held-out targets, the Monte-Carlo standard error of that
+    estimate: 0 for an exact likelihood) from evaluate.py's likelihood section."""
+    return {seed: (float(r["likelihood"]["below_unigram"]), float(r["likelihood"].get("mc_stderr") or 0.0))
+            for (a, seed), r in runs.reports.items() if a == arm and "below_unigram" in r.get("likelihood", {})}
 
 
 def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
@@ -38,6 +41,7 @@ def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], se
     if not gate:
         return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
     threshold = float(gate["min_below_unigram"])
+    stderrs_to_clear = float(gate.get("clear_by_mc_stderrs", 0.0))
     pretrained = runs.pretraining
     lowest, failing = math.inf, []
     for arm in arms_read(study, finding):
@@ -45,11 +49,14 @@ def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], se
         arm_seeds = set(seeds) | (set(pretrained.loc[pretrained["arm"] == arm, "seed"].astype(int))
                                   if not pretrained.empty else set())
         for seed in sorted(arm_seeds):
-            margin = margins.get(seed, math.nan)
+            margin, mc_stderr = margins.get(seed, (math.nan, 0.0))
             if seed not in margins:
                 failing.append(f"{arm} seed {seed} has no common-scale likelihood")
             elif not (math.isfinite(margin) and margin >= threshold):  # a NaN (diverged) run has not learned
                 failing.append(f"{arm} seed {seed} is {margin:.2f} nats below unigram (gate {threshold:g})")
+            elif margin - stderrs_to_clear * mc_stderr < threshold:
+                failing.append(f"{arm} seed {seed} is {margin:.4f} nats below unigram, within {stderrs_to_clear:g} "
+                               f"Monte-Carlo standard errors ({mc_stderr:.4f}) of the gate {threshold:g}")
             if math.isfinite(margin):
                 lowest = min(lowest, margin)
     failing += chance_failures(runs, finding, float(gate.get("min_above_chance", math.nan)))

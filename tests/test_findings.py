@@ -189,11 +189,13 @@ def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
     assert row["a"] == "mdlm_e16: pretraining val_likelihood minus mdlm_e4's"
 
 
-def gate_report(root: Path, arm: str, seed: int, below: float) -> None:
-    """A likelihood section on the common scale (evaluate.py): nats below the unigram of the same targets."""
+def gate_report(root: Path, arm: str, seed: int, below: float, mc_stderr: float | None = None) -> None:
+    """A likelihood section on the common scale (evaluate.py): nats below the unigram of the same targets; a
+    Monte-Carlo standard error where the figure is the bound's estimate (an exact likelihood has none)."""
     path = root / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json"
     report = json.loads(path.read_text()) if path.is_file() else {}
-    write(path, {**report, "likelihood": {"nll_per_token": 4.0, "below_unigram": below, "blocks_fingerprint": "b"}})
+    likelihood = {"nll_per_token": 4.0, "below_unigram": below, "blocks_fingerprint": "b"}
+    write(path, {**report, "likelihood": likelihood | ({"mc_stderr": mc_stderr} if mc_stderr is not None else {})})
 
 
 GATED = {"arms": {"mlm": {}, "ar": {}, "mlm_nsp": {}, "mlm_late": {"from_arm": "mlm"}},
@@ -214,6 +216,27 @@ def test_the_gate_makes_a_row_not_evidence_whichever_way_it_points(study):
     gate_report(study, "ar", 2, 1.9)
     table = judged(study, {k: FINDINGS[k] for k in ("bidirectional", "backwards")}, **GATED).set_index("finding")
     assert list(table["verdict"]) == ["reproduced", "contradicted"]
+
+
+def test_a_bound_inside_its_monte_carlo_noise_of_the_gate_has_not_cleared_it(study):
+    # mlm_mask100 seed 2 of the findings study: 0.50003 nats below unigram at 4 draws, standard error 0.0087
+    for seed in (1, 2, 3):
+        gate_report(study, "mlm", seed, 0.50003 if seed == 2 else 1.0, mc_stderr=0.0087)
+        gate_report(study, "ar", seed, 0.501)  # exact: no Monte-Carlo error, so 0.001 above the gate clears it
+    strict = {**GATED, "gate": {"min_below_unigram": 0.5, "clear_by_mc_stderrs": 2}}
+    rows = {k: FINDINGS[k] for k in ("bidirectional", "backwards")}
+    assert list(judged(study, rows, **GATED)["verdict"]) == ["reproduced", "contradicted"]  # the rule not registered
+    table = judged(study, rows, **strict)
+    assert list(table["verdict"]) == ["not evidence", "not evidence"]  # withheld whichever way the row points
+    assert table["gate_note"].str.contains(
+        "mlm seed 2 is 0.5000 nats below unigram, within 2 Monte-Carlo standard errors (0.0087) of the gate 0.5", regex=False).all()
+    assert not table["gate_note"].str.contains("ar seed").any()
+    gate_report(study, "mlm", 2, 0.52, mc_stderr=0.0087)  # 0.52 - 2 x 0.0087 = 0.5026 clears it
+    assert list(judged(study, rows, **strict)["verdict"]) == ["reproduced", "contradicted"]
+    check_registrations({"arms": GATED["arms"], **strict, "findings": {}})
+    with pytest.raises(ValueError, match="clear_by_mc_stderrs"):
+        check_registrations({"arms": GATED["arms"], "gate": {"min_below_unigram": 0.5, "clear_by_mc_stderrs": -1},
+                             "findings": {}})
 
 
 def test_an_arm_reading_another_arms_run_is_gated_on_that_run(study):
