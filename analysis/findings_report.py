@@ -36,7 +36,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
-from analysis.gate import gate_row, ungated_note
+from analysis.gate import GATE_KEYS, gate_row, ungated_note
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -87,9 +87,6 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
         return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
     except (KeyError, ValueError) as err:
         raise ValueError(f"finding {finding_id}: {err}") from err
-
-
-GATE_KEYS = {"min_below_unigram", "min_above_chance", "clear_by_mc_stderrs"}
 
 
 def check_registrations(study: dict[str, Any]) -> None:

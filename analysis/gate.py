@@ -12,6 +12,9 @@ from typing import Any
 
 from analysis.findings import StudyRuns, chance_of, describe, values
 
+# The keys a study's `gate:` may hold (checked by analysis.findings_report.check_registrations), all read here
+GATE_KEYS = {"min_below_unigram", "min_above_chance", "clear_by_mc_stderrs"}
+
 
 def gate_arm(study: dict[str, Any], arm: str) -> str:
     """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""

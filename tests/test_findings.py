@@ -228,8 +228,8 @@ def test_a_bound_inside_its_monte_carlo_noise_of_the_gate_has_not_cleared_it(stu
     assert list(judged(study, rows, **GATED)["verdict"]) == ["reproduced", "contradicted"]  # the rule not registered
     table = judged(study, rows, **strict)
     assert list(table["verdict"]) == ["not evidence", "not evidence"]  # withheld whichever way the row points
-    assert table["gate_note"].str.contains(
-        "mlm seed 2 is 0.5000 nats below unigram, within 2 Monte-Carlo standard errors (0.0087) of the gate 0.5", regex=False).all()
+    noted = "mlm seed 2 is 0.5000 nats below unigram, within 2 Monte-Carlo standard errors (0.0087) of the gate 0.5"
+    assert table["gate_note"].str.contains(noted, regex=False).all()
     assert not table["gate_note"].str.contains("ar seed").any()
     gate_report(study, "mlm", 2, 0.52, mc_stderr=0.0087)  # 0.52 - 2 x 0.0087 = 0.5026 clears it
     assert list(judged(study, rows, **strict)["verdict"]) == ["reproduced", "contradicted"]
