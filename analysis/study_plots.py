@@ -4,6 +4,7 @@ Each function draws on the axes it is given (notebooks) and `analysis.study_repo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,6 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import NullFormatter
 
 from analysis.runs import curve_by_tokens
-from analysis.study import PRIMARY_METRIC
 
 GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
             "self_similarity_different_types"]
@@ -60,11 +60,12 @@ def plot_learning_curves(pretraining: pd.DataFrame, axes: list[Axes], tokens_tag
         ax.legend(fontsize=8)
 
 
-def plot_downstream(downstream: pd.DataFrame, axes: list[Axes]) -> None:
-    """One panel per task: its primary metric on its first dev split, a bar per arm and variant with the
-    95 % CI over seeds, and the majority-class baseline as a dashed line."""
+def plot_downstream(downstream: pd.DataFrame, axes: list[Axes], primary: Mapping[str, str]) -> None:
+    """One panel per task: its primary metric (`primary`, by task: analysis.study.primary_metrics) on its first
+    dev split, a bar per arm and variant with the 95 % CI over seeds, and the majority-class baseline as a dashed
+    line."""
     for ax, (task, rows) in zip(axes, downstream.groupby("task", sort=False)):
-        metric = PRIMARY_METRIC.get(task, "accuracy")
+        metric = primary[task]
         rows = rows[(rows["metric"] == metric) & (rows["split"] == rows["split"].iloc[0])]
         labels = [f"{a} · {v}" for a, v in zip(rows["arm"], rows["variant"])]
         ax.bar(range(len(rows)), rows["mean"], yerr=rows["ci95"].fillna(0), capsize=3,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +35,7 @@ class StudyTables:
     gap_by_distance: pd.DataFrame
     representations: pd.DataFrame
     epochs: pd.DataFrame  # val_likelihood and FLOPs per objective and epochs over the unique data (data_constrained)
+    primary_metrics: dict[str, str] = field(default_factory=dict)  # task -> the metric its plot shows (results.json)
 
 
 def with_common_scale(pretraining: pd.DataFrame, reports: dict) -> pd.DataFrame:
@@ -55,7 +56,8 @@ def study_tables(root: str | Path) -> StudyTables:
     if pretraining.empty:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
                          "run python study.py first, or give the study's root folder")
-    finetuning = S.per_checkpoint(S.finetuning_runs(root))
+    runs = S.finetuning_runs(root)
+    finetuning = S.per_checkpoint(runs)
     reports = S.diagnostic_reports(root)
     pretraining = with_common_scale(pretraining, reports)
     downstream = S.over_seeds(finetuning, ["task", "split", "metric", "arm", "variant"], ["value"])
@@ -86,6 +88,7 @@ def study_tables(root: str | Path) -> StudyTables:
         gap_by_distance=S.over_seeds(gap, ["arm", "low", "distance"], ["gap"]) if not gap.empty else pd.DataFrame(),
         representations=S.over_seeds(S.representation_runs(reports), ["arm", "layer", "measure"], ["value"]),
         epochs=epochs_table(pretraining),
+        primary_metrics=S.primary_metrics(runs),
     )
 
 
@@ -123,7 +126,7 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         if not t.downstream.empty else t.downstream
     gap = t.finetune_feature_gap
     if not gap.empty:
-        gap = gap[gap["metric"] == gap["task"].map(lambda task: S.PRIMARY_METRIC.get(task, "accuracy"))]
+        gap = gap[gap["metric"] == gap["task"].map(t.primary_metrics)]
     share = t.mask_share.assign(**{c: t.mask_share[c].map(lambda v: "-" if v != v else f"{v:.4f}")
                                    for c in ("pretraining", "finetuning")})
     parts = [
@@ -210,7 +213,7 @@ def study_figures(t: StudyTables) -> dict[str, Figure]:
     figures["learning_curves"] = fig
     if not t.downstream.empty:
         fig, axes = subplots(t.downstream["task"].nunique(), 3.5, 4)
-        P.plot_downstream(t.downstream, axes)
+        P.plot_downstream(t.downstream, axes, t.primary_metrics)
         figures["downstream"] = fig
     if not t.representations.empty:
         shift = sorted(m for m in t.representations["measure"].unique() if m.startswith("shift_"))

@@ -22,9 +22,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from seqeval.metrics.sequence_labeling import get_entities
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from common.config import data_dir  # noqa: E402
 from datamodules.conll import CONLL2003_TAGS  # noqa: E402
@@ -56,6 +58,12 @@ def tokenizer_json_of(args: argparse.Namespace) -> tuple[str, str]:
 
     pretrained = load_pretrained(args.pretrained)
     return pretrained.tokenizer_json, f"{pretrained.path} (trained length {pretrained.trained_length})"
+
+
+def conll_task() -> dict[str, Any]:
+    """What configs/task/conll2003.yaml declares the task to be: name, kind, metrics, primary_metric."""
+    declared = OmegaConf.to_container(OmegaConf.load(REPO / "configs" / "task" / "conll2003.yaml"))
+    return {key: declared[key] for key in ("name", "kind", "metrics", "primary_metric")}
 
 
 def split_row(datamodule: ConllDataModule, split: str) -> dict[str, Any]:
@@ -97,8 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for split in args.splits:
         for length in args.lengths:
-            datamodule = ConllDataModule(args.source, eval_splits=(split,), tokenizer_json=tokenizer_json,
-                                         max_length=length)
+            datamodule = ConllDataModule(args.source, **conll_task(), eval_splits=(split,),
+                                         tokenizer_json=tokenizer_json, max_length=length)
             try:
                 rows.append(split_row(datamodule, split))
             except FileNotFoundError as err:

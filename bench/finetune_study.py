@@ -18,10 +18,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# The metric a task is usually reported by (its first, for MRPC F1 then accuracy).
-HEADLINE = {"cola": ["mcc"], "sst2": ["accuracy"], "mrpc": ["f1", "accuracy"], "qqp": ["f1", "accuracy"],
-            "stsb": ["pearson", "spearman"], "mnli": ["accuracy"], "qnli": ["accuracy"], "rte": ["accuracy"],
-            "wnli": ["accuracy"], "conll2003": ["f1"]}
+# NER's breakdown (per-type F1, precision, recall) stays in the JSON line, out of the table (as in study reports).
+BREAKDOWN_PREFIXES = ("f1_", "precision", "recall")
+
+
+def headline(results: dict, split: str) -> list[str]:
+    """The metrics a task is reported by: its primary metric (results.json's, from the task's config) first, then
+    its other metrics (MRPC: F1 then accuracy; STS-B: Pearson then Spearman)."""
+    primary = results["primary_metric"]
+    return [primary, *(m for m in results["metrics"][split] if m != primary and not m.startswith(BREAKDOWN_PREFIXES))]
 
 
 def finetune(checkpoint: str, task: str, seed: int, extra: list[str], folder: Path) -> dict:
@@ -53,7 +58,7 @@ def main() -> None:
     for task in args.tasks:
         first = runs[(args.checkpoints[0], task)]
         for split in first["metrics"]:
-            for metric in HEADLINE[task]:
+            for metric in headline(first, split):
                 baseline = first["majority_baseline"][split][metric]
                 scores = [runs[(c, task)]["metrics"][split][metric] for c in args.checkpoints]
                 walls = ", ".join(str(runs[(c, task)]["process_seconds"]) for c in args.checkpoints)

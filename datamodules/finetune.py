@@ -1,5 +1,6 @@
-"""Fine-tuning DataModules: GLUE (all nine tasks) and CoNLL-2003 NER, encoded with a pretrained
-checkpoint's tokenizer. They know nothing of objectives; `info` tells the fine-tuning module what to build.
+"""Fine-tuning DataModules: GLUE-style tasks (the nine GLUE tasks, or any other in the release layout) and
+CoNLL-2003 NER, encoded with a pretrained checkpoint's tokenizer. They know nothing of objectives; `info` (what
+the task's config declares, with its labels and dev splits) tells the fine-tuning module what to build.
 """
 
 from __future__ import annotations
@@ -7,12 +8,14 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
@@ -21,7 +24,7 @@ from common.seeding import derived_seed
 from common.vocabulary import IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
 from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
-from datamodules.glue import get_task, read_hub_split, read_release_split
+from datamodules.glue import GlueTask, read_hub_split, read_release_split
 from datamodules.sampler import ResumableSampler
 
 log = logging.getLogger(__name__)
@@ -58,23 +61,43 @@ class LengthGroupedBatches(Sampler[list[int]]):
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What a fine-tuning module needs to know about its task; plain data, stored in checkpoints."""
+    """What a fine-tuning module needs to know about its task; plain data, stored in checkpoints. The task's config
+    declares name, kind, metrics and primary_metric (configs/task/<name>.yaml); its data gives labels and splits."""
 
     name: str
     kind: str  # one of TASK_KINDS
     labels: tuple[str, ...]  # class or tag names in id order; empty for regression
     eval_splits: tuple[str, ...]  # dev splits, all evaluated (MNLI: matched and mismatched)
+    metrics: dict[str, dict[str, Any]]  # metric name -> factory spec (finetune.metrics), in the order they log
+    primary_metric: str  # the value plots and findings read: a metric's name, or one EntityF1 reports
+
+    def __post_init__(self) -> None:
+        # Configs give ListConfig/DictConfig, checkpoints lists: store plain tuples and dicts either way.
+        object.__setattr__(self, "labels", tuple(str(label) for label in self.labels))
+        object.__setattr__(self, "eval_splits", tuple(self.eval_splits))
+        metrics = OmegaConf.to_container(self.metrics, resolve=True) if OmegaConf.is_config(self.metrics) \
+            else self.metrics
+        object.__setattr__(self, "metrics", {str(k): dict(v) for k, v in dict(metrics).items()})
+        if self.kind not in TASK_KINDS:
+            raise ValueError(f"task.kind={self.kind!r} for {self.name}; choose one of {TASK_KINDS}")
+        if not self.metrics or any("_target_" not in spec for spec in self.metrics.values()):
+            raise ValueError(f"task.metrics of {self.name} must map each metric's name to a factory spec with a "
+                             "_target_ (finetune.metrics), e.g. accuracy: {_target_: finetune.metrics.accuracy}")
+        if not self.primary_metric or not isinstance(self.primary_metric, str):
+            raise ValueError(f"task.primary_metric={self.primary_metric!r} for {self.name}: name the value that "
+                             "plots and findings read (a metric of task.metrics, or one it computes, as EntityF1's f1)")
 
 
 class FinetuneDataModule(L.LightningDataModule):
     """Reads the train split and every eval split, encodes them once (with a progress bar) and serves
     batches padded to their longest example."""
 
-    def __init__(self, tokenizer_json: str, max_length: int = 128, batch_size: int = 32,
+    def __init__(self, info: TaskInfo, tokenizer_json: str, max_length: int = 128, batch_size: int = 32,
                  eval_batch_size: int = 128, max_train_examples: int | None = None,
                  max_eval_examples: int | None = None, group_by_length: bool = True, num_workers: int = 0,
                  seed: int = 0) -> None:
         super().__init__()
+        self.info = info
         if max_length < 4:
             raise ValueError(f"task.data.max_length={max_length} leaves no room for text; use at least 4")
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
@@ -83,10 +106,6 @@ class FinetuneDataModule(L.LightningDataModule):
         self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
         self.group_by_length, self.num_workers, self.seed = group_by_length, num_workers, seed
         self.encoded: dict[str, list[Encoded]] = {}
-
-    @property
-    @abstractmethod
-    def info(self) -> TaskInfo: ...
 
     @abstractmethod
     def read_split(self, split: str) -> list[Any]:
@@ -141,19 +160,25 @@ def is_saved_dataset(path: Path) -> bool:
     return (path / "dataset_dict.json").is_file()
 
 
+GLUE_SPEC = tuple(f.name for f in fields(GlueTask) if f.name != "name")  # task.data keys that describe the files
+
+
 class GlueDataModule(FinetuneDataModule):
-    """A GLUE task from a folder in the release layout (`<source>/<Task>/train.tsv`, ...), a saved
-    `datasets` folder, or otherwise the Hugging Face dataset named by `source` (e.g. nyu-mll/glue)."""
+    """A GLUE-style task from a folder in the release layout (`<source>/<folder>/train.tsv`, ...), a saved
+    `datasets` folder, or otherwise the Hugging Face dataset named by `source` (e.g. nyu-mll/glue, config = the
+    task's name). `settings` holds the reader's specification (GLUE_SPEC: folder, text_columns, label_column,
+    labels, ...; configs/task/<name>.yaml) beside FinetuneDataModule's settings."""
 
-    def __init__(self, task: str, source: str, **settings: Any) -> None:
-        self.task = get_task(task)
+    def __init__(self, source: str, *, name: str, kind: str, metrics: Mapping[str, Any], primary_metric: str,
+                 **settings: Any) -> None:
+        self.task = GlueTask.from_config(name, {k: settings.pop(k) for k in GLUE_SPEC if k in settings})
+        expected = "regression" if self.task.is_regression else "classification"
+        if kind != expected:
+            raise ValueError(f"task.kind={kind!r} for {name}, but its task.data.labels {list(self.task.labels)} make "
+                             f"it a {expected} task (regression: no labels)")
         self.source = source
-        super().__init__(**settings)
-
-    @property
-    def info(self) -> TaskInfo:
-        kind = "regression" if self.task.is_regression else "classification"
-        return TaskInfo(self.task.name, kind, self.task.labels, self.task.dev_splits)
+        super().__init__(TaskInfo(name, kind, self.task.labels, self.task.dev_splits, metrics, primary_metric),
+                         **settings)
 
     def read_split(self, split: str) -> list[Any]:
         source = Path(self.source)
@@ -172,13 +197,16 @@ class ConllDataModule(FinetuneDataModule):
     FILE_NAMES = {"train": ("eng.train", "train.txt"), "validation": ("eng.testa", "valid.txt"),
                   "test": ("eng.testb", "test.txt")}
 
-    def __init__(self, source: str, eval_splits: tuple[str, ...] = ("validation",), **settings: Any) -> None:
+    def __init__(self, source: str, *, name: str, kind: str, metrics: Mapping[str, Any], primary_metric: str,
+                 eval_splits: tuple[str, ...] = ("validation",), **settings: Any) -> None:
         unknown = [s for s in eval_splits if s not in self.FILE_NAMES]
         if unknown:
             raise ValueError(f"task.data.eval_splits has {unknown}; choose from validation, test")
+        if kind != "tagging":
+            raise ValueError(f"task.kind={kind!r} for {name}: CoNLL-2003 NER tags words; set task.kind=tagging")
         self.source, self.eval_splits = source, tuple(eval_splits)
         self.word_index: dict[str, int] | None = None
-        super().__init__(**settings)
+        super().__init__(TaskInfo(name, kind, CONLL2003_TAGS, self.eval_splits, metrics, primary_metric), **settings)
 
     def index_words(self, index: dict[str, int]) -> None:
         """Batches then carry `word_vector_ids` (B, words): each word's row in a table of word vectors, 0 for a
@@ -188,10 +216,6 @@ class ConllDataModule(FinetuneDataModule):
     def words(self) -> set[str]:
         """Every word of every encoded split, as the task writes it."""
         return {word for examples in self.encoded.values() for example in examples for word in example.words or ()}
-
-    @property
-    def info(self) -> TaskInfo:
-        return TaskInfo("conll2003", "tagging", CONLL2003_TAGS, self.eval_splits)
 
     def read_split(self, split: str) -> list[Sentence]:
         source = Path(self.source)

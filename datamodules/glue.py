@@ -1,4 +1,5 @@
-"""GLUE: the nine tasks' specifications and readers for the release layout and the Hugging Face copy.
+"""GLUE-style tasks: readers for the release layout and the Hugging Face copy. A task's specification (its folder,
+columns and labels) is in its config, configs/task/<name>.yaml under `data`, which GlueTask.from_config reads.
 
 Both readers produce the same `GlueExample` structure with the same label ids (the hub's order), so a
 fine-tuning run does not depend on where its data came from.
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from datamodules.hub import load_split
 from datamodules.textfile import read_utf8
@@ -32,25 +35,25 @@ class GlueTask:
     def is_regression(self) -> bool:
         return not self.labels
 
+    @classmethod
+    def from_config(cls, name: str, data: Mapping[str, Any]) -> GlueTask:
+        """The specification in a task config's `data` (its other keys are the datamodule's settings). Lists become
+        tuples, and columns and labels strings, as the files hold them (YAML reads an unquoted 1 as a number)."""
+        missing = [k for k in REQUIRED_SPEC if k not in data]
+        if missing:
+            raise ValueError(f"GLUE-style task {name!r} lacks task.data.{', task.data.'.join(missing)} (see "
+                             "configs/task/rte.yaml)")
+        spec = {f.name: data[f.name] for f in fields(cls) if f.name != "name" and f.name in data}
+        for key in SEQUENCE_SPEC:
+            if key in spec:
+                spec[key] = tuple(str(v) for v in spec[key])
+        if not isinstance(spec.get("has_header", True), bool):
+            raise ValueError(f"task.data.has_header={spec['has_header']!r} for {name!r}; set it to true or false")
+        return cls(name=name, **{**spec, "folder": str(spec["folder"]), "label_column": str(spec["label_column"])})
 
-BINARY = ("0", "1")
-TASKS = {t.name: t for t in (
-    # CoLA's train/dev files have no header: source, label, original label, sentence.
-    GlueTask("cola", "CoLA", ("3",), "1", BINARY, has_header=False),
-    GlueTask("sst2", "SST-2", ("sentence",), "label", BINARY),
-    GlueTask("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", BINARY,
-             hub_text_columns=("sentence1", "sentence2")),
-    GlueTask("qqp", "QQP", ("question1", "question2"), "is_duplicate", BINARY,
-             hub_text_columns=("question1", "question2")),
-    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), "score", (), hub_text_columns=("sentence1", "sentence2")),
-    GlueTask("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("entailment", "neutral", "contradiction"),
-             dev_splits=("dev_matched", "dev_mismatched"), hub_text_columns=("premise", "hypothesis")),
-    GlueTask("qnli", "QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"),
-             hub_text_columns=("question", "sentence")),
-    GlueTask("rte", "RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"),
-             hub_text_columns=("sentence1", "sentence2")),
-    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), "label", BINARY, hub_text_columns=("sentence1", "sentence2")),
-)}
+
+REQUIRED_SPEC = ("folder", "text_columns", "label_column", "labels")
+SEQUENCE_SPEC = ("text_columns", "labels", "dev_splits", "hub_text_columns")
 HUB_SPLITS = {"train": "train", "dev": "validation", "dev_matched": "validation_matched",
               "dev_mismatched": "validation_mismatched"}
 
@@ -60,12 +63,6 @@ class GlueExample:
     text_a: str
     text_b: str | None
     label: int | float
-
-
-def get_task(name: str) -> GlueTask:
-    if name not in TASKS:
-        raise ValueError(f"unknown GLUE task {name!r}; choose one of {sorted(TASKS)}")
-    return TASKS[name]
 
 
 def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExample]:

@@ -1,8 +1,16 @@
-"""Official metrics: GLUE with torchmetrics, CoNLL-2003 entity F1 with seqeval on words (as conlleval)."""
+"""Official metrics: GLUE with torchmetrics, CoNLL-2003 entity F1 with seqeval on words (as conlleval).
+
+A task's config lists its metrics (task.metrics: name -> a Hydra `_target_` spec of a factory here); each factory
+takes the task's labels (class or tag names in id order, empty for regression) and returns a torchmetrics Metric,
+updated with the predictions and gold labels FinetuneModule.predictions gives (class ids, scores or word tags)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import torch
+from hydra.utils import instantiate
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from torch import Tensor
 from torchmetrics import Accuracy, F1Score, Metric, MetricCollection, PearsonCorrCoef, SpearmanCorrCoef
@@ -10,7 +18,6 @@ from torchmetrics.classification import BinaryMatthewsCorrCoef
 
 from common.vocabulary import IGNORE_INDEX
 from datamodules.finetune import TaskInfo
-from datamodules.glue import GlueTask, get_task
 
 
 class MatthewsCorrelation(BinaryMatthewsCorrCoef):
@@ -24,17 +31,52 @@ class MatthewsCorrelation(BinaryMatthewsCorrCoef):
         return super().compute()
 
 
-def glue_metrics(task: GlueTask) -> MetricCollection:
-    """CoLA: Matthews correlation; MRPC, QQP: F1 and accuracy; STS-B: Pearson and Spearman; others: accuracy.
-    Update with predicted class ids (or scores, for STS-B) and the gold labels."""
-    if task.is_regression:
-        return MetricCollection({"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
-    if task.name == "cola":
-        return MetricCollection({"mcc": MatthewsCorrelation()})
-    accuracy = Accuracy(task="multiclass", num_classes=len(task.labels))
-    if task.name in ("mrpc", "qqp"):
-        return MetricCollection({"f1": F1Score(task="binary"), "accuracy": accuracy})
-    return MetricCollection({"accuracy": accuracy})
+def _binary(labels: Sequence[str], metric: str) -> None:
+    if len(labels) != 2:
+        raise ValueError(f"the {metric} metric scores two classes (label 1 positive); the task's labels are "
+                         f"{list(labels)}")
+
+
+def matthews(labels: Sequence[str]) -> Metric:
+    """Matthews correlation of a binary task (CoLA), 0 for constant predictions as GLUE's scorer."""
+    _binary(labels, "matthews")
+    return MatthewsCorrelation()
+
+
+def binary_f1(labels: Sequence[str]) -> Metric:
+    """F1 of the positive class (label id 1), as GLUE reports it for MRPC and QQP."""
+    _binary(labels, "binary_f1")
+    return F1Score(task="binary")
+
+
+def accuracy(labels: Sequence[str]) -> Metric:
+    if not labels:
+        raise ValueError("the accuracy metric needs class labels; a regression task (no labels) takes pearson/spearman")
+    return Accuracy(task="multiclass", num_classes=len(labels))
+
+
+def pearson(labels: Sequence[str]) -> Metric:
+    """Pearson correlation of predicted and gold scores (regression: the task has no labels)."""
+    return PearsonCorrCoef()
+
+
+def spearman(labels: Sequence[str]) -> Metric:
+    return SpearmanCorrCoef()
+
+
+def entity_f1(labels: Sequence[str]) -> Metric:
+    """Entity-level scores of IOB2 word tags (the labels are the tag names): f1, precision, recall, f1_<TYPE>."""
+    if "O" not in labels:
+        raise ValueError(f"the entity_f1 metric reads IOB2 tags, with an 'O'; the task has labels {list(labels)}")
+    return EntityF1(tuple(labels))
+
+
+def build_metric(spec: Mapping[str, Any], labels: Sequence[str]) -> Metric:
+    """One entry of task.metrics: its factory called with its other arguments and the task's labels."""
+    metric = instantiate({**spec, "_partial_": True, "_convert_": "all"})(labels=tuple(labels))
+    if not isinstance(metric, Metric):
+        raise ValueError(f"task.metrics entry {dict(spec)} gave a {type(metric).__name__}, not a torchmetrics Metric")
+    return metric
 
 
 def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
@@ -88,7 +130,6 @@ class EntityF1(Metric):
 
 
 def task_metrics(info: TaskInfo) -> MetricCollection:
-    """The official metrics of a fine-tuning task."""
-    if info.kind == "tagging":
-        return MetricCollection({"entities": EntityF1(info.labels)})
-    return glue_metrics(get_task(info.name))
+    """The task's metrics, in the order its config lists them; a metric that computes several values (EntityF1)
+    logs them under their own names (f1, precision, ...)."""
+    return MetricCollection({name: build_metric(spec, info.labels) for name, spec in info.metrics.items()})

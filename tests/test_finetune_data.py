@@ -1,16 +1,43 @@
 """Fine-tuning DataModules: real GLUE/CoNLL files through a checkpoint-style tokenizer, the hub path on
-saved datasets, word-level views for NER scoring, and errors for missing splits."""
+saved datasets, word-level views for NER scoring, and errors for missing splits. Datamodules and GLUE readers'
+specifications come from the task configs, as a run builds them (task_config, glue_task, task_datamodule)."""
 
+from functools import cache
+from pathlib import Path
 
 import datasets
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import MissingConfigException
+from omegaconf import DictConfig
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from common.vocabulary import IGNORE_INDEX, SPECIAL_TOKENS
 from datamodules.conll import CONLL2003_TAGS, read_conll
-from datamodules.finetune import ConllDataModule, GlueDataModule, LengthGroupedBatches
-from datamodules.glue import get_task, read_release_split
+from datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
+from datamodules.glue import GlueTask, read_release_split
+from training.setup import build
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def task_config(name: str, *overrides: str) -> DictConfig:
+    """The fine-tuning config with task=<name>, composed as `armlm finetune task=<name>` composes it."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("finetune", overrides=[f"task={name}", "pretrained=x", *overrides])
+
+
+@cache
+def glue_task(name: str) -> GlueTask:
+    """The reader specification configs/task/<name>.yaml gives (what GlueDataModule reads the files with)."""
+    cfg = task_config(name)
+    return GlueTask.from_config(cfg.task.name, cfg.task.data)
+
+
+def task_datamodule(name: str, tokenizer_json: str, *overrides: str, **settings) -> FinetuneDataModule:
+    """The task's datamodule from its config, with `settings` (task.data.* values) replacing the config's."""
+    return build(task_config(name, *overrides).task.data, tokenizer_json=tokenizer_json, **settings)
 
 
 def word_tokenizer_json(words: list[str]) -> str:
@@ -28,8 +55,8 @@ def tokenizer_json() -> str:
 
 
 def test_glue_pairs_encode_with_segments_and_limits(data_dir, tokenizer_json):
-    dm = GlueDataModule("rte", str(data_dir / "glue"), tokenizer_json=tokenizer_json, max_length=32,
-                        max_train_examples=50, max_eval_examples=20)
+    dm = task_datamodule("rte", tokenizer_json, source=str(data_dir / "glue"), max_length=32,
+                         max_train_examples=50, max_eval_examples=20)
     dm.setup()
     assert dm.info.kind == "classification" and dm.info.eval_splits == ("dev",)
     assert len(dm.encoded["train"]) == 50 and len(dm.encoded["dev"]) == 20
@@ -37,13 +64,13 @@ def test_glue_pairs_encode_with_segments_and_limits(data_dir, tokenizer_json):
     assert batch["input_ids"].shape[1] <= 32 and (batch["input_ids"][:, 0] == 2).all()  # [CLS] first
     first = dm.encoded["train"][0]
     assert first.input_ids.count(3) == 2 and first.token_type_ids[-1] == 1  # [SEP] A [SEP] B [SEP]
-    gold = [e.label for e in read_release_split(get_task("rte"), data_dir / "glue", "train")[:50]]
+    gold = [e.label for e in read_release_split(glue_task("rte"), data_dir / "glue", "train")[:50]]
     assert [e.labels for e in dm.encoded["train"]] == gold
     assert dm.majority_label() in (0, 1)
 
 
 def test_glue_hub_path_gives_the_same_batches(tmp_path, data_dir, tokenizer_json):
-    rows = read_release_split(get_task("mrpc"), data_dir / "glue", "dev")[:30]
+    rows = read_release_split(glue_task("mrpc"), data_dir / "glue", "dev")[:30]
     table = {"sentence1": [r.text_a for r in rows], "sentence2": [r.text_b for r in rows],
              "label": [r.label for r in rows], "idx": list(range(30))}
     datasets.DatasetDict({"train": datasets.Dataset.from_dict(table),
@@ -55,7 +82,7 @@ def test_glue_hub_path_gives_the_same_batches(tmp_path, data_dir, tokenizer_json
         (release / f"{split}.tsv").write_text("\n".join(src) + "\n", encoding="utf-8")
     encoded = []
     for source in (tmp_path / "hub", tmp_path / "release"):
-        dm = GlueDataModule("mrpc", str(source), tokenizer_json=tokenizer_json, max_length=64)
+        dm = task_datamodule("mrpc", tokenizer_json, source=str(source), max_length=64)
         dm.setup()
         encoded.append(dm.encoded)
     assert encoded[0] == encoded[1]
@@ -67,7 +94,7 @@ def test_mnli_evaluates_both_dev_splits(tmp_path, tokenizer_json):
     header = "index\tsentence1\tsentence2\tgold_label"
     for split, label in [("train", "neutral"), ("dev_matched", "entailment"), ("dev_mismatched", "contradiction")]:
         (folder / f"{split}.tsv").write_text(f"{header}\n0\tthe eu\tthe call\t{label}\n")
-    dm = GlueDataModule("mnli", str(tmp_path), tokenizer_json=tokenizer_json)
+    dm = task_datamodule("mnli", tokenizer_json, source=str(tmp_path))
     dm.setup()
     assert dm.info.eval_splits == ("dev_matched", "dev_mismatched") and len(dm.val_dataloader()) == 2
     assert [dm.encoded[s][0].labels for s in ("train", "dev_matched", "dev_mismatched")] == [1, 0, 2]
@@ -76,13 +103,13 @@ def test_mnli_evaluates_both_dev_splits(tmp_path, tokenizer_json):
 def test_a_missing_split_names_the_file(tmp_path, tokenizer_json):
     (tmp_path / "RTE").mkdir()
     (tmp_path / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
-    dm = GlueDataModule("rte", str(tmp_path), tokenizer_json=tokenizer_json)
+    dm = task_datamodule("rte", tokenizer_json, source=str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"RTE/dev\.tsv is missing"):
         dm.setup()
 
 
 def test_conll_word_views_for_scoring(data_dir, tokenizer_json):
-    dm = ConllDataModule(str(data_dir / "conll2003"), tokenizer_json=tokenizer_json, max_length=8,
+    dm = task_datamodule("conll2003", tokenizer_json, source=str(data_dir / "conll2003"), max_length=8,
                          max_train_examples=40, max_eval_examples=40)
     dm.setup()
     sentences = read_conll(data_dir / "conll2003" / "eng.testa")[:40]
@@ -113,8 +140,8 @@ def test_conll_hub_path_matches_the_files(tmp_path, data_dir, tokenizer_json):
         "\n".join(f"{w} NN I-NP {t}" for w, t in zip(s.words, s.tags)) for s in sentences) + "\n"
     for name in ("train.txt", "valid.txt"):
         (tmp_path / name).write_text(text)
-    hub = ConllDataModule(str(tmp_path / "hub"), tokenizer_json=tokenizer_json)
-    files = ConllDataModule(str(tmp_path), tokenizer_json=tokenizer_json)
+    hub = task_datamodule("conll2003", tokenizer_json, source=str(tmp_path / "hub"))
+    files = task_datamodule("conll2003", tokenizer_json, source=str(tmp_path))
     hub.setup()
     files.setup()
     assert hub.encoded == files.encoded and len(hub.encoded["train"]) == 25
@@ -122,8 +149,8 @@ def test_conll_hub_path_matches_the_files(tmp_path, data_dir, tokenizer_json):
 
 def test_conll_errors_name_the_fix(tmp_path, tokenizer_json):
     with pytest.raises(ValueError, match="eval_splits"):
-        ConllDataModule(str(tmp_path), eval_splits=("dev",), tokenizer_json=tokenizer_json)
-    dm = ConllDataModule(str(tmp_path), tokenizer_json=tokenizer_json)
+        task_datamodule("conll2003", tokenizer_json, source=str(tmp_path), eval_splits=["dev"])
+    dm = task_datamodule("conll2003", tokenizer_json, source=str(tmp_path))
     with pytest.raises(FileNotFoundError, match="eng.train"):
         dm.setup()
     (tmp_path / "eng.train").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP B-ACTION\n")
@@ -134,12 +161,12 @@ def test_conll_errors_name_the_fix(tmp_path, tokenizer_json):
 def test_a_tokenizer_without_armlm_specials_is_refused():
     plain = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).to_str()
     with pytest.raises(ValueError, match=r"lacks \[PAD\]"):
-        GlueDataModule("cola", "unused", tokenizer_json=plain)
+        task_datamodule("cola", plain, source="unused")
 
 
-def test_unknown_glue_task_lists_the_tasks(tokenizer_json):
-    with pytest.raises(ValueError, match="unknown GLUE task 'sst3'.*sst2"):
-        GlueDataModule("sst3", "unused", tokenizer_json=tokenizer_json)
+def test_unknown_glue_task_lists_the_tasks():
+    with pytest.raises(MissingConfigException, match="(?s)Could not find 'task/sst3'.*Available options.*sst2"):
+        task_config("sst3")
 
 
 def test_length_grouped_batches_cover_every_example_once_with_little_padding():

@@ -5,18 +5,24 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from datamodules.conll import IGNORE_INDEX, first_subword_labels, word_predictions
-from datamodules.glue import get_task
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from finetune.metrics import entity_scores, glue_metrics
+from finetune.metrics import entity_scores, task_metrics
+from tests.test_finetune_data import task_config
+from tests.test_task_contract import task_info
 
 rng = np.random.default_rng(0)
 
 
+def glue_metrics(task_name: str):
+    """The metrics configs/task/<task_name>.yaml declares, built as a fine-tuning run builds them."""
+    return task_metrics(task_info(task_config(task_name)))
+
+
 def classify(task_name: str, n: int = 500, noise: float = 0.3):
-    n_classes = len(get_task(task_name).labels)
+    n_classes = len(task_info(task_config(task_name)).labels)
     gold = rng.integers(0, n_classes, n)
     predicted = np.where(rng.random(n) < noise, rng.integers(0, n_classes, n), gold)
-    metrics = glue_metrics(get_task(task_name))
+    metrics = glue_metrics(task_name)
     metrics.update(torch.tensor(predicted), torch.tensor(gold))
     return {k: float(v) for k, v in metrics.compute().items()}, gold, predicted
 
@@ -29,7 +35,7 @@ def test_cola_matthews_matches_sklearn():
 @pytest.mark.parametrize("constant", [0, 1])
 def test_cola_matthews_of_a_constant_predictor_is_zero_as_in_sklearn(constant):
     gold = torch.tensor([1] * 721 + [0] * 322)  # CoLA dev's label counts
-    metrics = glue_metrics(get_task("cola"))
+    metrics = glue_metrics("cola")
     metrics.update(torch.full_like(gold, constant), gold)
     assert float(metrics.compute()["mcc"]) == matthews_corrcoef(gold, torch.full_like(gold, constant)) == 0.0
 
@@ -50,7 +56,7 @@ def test_accuracy_matches_sklearn(task):
 def test_stsb_correlations_match_scipy():
     gold = rng.uniform(0, 5, 300)
     predicted = gold + rng.normal(0, 1.0, 300)
-    metrics = glue_metrics(get_task("stsb"))
+    metrics = glue_metrics("stsb")
     metrics.update(torch.tensor(predicted, dtype=torch.float32), torch.tensor(gold, dtype=torch.float32))
     scores = {k: float(v) for k, v in metrics.compute().items()}
     assert scores["pearson"] == pytest.approx(pearsonr(predicted, gold)[0], abs=1e-4)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from datamodules.conll import read_conll
 from datamodules.corpora import BrownCorpus, TextFiles, WikiText
-from datamodules.glue import get_task, read_release_split
+from datamodules.glue import read_release_split
+from tests.test_finetune_data import glue_task
 
 EXAMPLES = int(os.environ.get("ARMLM_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -49,7 +50,7 @@ def write(folder: Path, name: str, content: bytes) -> Path:
 @FUZZ
 @given(content=CONTENT, task=st.sampled_from(["cola", "sst2", "mrpc", "stsb"]))
 def test_glue_tsv(content: bytes, task: str) -> None:
-    spec = get_task(task)
+    spec = glue_task(task)
     with tempfile.TemporaryDirectory() as tmp:
         path = write(Path(tmp), f"{spec.folder}/train.tsv", content)
         accepts_or_names(lambda: read_release_split(spec, Path(tmp), "train"), path, line=True)

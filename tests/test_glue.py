@@ -3,8 +3,10 @@ from pathlib import Path
 
 import datasets
 import pytest
+from hydra.errors import MissingConfigException
 
-from datamodules.glue import TASKS, GlueExample, get_task, read_hub_split, read_release_split
+from datamodules.glue import GlueExample, read_hub_split, read_release_split
+from tests.test_finetune_data import CONFIGS, glue_task, task_config
 
 # Rows and label counts documented in shared/data/README.md (label ids in the hub's order).
 DOCUMENTED = {
@@ -21,7 +23,7 @@ DOCUMENTED = {
 
 @pytest.mark.parametrize("task,split", sorted(DOCUMENTED))
 def test_release_files_parse_to_the_documented_counts(data_dir, task, split):
-    examples = read_release_split(get_task(task), data_dir / "glue", split)
+    examples = read_release_split(glue_task(task), data_dir / "glue", split)
     rows, labels = DOCUMENTED[task, split]
     assert len(examples) == rows
     assert Counter(e.label for e in examples) == labels
@@ -30,17 +32,19 @@ def test_release_files_parse_to_the_documented_counts(data_dir, task, split):
 
 
 def test_quirks_bom_header_and_unquoted_text(data_dir):
-    mrpc = read_release_split(get_task("mrpc"), data_dir / "glue", "train")
+    mrpc = read_release_split(glue_task("mrpc"), data_dir / "glue", "train")
     assert mrpc[0].text_a.startswith("Amrozi accused his brother, whom he called \"the witness\"")
-    cola = read_release_split(get_task("cola"), data_dir / "glue", "train")
+    cola = read_release_split(glue_task("cola"), data_dir / "glue", "train")
     assert cola[0] == GlueExample("Our friends won't buy this analysis, let alone the next one we propose.", None, 1)
 
 
 def test_all_nine_tasks_are_specified():
-    assert sorted(TASKS) == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"])
-    assert get_task("stsb").is_regression and get_task("mnli").dev_splits == ("dev_matched", "dev_mismatched")
-    with pytest.raises(ValueError, match="unknown GLUE task 'sts'.*stsb"):
-        get_task("sts")
+    names = [p.stem for p in (CONFIGS / "task").glob("*.yaml") if not p.stem.startswith("_")]
+    glue = [n for n in names if task_config(n).task.data._target_ == "datamodules.finetune.GlueDataModule"]
+    assert sorted(glue) == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"])
+    assert glue_task("stsb").is_regression and glue_task("mnli").dev_splits == ("dev_matched", "dev_mismatched")
+    with pytest.raises(MissingConfigException, match="(?s)'task/sts'.*Available options.*stsb"):
+        task_config("sts")
 
 
 def write_rte(folder: Path, rows: list[str]) -> Path:
@@ -50,7 +54,7 @@ def write_rte(folder: Path, rows: list[str]) -> Path:
 
 
 def test_bad_rows_name_the_file_and_line(tmp_path):
-    task = get_task("rte")
+    task = glue_task("rte")
     write_rte(tmp_path, ["0\ta\tb\tentailment", "1\tonly two"])
     with pytest.raises(ValueError, match=r"RTE/train.tsv:3: 2 columns"):
         read_release_split(task, tmp_path, "train")
@@ -67,5 +71,6 @@ def test_hub_and_release_readers_give_the_same_examples(tmp_path):
         "sentence1": ["A cat sat.", "It rains."], "sentence2": ["A cat is sitting.", "It is dry."],
         "label": [0, 1], "idx": [0, 1]})})
     hub.save_to_disk(str(tmp_path / "hub"))
-    task = get_task("rte")
-    assert read_hub_split(task, "train", str(tmp_path / "hub")) == read_release_split(task, tmp_path / "release", "train")
+    task = glue_task("rte")
+    release = read_release_split(task, tmp_path / "release", "train")
+    assert read_hub_split(task, "train", str(tmp_path / "hub")) == release
