@@ -1,120 +1,12 @@
-"""Run a study: every arm x seed pretrained, fine-tuned and diagnosed, each stage its own process, then
-the study's report (tables and figures under <root>/report).
+"""Run a study (arms x seeds: pretrain, fine-tune, diagnose, score) and its verdicts: `armlm study`
+(docs/guides/studies.md).
 
-    python study.py study=ar_vs_mlm scale=smoke seeds=1          # minutes on a CPU
-    python study.py study=masking_strategies scale=cpu seeds=3
-    python study.py study=ar_vs_mlm dry_run=true                 # list the stages and their commands
-    python study.py -m study=ar_vs_mlm arm=ar,mlm,mlm_nsp,ar_pred seed=1,2,3 \\
-        hydra/launcher=joblib hydra.launcher.n_jobs=4            # parallel; then rerun without -m
-
-Rerunning the same command skips stages whose results file exists and resumes interrupted ones from their
-last checkpoint. With record=<folder> (committed beside the code), every finished unit's results are kept there
-and a fresh machine restores them instead of redoing them (studies/records.py). configs/study.yaml lists the
-settings; README "Studies" the cluster recipes.
+    python study.py study=ar_vs_mlm scale=smoke seeds=1
 """
 
-from __future__ import annotations
-
-import json
-import logging
 import sys
-from collections import Counter
-from dataclasses import replace
-from pathlib import Path
 
-import hydra
-from hydra.utils import get_method
-from omegaconf import DictConfig, OmegaConf
-
-from analysis.findings_report import check_registrations, write_findings
-from common.atomic import atomic_write_text
-from studies.plan import DONE_FILE, describe
-from studies.records import record_finished, restore_recorded
-from studies.runner import Outcome, check_root, run_stages
-
-log = logging.getLogger("armlm.study")
-
-
-def summarise(outcomes: list[Outcome]) -> str:
-    lines = [f"{o.stage.name:<48} {o.status:<8} {o.seconds:>8.0f} s  {o.detail}" for o in outcomes]
-    counts = Counter(o.status for o in outcomes)
-    return "\n".join([*lines, "stages: " + ", ".join(f"{n} {status}" for status, n in counts.items())])
-
-
-def keep_finished(stages: list, root: Path, record: Path) -> None:
-    """Keep finished units; a failure to keep one (a full disk, a broken event file) is reported, and the study
-    goes on: its root still holds every result."""
-    try:
-        record_finished(stages, root, record)
-    except (OSError, ValueError) as err:
-        log.warning("record: could not keep finished units in %s (%s); rerun the same command to try again", record,
-                    err)
-
-
-def write_study_report(cfg: DictConfig, root: Path) -> None:
-    written = get_method(cfg.study.get("report") or "analysis.study_report.write_report")(root)
-    if cfg.study.get("findings"):
-        written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
-    log.info("report: %s", ", ".join(str(p) for p in written))
-
-
-def run_study(cfg: DictConfig) -> list[Outcome]:
-    root = Path(cfg.root)
-    check_root(root)
-    if cfg.report not in (True, False, "only"):
-        raise ValueError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
-    check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
-    # A study config may bring its own stage plan and report (the embeddings study); the default is the
-    # pretrain -> fine-tune -> diagnose pipeline and its report.
-    planner = get_method(cfg.study.get("planner") or "studies.plan.plan")
-    stages = planner(cfg)
-    whole = cfg.arm is None and cfg.seed is None
-    log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
-    prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in DONE_FILE}
-    record = Path(cfg.record) if cfg.get("record") else None
-    restored: set = set()
-    on_done = None
-    if record is not None and not cfg.dry_run:
-        every_arm = cfg.copy()
-        every_arm.arm = None  # a record keeps and restores whole units, whichever arms this launch runs
-        planned = planner(every_arm)
-        restored = restore_recorded(planned, root, record)
-        keep_finished(planned, root, record)  # units finished before record= was given
-        on_done = lambda _: keep_finished(planned, root, record)  # noqa: E731
-    if cfg.report == "only":  # the report over what the root holds now (and the record restored): no stage runs
-        write_study_report(cfg, root)
-        return []
-    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done)
-    outcomes = [replace(o, status="restored", detail=f"from {record}") if o.stage in restored else o
-                for o in outcomes]
-    log.info("\n%s", summarise(outcomes))
-    if cfg.dry_run:
-        return outcomes
-    if whole:
-        statuses = [{"stage": o.stage.name, "kind": o.stage.kind, "arm": o.stage.arm, "seed": o.stage.seed,
-                     "folder": str(o.stage.folder), "status": o.status, "seconds": o.seconds, "detail": o.detail}
-                    for o in outcomes]
-        atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
-        if cfg.report:
-            write_study_report(cfg, root)
-    elif any(o.status == "waiting" for o in outcomes):
-        log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")
-    return outcomes
-
-
-@hydra.main(version_base="1.3", config_path="configs", config_name="study")
-def main(cfg: DictConfig) -> None:
-    try:
-        outcomes = run_study(cfg)
-    except ValueError as err:  # settings that cannot work; the message names the fix
-        log.error("%s", err)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        log.error("interrupted: rerun the same command to resume (finished stages are kept)")
-        sys.exit(130)
-    if any(o.status == "failed" for o in outcomes):
-        sys.exit(1)
-
+from common.commands import main as armlm
 
 if __name__ == "__main__":
-    main()
+    armlm(["study", *sys.argv[1:]])

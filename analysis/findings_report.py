@@ -312,13 +312,13 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
 
 
 def main() -> None:
-    """python -m analysis.findings_report <study root>: the verdicts again, from the study kept in study.json."""
+    """`armlm report findings <study root>`: the verdicts again, from the study kept in study.json."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("root", help="a study folder (study.py's root=)")
     root = Path(parser.parse_args().root)
     settings = root / "study.json"
     if not settings.is_file():
-        raise SystemExit(f"{settings} is missing: run python study.py for this study first")
+        raise SystemExit(f"{settings} is missing: run armlm study for this study first")
     study = json.loads(settings.read_text())["settings"]["study"]
     if not study.get("findings"):
         raise SystemExit(f"the study in {root} defines no findings (study.findings)")

@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = find_results(args.root)
     if not paths:
-        raise SystemExit(f"no results.json under {args.root}; run python train.py task=... pretrained=... first")
+        raise SystemExit(f"no results.json under {args.root}; run armlm finetune task=... pretrained=... first")
     summary = seed_summary(results_table(paths))
     if not args.all_metrics:
         summary = summary[~summary["metric"].str.startswith(("f1_", "precision", "recall"))]

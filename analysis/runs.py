@@ -12,6 +12,10 @@ import pandas as pd
 
 from common.scalars import run_scalars
 
+# A fine-tuning folder of a study with several fine-tuning seeds per checkpoint: <task>-<variant>-ft<j> is the j-th
+# (studies.plan writes them; the reports take their median per checkpoint).
+FINETUNE_SEED_SUFFIX = "-ft"
+
 # val_loss_kind says what val_loss averages (next_token for AR, masked_token for MLM): compare val_loss only
 # between runs of one kind.
 SUMMARY_COLUMNS = ["objective", "steps", "tokens_seen", "pred_tokens_seen", "val_loss_kind", "val_loss", "val_ppl",

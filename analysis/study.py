@@ -17,11 +17,9 @@ import pandas as pd
 from scipy import stats
 
 import objectives
-from studies.plan import FINETUNE_SEED_SUFFIX
+from analysis.runs import FINETUNE_SEED_SUFFIX
+from common.migrations import task_info_defaults
 
-# The metric each task's plot shows (its GLUE leaderboard metric); tables list every metric.
-PRIMARY_METRIC = {"cola": "mcc", "stsb": "pearson", "mrpc": "f1", "qqp": "f1", "conll2003": "f1",
-                  "mnli": "accuracy"}
 # NER per-type scores and precision/recall stay in the CSVs but out of the Markdown tables.
 SECONDARY_PREFIXES = ("f1_", "precision", "recall")
 
@@ -86,6 +84,23 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def primary_metric(result: dict[str, Any]) -> str:
+    """The metric a task's plot shows (task.primary_metric, which results.json records; results written before it
+    did get their task's historical one)."""
+    return result.get("primary_metric") or task_info_defaults({"name": result["task"]})["primary_metric"]
+
+
+def primary_metrics(finetuning: pd.DataFrame) -> dict[str, str]:
+    """Each task's primary metric, from the rows of finetuning_runs; a task whose runs disagree is an error."""
+    if finetuning.empty:
+        return {}
+    found = finetuning.groupby("task", sort=False)["primary_metric"].unique()
+    mixed = {task: sorted(names) for task, names in found.items() if len(names) > 1}
+    if mixed:
+        raise ValueError(f"runs of one task name different primary metrics: {mixed}; rerun the older ones")
+    return {task: names[0] for task, names in found.items()}
+
+
 def finetuning_runs(root: Path) -> pd.DataFrame:
     """One row per run, dev split and metric; `seed` is the pretraining seed, `finetune_seed` the run's own."""
     rows = []
@@ -93,13 +108,15 @@ def finetuning_runs(root: Path) -> pd.DataFrame:
         arm, seed = arm_and_seed(path, root)
         r = _read(path)
         variant = path.parent.name.removeprefix(f"{r['task']}-").split(FINETUNE_SEED_SUFFIX)[0]
+        primary = primary_metric(r)
         for split, scores in r["metrics"].items():
             for metric, value in scores.items():
                 rows.append({"arm": arm, "seed": seed, "finetune_seed": r["seed"], "task": r["task"],
                              "variant": variant, "mode": r["mode"],
                              "attention": r["attention"], "split": split, "metric": metric, "value": value,
                              "baseline": r["majority_baseline"].get(split, {}).get(metric),
-                             "input_mask_share": r.get("input_mask_share"), "run": str(path.parent)})
+                             "input_mask_share": r.get("input_mask_share"), "primary_metric": primary,
+                             "run": str(path.parent)})
     return pd.DataFrame(rows)
 
 

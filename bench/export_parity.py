@@ -20,11 +20,11 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-import train
 from common.config import compose_config, data_dir
 from interchange.export import AUTO_CLASSES, armlm_ids, export_checkpoint
 from interchange.parity import armlm_outputs, compare, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
+from training.run import run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def tiny_run(out: Path, cache: Path, objective: str, positions: str, steps: int)
             f"trainer.val_check_interval={steps}", "trainer.limit_val_batches=2", "trainer.enable_progress_bar=false",
             "max_tokens=null", "trainer.precision=32-true", "logger=[]", f"data.cache_dir={cache}",
             f"output_dir={out}"])
-    train.run(cfg)
+    run_pretraining(cfg)
 
 
 def main() -> None:

@@ -3,12 +3,15 @@ reader (or a run resumed after a kill) sees the old content or the new one, neve
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from common.migrations import versioned
 
 
 @contextmanager
@@ -31,3 +34,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write a small file so readers see the old content or the new one, never a mix."""
     with atomic_file(path) as f:
         f.write(text)
+
+
+def atomic_write_artefact(path: Path, artefact: dict[str, Any], sort_keys: bool = False) -> None:
+    """A JSON artefact (a summary, results, a report, a stage record), atomically, with the schema version it is
+    written in first (common.migrations reads older ones)."""
+    atomic_write_text(path, json.dumps(versioned(artefact), indent=2, sort_keys=sort_keys))

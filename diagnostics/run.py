@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
@@ -257,7 +257,7 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
         report["representations"] = representation_report(s.model, s.sentences, s.attention, s.mask_id, cfg)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "diagnostics.json", json.dumps(report, indent=2))
+    atomic_write_artefact(out / "diagnostics.json", report)
     atomic_write_text(out / "diagnostics.md", markdown_report(report))
     with SummaryWriter(str(out / "tensorboard")) as writer:
         for tag, value, step in tensorboard_scalars(report):

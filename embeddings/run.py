@@ -4,7 +4,6 @@ method, the vectors folder of embeddings.store)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -16,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_artefact
 from embeddings.benchmarks import score
 from embeddings.contextual import type_vectors
 from embeddings.cooccurrence import vocabulary
@@ -60,7 +59,7 @@ def run_static(cfg: DictConfig) -> dict[str, Any]:
                "layers": {"static": scores}, "wall_seconds": round(time.perf_counter() - started, 1)}
     out = Path(cfg.output_dir)
     save_vectors(out, vectors, datamodule.tokenizer_json, {k: v for k, v in summary.items() if k != "layers"})
-    atomic_write_text(out / RESULT, json.dumps(summary, indent=2))
+    atomic_write_artefact(out / RESULT, summary)
     log.info("%s", headline(summary))
     return summary
 
@@ -82,7 +81,7 @@ def run_contextual(cfg: DictConfig) -> dict[str, Any]:
                "attention": attention.kind, "seed": int(cfg.seed), "max_contexts": int(cfg.contextual.max_contexts),
                "vocabulary": len(seen), "train_words": sum(counts.values()), "layers": scores,
                "wall_seconds": round(time.perf_counter() - started, 1)}
-    atomic_write_text(Path(cfg.output_dir) / RESULT, json.dumps(summary, indent=2))
+    atomic_write_artefact(Path(cfg.output_dir) / RESULT, summary)
     log.info("%s", headline(summary))
     return summary
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_artefact
 from embeddings.words import WordSplitter
 
 VECTORS, TEXT, TOKENIZER, SUMMARY = "vectors.kv", "vectors.txt", "tokenizer.json", "summary.json"
@@ -37,7 +37,7 @@ def save_vectors(folder: Path, vectors: KeyedVectors, tokenizer_json: str, summa
         Path(tmp, TOKENIZER).write_text(tokenizer_json, encoding="utf-8")
         for written in Path(tmp).iterdir():
             os.replace(written, folder / written.name)
-    atomic_write_text(folder / SUMMARY, json.dumps(summary, indent=2))
+    atomic_write_artefact(folder / SUMMARY, summary)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""`python train.py task=<name> pretrained=<checkpoint or run folder>`: fine-tune, evaluate every dev
+"""`armlm finetune task=<name> pretrained=<checkpoint or run folder>`: fine-tune, evaluate every dev
 split after each epoch, and write `results.json` (task, checkpoint, objective, seed, settings, every
 metric on every dev split, the majority-class baseline, wall time)."""
 
@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from common.migrations import task_info_defaults
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
@@ -29,36 +30,6 @@ from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
-PRETRAINING_GROUPS = ("objective", "model", "data", "max_tokens", "max_flops", "data_epochs", "optim", "save_at_tokens",
-                      "nonfinite_loss", "init_from")
-# Trainer settings a fine-tuning run fixes itself (one validation per epoch, on the whole dev split), with the
-# setting that does the job instead. Every other trainer.* setting is honoured (trainer.max_steps included).
-FIXED_TRAINER_SETTINGS = {
-    "max_epochs": "task.epochs",
-    "val_check_interval": "nothing: fine-tuning validates at each epoch end (and at trainer.max_steps)",
-    "check_val_every_n_epoch": "nothing: fine-tuning validates at each epoch end",
-    "limit_val_batches": "task.data.max_eval_examples (dev scores are reported on whole splits otherwise)",
-    "num_sanity_val_steps": "nothing: fine-tuning runs no sanity validation",
-}
-
-
-def setting_name(override: str) -> str:
-    return override.lstrip("+~").split("=")[0]
-
-
-def check_overrides(overrides: list[str]) -> None:
-    """Fine-tuning takes the model, objective and tokenizer from the checkpoint, so command-line settings
-    for them would be silently ignored: refuse them, and trainer settings fine-tuning fixes itself, instead."""
-    ignored = [o for o in overrides if setting_name(o).split(".")[0] in PRETRAINING_GROUPS]
-    if ignored:
-        raise ValueError(f"{ignored} would be ignored: with task=... the checkpoint brings its own model, objective "
-                         "and tokenizer. Drop them (finetune.dropout sets the dropout while fine-tuning)")
-    trainer_keys = {o: setting_name(o).removeprefix("trainer.") for o in overrides
-                    if setting_name(o).startswith("trainer.")}
-    fixed = {o: FIXED_TRAINER_SETTINGS[key] for o, key in trainer_keys.items() if key in FIXED_TRAINER_SETTINGS}
-    if fixed:
-        raise ValueError("fine-tuning sets these trainer settings itself, so they would be ignored: "
-                         + "; ".join(f"{o} (use {instead})" for o, instead in fixed.items()))
 
 
 def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
@@ -134,7 +105,8 @@ ATTENTION_KEYS = {"settings": "attention", "pretrained": "finetune_attention"}
 
 def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
     """The groups of an older checkpoint's hyperparameters under the keys they have now: `causal` became the
-    attention's name, and runs from before `features` existed concatenated layers."""
+    attention's name, runs from before `features` existed concatenated layers, and tasks before schema 2 named no
+    metrics (common.migrations.task_info_defaults)."""
     renamed = {}
     for group, key in ATTENTION_KEYS.items():
         part = dict(saved.get(group) or {})
@@ -144,6 +116,9 @@ def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
     settings = renamed.get("settings", dict(saved.get("settings") or {}))
     if settings and "features" not in settings:
         renamed["settings"] = {**settings, "features": "concat"}
+    task = saved.get("task")
+    if isinstance(task, dict) and not {"metrics", "primary_metric"} <= task.keys():  # before schema 2
+        renamed["task"] = task_info_defaults(task)
     return renamed
 
 
@@ -174,7 +149,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
     if not cfg.pretrained:
-        raise ValueError(f"task={cfg.task.data.get('task', 'conll2003')} needs pretrained=<checkpoint file or "
+        raise ValueError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")
     pretrained = load_pretrained(cfg.pretrained)
     settings = resolve_settings(cfg.finetune, pretrained)
@@ -209,6 +184,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
 
     results = {
         "task": info.name,
+        "primary_metric": info.primary_metric,  # the value plots and findings read (task.primary_metric)
         "pretrained": pretrained.summary(),
         "objective": pretrained.objective_name,
         "seed": int(cfg.seed),
@@ -240,3 +216,4 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     log.info("%s dev scores: %s (majority baseline %s), %.0f s", info.name, results["metrics"],
              results["majority_baseline"], results["wall_seconds"])
     return results
+

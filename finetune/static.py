@@ -22,6 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
+from common.migrations import task_info_defaults
 from datamodules.finetune import ConllDataModule
 from embeddings.store import StaticVectors, load_vectors
 from embeddings.words import WordSplitter
@@ -92,7 +93,8 @@ def check_static_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     keys = ("task", "words", "dim", "optim", "vectors", "head_dropout", "seed")
     if not isinstance(saved, dict) or "vectors" not in saved:
         raise ValueError(f"{ckpt_path} is not a static-vectors NER checkpoint; ckpt_path= with vectors=... resumes one")
-    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
+    older = {"task": task_info_defaults(saved["task"])} if isinstance(saved.get("task"), dict) else {}  # schema 1
+    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys} | older)
     if differing:
         raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")
@@ -129,7 +131,8 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
              datamodule.info.name, vectors.path, summary["method"], len(index), out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     results = {
-        "task": datamodule.info.name, "vectors": summary, "objective": None, "seed": int(cfg.seed),
+        "task": datamodule.info.name, "primary_metric": datamodule.info.primary_metric,
+        "vectors": summary, "objective": None, "seed": int(cfg.seed),
         "mode": "features", "features": "static, standardised per dimension", "attention": None, "optim": optim, "epochs": int(cfg.task.epochs),
         "batch_size": datamodule.batch_size, "max_length": datamodule.max_length,
         "at_length_cap": at_length_cap(datamodule), "no_vector_share": no_vector_share(datamodule, index),

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.migrations import SCHEMA_VERSION, task_info_defaults
 from common.provenance import armlm_commit
 from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
@@ -31,7 +32,7 @@ def metric_tag(task: str, split: str, metric: str) -> str:
 class TaskModule(L.LightningModule):
     def __init__(self, task: dict[str, Any], optim: dict[str, Any], seed: int) -> None:
         super().__init__()
-        self.info = TaskInfo(**{**task, "labels": tuple(task["labels"]), "eval_splits": tuple(task["eval_splits"])})
+        self.info = TaskInfo(**task_info_defaults(task))  # checkpoints before schema 2 name no metrics
         self.val_metrics = nn.ModuleList(task_metrics(self.info) for _ in self.info.eval_splits)
         self.tokenizer_json: str | None = None
         self.final_scores: dict[str, dict[str, float]] = {}  # the last evaluation, per dev split
@@ -84,6 +85,7 @@ class TaskModule(L.LightningModule):
         checkpoint["tokenizer_json"] = self.tokenizer_json  # a fine-tuned model can then encode new text
         checkpoint["final_scores"] = self.final_scores  # a run resumed after its last epoch still reports them
         checkpoint["armlm_commit"] = armlm_commit()
+        checkpoint["schema_version"] = SCHEMA_VERSION
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")

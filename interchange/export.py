@@ -10,12 +10,14 @@ export is loaded back from disk the way a user would load it and its logits are 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -39,6 +41,8 @@ from interchange.card import model_card
 from interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
 from interchange.source import ExportSource, read_source, trained_positions
 from interchange.tokenizer import exported_tokenizer, save_tokenizer
+
+log = logging.getLogger("armlm.export")
 
 FORMATS = ("auto", "native", "remote")
 MODELING_FILE = Path(modeling_armlm.__file__)
@@ -212,3 +216,15 @@ class staged:
                 old.rename(self.out)  # the earlier export stays where it was
             raise
         shutil.rmtree(old, ignore_errors=True)
+
+
+def run_export(cfg: Any) -> ExportResult:
+    """`armlm export checkpoint=<ckpt or run folder> out=<folder> [format=auto|native|remote] [overwrite=true]`."""
+    result = export_checkpoint(cfg.checkpoint, cfg.out, format=str(cfg.format), overwrite=bool(cfg.overwrite))
+    how = "native, no remote code" if result.native else "armlm's modelling file: trust_remote_code=True"
+    log.info("wrote %s: %s (%s); max |delta logit| vs armlm %.2e over %d rows, same top prediction on %.0f%%, "
+             "tokenizer ids equal: %s", result.out, result.target, how, result.parity.max_abs_logit_diff,
+             result.parity.positions, 100 * result.parity.same_argmax, result.ids_equal)
+    if result.not_native:
+        log.info("not native because: %s", "; ".join(result.not_native))
+    return result

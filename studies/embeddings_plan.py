@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from studies.plan import DONE_FILE, Stage, arms_of, seed_folder, seeds_of
+from studies.plan import Stage, arms_of, done_file, seed_folder, seeds_of
 
 ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
 
@@ -52,13 +52,13 @@ def plan(cfg: DictConfig) -> list[Stage]:
         for name, arm in arms_of(cfg).items():
             base = seed_folder(cfg, name, seed)
             if "method" in arm:
-                reads, needs = [f"vectors={base / 'embed'}"], (base / "embed" / DONE_FILE["embed"],)
+                reads, needs = [f"vectors={base / 'embed'}"], (base / "embed" / done_file("embed"),)
                 stages.append(Stage("embed", name, seed, "embed", base / "embed",
                                     (f"method={arm.method}", f"seed={seed}", *shared)))
             else:
                 run = source / arm.checkpoint_arm / f"seed{seed}" / "pretrain"
                 # the checkpoint too: a run restored from a study record has its summary but no weights
-                reads, needs = [f"pretrained={run}"], (run / DONE_FILE["pretrain"], run / "checkpoints" / "last.ckpt")
+                reads, needs = [f"pretrained={run}"], (run / done_file("pretrain"), run / "checkpoints" / "last.ckpt")
                 stages.append(Stage("embed", name, seed, "embed", base / "embed",
                                     (f"checkpoint={run}", f"seed={seed}", *shared), needs=needs))
                 stages.append(Stage("diagnose", name, seed, "diagnose", base / "diagnostics", (

@@ -1,6 +1,6 @@
 """A study's stages: every arm x seed pretrained, fine-tuned on every task and variant, and diagnosed.
 
-A stage is one process launch of `train.py` or `evaluate.py` with Hydra overrides and a fixed run folder
+A stage is one run of an armlm command (common.commands: train, finetune, evaluate, ...) with Hydra overrides and a fixed run folder
 under the study root, so a rerun finds what is already done. Folders:
 
     <root>/<arm>/seed<k>/pretrain                    summary.json, checkpoints/last.ckpt, tensorboard/
@@ -17,17 +17,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-DONE_FILE = {"pretrain": "summary.json", "finetune": "results.json", "diagnose": "diagnostics.json",
-             "zeroshot": "zeroshot.json", "embed": "words.json"}
-SCRIPT = {"pretrain": "train.py", "finetune": "train.py", "diagnose": "evaluate.py", "zeroshot": "zeroshot.py",
-          "embed": "embeddings.py"}
+from analysis.runs import FINETUNE_SEED_SUFFIX
+from common.commands import Command, stage_command
+
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
 # the train split, the arm's or else the study's: a data-constrained run), diagnose (default true), and, in a
 # study with a `zeroshot:` section, zeroshot (default: the pretraining arms) with its zeroshot_settings.
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
             "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings"}
-FINETUNE_SEED_SUFFIX = "-ft"  # <task>-<variant>-ft<j>: the j-th fine-tuning seed of a checkpoint
 
 
 @dataclass(frozen=True)
@@ -45,17 +43,26 @@ class Stage:
         return f"{self.arm}/seed{self.seed} {self.label}"
 
     @property
+    def command(self) -> Command:
+        return stage_command(self.kind)
+
+    @property
     def script(self) -> str:
-        return SCRIPT[self.kind]
+        return str(self.command.script)
 
     @property
     def done_file(self) -> Path:
-        return self.folder / DONE_FILE[self.kind]
+        return self.folder / done_file(self.kind)
 
     def record(self) -> dict[str, Any]:
         """What stage.json keeps, to tell a finished stage of this study from one of another."""
         return {"kind": self.kind, "arm": self.arm, "seed": self.seed, "script": self.script,
                 "overrides": list(self.overrides)}
+
+
+def done_file(kind: str) -> str:
+    """What a finished stage of this kind writes (its command's done file)."""
+    return str(stage_command(kind).done_file)
 
 
 def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
@@ -168,9 +175,6 @@ def check_study(cfg: DictConfig) -> None:
 
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
-# train.yaml's budgets that default to null: "<key>=null" restates the default (stage records written between
-# the FLOPs budget's arrival and this rule hold such restatements; they mean the same run).
-NULL_DEFAULT_BUDGETS = ("max_flops", "data_epochs")
 MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
 
 
@@ -219,7 +223,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
         for arm_name, arm in arms_of(cfg).items():
             base = seed_folder(cfg, arm_name, seed)
             run = seed_folder(cfg, arm.get("from_arm", arm_name), seed) / "pretrain"  # the run this arm reads
-            needs, pretrained = run / DONE_FILE["pretrain"], run
+            needs, pretrained = run / done_file("pretrain"), run
             if "checkpoint_fraction" in arm:
                 pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm)}.ckpt"
             if not arm.get("from_arm"):
@@ -268,8 +272,8 @@ def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkp
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:
         reference_folder = seed_folder(cfg, reference, seed) / "diagnostics"
-        overrides.append(f"candidates_from={reference_folder / DONE_FILE['diagnose']}")
-        needs.append(reference_folder / DONE_FILE["diagnose"])
+        overrides.append(f"candidates_from={reference_folder / done_file('diagnose')}")
+        needs.append(reference_folder / done_file("diagnose"))
     return Stage("diagnose", arm_name, seed, "diagnose", base / "diagnostics", tuple(overrides), tuple(needs))
 
 

@@ -28,7 +28,7 @@ import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.atomic import atomic_file, atomic_write_text
+from common.atomic import atomic_file, atomic_write_artefact
 from common.provenance import armlm_commit
 from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
 from studies.plan import Stage
@@ -153,7 +153,7 @@ def record_finished(stages: list[Stage], root: Path, record: Path) -> list[str]:
                 with atomic_file(target / SCALARS_CSV) as f:
                     write_scalars_csv(event_scalars(stage.folder / "tensorboard"), f)
         for stage in unit:
-            atomic_write_text(record / _key(stage, root) / KEPT_FILE, json.dumps(entry, indent=2, sort_keys=True))
+            atomic_write_artefact(record / _key(stage, root) / KEPT_FILE, entry, sort_keys=True)
         recorded.append(unit_name(unit))
         log.info("record: %s kept in %s", unit_name(unit), record)
     return recorded
@@ -178,8 +178,7 @@ def restore_recorded(stages: list[Stage], root: Path, record: Path) -> set[Stage
             copy_files(source, stage.folder, [f for f in files if f.name not in {stage.done_file.name, STAGE_RECORD}])
             kept = json.loads((source / STAGE_RECORD).read_text()) if (source / STAGE_RECORD).is_file() else {}
             ran = {key: kept[key] for key in ("launches", "seconds") if key in kept}  # how it ran, for the report
-            atomic_write_text(stage.folder / STAGE_RECORD, json.dumps(
-                {**stage.record(), **ran, "restored_from": str(source)}, indent=2))
+            atomic_write_artefact(stage.folder / STAGE_RECORD, {**stage.record(), **ran, "restored_from": str(source)})
         for stage in unit:
             copy_files(record / _key(stage, root), stage.folder, [stage.done_file.relative_to(stage.folder)])
         restored.update(unit)

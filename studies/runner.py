@@ -2,7 +2,9 @@
 
 One process launch per run keeps every stage independent of the driver: a DDP stage (trainer=ddp) starts
 its ranks from a fresh `python train.py`, never from inside a Hydra multirun (hydra issue 2070), and a
-crash or an out-of-memory kill takes down one stage, not the study.
+crash or an out-of-memory kill takes down one stage, not the study. `launcher: in_process` runs the same command
+functions on the same composed configs inside the driver instead: no interpreter start-up per stage (the test
+suite's smoke studies), at the price of that independence.
 """
 
 from __future__ import annotations
@@ -16,12 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.atomic import atomic_write_text
-from studies.plan import NULL_DEFAULT_BUDGETS, Stage
+from omegaconf import OmegaConf
+
+from common.atomic import atomic_write_artefact
+from common.commands import COMMANDS
+from common.config import REPO, compose_config
+from common.migrations import stage_overrides
+from studies.plan import Stage
 
 log = logging.getLogger("armlm.study")
-REPO = Path(__file__).resolve().parents[1]
 RECORD = "stage.json"
+STAGE_COMMANDS = {c.stage: c for c in COMMANDS.values() if c.stage}  # the stage kinds, each with its command
+LAUNCHERS = ("process", "in_process")
 # Characters that Hydra's override grammar would read as syntax inside an unquoted path.
 UNSAFE_PATH_CHARS = set(" ,=[]{}()'\"\\$")
 
@@ -41,11 +49,6 @@ def check_root(root: Path) -> None:
                          "choose a study folder without them")
 
 
-def without_restated_defaults(overrides: list[str]) -> list[str]:
-    restated = {f"{key}=null" for key in NULL_DEFAULT_BUDGETS}
-    return [o for o in overrides if o not in restated]
-
-
 def check_record(stage: Stage) -> None:
     """A folder that holds another study's stage (other settings) must not be taken as this one's."""
     path = stage.folder / RECORD
@@ -55,9 +58,9 @@ def check_record(stage: Stage) -> None:
                              "study; move it away or choose another root=")
         return
     recorded = json.loads(path.read_text())
-    recorded["overrides"] = without_restated_defaults(recorded.get("overrides", []))
+    recorded["overrides"] = stage_overrides(recorded.get("overrides", []))
     ours = stage.record()
-    ours["overrides"] = without_restated_defaults(ours["overrides"])
+    ours["overrides"] = stage_overrides(ours["overrides"])
     differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
     if differing:
         details = "; ".join(f"{k}: folder has {old}, this study has {new}" for k, (old, new) in differing.items())
@@ -76,20 +79,37 @@ def command(stage: Stage, prefix: dict[str, list[str]]) -> tuple[list[str], str]
     return [*prefix.get(stage.kind, []), sys.executable, str(REPO / stage.script), *overrides], note
 
 
-def launch(stage: Stage, prefix: dict[str, list[str]]) -> Outcome:
+def run_in_process(stage: Stage, overrides: list[str]) -> int:
+    """The stage's command function on the config its process would compose (the run folder given as output_dir),
+    with the config saved where Hydra saves it; 0 when it finished, 1 when it raised (the error is logged)."""
+    folder_override = f"hydra.run.dir={stage.folder}"
+    settings = [o for o in overrides if o != folder_override] + [f"output_dir={stage.folder}"]
+    try:
+        cfg = compose_config(str(stage.command.config), settings)
+        (stage.folder / ".hydra").mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, stage.folder / ".hydra" / "config.yaml")
+        stage.command.function()(cfg)
+    except Exception as err:  # noqa: BLE001 - a failed stage is reported and the study goes on, as with a process
+        log.error("%s: %s: %s", stage.name, type(err).__name__, err)
+        return 1
+    return 0
+
+
+def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process") -> Outcome:
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
     record_path = stage.folder / RECORD
     before = json.loads(record_path.read_text()) if record_path.is_file() else {}
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
               "seconds": before.get("seconds", 0.0)}
-    atomic_write_text(record_path, json.dumps(record, indent=2))
+    atomic_write_artefact(record_path, record)
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
-    returncode = subprocess.run(argv).returncode
+    returncode = run_in_process(stage, argv[argv.index(str(REPO / stage.script)) + 1:]) if launcher == "in_process" \
+        else subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch that came back (a resumed stage's own summary times only its last launch)
-    atomic_write_text(record_path, json.dumps({**record, "seconds": round(record["seconds"] + seconds, 1)}, indent=2))
+    atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1)})
     if returncode == 0 and stage.done_file.is_file():
         return Outcome(stage, "done", seconds, note)
     logs = ", ".join(str(p) for p in sorted(stage.folder.glob("*.log"))) or "its output above"
@@ -97,11 +117,14 @@ def launch(stage: Stage, prefix: dict[str, list[str]]) -> Outcome:
 
 
 def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, dry_run: bool = False,
-               on_done: Callable[[Stage], object] | None = None) -> list[Outcome]:
+               on_done: Callable[[Stage], object] | None = None, launcher: str = "process") -> list[Outcome]:
     """Run every stage whose inputs are done, until none can start. Stages whose input stage failed, or
     lies outside this launch (arm=/seed= selections), are reported as waiting. `prefix` maps a stage kind
     to the launcher put before its `python` (e.g. srun); `on_done` is called after each stage that finishes
-    (the study's record keeps finished units as they come)."""
+    (the study's record keeps finished units as they come); `launcher` runs each stage as its own process or inside
+    this one (LAUNCHERS)."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher={launcher!r}; choose one of {LAUNCHERS}")
     prefix = prefix or {}
     for stage in stages:
         check_record(stage)  # every mismatch is found before any work starts
@@ -120,7 +143,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
                     outcomes[stage] = Outcome(stage, "planned", detail=" ".join(command(stage, prefix)[0]))
                     planned.add(stage.done_file)
                 else:
-                    outcomes[stage] = launch(stage, prefix)
+                    outcomes[stage] = launch(stage, prefix, launcher)
                     log.info("%s: %s (%.0f s) %s", stage.name, outcomes[stage].status, outcomes[stage].seconds,
                              outcomes[stage].detail)
                     if on_done is not None and outcomes[stage].status == "done":

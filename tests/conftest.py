@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -36,10 +39,30 @@ def data_dir() -> Path:
     return path
 
 
+def shared_across_workers(tmp_path_factory: pytest.TempPathFactory, name: str,
+                          build: Callable[[Path], object]) -> Path:
+    """A folder built once per test run, by whichever xdist worker asks first: the others wait on its lock, then
+    read it. It counts as built only once `build` returned (a marker file), so a failed build is redone by the
+    next test that asks, not taken for finished."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # shared by the workers of this run (pytest-of-<user>/pytest-<n>/)
+    folder = base / "shared" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the session, so tests that share corpus settings tokenize once."""
-    return tmp_path_factory.mktemp("armlm-cache")
+    """One token cache for the whole run, shared by the workers (a cache folder has its own writer lock,
+    datamodules.shards), so tests that share corpus settings tokenize once."""
+    return shared_across_workers(tmp_path_factory, "armlm-cache", lambda folder: None)
 
 
 def make_vocabulary(size: int = 50, seed: int = 0) -> Vocabulary:
@@ -71,16 +94,31 @@ def tiny_config(out: Path, cache: Path, *overrides: str) -> DictConfig:
                                            *overrides])
 
 
-@pytest.fixture(scope="session")
-def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> dict[str, Path]:
-    """Run folders of a tiny AR and a tiny MLM pretraining (60 steps each), built once per session. A 4000-token
-    vocabulary keeps most words whole, which the fine-tuning tests (NER on first subwords) need."""
-    import train
+class PretrainedRuns(Mapping[str, Path]):
+    """Run folders of tiny pretraining runs (label -> overrides of tiny_config), each built on first use, once per
+    test run across the workers: two workers that need different runs build them side by side."""
 
-    runs = {}
-    for objective in ("ar", "mlm"):
-        out = tmp_path_factory.mktemp(f"pretrained-{objective}")
-        train.run(tiny_config(out, cache_dir, f"objective={objective}", "trainer.max_steps=60",
-                              "trainer.val_check_interval=60", "data.tokenizer.vocab_size=4000"))
-        runs[objective] = out
-    return runs
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path, name: str,
+                 runs: dict[str, tuple[str, ...]]) -> None:
+        self.tmp_path_factory, self.cache_dir, self.name, self.runs = tmp_path_factory, cache_dir, name, runs
+
+    def __getitem__(self, label: str) -> Path:
+        from training.run import run_pretraining
+
+        build = lambda folder: run_pretraining(tiny_config(folder, self.cache_dir, *self.runs[label]))  # noqa: E731
+        return shared_across_workers(self.tmp_path_factory, f"{self.name}-{label}", build)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Mapping[str, Path]:
+    """Run folders of a tiny AR and a tiny MLM pretraining (60 steps each), built once per test run. A 4000-token
+    vocabulary keeps most words whole, which the fine-tuning tests (NER on first subwords) need."""
+    return PretrainedRuns(tmp_path_factory, cache_dir, "tiny-pretrained", {
+        objective: (f"objective={objective}", "trainer.max_steps=60", "trainer.val_check_interval=60",
+                    "data.tokenizer.vocab_size=4000") for objective in ("ar", "mlm")})

@@ -6,9 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-import train
 from analysis.runs import curve_by_tokens, find_runs, summary_table
 from tests.test_train import tiny_config
+from training.run import run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def two_runs(tmp_path_factory, cache_dir):
     root = tmp_path_factory.mktemp("runs")
     for objective in ("ar", "mlm"):
-        train.run(tiny_config(root / objective, cache_dir, f"objective={objective}"))
+        run_pretraining(tiny_config(root / objective, cache_dir, f"objective={objective}"))
     return root
 
 

@@ -7,17 +7,16 @@ from pathlib import Path
 import lightning as L
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.errors import MissingConfigException
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
-import train
 from datamodules.corpora import Corpus
 from datamodules.finetune import FinetuneDataModule
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig
 from objectives.base import Objective
 from tests.test_finetune_data import word_tokenizer_json
-from train import check_config
+from training.run import check_config, run_pretraining
 from training.setup import build_model_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,8 +29,10 @@ def options(group: str) -> list[str]:
 
 
 def composed(*overrides: str):
+    """The pretraining config, or the fine-tuning one when a task is named (as `python train.py task=...`)."""
+    config = "finetune" if any(o.startswith("task=") for o in overrides) else "train"
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
+        return compose(config, overrides=list(overrides))
 
 
 def test_groups_are_not_empty():
@@ -117,7 +118,7 @@ def test_the_command_line_lists_the_valid_options_of_an_unknown_name():
 def test_bad_settings_fail_before_any_data_processing(tmp_path):
     cfg = composed("objective.mask_prob=0.9", f"data.cache_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}")
     with pytest.raises(ValueError, match="must sum to 1"):
-        train.run(cfg)
+        run_pretraining(cfg)
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
 
 
@@ -144,9 +145,20 @@ def test_bad_rates_and_sizes_are_rejected_at_startup():
         check_config(composed("model.n_heads=5"))
     with pytest.raises(FileNotFoundError, match="ckpt_path"):
         check_config(composed("ckpt_path=/nonexistent.ckpt"))
-    for given in ("pretrained=/some/run", "vectors=/some/vectors"):
-        with pytest.raises(ValueError, match="vectors= are for fine-tuning: add task="):
-            check_config(composed(given))
+    for given in ("pretrained=/some/run", "vectors=/some/vectors"):  # fine-tuning's settings: Hydra refuses them
+        with pytest.raises(ConfigCompositionException, match=f"Could not override '{given.split('=')[0]}'"):
+            composed(given)
+
+
+@pytest.mark.parametrize("setting", ["trainer.max_epochs=5", "trainer.limit_val_batches=0.5", "save_at_tokens=[100]",
+                                     "model.d_model=64", "objective=ar", "init_from=outputs/ar/x"])
+def test_fine_tuning_refuses_the_settings_it_would_ignore(setting):
+    """The checkpoint brings model, objective and tokenizer, and fine-tuning fixes its validation and epochs
+    (task.epochs), so the fine-tuning config has none of these keys: Hydra refuses them by name."""
+    key = setting.split("=")[0]
+    with pytest.raises(ConfigCompositionException, match=f"Could not override '{key}'"):
+        composed("task=rte", setting)
+    composed("task=rte", "trainer.max_steps=10", "trainer.precision=32-true", "seed=2")  # honoured
 
 
 def test_a_run_without_any_end_is_rejected():

@@ -47,7 +47,7 @@ def test_ner_on_static_vectors_fits_a_slice_through_the_fine_tuning_settings(tmp
     blocks = (data_dir / "conll2003" / "eng.train").read_text().split("\n\n")[:301]  # -DOCSTART- + 300
     for name in ("eng.train", "eng.testa"):
         (tmp_path / name).write_text("\n\n".join(blocks) + "\n")
-    cfg = config("train", tmp_path / "run", "task=conll2003", f"vectors={vectors_folder}", f"task.data.source={tmp_path}",
+    cfg = config("finetune", tmp_path / "run", "task=conll2003", f"vectors={vectors_folder}", f"task.data.source={tmp_path}",
                  "task.epochs=15", "task.optim.features_lr=0.1", "finetune.dropout=0",
                  "trainer.enable_progress_bar=false", "trainer.precision=32-true", "task.data.max_length=64")
     results = run_static_finetune(cfg)
@@ -58,7 +58,7 @@ def test_ner_on_static_vectors_fits_a_slice_through_the_fine_tuning_settings(tmp
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
     assert state["state_dict"]["table"].shape[1] == 50 and not state["state_dict"]["table"][0].any()
     with pytest.raises(ValueError, match="not both"):
-        run_static_finetune(config("train", tmp_path, "task=conll2003", f"vectors={vectors_folder}",
+        run_static_finetune(config("finetune", tmp_path, "task=conll2003", f"vectors={vectors_folder}",
                                    "pretrained=/some/run"))
 
 

@@ -21,8 +21,7 @@ def study_config(*overrides: str):
 
 
 def stage_config(stage):
-    name = {"embed": "embeddings", "finetune": "train", "diagnose": "evaluate"}[stage.kind]
-    return compose_config(name, list(stage.overrides))
+    return compose_config(stage.command.config, list(stage.overrides))
 
 
 def test_static_arms_train_then_tag_and_checkpoint_arms_wait_for_the_other_studys_runs(tmp_path):

@@ -19,7 +19,6 @@ from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-import export as export_command
 from common.vocabulary import CLS, MASK
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.encoding import encode_pair, encode_words
@@ -27,7 +26,7 @@ from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from finetune.module import FinetuneModule
 from finetune.static import StaticTagger
 from interchange import modeling_armlm
-from interchange.export import AUTO_CLASSES, export_checkpoint
+from interchange.export import AUTO_CLASSES, export_checkpoint, run_export
 from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
 from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
@@ -295,7 +294,7 @@ def test_fill_mask_and_generate_agree_with_armlm(tmp_path, tiny_pretrained, sent
 def test_export_command(tmp_path, tiny_pretrained):
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = compose("export", overrides=[f"checkpoint={tiny_pretrained['mlm']}", f"out={tmp_path / 'mlm'}"])
-    result = export_command.run_export(cfg)
+    result = run_export(cfg)
     assert result.out == tmp_path / "mlm" and result.target == "ArmlmForMaskedLM" and not result.native
     assert "MaskedLM" in (tmp_path / "mlm" / "README.md").read_text()
     done = subprocess.run([sys.executable, "export.py", f"checkpoint={tiny_pretrained['mlm']}",

@@ -8,15 +8,14 @@ import pytest
 import torch
 import yaml
 
-import train
-from finetune.run import check_overrides
 from tests.conftest import tiny_config
+from training.run import run_pretraining
 
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory, cache_dir):
     out = tmp_path_factory.mktemp("parent-ar")
-    train.run(tiny_config(out, cache_dir, "objective=ar", "trainer.max_steps=4"))
+    run_pretraining(tiny_config(out, cache_dir, "objective=ar", "trainer.max_steps=4"))
     return out
 
 
@@ -30,7 +29,7 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
     # a learning rate of 1e-30 moves no fp32 weight (an update of ~1e-30 against weights of ~1e-2): the weights it
     # ends with are the ones it started from
     child = tmp_path / "child"
-    summary = train.run(tiny_config(child, cache_dir, "objective=mlm", f"init_from={parent}", "trainer.max_steps=2",
+    summary = run_pretraining(tiny_config(child, cache_dir, "objective=mlm", f"init_from={parent}", "trainer.max_steps=2",
                                     "optim.lr=1e-30"))
     for key, value in backbone(parent).items():
         torch.testing.assert_close(backbone(child)[key], value, rtol=0, atol=0, msg=key)
@@ -47,7 +46,7 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
     assert {int(state["step"]) for state in checkpoint["optimizer_states"][0]["state"].values()} == {2}
     assert checkpoint["lr_schedulers"][0]["last_epoch"] == 2
     # a grandchild's lineage lists both ancestors, oldest first; dropout is the new run's to choose
-    grandchild = train.run(tiny_config(tmp_path / "grandchild", cache_dir, "objective=ar", f"init_from={child}",
+    grandchild = run_pretraining(tiny_config(tmp_path / "grandchild", cache_dir, "objective=ar", f"init_from={child}",
                                        "trainer.max_steps=1", "model.dropout=0.0"))
     assert [a["objective"] for a in grandchild["init_from"]] == ["objectives.ar.AutoregressiveLM",
                                                                  "objectives.mlm.MaskedLM"]
@@ -59,9 +58,4 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
                                             ("data.tokenizer.vocab_size=500", "vocabulary size: parent 600 vs run 500")])
 def test_a_parent_with_another_model_or_vocabulary_is_refused(parent, tmp_path, cache_dir, override, match):
     with pytest.raises(ValueError, match=match):
-        train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", f"init_from={parent}", override))
-
-
-def test_init_from_is_refused_for_fine_tuning():
-    with pytest.raises(ValueError, match="init_from"):
-        check_overrides(["init_from=outputs/ar/x"])
+        run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", f"init_from={parent}", override))

@@ -11,7 +11,9 @@ LAYERS = [("common",), ("models",), ("objectives",), ("datamodules",), ("trainin
           ("finetune", "diagnostics", "generation"),
           ("zeroshot",),  # sentence scores build on the diagnostics' scorers and likelihood bound
           ("interchange",),  # export reads fine-tuned checkpoints through finetune's module
-          ("studies",), ("analysis",), ("bench",)]  # analysis reads the folders studies lay out
+          ("analysis",),  # tables, reports and verdicts over run and study folders
+          ("studies",),  # a study's stages, then its reports and verdicts
+          ("bench",)]
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}
 
 

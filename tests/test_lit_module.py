@@ -1,7 +1,10 @@
 """The pretraining LightningModule's own behaviour, without a Trainer."""
 
+from datamodules.pretrain import PretrainDataModule
 from objectives.ar import AutoregressiveLM
-from training.lit_module import DATAMODULE_STATE, PretrainModule
+from training.lit_module import PretrainModule
+
+DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
 
 SETTINGS = dict(model={"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64},
                 objective={"_target_": "objectives.ar.AutoregressiveLM"}, optim={}, seed=1)

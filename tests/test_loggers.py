@@ -11,9 +11,9 @@ import pytest
 import wandb
 from wandb.proto import wandb_internal_pb2
 
-import train
 from analysis.runs import scalars
 from tests.conftest import tiny_config
+from training.run import run_pretraining
 
 WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a LevelDB-style log of protobuf records
 
@@ -45,7 +45,7 @@ def wandb_history_keys(run_file: Path) -> set[str]:
 def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "logger=[tensorboard,csv,wandb]",
+    run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "logger=[tensorboard,csv,wandb]",
                           "logger.wandb.offline=true"))
     wandb.finish()  # the CLI's process exit does this; here the run file is read in the same process
     tensorboard = set(scalars(tmp_path).columns) - {"epoch", "hp_metric"}  # TensorBoardLogger's own extras
@@ -59,7 +59,7 @@ def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
 
 @pytest.mark.slow
 def test_reports_name_the_missing_tensorboard(tmp_path, cache_dir):
-    train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=csv", "trainer.max_steps=2"))
+    run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=csv", "trainer.max_steps=2"))
     assert (tmp_path / "csv" / "metrics.csv").is_file() and not (tmp_path / "tensorboard").exists()
     with pytest.raises(FileNotFoundError, match="tensorboard among the loggers"):
         scalars(tmp_path)
@@ -67,5 +67,5 @@ def test_reports_name_the_missing_tensorboard(tmp_path, cache_dir):
 
 @pytest.mark.slow
 def test_no_logger_is_allowed(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=[]", "trainer.max_steps=2"))
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=[]", "trainer.max_steps=2"))
     assert summary["steps"] == 2 and not (tmp_path / "tensorboard").exists()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import train
 from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
 from training.lit_module import NonFiniteLossError
+from training.run import run_pretraining
 
 
 def spoil_training_losses(monkeypatch, calls: set[int], factor: float) -> None:
@@ -33,7 +33,7 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path, ca
     spoil_training_losses(monkeypatch, {7}, float("nan"))  # step index 6, after the step-4 checkpoint
     last = tmp_path / "checkpoints" / "last.ckpt"
     with pytest.raises(NonFiniteLossError, match=r"at step 6 .*last finite loss \d"):
-        train.run(cfg)
+        run_pretraining(cfg)
     checkpoint = torch.load(last, weights_only=True)
     assert checkpoint["global_step"] == 4
     assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
@@ -43,7 +43,7 @@ def test_nonfinite_loss_skip_leaves_the_weights_alone_and_counts_the_batch(tmp_p
     cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=8", "nonfinite_loss=skip",
                       "trainer.log_every_n_steps=1")
     spoil_training_losses(monkeypatch, {3, 6}, float("inf"))
-    summary = train.run(cfg)
+    summary = run_pretraining(cfg)
     assert summary["metrics"]["train/skipped_batches"] == 2
     assert summary["tokens_seen"] == 6 * 8 * 32  # the two skipped batches trained nothing
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
@@ -55,4 +55,4 @@ def test_nonfinite_loss_skip_leaves_the_weights_alone_and_counts_the_batch(tmp_p
 
 def test_nonfinite_loss_must_be_stop_or_skip(tmp_path, cache_dir):
     with pytest.raises(ValueError, match="nonfinite_loss=.ignore.: expected one of"):
-        train.run(tiny_config(tmp_path, cache_dir, "nonfinite_loss=ignore"))
+        run_pretraining(tiny_config(tmp_path, cache_dir, "nonfinite_loss=ignore"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from omegaconf import OmegaConf
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-import train
 from diagnostics.methods import scoring_method
 from diagnostics.run import evaluate_config, run_diagnostics
 from finetune.run import run_finetune
@@ -27,11 +27,12 @@ from models.attention import KINDS, Attention
 from models.backbone import Transformer
 from objectives.base import LossOutput, Objective
 from objectives.composite import Composite
-from tests.conftest import REPO, tiny_config
+from tests.conftest import REPO, PretrainedRuns, tiny_config
 from tests.test_finetune_run import finetune_config
 from tests.test_flops import skipped_causal_half
 from tests.test_train import COMMON_TAGS, scalar_tags
 from training.pretrained import load_pretrained
+from training.run import run_pretraining
 from training.setup import build_model_config
 from zeroshot.run import run_zeroshot, zeroshot_config
 from zeroshot.scoring import available_methods
@@ -44,16 +45,13 @@ def test_every_objective_config_is_discovered():
     assert len(OBJECTIVES) >= 3 and {"ar", "mlm"} <= set(OBJECTIVES)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> dict[str, Path]:
-    """One tiny pretraining run per objective, with a resumable checkpoint written half-way."""
-    folders = {}
-    for name in OBJECTIVES:
-        out = tmp_path_factory.mktemp(f"contract-{name}")
-        train.run(tiny_config(out, cache_dir, f"objective={name}", f"trainer.max_steps={STEPS}",
-                              f"save_at_tokens=[{HALF * 8 * 32}]"))
-        folders[name] = out
-    return folders
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Mapping[str, Path]:
+    """One tiny pretraining run per objective, with a resumable checkpoint written half-way; each built once per
+    test run, by the first worker that needs it."""
+    return PretrainedRuns(tmp_path_factory, cache_dir, "contract", {
+        name: (f"objective={name}", f"trainer.max_steps={STEPS}", f"save_at_tokens=[{HALF * 8 * 32}]")
+        for name in OBJECTIVES})
 
 
 @pytest.mark.slow
@@ -124,7 +122,7 @@ def test_trains_checkpoints_and_resumes_exactly(name, runs, tmp_path, cache_dir)
     last = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["hyper_parameters"]["objective"]["_target_"].startswith("objectives.")
     part_way = folder / "checkpoints" / f"tokens-{HALF * 8 * 32}.ckpt"
-    resumed = train.run(tiny_config(tmp_path, cache_dir, f"objective={name}", f"trainer.max_steps={STEPS}",
+    resumed = run_pretraining(tiny_config(tmp_path, cache_dir, f"objective={name}", f"trainer.max_steps={STEPS}",
                                     f"ckpt_path={part_way}"))
     assert resumed["steps"] == STEPS and resumed["flops_seen"] == summary["flops_seen"] > 0  # counts carried over
     again = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)

@@ -8,7 +8,6 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import train
 from objectives.ar import AutoregressiveLM
 from objectives.base import TrainingProgress
 from objectives.mlm import MaskedLM
@@ -16,6 +15,7 @@ from objectives.mlm_nsp import MaskedLMWithNSP
 from objectives.phased import PhasedObjective
 from tests.conftest import tiny_config
 from training.callbacks import TokenAccounting
+from training.run import run_pretraining
 
 
 def phased(first: float = 0.5) -> PhasedObjective:
@@ -72,7 +72,7 @@ def test_the_switch_is_at_the_exact_token_and_a_resumed_run_ends_bit_exactly(tmp
     settings = ("objective=ar_mlm", "objective.phases.causal.until=0.375", "trainer.log_every_n_steps=1",
                 "save_at_tokens=[512,1024]")
     whole = tmp_path / "whole"
-    summary = train.run(tiny_config(whole, cache_dir, *settings))
+    summary = run_pretraining(tiny_config(whole, cache_dir, *settings))
     assert summary["budget_marks"] == summary["phase_starts"] == {"causal": 0, "masked": 768}
     phase = logged(whole, "train/phase")  # logged at the step it belongs to (Lightning counts steps from 0)
     assert [phase[s] for s in sorted(phase)] == [0, 0, 0, 1, 1, 1, 1, 1]
@@ -81,7 +81,7 @@ def test_the_switch_is_at_the_exact_token_and_a_resumed_run_ends_bit_exactly(tmp
     reference = final_weights(whole)
     for tokens in (512, 1024):  # killed in the causal phase (the switch still ahead) and in the masked one
         resumed = tmp_path / f"resumed-{tokens}"
-        train.run(tiny_config(resumed, cache_dir, *settings,
+        run_pretraining(tiny_config(resumed, cache_dir, *settings,
                               f"ckpt_path={whole / 'checkpoints' / f'tokens-{tokens}.ckpt'}"))
         for key, value in reference.items():
             torch.testing.assert_close(final_weights(resumed)[key], value, rtol=0, atol=0, msg=key)
@@ -93,7 +93,7 @@ def test_the_switch_is_at_the_exact_token_and_a_resumed_run_ends_bit_exactly(tmp
 @pytest.mark.slow
 def test_a_mark_between_batches_switches_at_the_next_batch_and_the_summary_says_where(tmp_path, cache_dir):
     """until=0.4 of 2,048 tokens marks token 819, inside step 3's 768-1,023: MLM starts with step 4, at 1,024."""
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar_mlm", "objective.phases.causal.until=0.4",
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar_mlm", "objective.phases.causal.until=0.4",
                                     "trainer.log_every_n_steps=1"))
     assert summary["budget_marks"] == {"causal": 0, "masked": 819}
     assert summary["phase_starts"] == {"causal": 0, "masked": 1024}
@@ -102,7 +102,7 @@ def test_a_mark_between_batches_switches_at_the_next_batch_and_the_summary_says_
 
 
 def test_objectives_of_one_phase_record_no_phase_starts(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "trainer.max_steps=2"))
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "trainer.max_steps=2"))
     assert summary["phase_starts"] == {} and summary["budget_marks"] == {}
 
 

@@ -2,16 +2,19 @@
 uninterrupted run at every step after the resume point; a kill during a checkpoint write leaves a loadable one.
 
 The kill points are drawn at random (seeded) from the whole run: mid-epoch steps, steps at epoch boundaries and
-checkpoint writes. A wrapper around `train.py` SIGKILLs its own process at the drawn point, the hard way, so the
-point is exact and the test is not at the mercy of timing. Runs are tiny and single-threaded, two at a time.
+checkpoint writes. Each run is `python train.py` in a process forked from a warm server, which SIGKILLs itself at
+the drawn point, the hard way, so the point is exact and the test is not at the mercy of timing. Runs are tiny and
+single-threaded, two at a time.
 """
 
 from __future__ import annotations
 
+import io
+import multiprocessing
 import os
 import random
+import runpy
 import signal
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,33 +33,44 @@ STEPS = 42
 # trial is two processes; five and four made this the suite's second-longest test for no edge not already covered).
 TRIALS_AT_RANDOM_STEPS = 2
 TRIALS_IN_CHECKPOINT_WRITES = 2
-# Runs train.py, SIGKILLing itself after the training step of global step KILL_STEP, or half-way through writing
-# the KILL_WRITE-th checkpoint (half of the bytes on disk, then the kill).
-KILLING_TRAIN = """
-import io, os, runpy, signal, sys
-import torch
-sys.argv = ["train.py", *sys.argv[1:]]
-step, write = int(os.environ.get("KILL_STEP", -1)), int(os.environ.get("KILL_WRITE", -1))
-if step >= 0:
-    import lightning
-    def on_train_batch_end(self, outputs, batch, batch_idx):
-        if self.global_step == step:
-            os.kill(os.getpid(), signal.SIGKILL)
-    lightning.LightningModule.on_train_batch_end = on_train_batch_end  # pretraining and fine-tuning alike
-if write >= 0:
-    real_save, writes = torch.save, [0]
-    def save(obj, f, *args, **kwargs):
-        writes[0] += 1
-        if writes[0] == write:
-            buffer = io.BytesIO()
-            real_save(obj, buffer, *args, **kwargs)
-            f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
-            f.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real_save(obj, f, *args, **kwargs)
-    torch.save = save
-runpy.run_path("train.py", run_name="__main__")
-"""
+# The stack every trial imports, loaded once into the fork server that starts the trials: each trial is a fork of a
+# warm process, not a fresh interpreter that pays for torch, Lightning and Hydra again.
+WARM = ["torch", "lightning", "hydra", "training.run", "finetune.command"]
+
+
+def run_train_py(args: list[str], env: dict[str, str]) -> None:
+    """In a forked child: `python train.py <args>` with env, SIGKILLing itself after the training step of global
+    step KILL_STEP, or half-way through writing the KILL_WRITE-th checkpoint (half of its bytes on disk, then the
+    kill); its exit status is the command's."""
+    os.chdir(REPO)
+    os.environ.update(env)
+    torch.set_num_threads(1)  # the server imported torch before this child's environment said so
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    step, write = int(env.get("KILL_STEP", -1)), int(env.get("KILL_WRITE", -1))
+    if step >= 0:
+        import lightning
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            if self.global_step == step:
+                os.kill(os.getpid(), signal.SIGKILL)
+        lightning.LightningModule.on_train_batch_end = on_train_batch_end  # pretraining and fine-tuning alike
+    if write >= 0:
+        real_save, writes = torch.save, [0]
+
+        def save(obj, f, *args, **kwargs):
+            writes[0] += 1
+            if writes[0] == write:
+                buffer = io.BytesIO()
+                real_save(obj, buffer, *args, **kwargs)
+                f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_save(obj, f, *args, **kwargs)
+        torch.save = save
+    sys.argv = ["train.py", *args]
+    runpy.run_path("train.py", run_name="__main__")
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +111,13 @@ def overrides(corpus: Path, cache: Path, run: Path, objective: str, every: int =
 
 
 def launch(args: list[str], **env: str) -> int:
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **env}
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=environment, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode
+    """`python train.py <args>` in a child forked from the warm server: its exit status (-9 when it killed itself)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WARM)
+    child = context.Process(target=run_train_py, args=(args, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **env}))
+    child.start()
+    child.join()
+    return child.exitcode
 
 
 def logged(run: Path) -> list[dict[str, dict[int, float]]]:
@@ -114,7 +132,7 @@ def logged(run: Path) -> list[dict[str, dict[int, float]]]:
 
 
 def trial(kill: dict[str, str], settings: list[str], run: Path) -> dict:
-    killed = launch(["-c", KILLING_TRAIN, *settings], **kill)
+    killed = launch(settings, **kill)
     last = run / "checkpoints" / "last.ckpt"
     had_checkpoint, loadable = last.exists(), True
     if had_checkpoint:
@@ -122,7 +140,7 @@ def trial(kill: dict[str, str], settings: list[str], run: Path) -> dict:
             torch.load(last, map_location="cpu", weights_only=True)
         except Exception:  # noqa: BLE001 - any failure to load is the defect this test looks for
             loadable = False
-    resumed = launch(["train.py", *settings, *(["ckpt_path=last"] if had_checkpoint else [])])
+    resumed = launch([*settings, *(["ckpt_path=last"] if had_checkpoint else [])])
     return {"killed": killed, "resumed": resumed, "loadable": loadable, "had_checkpoint": had_checkpoint,
             "logs": logged(run), "leftovers": sorted(p.name for p in (run / "checkpoints").glob(".*tmp*"))}
 
@@ -153,7 +171,7 @@ def test_killed_pretraining_runs_resume_exactly(corpus, tmp_path):
     epoch = epoch_length(corpus, cache)
     every = checkpoint_interval(epoch)
     assert 2 * epoch < STEPS
-    assert launch(["train.py", *overrides(corpus, cache, tmp_path / "reference", "mlm", every)]) == 0
+    assert launch([*overrides(corpus, cache, tmp_path / "reference", "mlm", every)]) == 0
     (reference,) = logged(tmp_path / "reference")
     assert len(reference["train/loss"]) == STEPS
 
@@ -180,7 +198,7 @@ def test_killed_finetuning_runs_resume_exactly(corpus, tmp_path, data_dir):
     """Fine-tuning checkpoints at every epoch end; a kill mid-epoch resumes from the last epoch's end with the
     same batch order (seeded per epoch) and dropout masks (seeded per step)."""
     pretrained = tmp_path / "pretrained"
-    assert launch(["train.py", *overrides(corpus, tmp_path / "cache", pretrained, "mlm"), "trainer.max_steps=6"]) == 0
+    assert launch([*overrides(corpus, tmp_path / "cache", pretrained, "mlm"), "trainer.max_steps=6"]) == 0
     steps_per_epoch, epochs = 8, 3
 
     def settings(run: Path) -> list[str]:
@@ -190,7 +208,7 @@ def test_killed_finetuning_runs_resume_exactly(corpus, tmp_path, data_dir):
                 "trainer.log_every_n_steps=1", "trainer.precision=32-true", "trainer.enable_progress_bar=false",
                 f"hydra.run.dir={run}"]
 
-    assert launch(["train.py", *settings(tmp_path / "reference")]) == 0
+    assert launch([*settings(tmp_path / "reference")]) == 0
     (reference,) = logged(tmp_path / "reference")
     total = steps_per_epoch * epochs
     assert sorted(reference["sst2/train/loss"]) == list(range(total))

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-import train
+from models.backbone import ModelConfig
 from tests.conftest import tiny_config
+from training.run import check_resumable, run_pretraining
 
 
 def test_resume_with_a_different_model_lists_the_differing_keys(tmp_path, cache_dir):
-    first = train.run(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
+    first = run_pretraining(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
     with pytest.raises(ValueError, match=r"model\.d_model: checkpoint 64 vs run 32.*objective\._target_"):
-        train.run(tiny_config(tmp_path / "b", cache_dir, "objective=mlm", "model.d_model=32",
+        run_pretraining(tiny_config(tmp_path / "b", cache_dir, "objective=mlm", "model.d_model=32",
                               f"ckpt_path={first['last_checkpoint']}"))
     assert not (tmp_path / "b").exists()  # refused before anything was written
 
@@ -25,7 +26,7 @@ def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
     path = tmp_path / "evil.ckpt"
     torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)
     with pytest.raises(ValueError, match="weights_only=True"):
-        train.check_resumable(path, train.ModelConfig(), {})
+        check_resumable(path, ModelConfig(), {})
 
 
 def test_finetuning_from_a_checkpoint_with_a_pickled_object_is_refused(tmp_path):

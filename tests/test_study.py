@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-import train
-from diagnostics.run import evaluate_config
+from common.config import compose_config
 from studies.plan import plan
 from studies.runner import RECORD, check_record, run_stages
-from zeroshot.run import zeroshot_config
+from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 # Every preset of the pretrain -> fine-tune -> diagnose pipeline, discovered; a study with its own planner (the
@@ -31,13 +30,8 @@ def study_config(*overrides: str):
 
 
 def stage_config(stage):
-    """The config the stage's process would compose (its script's config plus its overrides)."""
-    if stage.kind == "diagnose":
-        return evaluate_config(list(stage.overrides))
-    if stage.kind == "zeroshot":
-        return zeroshot_config(list(stage.overrides))
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("train", overrides=list(stage.overrides))
+    """The config the stage's process would compose (its command's config plus its overrides)."""
+    return compose_config(stage.command.config, list(stage.overrides))
 
 
 # The fast lane composes every preset at the CPU scale; the other scales run with the slow tests.
@@ -66,7 +60,7 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
     for stage in (s for s in stages if s.seed == 1 and (s.kind != "finetune" or s.arm == first_arm)):
         config = stage_config(stage)  # raises on an override of a key that does not exist
         if stage.kind == "pretrain":
-            train.check_config(config)  # objective and model settings are valid
+            check_config(config)  # objective and model settings are valid
             assert config.seed == 1 and config.data.corpus._target_
 
 
@@ -116,7 +110,7 @@ def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_p
     stages = {s.name: s for s in plan(cfg)}
     mlm = stages["mlm/seed1 pretrain"]
     assert {"max_tokens=null", "max_flops=20000000000000"} <= set(mlm.overrides)
-    train.check_config(stage_config(mlm))  # one budget, as train.py requires
+    check_config(stage_config(mlm))  # one budget, as train.py requires
     # ar_pred's 0.15 is a share of the *token* budget (equal predicted tokens): refused, not silently rescaled
     with pytest.raises(ValueError, match=r"arms \['ar_pred'\] are defined in input tokens"):
         plan(study_config(*at_flops, "budget=2e13"))
@@ -138,7 +132,7 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
             overrides = stages[f"{objective}_e{epochs}/seed1 pretrain"].overrides
             # passes over the slice, which train.py turns into the input tokens the loader gives per pass
             assert {"max_tokens=null", f"data_epochs={epochs}", f"data.max_train_tokens={unique}"} <= set(overrides)
-            train.check_config(stage_config(stages[f"{objective}_e{epochs}/seed1 pretrain"]))
+            check_config(stage_config(stages[f"{objective}_e{epochs}/seed1 pretrain"]))
     assert "data.max_train_tokens=1048576" in stages["mdlm_fresh16/seed1 pretrain"].overrides  # its own slice
     diagnose = [s for s in plan(cfg) if s.kind == "diagnose"]
     assert len(stages) == len(diagnose) == 12 and len(plan(cfg)) == 24  # no fine-tuning; each run on the gate's scale
@@ -323,7 +317,7 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
     assert (root / "ar" / "seed1" / "pretrain" / "summary.json").is_file()
     assert (root / "mlm" / "seed1" / "diagnostics" / "diagnostics.json").is_file()
     assert not (root / "report").exists()
-    run_study(f"root={root}", *study_settings)
+    run_study(f"root={root}", "launcher=in_process", *study_settings)  # the same stages, without a process each
     assert set(statuses(root).values()) <= {"skipped", "done"} and len(statuses(root)) == 2 * (1 + 2 + 1)
     report = root / "report"
     for name in ("learning_curves", "downstream", "discrepancy", "embeddings", "gap_by_distance"):
@@ -410,7 +404,8 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
 
     root = tmp_path / "findings"
     quiet = '"trainer.enable_progress_bar=false"'
-    run_study("study=findings", "scale=smoke", "seeds=1", "budget=20000", f"root={root}", *SMOKE_WITHOUT,
+    run_study("study=findings", "scale=smoke", "seeds=1", "budget=20000", f"root={root}", "launcher=in_process",
+              *SMOKE_WITHOUT,
               f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]',
               f'extra_finetune=[{quiet},"task.data.max_train_examples=64","task.data.max_eval_examples=64"]',
               'extra_diagnose=["pairs=3","representations.sentences=8","likelihood.blocks=4","likelihood.max_draws=4"]',
@@ -450,6 +445,7 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
     root = tmp_path / "data_constrained"
     quiet = '"trainer.enable_progress_bar=false"'
     run_study("study=data_constrained", "scale=smoke", "seeds=1", "study.unique_tokens=4096", f"root={root}",
+              "launcher=in_process",
               *[f"~study.arms.{o}_{arm}" for o in ("ar", "mdlm") for arm in ("e2", "e4", "e8")],
               "study.arms.ar_fresh16.unique_tokens=65536", "study.arms.mdlm_fresh16.unique_tokens=65536",
               'extra_diagnose=["likelihood.blocks=4","likelihood.max_draws=4"]',

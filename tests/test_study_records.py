@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from torch.utils.tensorboard import SummaryWriter
 
 import studies.records as records
-import study
+import studies.run as study
 from analysis.runs import scalars
 from studies.plan import plan
 from studies.records import KEPT_FILE, record_finished, restore_recorded, units
@@ -156,7 +156,7 @@ def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_pa
     once mlm_sentence has run too, and a fresh machine's arm=mlm_sentence restores the unit whole."""
     record = tmp_path / "record"
 
-    def run_stages(stages, prefix, dry_run=False, on_done=None):
+    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process"):
         outcomes = []
         for stage in stages:
             if not stage.done_file.is_file():

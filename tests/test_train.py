@@ -8,7 +8,6 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import train
 import training.setup
 from common.provenance import armlm_commit
 from common.vocabulary import Vocabulary
@@ -16,6 +15,7 @@ from models.attention import BIDIRECTIONAL
 from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
 from training.lit_module import PretrainModule
+from training.run import check_config, run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ COMMON_TAGS = {"train/loss", "val/loss", "val/ppl", "train/tokens_seen", "train/
 
 
 def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=7"))
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=7"))
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     # Lightning logs validation at the index of the batch it follows: after steps 4 and 7 -> 3 and 6.
@@ -41,7 +41,7 @@ def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path,
 
 
 def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp", "trainer.precision=bf16-mixed"))
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp", "trainer.precision=bf16-mixed"))
     assert torch.isfinite(torch.tensor(summary["val_loss"]))
     # the precision it ran at, which depends on the machine, is in the written summary
     written = json.loads((tmp_path / "summary.json").read_text())
@@ -63,7 +63,7 @@ def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypa
 
 
 def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_trained_length(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
                                     "save_at_tokens=[1000]"))
     assert summary["tokens_seen"] == 2048 and summary["val_loss_kind"] == "next_token"
     assert summary["val_likelihood_tag"] == "val/loss" and summary["val_likelihood"] == summary["val_loss"]
@@ -73,7 +73,7 @@ def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_tr
     # The data position lives with the data: the DataModule's state, four batches into epoch 0.
     assert part_way["PretrainDataModule"] == {"epoch": 0, "batches": 4} and "data_position" not in part_way
     with pytest.raises(ValueError, match="save_at_tokens"):
-        train.check_config(tiny_config(tmp_path, cache_dir, "max_tokens=2048", "save_at_tokens=[4096]"))
+        check_config(tiny_config(tmp_path, cache_dir, "max_tokens=2048", "save_at_tokens=[4096]"))
 
 
 def test_the_objective_is_built_once_per_run(tmp_path, cache_dir, monkeypatch):
@@ -86,7 +86,7 @@ def test_the_objective_is_built_once_per_run(tmp_path, cache_dir, monkeypatch):
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(MaskedLM, "__init__", counting_init)
-    train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=2"))
+    run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=2"))
     assert len(built) == 1
 
 
@@ -95,7 +95,7 @@ def test_token_budget_stops_ar_and_mlm_at_equal_tokens(tmp_path, cache_dir):
     for objective in ("ar", "mlm"):
         cfg = tiny_config(tmp_path / objective, cache_dir, f"objective={objective}", "max_tokens=1500",
                           "trainer.max_steps=1000")
-        seen[objective] = train.run(cfg)
+        seen[objective] = run_pretraining(cfg)
     assert seen["ar"]["tokens_seen"] == seen["mlm"]["tokens_seen"] == 6 * 256  # ceil(1500 / 256) steps
     assert seen["ar"]["steps"] == seen["mlm"]["steps"] == 6
 
@@ -106,7 +106,7 @@ def test_a_flops_budget_stops_each_objective_at_its_first_step_past_it(tmp_path,
     budget = 1.0e10
     for objective in ("ar", "masked_diffusion"):
         # bf16 where the CPU has it: a kernel of its own (models.attention), which the estimate must count too
-        summary = train.run(tiny_config(tmp_path / objective, cache_dir, f"objective={objective}",
+        summary = run_pretraining(tiny_config(tmp_path / objective, cache_dir, f"objective={objective}",
                                         f"max_flops={budget}", "trainer.max_steps=-1", "optim.warmup_steps=2",
                                         "trainer.precision=bf16-mixed"))
         per_step = summary["flops_seen"] / summary["steps"]
@@ -122,9 +122,9 @@ def test_a_flops_budget_stops_each_objective_at_its_first_step_past_it(tmp_path,
 
 def test_a_flops_budget_resumes_to_the_same_stop_and_weights(tmp_path, cache_dir):
     budget = ["objective=masked_diffusion", "max_flops=6e9", "trainer.max_steps=-1", "save_at_tokens=[4096]"]
-    whole = train.run(tiny_config(tmp_path / "whole", cache_dir, *budget))
+    whole = run_pretraining(tiny_config(tmp_path / "whole", cache_dir, *budget))
     part_way = tmp_path / "whole" / "checkpoints" / "tokens-4096.ckpt"
-    resumed = train.run(tiny_config(tmp_path / "resumed", cache_dir, *budget, f"ckpt_path={part_way}"))
+    resumed = run_pretraining(tiny_config(tmp_path / "resumed", cache_dir, *budget, f"ckpt_path={part_way}"))
     assert resumed["steps"] == whole["steps"] and resumed["flops_seen"] == whole["flops_seen"] >= 6e9
     a = torch.load(whole["last_checkpoint"], weights_only=True)["state_dict"]
     b = torch.load(resumed["last_checkpoint"], weights_only=True)["state_dict"]
@@ -134,13 +134,13 @@ def test_a_flops_budget_resumes_to_the_same_stop_and_weights(tmp_path, cache_dir
 def test_a_budget_stops_at_the_end_of_an_accumulation_window(tmp_path, cache_dir):
     """768 tokens is three micro-batches of 256; with two per optimiser step the run ends after the fourth,
     never between a window's micro-batches (whose work would be counted but not applied)."""
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=768", "trainer.max_steps=-1",
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=768", "trainer.max_steps=-1",
                                     "trainer.accumulate_grad_batches=2"))
     assert summary["steps"] == 2 and summary["tokens_seen"] == 4 * 256
 
 
 def test_data_epochs_is_a_budget_in_passes_over_a_slice(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "data.max_train_tokens=2000",
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "data.max_train_tokens=2000",
                                     "data_epochs=3", "trainer.max_steps=-1"))
     # 2,000 tokens: 64 blocks of [CLS] + 31, 8 full batches of 8 per pass
     assert summary["train_tokens"] == 2000 and summary["max_train_tokens"] == 2000
@@ -148,13 +148,13 @@ def test_data_epochs_is_a_budget_in_passes_over_a_slice(tmp_path, cache_dir):
 
 
 def test_trainer_max_steps_still_stops_a_budgeted_run_first(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=1000000",
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=1000000",
                                     "trainer.max_steps=3"))
     assert summary["steps"] == 3 and summary["tokens_seen"] == 3 * 256
 
 
 def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cache_dir):
-    summary = train.run(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp"))
+    summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp"))
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True, map_location="cpu")
     hparams = checkpoint["hyper_parameters"]
     assert type(hparams) is dict and all(type(v) in (dict, list, int, bool, str, type(None)) for v in hparams.values())
@@ -171,8 +171,8 @@ def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cac
 
 
 def test_resume_continues_from_the_saved_step(tmp_path, cache_dir):
-    first = train.run(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
-    resumed = train.run(tiny_config(tmp_path / "b", cache_dir, "objective=ar", "trainer.max_steps=12",
+    first = run_pretraining(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
+    resumed = run_pretraining(tiny_config(tmp_path / "b", cache_dir, "objective=ar", "trainer.max_steps=12",
                                     f"ckpt_path={first['last_checkpoint']}"))
     assert resumed["steps"] == 12
     assert resumed["tokens_seen"] == 12 * 8 * 32  # the token count was restored, not restarted

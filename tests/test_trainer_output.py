@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import train
 from tests.conftest import tiny_config
+from training.run import run_pretraining
 from training.trainer import DropTips, RunProgressBar, quiet_lightning
 
 
@@ -37,7 +37,7 @@ def test_a_run_prints_its_plan_and_where_it_wrote(tmp_path, cache_dir, caplog, c
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO):
         warnings.simplefilter("always")  # pytest's own filters ignore LeafSpec (pyproject.toml); this test must not
         quiet_lightning()
-        train.run(tiny_config(tmp_path, cache_dir, "objective=mlm", "max_tokens=2048", "trainer.max_steps=-1"))
+        run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "max_tokens=2048", "trainer.max_steps=-1"))
     lines = [r.getMessage() for r in caplog.records if r.name == "armlm.train"]
     plan = next(line for line in lines if line.startswith("model:"))
     assert "budget 2,048 input tokens: 8 steps of 8 x 32 tokens" in plan and "training FLOPs each" in plan
@@ -50,7 +50,7 @@ def test_a_run_prints_its_plan_and_where_it_wrote(tmp_path, cache_dir, caplog, c
     caplog.clear()
     with warnings.catch_warnings(record=True) as loud, caplog.at_level(logging.INFO):
         warnings.simplefilter("always")
-        train.run(tiny_config(tmp_path / "summary", cache_dir, "objective=mlm", "trainer.max_steps=1",
+        run_pretraining(tiny_config(tmp_path / "summary", cache_dir, "objective=mlm", "trainer.max_steps=1",
                               "trainer.enable_model_summary=true"))
     assert "Total FLOPs" in everything_shown(caplog, capfd)
     assert any("LeafSpec" in str(w.message) for w in loud)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class DiskFullError(OSError):
@@ -55,3 +57,15 @@ def disk_full_message(cause: OSError, run_folder: Path, overrides: list[str]) ->
     command = shlex.join(["python", "train.py", *kept, f"hydra.run.dir={run_folder}", f"ckpt_path={resume}"])
     return (f"{disk}{where}. The newest checkpoint, {intact}, is intact; free space on the disk "
             f"of {run_folder}, then resume: {command}")
+
+
+def reporting_full_disk(run: Callable[[Any], Any], cfg: Any, overrides: list[str]) -> Any:
+    """run(cfg), with a write that found the disk full (whichever writer hit it) raised as DiskFullError, whose
+    message names the intact checkpoint and the command that resumes from it."""
+    try:
+        return run(cfg)
+    except Exception as err:
+        cause = disk_full_cause(err)
+        if cause is None:
+            raise
+        raise DiskFullError(errno.ENOSPC, disk_full_message(cause, Path(cfg.output_dir), overrides)) from None

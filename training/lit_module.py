@@ -16,16 +16,15 @@ from hydra.utils import instantiate
 from torch import Tensor
 from torchmetrics import MeanMetric
 
+from common.migrations import SCHEMA_VERSION, migrate_pretraining_checkpoint
 from common.provenance import armlm_commit
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
-from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig, Transformer
 from models.flops import TRAINING_PASSES
 from objectives.base import Batch, Objective, TrainingProgress
 from training.callbacks import TokenAccounting, logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
 
-DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
 log = logging.getLogger("armlm.train")
 
 
@@ -88,12 +87,11 @@ class PretrainModule(L.LightningModule):
         checkpoint["trained_length"] = self.trained_length
         checkpoint["skipped_batches"] = self.skipped_batches
         checkpoint["armlm_commit"] = armlm_commit()  # the code that wrote it, for exported model cards
+        checkpoint["schema_version"] = SCHEMA_VERSION
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        migrate_pretraining_checkpoint(checkpoint)
         self.tokenizer_json = checkpoint.get("tokenizer_json")
-        # Checkpoints written before the data position moved to the DataModule kept it here: hand it over.
-        if "data_position" in checkpoint and checkpoint["data_position"] is not None:
-            checkpoint.setdefault(DATAMODULE_STATE, dict(checkpoint["data_position"]))
         self.skipped_batches = int(checkpoint.get("skipped_batches", 0))
 
     def on_train_start(self) -> None:

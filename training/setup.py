@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -37,6 +38,11 @@ def build_model_config(node: DictConfig) -> tuple[ModelConfig, bool]:
     if not isinstance(compile_backbone, bool):
         raise ValueError(f"model.compile={compile_backbone!r}; set it to true or false")
     return build(OmegaConf.create(settings)), compile_backbone
+
+
+def command_line_overrides() -> list[str]:
+    """The overrides the running Hydra command was given ([] when the config was composed in process)."""
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def resolve_last_checkpoint(cfg: DictConfig) -> None:

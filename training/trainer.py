@@ -4,7 +4,6 @@ way to write the run's result file."""
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from pathlib import Path
@@ -16,7 +15,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressB
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_artefact
 from common.provenance import armlm_commit
 from training.callbacks import ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
@@ -80,5 +79,4 @@ def write_result(trainer: L.Trainer, path: Path, result: dict[str, Any]) -> None
     can run one config at two precisions, and a report must be able to tell; and the code that ran it (a study
     kept across machines can span commits)."""
     if trainer.is_global_zero:
-        atomic_write_text(path, json.dumps({**result, "precision": str(trainer.precision), "code": armlm_commit()},
-                                           indent=2))
+        atomic_write_artefact(path, {**result, "precision": str(trainer.precision), "code": armlm_commit()})

@@ -7,7 +7,6 @@ zeroshot/blimp_<method>/overall, .../field/<field>, .../phenomenon/<linguistics_
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 from torch.utils.tensorboard import SummaryWriter
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
@@ -162,6 +161,6 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
         f"(paradigms left out: {', '.join(emptied) or 'none'})" if left_out else "")
     atomic_write_text(folder / "zeroshot.md", markdown(results, beside, header))
     write_scalars(folder, results)
-    atomic_write_text(folder / "zeroshot.json", json.dumps(report, indent=2))  # last: the stage's done file
+    atomic_write_artefact(folder / "zeroshot.json", report)  # last: the stage's done file
     log.info("done: %s", folder / "zeroshot.md")
     return report

@@ -1,0 +1,23 @@
+"""`armlm finetune task=<name> pretrained=<checkpoint or run folder>` (or vectors=<embeddings run folder>), also
+reached as `python train.py task=...`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from finetune.run import run_finetune
+from finetune.static import run_static_finetune
+from training.disk_full import reporting_full_disk
+from training.setup import command_line_overrides, resolve_last_checkpoint
+from training.trainer import quiet_lightning
+
+
+def finetune(cfg: DictConfig) -> dict[str, Any]:
+    """A checkpoint (pretrained=) or static word vectors (vectors=) on the task, with a full disk reported as what
+    to free and how to resume."""
+    quiet_lightning()
+    resolve_last_checkpoint(cfg)
+    run = run_static_finetune if cfg.get("vectors") else run_finetune
+    return reporting_full_disk(run, cfg, command_line_overrides())

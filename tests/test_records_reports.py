@@ -1,0 +1,40 @@
+"""The kept records still read as they were written: `report=only` over each study's record (records/, committed
+results of older schema versions) rebuilds its tables byte for byte as the code of the commit before schema versions
+wrote them (tests/golden/reports/<study>/, the run folder's path written as <root>)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from common.config import compose_config
+from studies.run import run_study
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden" / "reports"
+# study -> what its README command gives (records/README.md)
+KEPT = {"findings": ["record=records/findings-cpu", "seeds=5"],
+        "curricula": ["record=records/curricula-cpu", "seeds=3"],
+        "embeddings": ["record=records/embeddings-cpu", "seeds=3"]}
+
+
+def test_every_kept_record_has_its_golden_tables():
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(KEPT)
+    assert {f"{study}-cpu" for study in KEPT} == {p.name for p in (REPO / "records").iterdir() if p.is_dir()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", sorted(KEPT))
+def test_report_only_over_a_kept_record_rebuilds_its_tables_byte_for_byte(study, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the record paths are the README's, relative to the checkout
+    root = tmp_path / study
+    cfg = compose_config("study", [f"study={study}", "scale=cpu", f"root={root}", "report=only",
+                                   f"checkpoints_from={tmp_path / 'findings'}", *KEPT[study]])
+    assert run_study(cfg) == []
+    expected = sorted(p.name for p in (GOLDEN / study).iterdir())
+    written = sorted(p.name for p in (root / "report").iterdir() if p.suffix in (".md", ".csv"))
+    assert written == expected
+    for name in expected:
+        text = (root / "report" / name).read_text().replace(str(root), "<root>")
+        assert text == (GOLDEN / study / name).read_text(), f"{study}: report/{name} differs from the golden table"

@@ -1,0 +1,231 @@
+"""Pretraining: one run of an objective on the shared backbone, from a composed `train` config to its run folder
+(checkpoints, TensorBoard logs, summary.json). `armlm train` and `python train.py` run `pretrain`."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+from common.migrations import SCHEMA_VERSION
+from datamodules.pretrain import PretrainDataModule
+from datamodules.tokenizer import TokenizerSettings
+from models.backbone import ModelConfig
+from models.checkpoint import read_hyperparameters
+from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
+from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
+from training.disk_full import reporting_full_disk
+from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
+from training.lit_module import PretrainModule
+from training.setup import (
+    build,
+    build_model_config,
+    choose_cpu_precision,
+    command_line_overrides,
+    differences,
+    keep_large_allocations_on_the_heap,
+    resolve_last_checkpoint,
+)
+from training.trainer import build_trainer, checkpoints, quiet_lightning, write_result
+from training.validate import check_run_settings
+
+log = logging.getLogger("armlm.train")
+# Lightning warns that a mid-epoch resume replays data unless the loader has a state_dict; armlm's sampler
+# continues after the checkpoint's batches by itself (datamodules.sampler, tests/test_resume.py).
+warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+# nonfinite_loss=skip returns None from training_step on purpose (and logs the skip itself).
+warnings.filterwarnings("ignore", message="`training_step` returned `None`")
+
+
+def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
+    """Everything that can be checked without data, so bad settings fail before any data processing."""
+    objective = build(cfg.objective)  # validates mask rates and probabilities
+    model_config, _ = build_model_config(cfg.model)  # validates sizes
+    check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
+    TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
+    if cfg.data.block_size > model_config.max_len:
+        raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
+    if objective.needs_progress and cfg.get("max_flops") is not None:
+        raise ValueError(f"{type(objective).__name__} follows the token budget (phases or a mask-rate schedule), "
+                         "which a FLOPs budget does not fix in advance; give max_tokens=... instead of max_flops")
+    if cfg.ckpt_path:
+        check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
+    return objective, model_config
+
+
+def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[str, Any]) -> None:
+    """A resumed run must have the checkpoint's model and objective; list every key that differs."""
+    saved = read_hyperparameters(ckpt_path)
+    if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
+        raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
+    ours = {"model": without_vocab(asdict(model_config)), "objective": objective}
+    theirs = {"model": without_vocab(saved["model"]), "objective": saved["objective"]}
+    differing = differences(ours, theirs)
+    if differing:
+        raise ValueError(f"{ckpt_path} does not match this run's config ({', '.join(differing)}); "
+                         "resume with the same objective and model settings")
+
+
+def without_vocab(model: dict[str, Any]) -> dict[str, Any]:
+    """The vocabulary size comes from the data, not the config."""
+    return {k: v for k, v in model.items() if k != "vocab_size"}
+
+
+def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
+    """Train one run and return its summary (also written to <run folder>/summary.json)."""
+    started = time.perf_counter()
+    objective, model_config = check_config(cfg)
+    choose_cpu_precision(cfg)
+    out = Path(cfg.output_dir)
+    L.seed_everything(cfg.seed, workers=True)
+
+    datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
+    datamodule.setup("fit")  # builds any missing cache; the tokenizer decides the vocabulary size
+    model_config.vocab_size = datamodule.vocabulary.size
+    lineage, parent = (parent_lineage(cfg.init_from, model_config, datamodule.tokenizer_json)
+                       if cfg.get("init_from") else ([], None))
+    module = PretrainModule(
+        model=asdict(model_config),
+        objective=OmegaConf.to_container(cfg.objective, resolve=True),
+        optim=OmegaConf.to_container(cfg.optim, resolve=True),
+        seed=cfg.seed,
+        compile_backbone=bool(cfg.model.get("compile", False)),
+        nonfinite_loss=cfg.nonfinite_loss,
+        built_objective=objective,
+        init_from=lineage or None,
+    )
+    if parent is not None and not cfg.ckpt_path:  # a resumed continuation has its own weights in its checkpoint
+        load_parent_backbone(module.model, parent)
+        log.info("continuing from %s (%s, %d input tokens; %d in its whole chain)", parent, lineage[-1]["objective"],
+                 lineage[-1]["tokens"], lineage_tokens(lineage))
+    max_flops = cfg.get("max_flops")
+    tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
+    best_and_last = checkpoints(out, best_by="val/loss")
+    part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
+    flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
+    log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
+    fit_started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    fit_seconds = time.perf_counter() - fit_started
+
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "objective": type(module.objective).__name__,
+        "steps": trainer.global_step,
+        "tokens_seen": tokens.tokens_seen,
+        "pred_tokens_seen": tokens.pred_tokens_seen,
+        # a continued run (init_from=): its ancestors, oldest first, and the input tokens of the whole chain
+        "init_from": lineage,
+        "chain_tokens_seen": lineage_tokens(lineage) + tokens.tokens_seen,
+        # where the objective's schedule puts its changes (a phased objective's phase starts: round(until x
+        # budget)), and where each phase's first batch began, as measured (the first batch boundary at or after its
+        # mark; None: resumed from a checkpoint that predates the record), in input tokens
+        "budget_marks": module.objective.budget_marks(module.budget_tokens) if module.budget_tokens else {},
+        "phase_starts": tokens.phase_starts,
+        "flops_seen": tokens.flops_seen,  # training matmul FLOPs (models.flops), validation not counted
+        # a FLOPs budget's estimate of one step's training FLOPs, which set the schedule's length (else None)
+        "flops_per_step_estimate": flops_per_step_estimate,
+        # the unique training tokens (data.max_train_tokens, or the whole train split) and the passes over them
+        "train_tokens": datamodule.train_tokens,
+        "epochs": tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size),
+        "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
+        "val_loss": metrics.get("val/loss"),
+        # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
+        "val_loss_kind": module.objective.val_loss_kind,
+        "val_ppl": metrics.get("val/ppl"),
+        # NLL per target token, exact (AR) or a bound (masked diffusion), comparable across those objectives;
+        # None for an objective that logs none (Objective.likelihood_metric)
+        "val_likelihood": metrics.get(f"val/{module.objective.likelihood_metric}")
+        if module.objective.likelihood_metric else None,
+        # the validation tag behind val_likelihood, whose curve a study reads (analysis.findings, past_exit)
+        "val_likelihood_tag": f"val/{module.objective.likelihood_metric}" if module.objective.likelihood_metric else None,
+        "unigram_baseline": datamodule.unigram_baseline,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
+        # bench/loop.py sets its tokens/s against the bare step's.
+        "fit_seconds": round(fit_seconds, 2),
+        "best_checkpoint": best_and_last.best_model_path,
+        "last_checkpoint": best_and_last.last_model_path,
+        "metrics": metrics,
+    }
+    write_result(trainer, out / "summary.json", summary)
+    log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s; run folder %s",
+             rounded(summary["val_loss"], 4), datamodule.unigram_baseline, rounded(summary["val_ppl"], 1), summary["steps"],
+             summary["tokens_seen"], summary["wall_seconds"], out)
+    return summary
+
+
+def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
+                     datamodule: PretrainDataModule, tokens: TokenAccounting) -> float | None:
+    """Make the learning-rate schedule span the steps the budget takes (or trainer.max_steps, if that comes
+    first). TokenAccounting stops the run at the budget exactly; a FLOPs budget's steps are an estimate, so the
+    step cap sits past it (training.budget). A budget in passes over the data (data_epochs) becomes the input
+    tokens of that many passes, as the loader gives them. Returns a FLOPs budget's estimate of one step's
+    training FLOPs (None for the other budgets)."""
+    sequences_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    cap = trainer.max_steps if trainer.max_steps > 0 else math.inf
+    if cfg.get("data_epochs"):
+        tokens.max_tokens = round(float(cfg.data_epochs) * datamodule.epoch_positions(trainer.world_size))
+    if tokens.max_tokens:
+        steps = steps_for_tokens(tokens.max_tokens, sequences_per_step * datamodule.block_size)
+        trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
+        module.budget_tokens = int(tokens.max_tokens)
+    elif not cfg.get("max_flops") and cap < math.inf:  # a step budget: the positions its steps hold
+        module.budget_tokens = int(cap * sequences_per_step * datamodule.block_size)
+    elif cfg.get("max_flops"):
+        module.objective.set_vocabulary(datamodule.vocabulary)
+        # Under the trainer's precision: bf16 on a CPU attends with another kernel (models.attention), counted apart.
+        with trainer.precision_plugin.forward_context():
+            per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
+                                           sequences_per_step, cfg.seed)
+        if float(cfg.max_flops) < per_step:
+            raise ValueError(f"max_flops={float(cfg.max_flops):g} is less than one training step ({per_step:.3g} "
+                             "FLOPs here); give the budget in training FLOPs (README, 'Budgets')")
+        steps = math.ceil(float(cfg.max_flops) / per_step)
+        module.schedule_steps = min(steps, cap)
+        trainer.fit_loop.epoch_loop.max_steps = min(math.ceil(steps * FLOPS_STEP_MARGIN) + 1, cap)
+        log.info("FLOPs budget %.3g: about %.3g training FLOPs per step, so about %d steps", float(cfg.max_flops),
+                 per_step, steps)
+        return per_step
+    return None
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def log_plan(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule, datamodule: PretrainDataModule,
+             tokens: TokenAccounting, flops_per_step: float | None, out: Path) -> None:
+    """One line before training: the model, the objective, the budget and its steps, the training FLOPs a step
+    costs (armlm's count, models.flops; Lightning's summary cannot count them), and the run folder."""
+    sequences = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    if flops_per_step is None:
+        module.objective.set_vocabulary(datamodule.vocabulary)
+        with trainer.precision_plugin.forward_context():
+            flops_per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
+                                                 sequences, cfg.seed, batches=1)
+    steps = trainer.fit_loop.epoch_loop.max_steps
+    budget = (f"{tokens.max_tokens:,} input tokens" if tokens.max_tokens else
+              f"{float(cfg.max_flops):.3g} training FLOPs" if cfg.get("max_flops") else "the trainer's step cap")
+    config = module.model.config
+    log.info("model: %.2fM parameters (%d layers, d_model %d); objective %s; budget %s: %s steps of %d x %d tokens, "
+             "about %.3g training FLOPs each; run folder %s", module.model.num_parameters() / 1e6, config.n_layers,
+             config.d_model, type(module.objective).__name__, budget, steps if steps > 0 else "unbounded", sequences,
+             datamodule.block_size, flops_per_step, out)
+
+
+def pretrain(cfg: DictConfig) -> dict[str, Any]:
+    """`armlm train ...`: the run, with a full disk reported as what to free and how to resume."""
+    keep_large_allocations_on_the_heap()
+    quiet_lightning()
+    resolve_last_checkpoint(cfg)
+    return reporting_full_disk(run_pretraining, cfg, command_line_overrides())
