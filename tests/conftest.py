@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 import torch
 from filelock import FileLock
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from common.vocabulary import Vocabulary
 
@@ -87,11 +89,26 @@ TINY_OVERRIDES = (
 )
 
 
+@functools.lru_cache(maxsize=None)
+def _composed(name: str, overrides: tuple[str, ...]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose(name, overrides=list(overrides))
+
+
+def composed_config(name: str, overrides: Sequence[str], **settings: object) -> DictConfig:
+    """configs/<name>.yaml with the overrides, composed once per worker for each distinct list (a composition costs
+    about a tenth of a second, and the suite composes the same lists hundreds of times), as a fresh copy; then the
+    plain settings (dotted keys, here the run's paths, which differ from test to test) set on it."""
+    cfg = copy.deepcopy(_composed(name, tuple(overrides)))
+    for key, value in settings.items():
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
 def tiny_config(out: Path, cache: Path, *overrides: str) -> DictConfig:
     """A pretraining config of seconds (TINY_OVERRIDES) writing to `out`."""
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("train", overrides=[*TINY_OVERRIDES, f"data.cache_dir={cache}", f"output_dir={out}",
-                                           *overrides])
+    return composed_config("train", [*TINY_OVERRIDES, *overrides], **{"data.cache_dir": str(cache),
+                                                                       "output_dir": str(out)})
 
 
 class PretrainedRuns(Mapping[str, Path]):
@@ -122,3 +139,58 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -
     return PretrainedRuns(tmp_path_factory, cache_dir, "tiny-pretrained", {
         objective: (f"objective={objective}", "trainer.max_steps=60", "trainer.val_check_interval=60",
                     "data.tokenizer.vocab_size=4000") for objective in ("ar", "mlm")})
+
+
+@pytest.fixture(scope="session")
+def tokenizer_json() -> str:
+    """A 700-token WordPiece of 300 documents of the embedded corpus (seconds, no pretraining)."""
+    from datamodules.corpora import EmbeddedWikipedia
+    from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+
+    documents = [text for _, text in EmbeddedWikipedia().read_documents()[:300]]
+    return train_tokenizer(documents, TokenizerSettings(vocab_size=700)).to_str()
+
+
+def perturbed(model: torch.nn.Module, seed: int) -> None:
+    """Give the norms and the LM-head bias values training would, so nothing is exported by luck of an init."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            elif "norm" in name or name == "lm_bias" or name.startswith("type_embedding"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g) + 0.05)
+
+
+def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *overrides: str) -> Path:
+    """A checkpoint as `armlm train` writes it (hyperparameters, the module's state dict, the tokenizer), random
+    weights, in milliseconds: what reads a checkpoint (export, scoring) does not care whether it was trained."""
+    from omegaconf import OmegaConf
+    from tokenizers import Tokenizer
+
+    from models.backbone import ModelConfig
+    from training.lit_module import PretrainModule
+
+    cfg = tiny_config(folder, folder, f"objective={objective}", *overrides)
+    vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
+    model = {**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size}
+    model = {k: v for k, v in model.items() if k in ModelConfig.__dataclass_fields__}
+    module = PretrainModule(model=model, objective=OmegaConf.to_container(cfg.objective, resolve=True),
+                            optim=OmegaConf.to_container(cfg.optim, resolve=True), seed=0)
+    perturbed(module.model, seed=len(objective))
+    path = folder / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
+                "tokenizer_json": tokenizer_json, "trained_length": 32, "armlm_commit": "abc123"}, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def untrained(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: str) -> dict[str, Path]:
+    """A run folder per objective holding an untrained checkpoint (pretraining_checkpoint): the fast lane's
+    checkpoints, for tests of what reads one rather than of what training made of it."""
+    root = tmp_path_factory.mktemp("untrained")
+    names = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
+    for name in names:
+        pretraining_checkpoint(root / name, tokenizer_json, name)
+    return {name: root / name for name in names}

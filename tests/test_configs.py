@@ -6,7 +6,6 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
@@ -15,6 +14,7 @@ from datamodules.finetune import FinetuneDataModule
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig
 from objectives.base import Objective
+from tests.conftest import composed_config
 from tests.test_finetune_data import word_tokenizer_json
 from training.run import check_config, run_pretraining
 from training.setup import build_model_config
@@ -30,9 +30,7 @@ def options(group: str) -> list[str]:
 
 def composed(*overrides: str):
     """The pretraining config, or the fine-tuning one when a task is named (as `python train.py task=...`)."""
-    config = "finetune" if any(o.startswith("task=") for o in overrides) else "train"
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(config, overrides=list(overrides))
+    return composed_config("finetune" if any(o.startswith("task=") for o in overrides) else "train", overrides)
 
 
 def test_groups_are_not_empty():

@@ -4,20 +4,19 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
 from analysis.findings import StudyRuns, values
 from analysis.findings_report import findings_table
 from common.config import compose_config
 from studies.embeddings_plan import plan
+from tests.conftest import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def study_config(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("study", overrides=["study=embeddings", "scale=cpu", *overrides])
+    return composed_config("study", ["study=embeddings", "scale=cpu", *overrides])
 
 
 def stage_config(stage):

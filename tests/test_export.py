@@ -15,14 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from common.vocabulary import CLS, MASK
-from datamodules.corpora import EmbeddedWikipedia
 from datamodules.encoding import encode_pair, encode_words
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from finetune.module import FinetuneModule
 from finetune.static import StaticTagger
 from interchange import modeling_armlm
@@ -31,18 +28,11 @@ from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
 from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
 from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from tests.conftest import REPO, tiny_config
-from training.lit_module import PretrainModule
+from models.backbone import ModelConfig
+from tests.conftest import REPO, perturbed, pretraining_checkpoint
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 POSITIONS = ("learned", "rope")
-
-
-@pytest.fixture(scope="module")
-def tokenizer_json() -> str:
-    documents = [text for _, text in EmbeddedWikipedia().read_documents()[:300]]
-    return train_tokenizer(documents, TokenizerSettings(vocab_size=700)).to_str()
 
 
 @pytest.fixture(scope="module")
@@ -51,34 +41,6 @@ def sentences(data_dir: Path) -> list[str]:
     32 positions the test checkpoints were trained on (an export holds only those)."""
     lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
     return [" ".join(line.split("\t")[0].split()[:3 + k]) for k, line in enumerate(lines[:6])]
-
-
-def perturbed(model: Transformer, seed: int) -> None:
-    """Give the norms and the LM-head bias values training would, so nothing is exported by luck of an init."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
-            elif "norm" in name or name == "lm_bias" or name.startswith("type_embedding"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=g) + 0.05)
-
-
-def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *overrides: str) -> Path:
-    """A checkpoint as train.py writes it (hyperparameters, the module's state dict, the tokenizer), random
-    weights: exporting does not care whether the weights were trained, only that every one is carried."""
-    cfg = tiny_config(folder, folder, f"objective={objective}", *overrides)
-    vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
-    model = {**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": vocab_size}
-    model = {k: v for k, v in model.items() if k in ModelConfig.__dataclass_fields__}
-    module = PretrainModule(model=model, objective=OmegaConf.to_container(cfg.objective, resolve=True),
-                            optim=OmegaConf.to_container(cfg.optim, resolve=True), seed=0)
-    perturbed(module.model, seed=len(objective))
-    path = folder / "checkpoints" / "last.ckpt"
-    path.parent.mkdir(parents=True)
-    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
-                "tokenizer_json": tokenizer_json, "trained_length": 32, "armlm_commit": "abc123"}, path)
-    return path
 
 
 @pytest.mark.parametrize("positions", POSITIONS)

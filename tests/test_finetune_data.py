@@ -8,7 +8,6 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import DictConfig
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
@@ -17,6 +16,7 @@ from common.vocabulary import IGNORE_INDEX, SPECIAL_TOKENS
 from datamodules.conll import CONLL2003_TAGS, read_conll
 from datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
 from datamodules.glue import GlueTask, read_release_split
+from tests.conftest import composed_config
 from training.setup import build
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -24,8 +24,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 def task_config(name: str, *overrides: str) -> DictConfig:
     """The fine-tuning config with task=<name>, composed as `armlm finetune task=<name>` composes it."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("finetune", overrides=[f"task={name}", "pretrained=x", *overrides])
+    return composed_config("finetune", [f"task={name}", "pretrained=x", *overrides])
 
 
 @cache

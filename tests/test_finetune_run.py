@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from finetune.run import older_keys, run_finetune, trained_max_length
 from objectives.mlm import MaskedLM
+from tests.conftest import composed_config
 from training.pretrained import Pretrained, load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,8 +21,7 @@ QUICK = ["trainer.enable_progress_bar=false", "trainer.precision=32-true", "trai
 
 
 def finetune_config(out: Path, *overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("finetune", overrides=[*QUICK, f"output_dir={out}", *overrides])
+    return composed_config("finetune", [*QUICK, *overrides], output_dir=str(out))
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +69,9 @@ def conll_slice(tmp_path_factory, data_dir) -> Path:
     return root
 
 
-def test_conll_slice_beats_the_all_o_baseline_on_held_out_sentences(tmp_path, tiny_pretrained):
+def test_conll_slice_beats_the_all_o_baseline_on_held_out_sentences(tmp_path, tiny_pretrained, data_dir):
     cfg = finetune_config(tmp_path, "task=conll2003", f"pretrained={tiny_pretrained['mlm']}",
+                          f"task.data.source={data_dir / 'conll2003'}",
                           "task.data.max_train_examples=400", "task.data.max_eval_examples=300", "task.epochs=6",
                           "task.optim.lr=5e-3")
     results = run_finetune(cfg)

@@ -39,6 +39,7 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path, ca
     assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
 
 
+@pytest.mark.slow
 def test_nonfinite_loss_skip_leaves_the_weights_alone_and_counts_the_batch(tmp_path, cache_dir, monkeypatch):
     cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=8", "nonfinite_loss=skip",
                       "trainer.log_every_n_steps=1")

@@ -2,9 +2,11 @@
 objective is one file + one YAML, and this test covers it with no edit.
 
 Per objective: it builds from its config, its loss on a batch of its own input format is finite and its
-gradients reach the backbone, and the FLOPs it reports are those torch's flop counter sees; it trains end to end, its checkpoint loads with weights_only=True, a run resumed
-part-way ends with the same weights as the uninterrupted one; the checkpoint fine-tunes on a tiny NER task and
-runs the independence and representation diagnostics."""
+gradients reach the backbone, and the FLOPs it reports are those torch's flop counter sees; it trains end to end, its
+checkpoint loads with weights_only=True, a run resumed part-way ends with the same weights as the uninterrupted one;
+the checkpoint fine-tunes on a tiny NER task and runs the independence and representation diagnostics; and a
+checkpoint of it (untrained: what reads one does not care) is scored zero-shot by every method its class names,
+directly and through lm-evaluation-harness."""
 
 from __future__ import annotations
 
@@ -157,30 +159,30 @@ def test_the_checkpoint_fine_tunes_and_is_diagnosed(name, runs, tiny_ner, tmp_pa
 
 
 @pytest.mark.parametrize("name", OBJECTIVES)
-def test_the_checkpoint_is_scored_zero_shot_by_every_method_its_class_names(name, runs, tmp_path):
+def test_the_checkpoint_is_scored_zero_shot_by_every_method_its_class_names(name, untrained, tmp_path):
     folder = tmp_path / "blimp"
     folder.mkdir()
     rows = [{"sentence_good": g, "sentence_bad": b, "field": "syntax", "linguistics_term": "agreement", "UID": "agr"}
             for g, b in (("the cat sleeps .", "the cat sleep ."), ("these dogs run .", "these dogs runs ."))]
     (folder / "agr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    report = run_zeroshot(zeroshot_config([f"checkpoint={runs[name]}", f"blimp.dir={folder}",
+    report = run_zeroshot(zeroshot_config([f"checkpoint={untrained[name]}", f"blimp.dir={folder}",
                                            f"output_dir={tmp_path / 'zeroshot'}", "bootstrap.resamples=100"]))
-    methods = available_methods(load_pretrained(runs[name]).objective_class)
+    methods = available_methods(load_pretrained(untrained[name]).objective_class)
     assert methods and report["settings"]["methods"] == list(methods)
     for method in methods:  # a log-probability (or minus a bound): finite and negative
         assert -20 < report["blimp"]["log_prob_per_token"][method] < 0
 
 
 @pytest.mark.parametrize("name", OBJECTIVES)
-def test_the_checkpoint_answers_lm_evaluation_harness_by_every_method_its_class_names(name, runs):
+def test_the_checkpoint_answers_lm_evaluation_harness_by_every_method_its_class_names(name, untrained):
     pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]'")
     from lm_eval.api.instance import Instance
 
     from zeroshot.harness import ArmlmLM
 
     text = "the river runs through the old town and the people of the town"
-    for method in available_methods(load_pretrained(runs[name]).objective_class):
-        lm = ArmlmLM(checkpoint=str(runs[name]), method=method)
+    for method in available_methods(load_pretrained(untrained[name]).objective_class):
+        lm = ArmlmLM(checkpoint=str(untrained[name]), method=method)
         (score, greedy), = lm.loglikelihood([Instance("loglikelihood", {}, ("the river runs", " through the"), 0)],
                                            disable_tqdm=True)
         (rolling,) = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)], disable_tqdm=True)

@@ -101,6 +101,7 @@ def test_a_mark_between_batches_switches_at_the_next_batch_and_the_summary_says_
     assert [phase[s] for s in sorted(phase)] == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
+@pytest.mark.slow
 def test_objectives_of_one_phase_record_no_phase_starts(tmp_path, cache_dir):
     summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "trainer.max_steps=2"))
     assert summary["phase_starts"] == {} and summary["budget_marks"] == {}

@@ -6,15 +6,15 @@ import pytest
 import torch
 
 from models.backbone import ModelConfig
-from tests.conftest import tiny_config
+from tests.conftest import pretraining_checkpoint, tiny_config
 from training.run import check_resumable, run_pretraining
 
 
-def test_resume_with_a_different_model_lists_the_differing_keys(tmp_path, cache_dir):
-    first = run_pretraining(tiny_config(tmp_path / "a", cache_dir, "objective=ar"))
+def test_resume_with_a_different_model_lists_the_differing_keys(tmp_path, cache_dir, tokenizer_json):
+    first = pretraining_checkpoint(tmp_path / "a", tokenizer_json, "ar")  # as a tiny AR run writes it, untrained
     with pytest.raises(ValueError, match=r"model\.d_model: checkpoint 64 vs run 32.*objective\._target_"):
         run_pretraining(tiny_config(tmp_path / "b", cache_dir, "objective=mlm", "model.d_model=32",
-                              f"ckpt_path={first['last_checkpoint']}"))
+                                    f"ckpt_path={first}"))
     assert not (tmp_path / "b").exists()  # refused before anything was written
 
 

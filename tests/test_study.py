@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from common.config import compose_config
 from studies.plan import plan
 from studies.runner import RECORD, check_record, run_stages
+from tests.conftest import composed_config
 from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,8 +25,7 @@ STUDIES = sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml") if 
 
 
 def study_config(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("study", overrides=list(overrides))
+    return composed_config("study", overrides)
 
 
 def stage_config(stage):

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from torch.utils.tensorboard import SummaryWriter
 
 import studies.records as records
@@ -14,13 +13,13 @@ from analysis.runs import scalars
 from studies.plan import plan
 from studies.records import KEPT_FILE, record_finished, restore_recorded, units
 from studies.runner import Outcome, check_record
+from tests.conftest import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def findings_config(root: Path, *overrides: str, seeds: int = 1):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("study", overrides=["study=findings", "scale=cpu", f"seeds={seeds}", f"root={root}", *overrides])
+    return composed_config("study", ["study=findings", "scale=cpu", f"seeds={seeds}", *overrides], root=str(root))
 
 
 def findings_stages(root: Path, seeds: int = 1):

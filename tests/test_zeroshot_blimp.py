@@ -112,14 +112,14 @@ def test_the_release_models_are_averaged_over_the_same_paradigms(four_pairs, tmp
     assert "| overall | overall | 4 | 0.500 [" in table and "| 0.900 |" in table
 
 
-def test_zeroshot_scores_a_checkpoint_by_each_of_its_methods_and_writes_shared_tags(tiny_pretrained, four_pairs,
+def test_zeroshot_scores_a_checkpoint_by_each_of_its_methods_and_writes_shared_tags(untrained, four_pairs,
                                                                                  tmp_path_factory):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = {}
     for objective, methods in (("ar", ["exact"]), ("mlm", ["pll", "pll_word_l2r", "bound"])):
         out = tmp_path_factory.mktemp(f"zeroshot-{objective}")
-        report = run_zeroshot(zeroshot_config([f"checkpoint={tiny_pretrained[objective]}", f"blimp.dir={four_pairs}",
+        report = run_zeroshot(zeroshot_config([f"checkpoint={untrained[objective]}", f"blimp.dir={four_pairs}",
                                                f"output_dir={out}", "bootstrap.resamples=200"]))
         assert report["settings"]["methods"] == methods and report["blimp"]["sentences"] == 8
         written = json.loads((out / "zeroshot.json").read_text())
@@ -132,7 +132,7 @@ def test_zeroshot_scores_a_checkpoint_by_each_of_its_methods_and_writes_shared_t
         tags[objective] = {t.split("/", 2)[2] for t in events.Tags()["scalars"]}
     assert tags["ar"] == tags["mlm"] and "overall" in tags["ar"] and "field/syntax" in tags["ar"]
     with pytest.raises(ValueError, match="cannot be scored by 'pll'"):
-        run_zeroshot(zeroshot_config([f"checkpoint={tiny_pretrained['ar']}", f"blimp.dir={four_pairs}",
+        run_zeroshot(zeroshot_config([f"checkpoint={untrained['ar']}", f"blimp.dir={four_pairs}",
                                       "methods=[pll]", "output_dir=/nonexistent"]))
 
 

@@ -53,13 +53,13 @@ def hf_lm():
     return pytest.importorskip("lm_eval.models.huggingface", reason="lm-eval's hf extra is not installed").HFLM
 
 
-def test_loglikelihoods_equal_lm_evals_hf_backend_on_the_export(tiny_pretrained, hf_lm, tmp_path):
-    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+def test_loglikelihoods_equal_lm_evals_hf_backend_on_the_export(untrained, hf_lm, tmp_path):
+    ours = ArmlmLM(checkpoint=str(untrained["ar"]))
     pairs = [p for p in PAIRS if p[1]]
     mine = ours.loglikelihood(requests("loglikelihood", pairs), disable_tqdm=True)
     rolling = ours.loglikelihood_rolling(requests("loglikelihood_rolling", [(t,) for t in TEXTS]), disable_tqdm=True)
     for form in ("native", "remote"):
-        export_checkpoint(tiny_pretrained["ar"], tmp_path / form, format=form)
+        export_checkpoint(untrained["ar"], tmp_path / form, format=form)
         hf = hf_lm(pretrained=str(tmp_path / form), device="cpu", batch_size=2, trust_remote_code=form == "remote")
         assert hf.max_length == ours.window == 32  # the positions trained, not the table's 512
         theirs = hf.loglikelihood(requests("loglikelihood", pairs), disable_tqdm=True)
@@ -74,8 +74,8 @@ def test_loglikelihoods_equal_lm_evals_hf_backend_on_the_export(tiny_pretrained,
         hf.loglikelihood_rolling(requests("loglikelihood_rolling", [(TEXTS[0],)]), disable_tqdm=True)
 
 
-def test_rolling_windows_score_every_token_once_each_window_led_by_cls(tiny_pretrained):
-    ours = ArmlmLM(checkpoint=str(tiny_pretrained["mlm"]), method="pll")
+def test_rolling_windows_score_every_token_once_each_window_led_by_cls(untrained):
+    ours = ArmlmLM(checkpoint=str(untrained["mlm"]), method="pll")
     text = " ".join(TEXTS * 3)
     ids = ours.tokenizer.encode(text, add_special_tokens=False).ids
     windows = ours.rolling_windows(text)
@@ -111,12 +111,12 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_pat
         assert theirs["results"][GROUP]["acc,none"] == pytest.approx(ours["blimp"]["results"][method][0]["accuracy"])
 
 
-def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(tiny_pretrained):
+def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrained):
     from generation.decode import Request, left_to_right
     from generation.run import encode_prompt
     from generation.sampling import SamplingSettings
 
-    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+    ours = ArmlmLM(checkpoint=str(untrained["ar"]))
     (free,) = ours.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 8, "until": []})]))
     prompt = encode_prompt(ours.tokenizer, "the city of")
     greedy = Request(prompt, 8, 1, SamplingSettings(temperature=0.0), torch.tensor([0, 1, 2, 3, 4]), ours.eod_id,
@@ -127,20 +127,20 @@ def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(tiny_pr
     stop = free[-1]  # whatever the tiny model wrote, cut at the first occurrence of its last character
     (cut,) = ours.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 8, "until": [stop]})]))
     assert cut == free[:free.index(stop)]
-    masked = ArmlmLM(checkpoint=str(tiny_pretrained["mlm"]))  # iterative unmasking: its own sampler
+    masked = ArmlmLM(checkpoint=str(untrained["mlm"]))  # iterative unmasking: its own sampler
     (text,) = masked.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 4})]))
     assert isinstance(text, str)
     with pytest.raises(ValueError, match="max_gen_toks=64 does not fit"):
         ours.generate_until(requests("generate_until", [("the", {"max_gen_toks": 64})]))
 
 
-def test_bad_settings_are_refused_naming_the_fix(tiny_pretrained):
+def test_bad_settings_are_refused_naming_the_fix(untrained):
     with pytest.raises(ValueError, match="cannot be scored by 'pll'.*'exact'"):
-        ArmlmLM(checkpoint=str(tiny_pretrained["ar"]), method="pll")
+        ArmlmLM(checkpoint=str(untrained["ar"]), method="pll")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="add --device cpu"):
-            ArmlmLM(checkpoint=str(tiny_pretrained["ar"]), device="cuda")
-    ours = ArmlmLM(checkpoint=str(tiny_pretrained["ar"]))
+            ArmlmLM(checkpoint=str(untrained["ar"]), device="cuda")
+    ours = ArmlmLM(checkpoint=str(untrained["ar"]))
     with pytest.raises(ValueError, match="checkpoint was trained on 32 positions"):
         ours.loglikelihood(requests("loglikelihood", [("", " ".join(TEXTS * 3))]))
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored

@@ -1,0 +1,95 @@
+"""One command line: the `armlm` registry, its dispatcher, the top-level wrappers, and a README that names only
+commands that exist, links only files that exist, inside the repository, and stays a front door (<= 12 KB)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.reports import REPORTS
+from common.commands import COMMANDS, main, resolve, stage_command
+from common.config import CONFIGS
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_every_command_resolves_to_a_function_its_config_and_its_guide():
+    for cmd in COMMANDS.values():
+        assert callable(cmd.function()), cmd.name
+        assert cmd.config is None or (CONFIGS / f"{cmd.config}.yaml").is_file(), cmd.name
+        assert cmd.script is None or (REPO / cmd.script).is_file(), cmd.name
+        assert (REPO / cmd.guide).is_file(), cmd.name
+        for error in cmd.errors:
+            assert issubclass(resolve(error), BaseException), error
+
+
+def test_every_study_stage_kind_has_one_command_with_a_done_file():
+    kinds = [c.stage for c in COMMANDS.values() if c.stage]
+    assert len(kinds) == len(set(kinds)) and {"pretrain", "finetune", "diagnose", "zeroshot", "embed"} <= set(kinds)
+    for kind in kinds:
+        assert stage_command(kind).done_file and stage_command(kind).config
+    with pytest.raises(ValueError, match="no command runs study stages of kind 'bake'"):
+        stage_command("bake")
+
+
+def test_help_lists_every_command_and_an_unknown_one_names_the_choices(capsys):
+    main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(re.search(rf"^  {name}\s", listed, re.M) for name in COMMANDS)
+    with pytest.raises(SystemExit, match="unknown command 'pretrain'; choose one of train, finetune"):
+        main(["pretrain"])
+
+
+def test_report_and_bench_list_their_choices_and_refuse_unknown_ones(capsys, monkeypatch):
+    main(["report", "--help"])
+    listed = capsys.readouterr().out
+    assert all(f"armlm report {kind} " in listed for kind in REPORTS)
+    with pytest.raises(SystemExit, match="unknown report 'everything'"):
+        main(["report", "everything", "x"])
+    main(["bench", "--help"])
+    assert "throughput" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="unknown benchmark 'warp_speed'"):
+        main(["bench", "warp_speed"])
+
+
+def test_the_wrappers_are_thin():
+    """A top-level script is its docstring, imports, constants and the `__main__` call of the dispatcher."""
+    for script in {c.script for c in COMMANDS.values() if c.script}:
+        body = ast.parse((REPO / script).read_text()).body
+        kinds = {type(node) for node in body}
+        assert kinds <= {ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.If}, (script, kinds)
+        (main_block,) = [node for node in body if isinstance(node, ast.If)]
+        assert ast.unparse(main_block.test) == "__name__ == '__main__'" and "armlm(" in ast.unparse(main_block)
+
+
+def test_the_readme_is_a_front_door_naming_only_what_exists():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= 12 * 1024
+    code = "\n".join(re.findall(r"```.*?```|`[^`\n]+`", text, re.S))  # commands are written as code
+    named = set(re.findall(r"\barmlm ([a-z]+)\b", code))
+    assert named and named <= set(COMMANDS), named - set(COMMANDS)
+    for script in re.findall(r"python ([\w/]+\.py)\b", code):
+        assert (REPO / script).is_file(), script
+    for kind in re.findall(r"armlm report (\w+)", code):
+        assert kind in REPORTS, kind
+    for name in re.findall(r"armlm bench (\w+)", code):
+        assert name == "name" or (REPO / "bench" / f"{name}.py").is_file(), name
+    for target in MARKDOWN_LINK.findall(text):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        path = target.split("#")[0]
+        assert not path.startswith("..") and (REPO / path).exists(), target
+
+
+@pytest.mark.slow  # a process that starts Python
+def test_the_console_entry_point_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "common.commands", "--help"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "usage: armlm <command>" in result.stdout
