@@ -3,7 +3,7 @@ phenomenon in the CSV), mean ± 95 % t interval over pretraining seeds, with the
 paradigms beside it (report/blimp.md and blimp.csv). study_report.write_report writes it for every study whose
 arms ran zeroshot.py; several roots make one table (e.g. the findings and curricula studies' arms together):
 
-    python -m analysis.blimp_report <study root> [<another study root> ...]
+    armlm report blimp <study root> [<another study root> ...]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 benchmarks, and every way of feeding NER, as mean ± 95 % CI over seeds (report/embeddings.md, .csv and a figure
 of the word benchmarks by layer).
 
-    python -m analysis.embeddings_report <study root>
+    armlm report embeddings <study root>
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Tabulate fine-tuning runs from their results.json files: one row per run, split and metric, and the
 median and spread over seeds (the usual protocol for small-model GLUE scores).
 
-    python -m analysis.finetune_results multirun/<time>      # after python train.py -m task=... seed=1,2,3,4,5
+    armlm report finetune multirun/<time>      # after armlm finetune -m task=... seed=1,2,3,4,5
 """
 
 from __future__ import annotations

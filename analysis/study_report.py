@@ -2,7 +2,7 @@
 (report.md, "mean ± CI"), and the figures as PNG files, all under <root>/report. `study.py` calls it when
 its stages are done; rerun it by hand on any study folder:
 
-    python -m analysis.study_report outputs/studies/ar_vs_mlm-cpu
+    armlm report study outputs/studies/ar_vs_mlm-cpu
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The packages form layers and each imports only the ones below it (README, "Layout"): read statically from
+"""The packages form layers and each imports only the ones below it (README, "Layout"; docs/architecture.md): read statically from
 every module's imports, function-level ones included, so an upward import fails here, not only a cycle."""
 
 import ast

@@ -139,7 +139,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         "epochs": tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size),
         "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
         "val_loss": metrics.get("val/loss"),
-        # next_token (AR) or masked_token (MLM): different quantities, never one column (README, "Logged")
+        # next_token (AR) or masked_token (MLM): different quantities, never one column (docs/guides/pretraining.md, "What is logged")
         "val_loss_kind": module.objective.val_loss_kind,
         "val_ppl": metrics.get("val/ppl"),
         # NLL per target token, exact (AR) or a bound (masked diffusion), comparable across those objectives;
