@@ -16,28 +16,14 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 
 from analysis import study as S
 from common.atomic import atomic_file, atomic_write_text
-from zeroshot.blimp import field_name
 
-LEVELS = ("overall", "field", "phenomenon")
+# The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
+# zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
+LEVELS = {"overall": 0, "phenomenon": 1, "field": 2}
 
 
-def _merge_fields(rows: list[dict], value_keys: list[str], weights: dict[str, int]) -> list[dict]:
-    """Field rows under one name (the release spells syntax_semantics two ways; zeroshot.json written before
-    field_name existed keeps both) merged as a macro over their paradigms, like every other group."""
-    out, fields = [], {}
-    for row in rows:
-        if row["level"] != "field":
-            out.append(row)
-            continue
-        name = field_name(row["name"])
-        fields.setdefault(name, []).append(row)
-    for name, parts in fields.items():
-        total = sum(weights.get(p["name"], 1) for p in parts)
-        merged = {"level": "field", "name": name}
-        for key in value_keys:
-            merged[key] = sum(p[key] * weights.get(p["name"], 1) for p in parts) / total
-        out.append(merged)
-    return out
+def _shown(rows: list[dict]) -> list[dict]:
+    return sorted((r for r in rows if r["level"] in LEVELS), key=lambda r: LEVELS[r["level"]])
 
 
 def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
@@ -52,8 +38,7 @@ def blimp_runs(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
     records = []
     for arm, seed, report in reports:
         for method, rows in report["blimp"]["results"].items():
-            paradigms = {r["name"]: r["paradigms"] for r in rows if r["level"] == "field"}
-            for row in _merge_fields([r for r in rows if r["level"] in LEVELS], ["accuracy"], paradigms):
+            for row in _shown(rows):
                 records.append({"arm": arm, "seed": seed, "method": method, "level": row["level"],
                                 "name": row["name"], "accuracy": row["accuracy"]})
     return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy"])
@@ -63,15 +48,12 @@ def published_rows(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
     """The release's models (5-gram, LSTM, Transformer-XL, GPT-2) over the paradigms the runs scored, from the
     first zeroshot.json that carries them; empty when none does (the release's per-paradigm file was absent)."""
     for _, _, report in reports:
-        published = [r for r in report["blimp"].get("published", []) if r["level"] in LEVELS]
+        published = _shown(report["blimp"].get("published", []))
         if not published:
             continue
-        first = next(iter(report["blimp"]["results"].values()))
-        paradigms = {r["name"]: r["paradigms"] for r in first if r["level"] == "field"}
         models = [k for k in published[0] if k not in ("level", "name")]
-        merged = _merge_fields(published, models, paradigms)
         return pd.DataFrame([{"arm": model, "method": "published", "level": r["level"], "name": r["name"],
-                              "mean": r[model]} for r in merged for model in models])
+                              "mean": r[model]} for r in published for model in models])
     return pd.DataFrame(columns=["arm", "method", "level", "name", "mean"])
 
 

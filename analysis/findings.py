@@ -122,8 +122,8 @@ def _representation(report: dict[str, Any], spec: dict[str, Any]) -> float:
         # part["shift_left"]
         head, rate = measure.split("@")
         section, _, name = head.rpartition("_")
-        if section not in part:  # reports written before the section existed
-            raise NotComparable(f"a diagnostics report without representations.{section} (for {measure}); "
+        if rate not in part.get(section, {}):  # e.g. {} in reports written before it (common.migrations)
+            raise NotComparable(f"a diagnostics report without representations.{section} at k={rate} (for {measure}); "
                                 "run evaluate.py again")
         rows = [{"layer": r["layer"], measure: r[name]} for r in part[section][rate]]
     else:
@@ -236,8 +236,9 @@ def measure(runs: StudyRuns, a: dict[str, Any], b: dict[str, Any]) -> dict[str, 
     a_values, b_values = values(runs, a), values(runs, b)
     if all(quantity_of(side) == "likelihood" for side in (a, b)):
         blocks_a, blocks_b = likelihood_blocks(runs, a), likelihood_blocks(runs, b)
-        differing = sorted(s for s in blocks_a.keys() & blocks_b.keys() if blocks_a[s] != blocks_b[s])
+        differing = sorted(s for s in blocks_a.keys() & blocks_b.keys() if blocks_a[s] != blocks_b[s]
+                           or blocks_a[s] is None)  # None: a report from before the fingerprint (common.migrations)
         if differing:
-            raise NotComparable(f"seeds {differing} were scored on different held-out blocks; diagnose both "
-                                "arms on the same corpus, block size and blocks")
+            raise NotComparable(f"seeds {differing} were scored on different held-out blocks (or ones their report "
+                                "does not record); diagnose both arms on the same corpus, block size and blocks")
     return {"seeds": sorted(a_values.keys() & b_values.keys()), "a_values": a_values, "b_values": b_values}

@@ -33,7 +33,8 @@ def gate_values(runs: StudyRuns, arm: str) -> dict[int, tuple[float, float]]:
     """seed -> (nats below the unigram NLL of the same held-out targets, the Monte-Carlo standard error of that
     estimate: 0 for an exact likelihood) from evaluate.py's likelihood section."""
     return {seed: (float(r["likelihood"]["below_unigram"]), float(r["likelihood"].get("mc_stderr") or 0.0))
-            for (a, seed), r in runs.reports.items() if a == arm and "below_unigram" in r.get("likelihood", {})}
+            for (a, seed), r in runs.reports.items()
+            if a == arm and r.get("likelihood", {}).get("below_unigram") is not None}
 
 
 def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:

@@ -16,9 +16,15 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-import objectives
 from analysis.runs import FINETUNE_SEED_SUFFIX
-from common.migrations import task_info_defaults
+from common.migrations import (
+    migrate_diagnostics_report,
+    migrate_finetune_results,
+    migrate_stage_record,
+    migrate_summary,
+    migrate_summary_metrics,
+    migrate_zeroshot_report,
+)
 
 # NER per-type scores and precision/recall stay in the CSVs but out of the Markdown tables.
 SECONDARY_PREFIXES = ("f1_", "precision", "recall")
@@ -39,24 +45,20 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
-    """Which tokens the run's val/loss averages: the summary says so; summaries written before it did are
-    asked of their objective class."""
-    if summary.get("val_loss_kind"):
-        return summary["val_loss_kind"]
-    objective = getattr(objectives, summary["objective"], None)
-    if objective is None:
-        raise ValueError(f"{path}: objective {summary['objective']!r} is not one of armlm's objectives and the "
-                         "summary does not say which tokens its val/loss averages; add \"val_loss_kind\" to it")
-    return objective.val_loss_kind
+    """Which tokens the run's val/loss averages: the summary says so (summaries written before it did: their
+    objective's, common.migrations.migrate_summary)."""
+    kind = migrate_summary(summary).get("val_loss_kind")
+    if not kind:
+        raise ValueError(f"{path}: the summary does not say which tokens its val/loss averages, and objective "
+                         f"{summary.get('objective')!r} is none of those that wrote summaries before they did; add "
+                         "\"val_loss_kind\" to it")
+    return kind
 
 
 def logged_mask_share(metrics: dict[str, float]) -> float:
     """[MASK] inputs per input token in validation: 0 for an objective that logs no share at all (it inserts no
-    [MASK], as AR), NaN for a mixture that logged only its components' shares (runs before the mixture logged its
-    own), whose share over all rows is not in the summary."""
-    if "val/mask_share" in metrics:
-        return metrics["val/mask_share"]
-    return math.nan if any(key.endswith("mask_share") for key in metrics) else 0.0
+    [MASK], as AR), NaN where the summary does not hold it (common.migrations.migrate_summary_metrics)."""
+    return migrate_summary_metrics(metrics).get("val/mask_share", 0.0)
 
 
 def pretraining_runs(root: Path) -> pd.DataFrame:
@@ -65,29 +67,29 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = arm_and_seed(path, root)
-        s = _read(path)
+        s = migrate_summary(_read(path))
         kind = val_loss_kind(s, path)
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
                      f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
                      # NLL per target token, exact (AR) or a bound (masked diffusion): one column across objectives
-                     "val_likelihood": s.get("val_likelihood"), "flops_seen": s.get("flops_seen"),
-                     "val_likelihood_tag": s.get("val_likelihood_tag"),
+                     "val_likelihood": s["val_likelihood"], "flops_seen": s["flops_seen"],
+                     "val_likelihood_tag": s["val_likelihood_tag"],
                      # passes over the training slice (data.max_train_tokens) of a data-constrained run, and its
                      # size; NaN for runs on the whole split
-                     "epochs": s.get("epochs") if s.get("max_train_tokens") else None,
-                     "train_tokens": s.get("train_tokens") if s.get("max_train_tokens") else None,
+                     "epochs": s["epochs"] if s["max_train_tokens"] else None,
+                     "train_tokens": s["train_tokens"] if s["max_train_tokens"] else None,
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
-                     "precision": s.get("precision"),  # None in summaries written before it was recorded
+                     "precision": s["precision"],
                      "run": str(path.parent)})
     return pd.DataFrame(rows)
 
 
 def primary_metric(result: dict[str, Any]) -> str:
     """The metric a task's plot shows (task.primary_metric, which results.json records; results written before it
-    did get their task's historical one)."""
-    return result.get("primary_metric") or task_info_defaults({"name": result["task"]})["primary_metric"]
+    did get their task's historical one, common.migrations.migrate_finetune_results)."""
+    return migrate_finetune_results(result)["primary_metric"]
 
 
 def primary_metrics(finetuning: pd.DataFrame) -> dict[str, str]:
@@ -106,7 +108,7 @@ def finetuning_runs(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/finetune/*/results.json")):
         arm, seed = arm_and_seed(path, root)
-        r = _read(path)
+        r = migrate_finetune_results(_read(path))
         variant = path.parent.name.removeprefix(f"{r['task']}-").split(FINETUNE_SEED_SUFFIX)[0]
         primary = primary_metric(r)
         for split, scores in r["metrics"].items():
@@ -115,7 +117,7 @@ def finetuning_runs(root: Path) -> pd.DataFrame:
                              "variant": variant, "mode": r["mode"],
                              "attention": r["attention"], "split": split, "metric": metric, "value": value,
                              "baseline": r["majority_baseline"].get(split, {}).get(metric),
-                             "input_mask_share": r.get("input_mask_share"), "primary_metric": primary,
+                             "input_mask_share": r["input_mask_share"], "primary_metric": primary,
                              "run": str(path.parent)})
     return pd.DataFrame(rows)
 
@@ -139,19 +141,21 @@ def stage_seconds(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/**/stage.json")):
         arm, seed = arm_and_seed(path, root)
-        record = _read(path)
+        record = migrate_stage_record(_read(path))
         rows.append({"arm": arm, "seed": seed, "kind": record.get("kind"),
-                     "stage": path.parent.relative_to(root).as_posix(), "seconds": record.get("seconds")})
+                     "stage": path.parent.relative_to(root).as_posix(), "seconds": record["seconds"]})
     return pd.DataFrame(rows, columns=["arm", "seed", "kind", "stage", "seconds"]).astype({"seconds": float})
 
 
 def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
+    return {arm_and_seed(p, root): migrate_diagnostics_report(_read(p))
+            for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
 
 
 def zeroshot_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """zeroshot.json (zeroshot.py's BLiMP scores) per arm and seed."""
-    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
+    return {arm_and_seed(p, root): migrate_zeroshot_report(_read(p))
+            for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
 
 
 def word_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -190,8 +194,8 @@ def representation_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.Da
         part = report.get("representations")
         if part is None:
             continue
-        for section in ("shift", "shift_left"):  # shift_left is absent from reports written before it existed
-            for k, layers in part.get(section, {}).items():
+        for section in ("shift", "shift_left"):
+            for k, layers in part[section].items():
                 for row in layers:
                     rows += [{"arm": arm, "seed": seed, "layer": row["layer"], "measure": f"{section}_{name}@{k}",
                               "value": row[name]} for name in ("cosine", "cka")]

@@ -42,9 +42,9 @@ def with_common_scale(pretraining: pd.DataFrame, reports: dict) -> pd.DataFrame:
     """Each run's figures on the one scale every objective shares (evaluate.py's likelihood section): NLL per
     held-out target that is not [EOD] (exact, or the any-order bound), the unigram NLL of those same targets, and
     the margin between them. NaN for a run that was not scored."""
-    common = pd.DataFrame([{"arm": arm, "seed": seed, "heldout_nll": r["likelihood"].get("nll_per_token_without_eod"),
-                            "heldout_unigram": r["likelihood"].get("unigram_nll_per_token_without_eod"),
-                            "heldout_below_unigram": r["likelihood"].get("below_unigram")}
+    common = pd.DataFrame([{"arm": arm, "seed": seed, "heldout_nll": r["likelihood"]["nll_per_token_without_eod"],
+                            "heldout_unigram": r["likelihood"]["unigram_nll_per_token_without_eod"],
+                            "heldout_below_unigram": r["likelihood"]["below_unigram"]}
                            for (arm, seed), r in reports.items() if "likelihood" in r],
                           columns=["arm", "seed", "heldout_nll", "heldout_unigram", "heldout_below_unigram"])
     return pretraining.merge(common, on=["arm", "seed"], how="left")

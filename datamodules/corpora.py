@@ -141,7 +141,7 @@ def extracted_wikipedia(path: str, size: int, mtime_ns: int) -> tuple[tuple[str,
 
 def tidy_wiki_text(text: str) -> str:
     """gensim's filter_wiki leaves bold/italic quotes, heading equals signs, list and indentation markers
-    (`*`, `#`, `:`, `;` at a line start) and runs of blank lines. The markers go: left in, 39 % of the
+    (`*`, `#`, `:`, `;` at a line start) and runs of blank lines. The markers go: left in, many of the
     held-out sentences began with `*` and the diagnostics' pairs at position 1 were trivial."""
     text = re.sub(r"'{2,}", "", text)
     text = re.sub(r"^\s*=+\s*(.*?)\s*=+\s*$", r"\1", text, flags=re.MULTILINE)

@@ -138,9 +138,9 @@ def token_dtype(vocab_size: int) -> type:
 def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
                      progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Flat token ids with [EOD] after every document (empty ones dropped), and doc offsets (start of each doc, then
-    the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (about 150 B per token).
-    `encode_batch_fast` skips the character offsets, which nothing here reads: the same ids, 1.13x faster on one
-    thread (514,049 against 578,649 tokens/s on the embedded Wikipedia, WordPiece 8,192)."""
+    the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (offsets, masks, words).
+    `encode_batch_fast` skips the character offsets, which nothing here reads: the same ids, faster on one thread
+    (docs/results.md, "The data path at corpus scale")."""
     eod = tokenizer.token_to_id(EOD)
     dtype = token_dtype(tokenizer.get_vocab_size())
     chunks: list[np.ndarray] = []

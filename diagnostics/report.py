@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from common.migrations import migrate_diagnostics_report
+
 ROW_LABELS = {
     "mlm_unary": "MLM unary conditionals (reference)",
     "mlm": "MLM (independent: mask both)",
@@ -45,7 +47,12 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _known(value: Any) -> Any:
+    return "?" if value is None else value  # None: a report from before the key (common.migrations)
+
+
 def markdown_report(report: dict[str, Any]) -> str:
+    report = migrate_diagnostics_report(report)
     lines = [f"# Diagnostics: {report['objective']} ({report['checkpoint']})", "",
              f"{report['corpus']}, {report['split']} split; seed {report['seed']}; {report['wall_seconds']:.0f} s.", ""]
     if "likelihood" in report:
@@ -59,7 +66,7 @@ def markdown_report(report: dict[str, Any]) -> str:
 
 def representations_markdown(part: dict[str, Any]) -> list[str]:
     rates = list(part["shift"])
-    left = part.get("shift_left", {})  # absent from reports written before it existed
+    left = part["shift_left"]
     header = ["layer", *(f"{name} k={k}" for k in rates for name in ("cos", "CKA")),
               *(f"left {name} k={k}" for k in left for name in ("cos", "CKA")),
               "aniso raw", "aniso centred", "aniso std", "self-sim same type", "self-sim other types"]
@@ -86,11 +93,11 @@ def likelihood_markdown(part: dict[str, Any]) -> list[str]:
     how = ("exact (chain rule)" if exact else
            f"upper bound (any-order, {part['strata']} strata x {part['draws']} draws per block; Monte-Carlo "
            f"standard error {part['mc_stderr']:.4f} nats, {part['rel_mc_stderr']:.2%}"
-           + ("" if part.get("target_met", True) else ", ABOVE the target: raise likelihood.max_draws") + ")")
-    without = part.get("nll_per_token_without_eod")
+           + ("" if part["target_met"] else ", ABOVE the target: raise likelihood.max_draws") + ")")
+    without = part["nll_per_token_without_eod"]
     return [f"## Likelihood on held-out blocks ({part['blocks']} blocks of {part['block_size']} tokens, "
-            f"{part['target_tokens']} target tokens: every position after [CLS], {part.get('eod_targets', '?')} of "
-            f"them [EOD]; blocks {part.get('blocks_fingerprint', '?')})", "",
+            f"{part['target_tokens']} target tokens: every position after [CLS], {_known(part['eod_targets'])} of "
+            f"them [EOD]; blocks {_known(part['blocks_fingerprint'])})", "",
             "| kind | NLL per token | perplexity | without the [EOD] targets | standard error over blocks |",
             "|---|---|---|---|---|",
             f"| {how} | {part['nll_per_token']:.4f} | {part['ppl']:.2f} | "
@@ -99,9 +106,9 @@ def likelihood_markdown(part: dict[str, Any]) -> list[str]:
 
 
 def unigram_markdown(part: dict[str, Any]) -> list[str]:
-    """The train split's unigram on the same non-[EOD] targets, and how far below it the model is (reports
-    written before they held it: nothing)."""
-    if part.get("unigram_nll_per_token_without_eod") is None:
+    """The train split's unigram on the same non-[EOD] targets, and how far below it the model is (nothing where
+    the report does not hold it)."""
+    if part["unigram_nll_per_token_without_eod"] is None:
         return []
     return [f"Train-split unigram (add-1/2 over every id but [PAD], [CLS], [SEP], [MASK], [EOD]) of the same "
             f"targets that are not [EOD]: {part['unigram_nll_per_token_without_eod']:.4f} nats per token; the "
@@ -111,18 +118,13 @@ def unigram_markdown(part: dict[str, Any]) -> list[str]:
 PERPLEXITY_LABELS = {"ppl": "perplexity", "pseudo_ppl": "pseudo-perplexity"}
 
 
-def perplexity_kind(sequence: dict[str, Any]) -> str:
-    """Which perplexity the sequence scores hold (reports written before they said so hold ppl or pseudo_ppl)."""
-    return sequence.get("perplexity_kind") or ("ppl" if "ppl" in sequence else "pseudo_ppl")
-
-
 def independence_markdown(report: dict[str, Any]) -> list[str]:
     seq = report["sequence"]
-    kind = perplexity_kind(seq)
+    kind = seq["perplexity_kind"]
     seq_line = f"{PERPLEXITY_LABELS.get(kind, kind)} {seq[kind]:.2f}"
     k = report["candidates"]
     candidates = f"those of {report['candidates_from']}" if report.get("candidates_from") else (k or "all (exact)")
-    context = ("each pair's sentence cut after its second token" if report.get("pair_context") == "prefix"
+    context = ("each pair's sentence cut after its second token" if report["pair_context"] == "prefix"
                else "each pair's whole sentence")
     comparable = ("Exact tables: these P-PPL, U-PPL and gaps are this checkpoint's own and compare across "
                   "checkpoints with the same tokenizer and pairs." if k is None else
@@ -156,10 +158,11 @@ def independence_markdown(report: dict[str, Any]) -> list[str]:
 
 
 def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, int]]:
+    report = migrate_diagnostics_report(report)
     if "representations" in report:
         part = report["representations"]
         for section in ("shift", "shift_left"):
-            for k, layers in part.get(section, {}).items():
+            for k, layers in part[section].items():
                 for row in layers:
                     yield f"diagnostics/representations/{section}_cosine@{k}", row["cosine"], row["layer"]
                     yield f"diagnostics/representations/{section}_cka@{k}", row["cka"], row["layer"]
@@ -171,11 +174,12 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
         part = report["likelihood"]
         for metric in ("nll_per_token", "ppl", "mc_stderr", "nll_per_token_without_eod",
                        "unigram_nll_per_token_without_eod", "below_unigram"):
-            yield f"diagnostics/likelihood/{metric}", part[metric], 0
+            if part[metric] is not None:  # None: a report from before the key
+                yield f"diagnostics/likelihood/{metric}", part[metric], 0
     if "sequence" not in report:
         return
     seq = report["sequence"]
-    kind = perplexity_kind(seq)
+    kind = seq["perplexity_kind"]
     yield f"diagnostics/sequence/{kind}", seq[kind], 0
     for kind, part in report["pairwise"].items():
         prefix = f"diagnostics/{kind}"

@@ -63,7 +63,7 @@ class Scorer:
             rows = slice(start, start + self.batch_size)
             hidden = self._hidden(input_ids[rows], attention)
             at = hidden[torch.arange(hidden.shape[0], device=self.device), positions[rows].to(self.device)]
-            # One position per row: the full projection costs ~2 % of the forward pass, and gathering
+            # One position per row: the full projection costs little beside the forward pass, and gathering
             # from it avoids materialising a (rows, K, d) copy of the embedding in the exact mode.
             logits = F.linear(at, weight, bias).float()
             if candidates is not None:

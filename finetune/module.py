@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from common.migrations import FINETUNE_FEATURES_BEFORE
 from finetune.task_module import TaskModule, metric_tag
 from models.attention import Attention
 from models.backbone import ModelConfig, Transformer
@@ -32,7 +33,7 @@ class FinetuneModule(TaskModule):
         super().__init__(task, optim, seed)
         self.save_hyperparameters()
         self.mode, self.pooling = settings["mode"], settings["pooling"]
-        self.features = settings.get("features", "concat")  # checkpoints from before the setting concatenated
+        self.features = settings.get("features", FINETUNE_FEATURES_BEFORE)  # common.migrations
         self.attention = Attention.named(settings["attention"])
         self.check(settings)
         self.backbone = Transformer(ModelConfig(**model))

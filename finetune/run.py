@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from common.migrations import task_info_defaults
+from common.migrations import migrate_finetune_hparams
 from common.vocabulary import MASK
 from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
@@ -99,27 +99,10 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
     return round(value, 6) if value == value and abs(value) != float("inf") else None
 
 
-# Where checkpoints written before attention was a value said `causal: bool`: the group, and its key now.
-ATTENTION_KEYS = {"settings": "attention", "pretrained": "finetune_attention"}
-
-
 def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
-    """The groups of an older checkpoint's hyperparameters under the keys they have now: `causal` became the
-    attention's name, runs from before `features` existed concatenated layers, and tasks before schema 2 named no
-    metrics (common.migrations.task_info_defaults)."""
-    renamed = {}
-    for group, key in ATTENTION_KEYS.items():
-        part = dict(saved.get(group) or {})
-        if "causal" in part:
-            part[key] = "causal" if part.pop("causal") else "bidirectional"
-            renamed[group] = part
-    settings = renamed.get("settings", dict(saved.get("settings") or {}))
-    if settings and "features" not in settings:
-        renamed["settings"] = {**settings, "features": "concat"}
-    task = saved.get("task")
-    if isinstance(task, dict) and not {"metrics", "primary_metric"} <= task.keys():  # before schema 2
-        renamed["task"] = task_info_defaults(task)
-    return renamed
+    """The groups of an older checkpoint's hyperparameters that read otherwise now, under their current keys
+    (common.migrations.migrate_finetune_hparams)."""
+    return {k: v for k, v in migrate_finetune_hparams(saved).items() if saved.get(k) != v}
 
 
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
@@ -130,7 +113,8 @@ def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
         raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")
     keys = ("model", "task", "settings", "optim", "pretrained", "seed")
-    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys} | older_keys(saved))
+    saved = migrate_finetune_hparams(saved)
+    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
     if differing:
         raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")

@@ -22,7 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from common.migrations import task_info_defaults
+from common.migrations import migrate_finetune_hparams
 from datamodules.finetune import ConllDataModule
 from embeddings.store import StaticVectors, load_vectors
 from embeddings.words import WordSplitter
@@ -61,9 +61,9 @@ class StaticTagger(TaskModule):
 def word_table(vectors: StaticVectors, words: set[str]) -> tuple[dict[str, int], np.ndarray]:
     """Each task word's row (from 1) and the table; row 0 (words with no vector) is the vocabulary's mean vector.
     Every dimension is standardised over the method's vocabulary (mean 0, sd 1), as the backbone's final norm puts
-    a checkpoint's states on one scale: raw skip-gram vectors have a per-dimension sd of about 0.15, and a linear
-    head at the task's step learned nothing from them in one epoch (F1 0.0 for three of five methods, seed 1),
-    which measured the step size, not the vectors (docs/results.md, "The embeddings study")."""
+    a checkpoint's states on one scale: raw skip-gram vectors are on a far smaller one, and a linear head at the
+    task's step learned nothing from them in one epoch, which measured the step size, not the vectors
+    (docs/results.md, "The embeddings study" and "Figures moved out of code comments")."""
     splitter = WordSplitter(vectors.tokenizer_json)
     mean, sd = vectors.keyed.vectors.mean(axis=0), vectors.keyed.vectors.std(axis=0)
     sd[sd == 0] = 1.0
@@ -93,8 +93,8 @@ def check_static_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     keys = ("task", "words", "dim", "optim", "vectors", "head_dropout", "seed")
     if not isinstance(saved, dict) or "vectors" not in saved:
         raise ValueError(f"{ckpt_path} is not a static-vectors NER checkpoint; ckpt_path= with vectors=... resumes one")
-    older = {"task": task_info_defaults(saved["task"])} if isinstance(saved.get("task"), dict) else {}  # schema 1
-    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys} | older)
+    saved = migrate_finetune_hparams(saved)
+    differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
     if differing:
         raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")

@@ -26,9 +26,9 @@ from interchange.source import ExportSource
 
 # The fold adds b_v u / c to head row v. Rounding of h reaches logit v through that row, so the fold multiplies a
 # logit's rounding error by about the row's growth over the tied row it replaces (`fold_growth`). In fp32 that stays
-# far below export's parity tolerance; in bf16 it does not (measured, docs/results.md "Export parity": growth 66 gave
-# 0.157 max |delta logit| against armlm's fp32 where armlm's own file gave 0.007). format=auto takes GPT-2 only below
-# this growth; format=native takes it at any growth and says so in the card.
+# far below export's parity tolerance; in bf16 it does not (measured, docs/results.md "Export parity": at a large
+# growth the folded GPT-2 drifts far further from armlm's fp32 than armlm's own file). format=auto takes GPT-2 only
+# below this growth; format=native takes it at any growth and says so in the card.
 AUTO_FOLD_GROWTH = 2.0
 
 

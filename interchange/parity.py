@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from transformers import AutoModelForCausalLM, pipeline
 
+from common.migrations import migrate_finetune_hparams
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from finetune.module import FinetuneModule
@@ -53,7 +54,7 @@ def armlm_outputs(source: ExportSource, batch: dict[str, Tensor]) -> Tensor:
     (B, T, V), tag logits (B, T, tags) or class logits (B, labels)."""
     if source.finetuned:
         ckpt = read_checkpoint(source.checkpoint)
-        module = FinetuneModule(**hyperparameters(ckpt))
+        module = FinetuneModule(**migrate_finetune_hparams(hyperparameters(ckpt)))
         module.load_state_dict(ckpt["state_dict"])
         return module.eval()(batch)
     model, objective, tokenizer = armlm_backbone(source.checkpoint)

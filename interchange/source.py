@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import Tensor
 
+from common.migrations import migrate_finetune_hparams
 from models.backbone import ModelConfig
 from models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
 from training.pretrained import load_pretrained
@@ -66,7 +67,7 @@ def read_source(path: str | Path) -> ExportSource:
     ckpt = read_checkpoint(ckpt_path)
     hparams = hyperparameters(ckpt)
     if isinstance(hparams, dict) and "task" in hparams:
-        return _finetuned(ckpt_path, ckpt, hparams)
+        return _finetuned(ckpt_path, ckpt, migrate_finetune_hparams(hparams))
     pretrained = load_pretrained(ckpt_path)
     cls = pretrained.objective_class
     weights = dict(pretrained.weights)

@@ -73,9 +73,9 @@ EXPLICIT_KERNEL_MAX_LEN = 512
 
 def uses_explicit_kernel(device_type: str, dtype: torch.dtype, length: int, dropout: float) -> bool:
     """Whether `attend` computes attention as two matmuls and a softmax instead of calling SDPA: on a CPU in
-    bf16, where SDPA's flash kernel is the slow one. Measured on this project's 2-core CPU (bf16 forward +
-    backward, 32 x 4 heads x 128 x 64): SDPA 48 ms causal / 42 ms bidirectional, the explicit kernel 17.5 / 12
-    ms; at 8 x 4 x 512 x 64, 71 / 56 ms against 40 / 37. In fp32 SDPA is as fast or faster, so fp32 keeps it.
+    bf16, where SDPA's flash kernel is the slow one: the explicit kernel's forward + backward is faster at every
+    size measured up to 512 tokens (docs/results.md, "bf16 on the CPU", item 1). In fp32 SDPA is as fast or
+    faster, so fp32 keeps it.
     With dropout SDPA keeps the job, so its random stream, and what a seed gives, do not change."""
     return device_type == "cpu" and dtype == torch.bfloat16 and dropout == 0.0 and length <= EXPLICIT_KERNEL_MAX_LEN
 
@@ -96,7 +96,7 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
     with torch.autocast(q.device.type, enabled=False):
         if is_causal:
             # The matmul adds the -inf above the diagonal itself (baddbmm's input), and scales: one pass over the
-            # scores fewer than masked_fill (13.9 -> 9.2 ms per layer, forward + backward, 32 x 4 x 128 x 64).
+            # scores fewer than masked_fill, and faster (docs/results.md, "bf16 on the CPU", item 1).
             above = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
             scores = torch.baddbmm(above, q.reshape(b * h, t, hd), k.reshape(b * h, t, hd).transpose(1, 2),
                                    alpha=scale).view(b, h, t, t)

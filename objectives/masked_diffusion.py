@@ -51,8 +51,8 @@ class MaskedDiffusionLM(Objective):
                              "targets that also predict their own token (0: MDLM as published)")
         self.eps = float(eps)
         # A training aid outside the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the only
-        # input at every loss position, this backbone sits on its unigram plateau for ~1,000 steps (an MLM with
-        # BERT's 10 % kept tokens leaves it within 100). A copy loss at a random share of the visible targets
+        # input at every loss position, this backbone sits on its unigram plateau far longer than an MLM with
+        # BERT's 10 % kept tokens does. A copy loss at a random share of the visible targets
         # (BERT's kept-token prediction; the visible part of D3PM's auxiliary cross-entropy on x0, Austin et al.
         # 2021, subsampled and unweighted, which MDLM's carry-over unmasking sets to zero) gets it off sooner.
         self.copy_rate = float(copy_rate)

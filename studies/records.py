@@ -40,7 +40,7 @@ KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}
 NOT_KEPT_FOLDERS = {"checkpoints", "tensorboard", "vectors", "csv", "wandb", "lightning_logs"}
 NOT_KEPT_NAMES = {"tokenizer.json", "hydra.yaml"}  # the vocabulary; Hydra's runtime (machine paths)
 MAX_KEPT_BYTES = 2_000_000  # an optional file above this is not a results file
-MAX_REQUIRED_BYTES = 50_000_000  # a done file this large is a bug (an exact diagnosis's per-pair tables: ~1.4 MB)
+MAX_REQUIRED_BYTES = 50_000_000  # a done file this large is a bug (an exact diagnosis's per-pair tables are far less)
 KEPT_FILE = "kept.json"  # in a kept stage folder, written after its other files: the stage is kept
 
 

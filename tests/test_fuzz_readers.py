@@ -92,8 +92,8 @@ def test_wikitext(content: bytes) -> None:
 
 @pytest.mark.slow
 def test_thousands_of_inputs_per_reader() -> None:
-    """1,000 inputs for each reader above, in a fresh process (10,000 took 105-120 s of the suite's time, 3,000 about
-    35-48 s; ARMLM_FUZZ_EXAMPLES=10000 by hand for more)."""
+    """1,000 inputs for each reader above, in a fresh process (more cost the suite minutes: docs/results.md,
+    "Figures moved out of code comments"; ARMLM_FUZZ_EXAMPLES=10000 by hand for more)."""
     env = {**os.environ, "ARMLM_FUZZ_EXAMPLES": "1000"}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
                              "-k", "not thousands"], env=env, capture_output=True, text=True, timeout=1800,

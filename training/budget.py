@@ -21,7 +21,7 @@ from objectives.base import Objective
 
 PROBE_BATCHES = 8
 # The step cap of a FLOPs budget sits this far past the estimated steps, so the FLOPs count, not the cap, ends
-# the run; the schedule still spans the estimate (its error is under 1 % with PROBE_BATCHES batches).
+# the run; the schedule still spans the estimate (with PROBE_BATCHES batches its error is far inside the margin).
 FLOPS_STEP_MARGIN = 1.1
 
 

@@ -11,11 +11,13 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from common.migrations import migrate_token_accounting_state
+
 
 def logs_this_step(trainer: L.Trainer) -> bool:
     """Whether the logger writes this training step (every trainer.log_every_n_steps, and the last). Logging
-    only then matters: each `self.log` costs Lightning about 2 ms of Python, which summed to 3 % of a 0.6 s
-    step at 6 calls per step."""
+    only then matters: each `self.log` costs Lightning milliseconds of Python, a visible share of a CPU step at
+    several calls per step (docs/results.md, "Figures moved out of code comments")."""
     return bool(trainer._logger_connector.should_update_logs)
 
 
@@ -92,13 +94,14 @@ class TokenAccounting(Callback):
                 "flops_seen": self.flops_seen, "phase_starts": self.phase_starts}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.tokens_seen = int(state_dict["tokens_seen"])
-        self.pred_tokens_seen = int(state_dict["pred_tokens_seen"])
-        if "flops_seen" not in state_dict and self.max_flops is not None:
+        state = migrate_token_accounting_state(state_dict)  # None: what an older checkpoint did not count
+        self.tokens_seen = int(state["tokens_seen"])
+        self.pred_tokens_seen = int(state["pred_tokens_seen"])
+        if state["flops_seen"] is None and self.max_flops is not None:
             raise ValueError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
                              "resume from it; resume with its token budget (max_tokens=..., max_flops=null)")
-        self.flops_seen = float(state_dict.get("flops_seen", 0.0))
-        starts = state_dict.get("phase_starts")
+        self.flops_seen = float(state["flops_seen"] or 0.0)
+        starts = state["phase_starts"]
         self.phase_starts = None if starts is None and self.tokens_seen > 0 else dict(starts or {})
 
 

@@ -92,7 +92,7 @@ class PretrainModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         migrate_pretraining_checkpoint(checkpoint)
         self.tokenizer_json = checkpoint.get("tokenizer_json")
-        self.skipped_batches = int(checkpoint.get("skipped_batches", 0))
+        self.skipped_batches = int(checkpoint["skipped_batches"])
 
     def on_train_start(self) -> None:
         # The tokens seen so far live in the TokenAccounting callback, restored from a checkpoint before this hook.

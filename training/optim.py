@@ -25,8 +25,8 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
                         fused: bool | None = None) -> dict[str, Any]:
     """Lightning's optimiser dict. Only matrices decay; biases, norms and the LM bias are left alone (as in
     BERT and GPT-2). Frozen parameters are left out, so a feature-based run optimises its head only.
-    `fused` (default: wherever torch has the kernel, CPU and CUDA) updates every parameter in one kernel:
-    2.7 ms instead of foreach's 14.6 ms per step for model=small on this project's 2-core CPU."""
+    `fused` (default: wherever torch has the kernel, CPU and CUDA) updates every parameter in one kernel, several
+    times faster per step than foreach on a CPU (bench/README.md, "What makes armlm faster")."""
     params = [p for p in module.parameters() if p.requires_grad]
     if fused is None:
         fused = all(p.device.type in FUSED_ADAMW_DEVICES for p in params)

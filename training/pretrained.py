@@ -11,6 +11,7 @@ import torch
 from hydra.utils import get_class
 from torch import Tensor
 
+from common.migrations import migrate_pretraining_checkpoint
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
 from objectives.base import Objective
@@ -25,7 +26,7 @@ class Pretrained:
     tokenizer_json: str
     weights: dict[str, Tensor]  # backbone state dict
     # The longest input pretraining fed (its block size): positions beyond it were never trained. None for
-    # checkpoints written before armlm recorded it.
+    # checkpoints written before armlm recorded it (common.migrations.migrate_pretraining_checkpoint).
     trained_length: int | None = None
 
     @property
@@ -47,7 +48,7 @@ class Pretrained:
 
 def load_pretrained(path: str | Path) -> Pretrained:
     ckpt_path = resolve_checkpoint(path)
-    ckpt = read_checkpoint(ckpt_path)
+    ckpt = migrate_pretraining_checkpoint(read_checkpoint(ckpt_path))
     hparams = hyperparameters(ckpt)
     if not isinstance(hparams, dict) or "task" in hparams:
         raise ValueError(f"{ckpt_path} is not an armlm pretraining checkpoint (a fine-tuned one, or another "
@@ -62,7 +63,7 @@ def load_pretrained(path: str | Path) -> Pretrained:
                          "fine-tune with the armlm version that wrote the checkpoint")
     objective = objective_class(hparams["objective"], ckpt_path)
     return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), objective,
-                      ckpt["tokenizer_json"], backbone_weights(ckpt), ckpt.get("trained_length"))
+                      ckpt["tokenizer_json"], backbone_weights(ckpt), ckpt["trained_length"])
 
 
 def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:

@@ -69,7 +69,7 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") 
 
 
 def cpu_has_bf16_units() -> bool:
-    """AVX512-BF16 or AMX: bf16 matrix products run natively (measured 1.4x faster than fp32 here)."""
+    """AVX512-BF16 or AMX: bf16 matrix products run natively, faster than fp32 (docs/results.md, "Default runs")."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -88,11 +88,11 @@ def choose_cpu_precision(cfg: DictConfig) -> None:
 def keep_large_allocations_on_the_heap() -> None:
     """Stop glibc from handing a training step's memory back to the OS, so the next step does not page-fault
     it in again (every fresh page is a fault and 4 KB of zeroing; a 16 MB block of logits is 4,096 faults).
-    - M_MMAP_MAX = 0: large tensors come from the heap, not from fresh mmaps unmapped when freed (1.13-1.16x
-      for dense-head models, shared/specs/performance.md);
+    - M_MMAP_MAX = 0: large tensors come from the heap, not from fresh mmaps unmapped when freed (faster for
+      dense-head models: docs/results.md, "Figures moved out of code comments");
     - M_TRIM_THRESHOLD at its maximum: the heap's freed top is kept, not trimmed at 128 KB. Without it an AR
-      step in bf16 still faulted 68,000 pages (5,000 with it), and, timed alternately in one process, kept
-      was 1.20x faster for AR (1.06-1.29 over 6 rounds) and 1.08x for MLM in bf16, 1.02x / 1.09x in fp32.
+      step in bf16 still faulted most of its pages in again, and kept was faster in bf16 and fp32 alike (page
+      faults and timings: docs/results.md, "bf16 on the CPU", item 2; bench/README.md).
     The process's memory stays at its peak, which a training process reaches every step anyway. A setting the
     environment makes, as MALLOC_MMAP_MAX_ / MALLOC_TRIM_THRESHOLD_ or as glibc.malloc.mmap_max /
     glibc.malloc.trim_threshold in GLIBC_TUNABLES, wins. bench/throughput.py applies it to every model it times,
