@@ -74,13 +74,14 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+STAGE_COMMANDS: dict[str, Command] = {c.stage: c for c in COMMANDS.values() if c.stage}  # stage kind -> command
+
+
 def stage_command(kind: str) -> Command:
     """The command that runs a study stage of this kind."""
-    for cmd in COMMANDS.values():
-        if cmd.stage == kind:
-            return cmd
-    raise ValueError(f"no command runs study stages of kind {kind!r}; "
-                     f"the kinds are {[c.stage for c in COMMANDS.values() if c.stage]}")
+    if kind not in STAGE_COMMANDS:
+        raise ValueError(f"no command runs study stages of kind {kind!r}; the kinds are {list(STAGE_COMMANDS)}")
+    return STAGE_COMMANDS[kind]
 
 
 def run_hydra(cmd: Command) -> None:

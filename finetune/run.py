@@ -99,12 +99,6 @@ def finite_or_none(value: torch.Tensor | float) -> float | None:
     return round(value, 6) if value == value and abs(value) != float("inf") else None
 
 
-def older_keys(saved: dict[str, Any]) -> dict[str, Any]:
-    """The groups of an older checkpoint's hyperparameters that read otherwise now, under their current keys
-    (common.migrations.migrate_finetune_hparams)."""
-    return {k: v for k, v in migrate_finetune_hparams(saved).items() if saved.get(k) != v}
-
-
 def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     """ckpt_path= resumes an interrupted fine-tuning run from its checkpoints/last.ckpt (saved at each epoch
     end); the checkpoint must come from the same task, settings, model, optimiser and seed."""

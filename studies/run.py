@@ -25,9 +25,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.findings_report import check_registrations, write_findings
 from common.atomic import atomic_write_text
+from common.commands import STAGE_COMMANDS
 from studies.plan import describe
 from studies.records import record_finished, restore_recorded
-from studies.runner import STAGE_COMMANDS, Outcome, check_root, run_stages
+from studies.runner import Outcome, check_root, run_stages
 
 log = logging.getLogger("armlm.study")
 

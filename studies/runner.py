@@ -21,14 +21,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from common.atomic import atomic_write_artefact
-from common.commands import COMMANDS
 from common.config import REPO, compose_config
-from common.migrations import stage_overrides
+from common.migrations import migrate_stage_record, stage_overrides
 from studies.plan import Stage
 
 log = logging.getLogger("armlm.study")
 RECORD = "stage.json"
-STAGE_COMMANDS = {c.stage: c for c in COMMANDS.values() if c.stage}  # the stage kinds, each with its command
 LAUNCHERS = ("process", "in_process")
 # Characters that Hydra's override grammar would read as syntax inside an unquoted path.
 UNSAFE_PATH_CHARS = set(" ,=[]{}()'\"\\$")
@@ -57,8 +55,7 @@ def check_record(stage: Stage) -> None:
             raise ValueError(f"{stage.folder} holds {stage.done_file.name} but no {RECORD}: it was not run by this "
                              "study; move it away or choose another root=")
         return
-    recorded = json.loads(path.read_text())
-    recorded["overrides"] = stage_overrides(recorded.get("overrides", []))
+    recorded = migrate_stage_record(json.loads(path.read_text()))
     ours = stage.record()
     ours["overrides"] = stage_overrides(ours["overrides"])
     differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
@@ -68,22 +65,25 @@ def check_record(stage: Stage) -> None:
                          "was started with, choose another root=, or delete that folder to redo it")
 
 
+def resume_overrides(stage: Stage) -> tuple[list[str], str]:
+    """ckpt_path=<its last checkpoint> when an earlier launch of the stage left one, and a note saying so."""
+    last = stage.folder / "checkpoints" / "last.ckpt"
+    if stage.kind in ("pretrain", "finetune") and last.is_file():
+        return [f"ckpt_path={last}"], f"resuming from {last}"
+    return [], ""
+
+
 def command(stage: Stage, prefix: dict[str, list[str]]) -> tuple[list[str], str]:
     """The stage's command line, resuming from its last checkpoint if an earlier launch left one."""
-    overrides = [*stage.overrides, f"hydra.run.dir={stage.folder}"]
-    last = stage.folder / "checkpoints" / "last.ckpt"
-    note = ""
-    if stage.kind in ("pretrain", "finetune") and last.is_file():
-        overrides.append(f"ckpt_path={last}")
-        note = f"resuming from {last}"
+    resume, note = resume_overrides(stage)
+    overrides = [*stage.overrides, f"hydra.run.dir={stage.folder}", *resume]
     return [*prefix.get(stage.kind, []), sys.executable, str(REPO / stage.script), *overrides], note
 
 
-def run_in_process(stage: Stage, overrides: list[str]) -> int:
+def run_in_process(stage: Stage) -> int:
     """The stage's command function on the config its process would compose (the run folder given as output_dir),
     with the config saved where Hydra saves it; 0 when it finished, 1 when it raised (the error is logged)."""
-    folder_override = f"hydra.run.dir={stage.folder}"
-    settings = [o for o in overrides if o != folder_override] + [f"output_dir={stage.folder}"]
+    settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
     try:
         cfg = compose_config(str(stage.command.config), settings)
         (stage.folder / ".hydra").mkdir(parents=True, exist_ok=True)
@@ -105,8 +105,7 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     atomic_write_artefact(record_path, record)
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
-    returncode = run_in_process(stage, argv[argv.index(str(REPO / stage.script)) + 1:]) if launcher == "in_process" \
-        else subprocess.run(argv).returncode
+    returncode = run_in_process(stage) if launcher == "in_process" else subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch that came back (a resumed stage's own summary times only its last launch)
     atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1)})

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 from filelock import FileLock
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from common.config import compose_config
 from common.vocabulary import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,8 +91,7 @@ TINY_OVERRIDES = (
 
 @functools.lru_cache(maxsize=None)
 def _composed(name: str, overrides: tuple[str, ...]) -> DictConfig:
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose(name, overrides=list(overrides))
+    return compose_config(name, list(overrides))
 
 
 def composed_config(name: str, overrides: Sequence[str], **settings: object) -> DictConfig:

@@ -9,7 +9,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from finetune.run import older_keys, run_finetune, trained_max_length
+from common.migrations import migrate_finetune_hparams
+from finetune.run import run_finetune, trained_max_length
 from objectives.mlm import MaskedLM
 from tests.conftest import composed_config
 from training.pretrained import Pretrained, load_pretrained
@@ -33,6 +34,11 @@ def rte_slice(tmp_path_factory, data_dir) -> Path:
     for split in ("train", "dev"):
         (root / "RTE" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def older_keys(saved: dict) -> dict:
+    """The groups of an older checkpoint's hyperparameters that read otherwise after migration."""
+    return {k: v for k, v in migrate_finetune_hparams(saved).items() if saved.get(k) != v}
 
 
 def test_rte_slice_is_fitted_beyond_the_majority_baseline(tmp_path, tiny_pretrained, rte_slice):
