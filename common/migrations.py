@@ -90,6 +90,8 @@ def migrate_token_accounting_state(state: dict[str, Any]) -> dict[str, Any]:
 # (25 November 2026, 70720af) feature-based runs concatenated layers.
 FINETUNE_ATTENTION_KEYS = {"settings": "attention", "pretrained": "finetune_attention"}
 FINETUNE_FEATURES_BEFORE = "concat"
+# Before finetune.word_subword (issue 46) every tagger labelled and scored each word at its first subword.
+FINETUNE_WORD_SUBWORD_BEFORE = "first"
 
 
 def migrate_finetune_hparams(saved: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +106,9 @@ def migrate_finetune_hparams(saved: dict[str, Any]) -> dict[str, Any]:
             out[group] = part
     settings = out.get("settings") or {}
     if settings and "features" not in settings:
-        out["settings"] = {**settings, "features": FINETUNE_FEATURES_BEFORE}
+        settings = out["settings"] = {**settings, "features": FINETUNE_FEATURES_BEFORE}
+    if settings and "pooling" in settings and "word_subword" not in settings:  # a checkpoint's, not static vectors'
+        out["settings"] = {**settings, "word_subword": FINETUNE_WORD_SUBWORD_BEFORE}
     task = saved.get("task")
     if isinstance(task, dict) and not {"metrics", "primary_metric"} <= task.keys():  # before schema 2
         out["task"] = task_info_defaults(task)

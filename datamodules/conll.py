@@ -77,28 +77,46 @@ def read_conll(path: str | Path, tagset: tuple[str, ...] | None = None) -> list[
     return sentences
 
 
-def first_subwords(word_ids: list[int | None]) -> list[tuple[int, int]]:
-    """(token position, word index) of each word's first subword.
+WORD_SUBWORDS = ("first", "last")
+
+
+def word_subwords(word_ids: list[int | None], at: str = "first") -> list[tuple[int, int]]:
+    """(token position, word index) of the subword each word is read at: its `first` or its `last` (of the
+    subwords present: a word the length limit cut inside is read at its last kept one, so both readings score the
+    same words). A causal reader sees the whole word only at its last subword; a bidirectional one sees it anywhere.
 
     `word_ids` is what a `tokenizers` Encoding reports (`Encoding.word_ids`): the word each token came from,
     None for special tokens."""
-    return [(i, word) for i, word in enumerate(word_ids)
-            if word is not None and (i == 0 or word_ids[i - 1] != word)]
+    if at not in WORD_SUBWORDS:
+        raise ValueError(f"finetune.word_subword={at!r}; choose first, last or auto (last for a causal reader)")
+    step = 1 if at == "first" else -1  # the first subword differs from the one before it, the last from the next
+
+    def neighbour(i: int) -> int | None:
+        return word_ids[i - step] if 0 <= i - step < len(word_ids) else None
+
+    return [(i, word) for i, word in enumerate(word_ids) if word is not None and neighbour(i) != word]
 
 
-def first_subword_labels(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
-    """Label the first subword of each word; later subwords and special tokens get IGNORE_INDEX."""
+def first_subwords(word_ids: list[int | None]) -> list[tuple[int, int]]:
+    """(token position, word index) of each word's first subword."""
+    return word_subwords(word_ids, "first")
+
+
+def subword_labels(word_ids: list[int | None], word_labels: list[int], at: str = "first") -> list[int]:
+    """Label the subword each word is read at (`word_subwords`); other subwords and special tokens get
+    IGNORE_INDEX."""
     labels = [IGNORE_INDEX] * len(word_ids)
-    for position, word in first_subwords(word_ids):
+    for position, word in word_subwords(word_ids, at):
         labels[position] = word_labels[word]
     return labels
 
 
-def word_predictions(word_ids: list[int | None], token_predictions: list[int], n_words: int) -> list[int | None]:
-    """Back from subwords to words: each word takes the prediction at its first subword. A word cut off by
-    the length limit gets None, so the caller can score it as 'O' (it is missed, never dropped)."""
+def word_predictions(word_ids: list[int | None], token_predictions: list[int], n_words: int,
+                     at: str = "first") -> list[int | None]:
+    """Back from subwords to words: each word takes the prediction at the subword it is read at. A word cut off
+    by the length limit gets None, so the caller can score it as 'O' (it is missed, never dropped)."""
     words: list[int | None] = [None] * n_words
-    for position, word in first_subwords(word_ids[: len(token_predictions)]):
+    for position, word in word_subwords(word_ids[: len(token_predictions)], at):
         words[word] = token_predictions[position]
     return words
 

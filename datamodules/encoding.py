@@ -1,8 +1,8 @@
 """Encode fine-tuning examples with a pretrained checkpoint's tokenizer, in the layout pretraining used.
 
 Sentence pairs become `[CLS] A [SEP] B [SEP]` with segment ids 0 / 1 (as in mlm_nsp pretraining), single
-sentences `[CLS] A [SEP]`; NER sentences are encoded from their words, and the first subword of each word
-carries the word's label.
+sentences `[CLS] A [SEP]`; NER sentences are encoded from their words, and one subword of each word (the first,
+or the last for a causal reader) carries the word's label.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer
 
 from common.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
-from datamodules.conll import first_subword_labels
+from datamodules.conll import subword_labels
 
 
 @dataclass
@@ -58,13 +58,15 @@ def encode_pair(tokenizer: Tokenizer, text_a: str, text_b: str | None, label: in
     return Encoded([cls_id, *a, sep_id, *b, sep_id], [0] * (len(a) + 2) + [1] * (len(b) + 1), label)
 
 
-def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int], max_length: int) -> Encoded:
-    """`[CLS] subwords [SEP]`, cut to `max_length`; labels on first subwords, IGNORE_INDEX elsewhere."""
+def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int], max_length: int,
+                 word_subword: str = "first") -> Encoded:
+    """`[CLS] subwords [SEP]`, cut to `max_length`; labels on the subword each word is read at (`word_subword`:
+    first or last), IGNORE_INDEX elsewhere."""
     cls_id, sep_id = _special_ids(tokenizer)
     encoding = tokenizer.encode(words, is_pretokenized=True, add_special_tokens=False)
     ids, word_ids = encoding.ids[: max_length - 2], encoding.word_ids[: max_length - 2]
     word_ids = [None, *word_ids, None]
-    labels = first_subword_labels(word_ids, word_labels)
+    labels = subword_labels(word_ids, word_labels, word_subword)
     return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids, list(word_labels), tuple(words))
 
 

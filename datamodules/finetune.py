@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from common.seeding import derived_seed
 from common.vocabulary import IGNORE_INDEX
-from datamodules.conll import CONLL2003_TAGS, Sentence, first_subwords, read_conll, read_hub_conll
+from datamodules.conll import CONLL2003_TAGS, WORD_SUBWORDS, Sentence, read_conll, read_hub_conll, word_subwords
 from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
 from datamodules.glue import GlueTask, read_hub_split, read_release_split
 from datamodules.sampler import ResumableSampler
@@ -106,6 +106,16 @@ class FinetuneDataModule(L.LightningDataModule):
         self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
         self.group_by_length, self.num_workers, self.seed = group_by_length, num_workers, seed
         self.encoded: dict[str, list[Encoded]] = {}
+        self.word_subword = "first"
+
+    def read_words_at(self, subword: str) -> None:
+        """Which subword of a word a word-level task labels and scores: `first`, or `last`, the one a causal
+        reader sees the whole word at. Set before `setup`; a task without words encodes the same either way."""
+        if subword not in WORD_SUBWORDS:
+            raise ValueError(f"finetune.word_subword={subword!r}; choose first, last or auto (last for a causal reader)")
+        if self.encoded and subword != self.word_subword:
+            raise RuntimeError("read_words_at after setup: the splits are already encoded; call it first")
+        self.word_subword = subword
 
     @abstractmethod
     def read_split(self, split: str) -> list[Any]:
@@ -229,18 +239,18 @@ class ConllDataModule(FinetuneDataModule):
 
     def encode(self, sentence: Sentence) -> Encoded:
         tag_ids = [CONLL2003_TAGS.index(tag) for tag in sentence.tags]
-        return encode_words(self.tokenizer, list(sentence.words), tag_ids, self.max_length)
+        return encode_words(self.tokenizer, list(sentence.words), tag_ids, self.max_length, self.word_subword)
 
     def collate(self, examples: list[Encoded]) -> dict[str, torch.Tensor]:
-        """Adds the word-level view scoring needs: each word's first-subword position (-1 when the length
-        limit cut the word off, so it is scored as a miss, not dropped) and its gold tag."""
+        """Adds the word-level view scoring needs: the position of the subword each word is read at (-1 when the
+        length limit cut the word off, so it is scored as a miss, not dropped) and its gold tag."""
         batch = pad_batch(examples, self.pad_id)
         n_words = max(len(e.word_labels) for e in examples)
         positions = torch.full((len(examples), n_words), -1)
         gold = torch.full((len(examples), n_words), IGNORE_INDEX)
         for row, example in enumerate(examples):
             gold[row, : len(example.word_labels)] = torch.tensor(example.word_labels)
-            for position, word in first_subwords(example.word_ids):
+            for position, word in word_subwords(example.word_ids, self.word_subword):
                 positions[row, word] = position
         batch["word_positions"], batch["word_labels"] = positions, gold
         if self.word_index is not None:

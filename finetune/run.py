@@ -38,8 +38,11 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
     if cfg.attention not in ATTENTION_MODES:
         raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
     attention = pretrained.objective_class.finetune_attention if cfg.attention == "pretrained" else cfg.attention
+    # A causal reader's state sees the whole input (pooling) or the whole word (tagging) only at its end.
     pooling = ("last" if attention == "causal" else "first") if cfg.pooling == "auto" else cfg.pooling
-    return {"mode": cfg.mode, "attention": attention, "pooling": pooling, "head_dropout": float(cfg.dropout),
+    word_subword = ("last" if attention == "causal" else "first") if cfg.word_subword == "auto" else cfg.word_subword
+    return {"mode": cfg.mode, "attention": attention, "pooling": pooling, "word_subword": str(word_subword),
+            "head_dropout": float(cfg.dropout),
             "feature_layers": int(cfg.feature_layers), "features": str(cfg.features)}
 
 
@@ -138,6 +141,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed,
                                            max_length=trained_max_length(requested_length, pretrained))
     check_fit(datamodule, model_config, pretrained.path, requested_length)
+    datamodule.read_words_at(settings["word_subword"])
     datamodule.setup("fit")
     info = datamodule.info
     optim = OmegaConf.to_container(cfg.task.optim, resolve=True)
@@ -169,6 +173,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "mode": settings["mode"],
         "attention": settings["attention"],
         "pooling": settings["pooling"] if info.kind != "tagging" else None,
+        "word_subword": settings["word_subword"] if info.kind == "tagging" else None,
         "optim": optim,
         "epochs": int(cfg.task.epochs),
         "max_steps": int(cfg.trainer.max_steps),  # -1: the epochs decide

@@ -107,10 +107,14 @@ def test_a_missing_split_names_the_file(tmp_path, tokenizer_json):
         dm.setup()
 
 
-def test_conll_word_views_for_scoring(data_dir, tokenizer_json):
+@pytest.mark.parametrize("subword", ["first", "last"])
+def test_conll_word_views_for_scoring(data_dir, tokenizer_json, subword):
     dm = task_datamodule("conll2003", tokenizer_json, source=str(data_dir / "conll2003"), max_length=8,
                          max_train_examples=40, max_eval_examples=40)
+    dm.read_words_at(subword)
     dm.setup()
+    with pytest.raises(RuntimeError, match="after setup"):
+        dm.read_words_at({"first": "last", "last": "first"}[subword])
     sentences = read_conll(data_dir / "conll2003" / "eng.testa")[:40]
     batch = dm.collate(dm.encoded["validation"])
     for row, sentence in enumerate(sentences):
@@ -123,6 +127,10 @@ def test_conll_word_views_for_scoring(data_dir, tokenizer_json):
         assert kept.tolist() == [w in first_six for w in range(len(sentence.words))]
         token_labels = batch["labels"][row]
         assert token_labels[positions[kept]].tolist() == gold[: len(sentence.words)][kept].tolist()
+        ids = [None, *first_six, None][: len(token_labels)]  # [CLS] subwords [SEP], as encoded
+        for word in map(int, kept.nonzero().flatten()):  # each word read at its first or last kept subword
+            at = [i for i, w in enumerate(ids) if w == word]
+            assert int(positions[word]) == (at[0] if subword == "first" else at[-1])
     assert dm.majority_label() == CONLL2003_TAGS.index("O")
 
 

@@ -4,7 +4,7 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from datamodules.conll import IGNORE_INDEX, first_subword_labels, word_predictions
+from datamodules.conll import IGNORE_INDEX, subword_labels, word_predictions, word_subwords
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from finetune.metrics import entity_scores, task_metrics
 from tests.test_finetune_data import task_config
@@ -76,17 +76,48 @@ def test_entity_scores_count_whole_entities():
         entity_scores([["O"]], [["O", "O"]])
 
 
-def test_first_subword_alignment_round_trips_word_labels():
+def split_sentence():
     words = "Unbelievably , Johannesburg hosted the championships".split()
     # A vocabulary barely larger than the alphabet: every letter is known, long words split into pieces.
     tokenizer = train_tokenizer([" ".join(words) * 5], TokenizerSettings(vocab_size=64, min_frequency=1))
     encoding = tokenizer.encode(words, is_pretokenized=True, add_special_tokens=False)
     assert len(encoding.ids) > len(words) and 1 not in encoding.ids  # words split into subwords, none unknown
+    return words, encoding.word_ids
+
+
+def test_first_subword_alignment_round_trips_word_labels():
+    words, word_ids = split_sentence()
     word_labels = [3, 0, 1, 0, 0, 2]
-    labels = first_subword_labels(encoding.word_ids, word_labels)
-    starts = [i for i, w in enumerate(encoding.word_ids) if w is not None and (i == 0 or encoding.word_ids[i - 1] != w)]
+    labels = subword_labels(word_ids, word_labels)
+    starts = [i for i, w in enumerate(word_ids) if w is not None and (i == 0 or word_ids[i - 1] != w)]
     assert [labels[i] for i in starts] == word_labels
     assert all(label == IGNORE_INDEX for i, label in enumerate(labels) if i not in starts)
-    assert word_predictions(encoding.word_ids, labels, len(words)) == word_labels
+    assert word_predictions(word_ids, labels, len(words)) == word_labels
     cut = len(starts) - 1  # the length limit cuts the last word off
-    assert word_predictions(encoding.word_ids[: starts[-1]], labels[: starts[-1]], len(words))[cut:] == [None]
+    assert word_predictions(word_ids[: starts[-1]], labels[: starts[-1]], len(words))[cut:] == [None]
+
+
+@pytest.mark.parametrize("special_ends", [False, True])
+def test_last_subword_labels_sit_where_each_word_ends(special_ends):
+    words, word_ids = split_sentence()
+    word_ids = [None, *word_ids, None] if special_ends else list(word_ids)  # [CLS] ... [SEP], as encode_words
+    # Brute force: a word ends where the next token belongs to another word (or nothing follows).
+    ends = [i for i, w in enumerate(word_ids) if w is not None and (i + 1 == len(word_ids) or word_ids[i + 1] != w)]
+    assert len(ends) == len(words) and any(
+        sum(w == k for w in word_ids) > 1 for k in range(len(words)))  # some word has several subwords
+    word_labels = [3, 0, 1, 0, 0, 2]
+    labels = subword_labels(word_ids, word_labels, "last")
+    assert [labels[i] for i in ends] == word_labels
+    assert all(label == IGNORE_INDEX for i, label in enumerate(labels) if i not in ends)
+    assert word_predictions(word_ids, labels, len(words), "last") == word_labels
+    assert [p for p, _ in word_subwords(word_ids, "last")] != [p for p, _ in word_subwords(word_ids, "first")]
+    # A word the length limit cuts inside is read at its last kept subword: both readings score the same words.
+    long_word = max(range(len(words)), key=lambda k: sum(w == k for w in word_ids))
+    inside = word_ids.index(long_word) + 1
+    kept = word_ids[:inside]
+    assert [w for _, w in word_subwords(kept, "last")] == [w for _, w in word_subwords(kept, "first")]
+    assert word_subwords(kept, "last")[-1] == (inside - 1, long_word)
+    with pytest.raises(ValueError, match="word_subword='middle'"):
+        word_subwords(word_ids, "middle")
+
+

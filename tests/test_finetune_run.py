@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from common.migrations import migrate_finetune_hparams
-from finetune.run import run_finetune, trained_max_length
+from finetune.run import resolve_settings, run_finetune, trained_max_length
 from objectives.mlm import MaskedLM
 from tests.conftest import composed_config
 from training.pretrained import Pretrained, load_pretrained
@@ -86,6 +86,7 @@ def test_conll_slice_beats_the_all_o_baseline_on_held_out_sentences(tmp_path, ti
     assert scores["f1"] > 0.05, scores
     assert {"f1_PER", "f1_LOC", "f1_ORG", "f1_MISC", "precision", "recall"} <= scores.keys()
     assert results["attention"] == "bidirectional" and results["mode"] == "full"
+    assert results["word_subword"] == "first"  # auto, for a bidirectional reader
 
 
 def test_feature_based_ner_fits_a_slice_with_the_backbone_frozen(tmp_path, tiny_pretrained, conll_slice):
@@ -180,3 +181,18 @@ def test_fine_tuning_checkpoints_from_before_attention_was_a_value_compare_under
     assert older_keys({"settings": {"attention": "bidirectional"}, "pretrained": {}}) == {
         "settings": {"attention": "bidirectional", "features": "concat"}}
     assert older_keys({"settings": {"attention": "causal", "features": "scalar_mix"}, "pretrained": {}}) == {}
+
+
+@pytest.mark.parametrize(("objective_attention", "attention", "word_subword", "expected"), [
+    ("causal", "pretrained", "auto", ("causal", "last")), ("causal", "bidirectional", "auto", ("bidirectional", "first")),
+    ("bidirectional", "causal", "auto", ("causal", "last")), ("bidirectional", "pretrained", "auto", ("bidirectional", "first")),
+    ("causal", "pretrained", "first", ("causal", "first")), ("bidirectional", "pretrained", "last", ("bidirectional", "last"))])
+def test_a_tagger_reads_each_word_where_its_reader_has_seen_all_of_it(objective_attention, attention, word_subword,
+                                                                        expected):
+    """auto: a causal reader labels a word at its last subword (the first state that has seen the whole word), a
+    bidirectional one at its first; an explicit first or last is kept."""
+    cfg = composed_config("finetune", ["task=conll2003", f"finetune.attention={attention}",
+                                       f"finetune.word_subword={word_subword}"]).finetune
+    pretrained = type("Stub", (), {"objective_class": type("Objective", (), {"finetune_attention": objective_attention})})
+    settings = resolve_settings(cfg, pretrained)
+    assert (settings["attention"], settings["word_subword"]) == expected

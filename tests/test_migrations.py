@@ -78,7 +78,8 @@ def test_old_fine_tuning_hyperparameters_read_under_the_current_keys():
     old = {"settings": {"mode": "full", "causal": False, "pooling": "first"},
            "pretrained": {"objective": "MaskedLM", "causal": False}, "task": {"name": "cola"}, "seed": 1}
     new = migrate_finetune_hparams(old)
-    assert new["settings"] == {"mode": "full", "attention": "bidirectional", "pooling": "first", "features": "concat"}
+    assert new["settings"] == {"mode": "full", "attention": "bidirectional", "pooling": "first", "features": "concat",
+                               "word_subword": "first"}  # every tagger read first subwords before issue 46
     assert new["pretrained"] == {"objective": "MaskedLM", "finetune_attention": "bidirectional"}
     assert new["task"] == task_info_defaults({"name": "cola"}) and new["task"]["primary_metric"] == "mcc"
     assert new["seed"] == 1 and old["settings"]["causal"] is False  # a new dict
