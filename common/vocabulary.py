@@ -37,6 +37,15 @@ class Vocabulary:
         """
         return self.unigram_nll_of_counts(np.bincount(np.asarray(token_ids), minlength=self.size))
 
+    def target_unigram_log_probs(self) -> np.ndarray:
+        """(size,) log-probabilities of the add-½ smoothed training unigram over every id a loss can target:
+        every id but [PAD] and [MASK] ([EOD] included, which AR predicts). The baseline of the learning gate,
+        read at exactly the targets an objective's loss scored."""
+        counts = np.asarray(self.unigram_counts, dtype=np.float64) + 0.5
+        counts[[self.pad_id, self.mask_id]] = 0.0
+        with np.errstate(divide="ignore"):
+            return np.log(counts / counts.sum())
+
     def unigram_nll_of_counts(self, counts: np.ndarray) -> float:
         """`unigram_nll` of the tokens these per-id counts describe."""
         return smoothed_unigram_nll(self.unigram_counts, counts, excluded=self.special_ids)

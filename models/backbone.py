@@ -8,6 +8,8 @@ head is tied to the token embedding and lives here because every language-modell
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -136,6 +138,9 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
+        # Active `recording_targets` lists and the open `target_scope` names (plain state: never saved).
+        self._target_recorders: list[list[tuple[str, Tensor]]] = []
+        self._target_scopes: list[str] = []
         self.token_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model) if cfg.positions == "learned" else None
         self.type_embedding = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
@@ -227,15 +232,42 @@ class Transformer(nn.Module):
         """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""
         return F.linear(hidden, self.token_embedding.weight, self.lm_bias)
 
+    @contextmanager
+    def recording_targets(self) -> Iterator[list[tuple[str, Tensor]]]:
+        """Collects (scope, targets) for every call of the LM head inside the block: the tokens an objective's
+        loss scored, whatever the objective. Every objective scores its targets through `lm_nll` or
+        `weighted_lm_nll`, so this is how validation knows the unigram NLL of exactly those targets (the gate)."""
+        recorded: list[tuple[str, Tensor]] = []
+        self._target_recorders.append(recorded)
+        try:
+            yield recorded
+        finally:
+            self._target_recorders.remove(recorded)
+
+    @contextmanager
+    def target_scope(self, name: str) -> Iterator[None]:
+        """Targets scored inside the block are recorded under `name` (a mixture's component, say)."""
+        self._target_scopes.append(name)
+        try:
+            yield
+        finally:
+            self._target_scopes.pop()
+
+    def _record_targets(self, targets: Tensor) -> None:
+        for recorded in self._target_recorders:
+            recorded.append(("/".join(self._target_scopes), targets.detach()))
+
     def lm_nll(self, hidden: Tensor, targets: Tensor, *, excluded: int | None = None) -> Tensor:
         """Summed NLL (fp32) of `targets` (N,) at hidden states (N, d) under the tied LM head, without ever
         holding the N x V logits (models.lm_loss); every target must be a real token id. `excluded`: a token
         out of the support (masked diffusion's [MASK])."""
+        self._record_targets(targets)
         return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets, excluded=excluded)
 
     def weighted_lm_nll(self, hidden: Tensor, targets: Tensor, row_weights: Tensor | None, *,
                         excluded: int | None = None) -> tuple[Tensor, Tensor]:
         """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL, without), in one pass."""
+        self._record_targets(targets)
         return weighted_linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets,
                                              row_weights, excluded=excluded)
 

@@ -104,9 +104,20 @@ class Objective(nn.Module, ABC):
     # GPT-BERT's masked next-token prediction, whose masked token is read where a causal LM reads its next token.
     # Pseudo-likelihood and the any-order bound read a checkpoint's conditionals there (zeroshot.scoring).
     masked_prediction_offset: ClassVar[int] = 0
+    # The validation metric (val/<name>) that is the objective's own held-out loss per target, what the learning
+    # gate reads against the unigram NLL of the same targets: val/loss (the LM NLL of whatever the objective
+    # predicts) for most; masked diffusion's val/nelbo. A mixture's components are also gated one by one
+    # (`target_scopes`, each against its val/loss_<scope>).
+    own_loss_metric: ClassVar[str] = "loss"
     # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
     # total is known in advance (train.py refuses a run without one).
     needs_progress: ClassVar[bool] = False
+
+    @property
+    def target_scopes(self) -> tuple[str, ...]:
+        """Names under which `loss` scores parts of its targets (Transformer.target_scope), each with its own loss
+        logged as val/loss_<name>: a mixture's components. None for most objectives."""
+        return ()
 
     def attention(self, batch: Batch) -> Attention:
         """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw."""

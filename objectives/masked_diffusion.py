@@ -38,6 +38,7 @@ class MaskedDiffusionLM(Objective):
     # val/loss: the masked positions' mean cross-entropy at rates over (eps, 1]: not MLM's 15 % quantity
     val_loss_kind = "masked_token_any_rate"
     extra_metrics = ("nelbo", "mask_share")  # with copy_rate > 0, train/loss - train/nelbo is the copy loss
+    own_loss_metric = "nelbo"  # what it trains (the copy loss aside), per target token
     # val/nelbo is an NLL bound per target token: its exponential is logged as val/ppl_bound.
     perplexity_of = {"nelbo": "ppl_bound"}
     likelihood_metric = "nelbo"  # an upper bound on the NLL per target token

@@ -69,6 +69,10 @@ class RowMixture(Composite):
             self.extra_metrics += ("mask_share",)
         self.perplexity_of = {}
 
+    @property
+    def target_scopes(self) -> tuple[str, ...]:
+        return tuple(self.names)  # each component's targets, gated against its own val/loss_<name>
+
     def row_counts(self, rows: int) -> dict[str, int]:
         return dict(zip(self.names, apportion([self.settings[n] for n in self.names], rows), strict=True))
 
@@ -83,7 +87,8 @@ class RowMixture(Composite):
         outputs, start = {}, 0
         for name, count in self.row_counts(batch["input_ids"].shape[0]).items():
             if count:
-                outputs[name] = self.parts[name].loss(self.rows_of(batch, start, start + count), model, generator)
+                with model.target_scope(name):
+                    outputs[name] = self.parts[name].loss(self.rows_of(batch, start, start + count), model, generator)
             start += count
         weight = sum(self.settings[name] for name in outputs)
         extras: dict[str, tuple[Tensor, Tensor | int]] = {}

@@ -1,7 +1,15 @@
 """The pretraining LightningModule's own behaviour, without a Trainer."""
 
+import numpy as np
+import pytest
+import torch
+
+from common.seeding import VAL_CORRUPTION
 from datamodules.pretrain import PretrainDataModule
 from objectives.ar import AutoregressiveLM
+from objectives.masked_diffusion import MaskedDiffusionLM
+from objectives.mlm import MaskedLM
+from tests.test_mixture import blocks, mixture
 from training.lit_module import PretrainModule
 
 DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
@@ -27,3 +35,60 @@ def test_a_built_objective_is_used_and_kept_out_of_the_hyperparameters():
     objective = AutoregressiveLM()
     module = PretrainModule(**SETTINGS, built_objective=objective)
     assert module.objective is objective and "built_objective" not in module.hparams
+
+
+def validated(objective, vocab, batches, monkeypatch):
+    """What a validation epoch logs for `objective` over `batches` (no Trainer: self.log captured)."""
+    settings = {**SETTINGS, "model": {**SETTINGS["model"], "vocab_size": vocab.size}}
+    module = PretrainModule(**settings, built_objective=objective).eval()
+    module.target_log_probs = torch.from_numpy(vocab.target_unigram_log_probs()).float()
+    logged = {}
+    monkeypatch.setattr(module, "log", lambda name, value, **_: logged.__setitem__(name, float(value)))
+    with torch.no_grad():
+        for index, batch in enumerate(batches):
+            module.validation_step({"input_ids": batch}, index)
+        module.on_validation_epoch_end()
+    return module, logged
+
+
+def brute_unigram(vocab, targets) -> float:
+    """The add-1/2 training unigram over every id but [PAD] and [MASK], read at each target."""
+    counts = vocab.unigram_counts.astype(float) + 0.5
+    counts[[vocab.pad_id, vocab.mask_id]] = 0.0
+    return float(np.mean([-np.log(counts[t] / counts.sum()) for t in targets]))
+
+
+def test_the_gate_reads_ar_against_the_unigram_nll_of_its_own_next_tokens(vocab, monkeypatch):
+    batches = [blocks(vocab, rows=4, length=12) for _ in range(2)]
+    _, logged = validated(AutoregressiveLM(), vocab, batches, monkeypatch)
+    targets = [int(t) for batch in batches for t in batch[:, 1:].flatten()]  # AR scores every position after [CLS]
+    assert logged["val/own_unigram"] == pytest.approx(brute_unigram(vocab, targets), rel=1e-5)
+    assert logged["val/own_below_unigram"] == pytest.approx(logged["val/own_unigram"] - logged["val/loss"], abs=1e-5)
+
+
+def test_a_mixture_is_gated_pooled_and_per_component_on_the_targets_each_scored(vocab, monkeypatch):
+    mlm = MaskedLM()
+    mlm.set_vocabulary(vocab)
+    objective = mixture(vocab, ar=(0.5, AutoregressiveLM()), mlm=(0.5, mlm))
+    batch = blocks(vocab, rows=6, length=16)
+    module, logged = validated(objective, vocab, [batch], monkeypatch)
+    ar_rows = objective.row_counts(6)["ar"]
+    ar_unigram = brute_unigram(vocab, [int(t) for t in batch[:ar_rows, 1:].flatten()])
+    assert logged["val/own_unigram_ar"] == pytest.approx(ar_unigram, rel=1e-5)
+    assert logged["val/own_below_unigram_ar"] == pytest.approx(ar_unigram - logged["val/loss_ar"], abs=1e-5)
+    # The MLM rows' targets are the positions its corruption drew: recorded through the LM head, read back here.
+    with module.model.recording_targets() as recorded, torch.no_grad():
+        objective.loss({"input_ids": batch}, module.model, module.corruption_generator(VAL_CORRUPTION, 0))
+    mlm_targets = [int(t) for scope, targets in recorded if scope == "mlm" for t in targets]
+    assert 0 < len(mlm_targets) < batch[ar_rows:].numel()
+    assert logged["val/own_unigram_mlm"] == pytest.approx(brute_unigram(vocab, mlm_targets), rel=1e-5)
+    pooled = [int(t) for _, targets in recorded for t in targets]
+    assert logged["val/own_unigram"] == pytest.approx(brute_unigram(vocab, pooled), rel=1e-5)
+    assert logged["val/own_below_unigram"] == pytest.approx(logged["val/own_unigram"] - logged["val/loss"], abs=1e-5)
+
+
+def test_masked_diffusion_is_gated_on_its_bound(vocab, monkeypatch):
+    objective = MaskedDiffusionLM()
+    objective.set_vocabulary(vocab)
+    _, logged = validated(objective, vocab, [blocks(vocab, rows=4, length=12)], monkeypatch)
+    assert logged["val/own_below_unigram"] == pytest.approx(logged["val/own_unigram"] - logged["val/nelbo"], abs=1e-5)

@@ -26,6 +26,7 @@ from training.callbacks import TokenAccounting, logs_this_step
 from training.optim import adamw_with_schedule, fused_adamw_allowed
 
 log = logging.getLogger("armlm.train")
+OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram
 
 
 class NonFiniteLossError(RuntimeError):
@@ -53,6 +54,11 @@ class PretrainModule(L.LightningModule):
         self.objective: Objective = built_objective if built_objective is not None else instantiate(objective)
         self.val_lm_nll = MeanMetric()
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})
+        # The unigram NLL of exactly the targets the objective's loss scored on held-out blocks, pooled ("all") and
+        # per target scope (a mixture's components): the baseline of the learning gate (val/own_below_unigram).
+        self.val_target_unigram = torch.nn.ModuleDict(
+            {scope: MeanMetric() for scope in (OWN_ALL, *self.objective.target_scopes)})
+        self.target_log_probs: Tensor | None = None
         self.tokenizer_json: str | None = None
         self.unigram_baseline: float | None = None
         # Positions 0..trained_length-1 are the only ones pretraining fed; fine-tuning caps its inputs there.
@@ -79,6 +85,7 @@ class PretrainModule(L.LightningModule):
             self.objective.set_vocabulary(datamodule.vocabulary)
             self.tokenizer_json = datamodule.tokenizer_json
             self.unigram_baseline = datamodule.unigram_baseline
+            self.target_log_probs = torch.from_numpy(datamodule.vocabulary.target_unigram_log_probs()).float()
             self.trained_length = int(datamodule.block_size)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -150,29 +157,59 @@ class PretrainModule(L.LightningModule):
         self.objective.set_progress(None)  # an objective with a schedule validates at its end-of-training setting
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_CORRUPTION, batch_idx))
+        with self.model.recording_targets() as recorded:
+            out = self.objective.loss(batch, self.model, self.corruption_generator(VAL_CORRUPTION, batch_idx))
+        self.update_target_unigram(recorded)
         if out.predicted_tokens > 0:
             self.val_lm_nll.update(out.lm_nll_sum / out.predicted_tokens, weight=out.predicted_tokens)
         for name, (value, count) in out.extras.items():
             self.val_extras[name].update(value, weight=count)
 
+    def update_target_unigram(self, recorded: list[tuple[str, Tensor]]) -> None:
+        """Adds the unigram NLL of the targets the loss scored, pooled and under each scope they were scored in."""
+        if self.target_log_probs is None:
+            return
+        if self.target_log_probs.device != self.device:
+            self.target_log_probs = self.target_log_probs.to(self.device)
+        for scope, targets in recorded:
+            nll = -self.target_log_probs[targets]
+            scopes = [OWN_ALL] + ([scope.split("/")[0]] if scope.split("/")[0] in self.val_target_unigram else [])
+            for name in scopes:
+                if nll.numel():
+                    self.val_target_unigram[name].update(nll.mean(), weight=nll.numel())
+
     def on_validation_epoch_end(self) -> None:
         # val/loss is the LM NLL per predicted token for every objective, so runs overlay; val/ppl = exp of it.
+        values: dict[str, Tensor] = {}
         if self.val_lm_nll.update_count:
-            nll = self.val_lm_nll.compute()
+            nll = values["loss"] = self.val_lm_nll.compute()
             self.log("val/loss", nll, prog_bar=True)
             self.log("val/ppl", torch.exp(nll))
             self.log(f"val/nll_{self.objective.val_loss_kind}", nll)  # the same figure, named for what it is
         for name, metric in self.val_extras.items():
             if metric.update_count:
-                value = metric.compute()
+                value = values[name] = metric.compute()
                 self.log(f"val/{name}", value)
                 if name in self.objective.perplexity_of:
                     self.log(f"val/{self.objective.perplexity_of[name]}", torch.exp(value))
             metric.reset()
         self.val_lm_nll.reset()
+        self.log_own_margins(values)
         if self.unigram_baseline is not None:
             self.log("val/unigram_baseline", self.unigram_baseline)
+
+    def log_own_margins(self, values: dict[str, Tensor]) -> None:
+        """The learning gate's quantity, each arm read as it is used: the unigram NLL of the targets its own loss
+        scored minus that loss (val/own_below_unigram; a mixture's components also as val/own_below_unigram_<name>,
+        against val/loss_<name>)."""
+        own = {OWN_ALL: self.objective.own_loss_metric, **{s: f"loss_{s}" for s in self.objective.target_scopes}}
+        for scope, metric in self.val_target_unigram.items():
+            if metric.update_count and own[scope] in values:
+                unigram = metric.compute()
+                suffix = "" if scope == OWN_ALL else f"_{scope}"
+                self.log(f"val/own_unigram{suffix}", unigram)
+                self.log(f"val/own_below_unigram{suffix}", unigram - values[own[scope]])
+            metric.reset()
 
     # -- optimisation -----------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

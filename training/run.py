@@ -23,7 +23,7 @@ from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_to
 from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
 from training.disk_full import reporting_full_disk
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
-from training.lit_module import PretrainModule
+from training.lit_module import OWN_ALL, PretrainModule
 from training.setup import (
     build,
     build_model_config,
@@ -37,6 +37,7 @@ from training.trainer import build_trainer, checkpoints, quiet_lightning, write_
 from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
+OWN_MARGIN = "val/own_below_unigram"  # its tags: this, and this_<scope> for a mixture's components
 # Lightning warns that a mid-epoch resume replays data unless the loader has a state_dict; armlm's sampler
 # continues after the checkpoint's batches by itself (datamodules.sampler, tests/test_resume.py).
 warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
@@ -149,6 +150,10 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # the validation tag behind val_likelihood, whose curve a study reads (analysis.findings, past_exit)
         "val_likelihood_tag": f"val/{module.objective.likelihood_metric}" if module.objective.likelihood_metric else None,
         "unigram_baseline": datamodule.unigram_baseline,
+        # The learning gate's quantity, the arm read as it is used (PretrainModule.log_own_margins): the unigram NLL
+        # of exactly the held-out targets its own loss scored, minus that loss; "all", and a mixture's components
+        "own_below_unigram": {tag.removeprefix(OWN_MARGIN).lstrip("_") or OWN_ALL: value
+                              for tag, value in metrics.items() if tag.startswith(OWN_MARGIN)},
         "wall_seconds": round(time.perf_counter() - started, 1),
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
         # bench/loop.py sets its tokens/s against the bare step's.
