@@ -5,8 +5,12 @@ learning gate, power for what is unresolved, and the report (report/findings.md 
 The study config holds, beside its arms:
 
     alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
-    gate: {min_below_unigram: 0.5,    # nats below the unigram NLL of the same held-out targets (evaluate.py)
-           min_above_chance: 0.05,    # optional: a side with a chance score (BLiMP 0.5) must beat it by this
+    gate: {own_below_unigram: 0.5,    # nats: each arm's own held-out loss below the unigram NLL of the same
+                                      # targets (train.py's summary; a mixture's every component), or
+           min_below_unigram: 0.5,    # nats: the common-scale likelihood below it (evaluate.py; the earlier gate)
+           min_discrimination: {alpha: 0.01},  # optional: a BLiMP side's per-paradigm preferences must reject
+                                      # coin flips (chi-square) at alpha in every seed
+           min_above_chance: 0.05,    # optional, superseded: a side with a chance score must beat it by this
            clear_by_mc_stderrs: 2}    # optional: a Monte-Carlo margin (the bound) clears the gate by this many
                                       # standard errors of its estimate
     findings:
@@ -36,7 +40,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
-from analysis.gate import GATE_KEYS, gate_row, ungated_note
+from analysis.gate import GATE_KEYS, gate_description, gate_row
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -95,11 +99,13 @@ def check_registrations(study: dict[str, Any]) -> None:
     if not 0 < float(alpha) < 1:
         raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
     gate = study.get("gate")
-    if gate is not None and ("min_below_unigram" not in gate or set(gate) - GATE_KEYS
-                             or not all(float(v) >= 0 for v in gate.values())):
-        raise ValueError(f"study.gate={gate}; give gate: {{min_below_unigram: <nats, >= 0>, min_above_chance: "
-                         "<score, >= 0, optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or "
-                         "leave it out")
+    rule = (gate or {}).get("min_discrimination")
+    if gate is not None and (not {"own_below_unigram", "min_below_unigram"} & set(gate) or set(gate) - GATE_KEYS
+                             or not all(float(v) >= 0 for k, v in gate.items() if k != "min_discrimination")
+                             or rule is not None and not (isinstance(rule, dict) and 0 < float(rule.get("alpha", 0)) < 1)):
+        raise ValueError(f"study.gate={gate}; give gate: {{own_below_unigram (or min_below_unigram): <nats, >= 0>, "
+                         "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
+                         "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
     for finding_id, finding in (study.get("findings") or {}).items():
         registered_claim(finding_id, finding)
     for check_id, check in (study.get("checks") or {}).items():
@@ -254,15 +260,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
              f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
              f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
              "data order and fine-tuning seeds), with its unadjusted 95 % Student-t interval over seeds.",
-             (f"Gate: every arm a row reads must be at least {float(gate['min_below_unigram']):g} nats below the "
-              "unigram NLL of the same held-out targets (evaluate.py's likelihood: exact for causal readers, the "
-              "any-order bound for bidirectional ones) in every seed; the gate column is the lowest such margin."
-              + (f" A side with a chance score (BLiMP: 0.5) must be at least {float(gate['min_above_chance']):g} "
-                 "above it in every seed." if "min_above_chance" in gate else "")
-              + (f" A margin estimated by Monte Carlo (the bound) must clear the gate by "
-                 f"{float(gate['clear_by_mc_stderrs']):g} standard errors of its estimate."
-                 if gate.get("clear_by_mc_stderrs") else "")
-              + ungated_note(study) if gate else "No learning gate is registered for this study."), ""]
+             (gate_description(study) if gate else "No learning gate is registered for this study."), ""]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
               "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "

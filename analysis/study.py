@@ -80,6 +80,10 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      "epochs": s["epochs"] if s["max_train_tokens"] else None,
                      "train_tokens": s["train_tokens"] if s["max_train_tokens"] else None,
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
+                     # the learning gate's: the arm's own held-out loss below the unigram NLL of the same targets,
+                     # the lowest of a mixture's pooled and per-component margins (train.py's own_below_unigram)
+                     "own_below_unigram": min(s["own_below_unigram"].values()) if s["own_below_unigram"] else None,
+                     "own_approximate": s["own_below_unigram_approximate"],
                      "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
                      "precision": s["precision"],
                      "run": str(path.parent)})

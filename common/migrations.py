@@ -148,13 +148,32 @@ def migrate_summary_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return metrics
 
 
+def approximate_own_margins(summary: dict[str, Any]) -> dict[str, float] | None:
+    """The learning gate's quantity for a summary written before it was logged (issue 46): the objective's own
+    held-out loss (val/nelbo where logged, else val/loss; a mixture's components their val/loss_<name>) below the
+    validation unigram baseline of all tokens, not of exactly the targets that loss scored. For uniformly drawn
+    targets the two baselines agree in expectation; reports mark these margins approximate."""
+    metrics, unigram = summary.get("metrics") or {}, summary.get("unigram_baseline")
+    own = metrics.get("val/nelbo", summary.get("val_loss"))
+    if unigram is None or own is None:
+        return None
+    margins = {"all": unigram - own}
+    margins |= {tag.removeprefix("val/loss_"): unigram - value for tag, value in metrics.items()
+                if tag.startswith("val/loss_")}
+    return margins
+
+
 def migrate_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """A pretraining run's summary.json in the current format (a new dict)."""
+    """A pretraining run's summary.json in the current format (a new dict); `own_below_unigram_approximate` says
+    whether its own-loss margins are approximate_own_margins'."""
     out = {key: None for key in SUMMARY_KEYS_ADDED} | summary
     if not out.get("val_loss_kind") and out.get("objective") in HISTORICAL_VAL_LOSS_KINDS:
         out["val_loss_kind"] = HISTORICAL_VAL_LOSS_KINDS[out["objective"]]
     if isinstance(out.get("metrics"), dict):
         out["metrics"] = migrate_summary_metrics(out["metrics"])
+    out["own_below_unigram_approximate"] = not out.get("own_below_unigram")
+    if not out.get("own_below_unigram"):
+        out["own_below_unigram"] = approximate_own_margins(out)
     return out
 
 

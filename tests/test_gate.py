@@ -1,0 +1,112 @@
+"""The learning gate of a study's findings (analysis.gate): each arm read by its own held-out loss, a mixture by
+every component, and BLiMP sides by whether their preferences differ from coin flips."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.findings_report import check_registrations
+from analysis.gate import coin_flip_p_value, paradigm_counts
+from tests.test_findings import FINDINGS, gate_report, judged, study, write  # noqa: F401 (study: a fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+OWN = {"arms": {"mlm": {}, "ar": {}}, "gate": {"own_below_unigram": 0.5}}
+ROWS = {k: FINDINGS[k] for k in ("bidirectional", "backwards")}
+
+
+def own_summary(root: Path, arm: str, seed: int, margins: dict[str, float] | None, **written) -> None:
+    """A pretraining summary whose own-loss margins are `margins` (None: written before they were logged)."""
+    summary = {"objective": "X", "steps": 10, "tokens_seen": 1000, "pred_tokens_seen": 900, "val_loss": 4.0,
+               "val_loss_kind": "masked_token", "unigram_baseline": 6.0, "wall_seconds": 1.0, "metrics": {}, **written}
+    if margins is not None:
+        summary["own_below_unigram"] = margins
+    write(root / arm / f"seed{seed}" / "pretrain" / "summary.json", summary)
+
+
+def test_the_own_gate_passes_a_bidirectional_arm_whose_loose_bound_fails_the_common_scale(study):
+    for seed in (1, 2, 3):
+        gate_report(study, "mlm", seed, 0.3)  # the any-order bound's margin: loose, under 0.5
+        gate_report(study, "ar", seed, 2.0)
+        own_summary(study, "mlm", seed, {"all": 2.1})
+        own_summary(study, "ar", seed, {"all": 1.9})
+    common = {**OWN, "gate": {"min_below_unigram": 0.5}}
+    assert list(judged(study, ROWS, **common)["verdict"]) == ["not evidence", "not evidence"]
+    table = judged(study, ROWS, **OWN)
+    assert list(table["verdict"]) == ["reproduced", "contradicted"] and table["gate"].tolist() == [1.9, 1.9]
+    own_summary(study, "ar", 2, {"all": 0.4})  # and the other way: an arm that did not learn its own objective
+    table = judged(study, ROWS, **OWN)
+    assert list(table["verdict"]) == ["not evidence", "not evidence"]
+    assert "ar seed 2 is 0.40 nats below unigram by its own loss (gate 0.5)" in table["gate_note"].iloc[0]
+
+
+def test_a_mixture_must_clear_the_gate_with_every_component(study):
+    for seed in (1, 2, 3):
+        own_summary(study, "ar", seed, {"all": 1.9})
+        own_summary(study, "mlm", seed, {"all": 0.95, "masked": 1.0, "causal": 0.45 if seed == 2 else 0.8})
+    table = judged(study, ROWS, **OWN)
+    assert (table["verdict"] == "not evidence").all() and table["gate"].tolist() == [0.45, 0.45]
+    own_summary(study, "mlm", 2, {"all": 0.95, "masked": 1.0, "causal": 0.6})
+    assert list(judged(study, ROWS, **OWN)["verdict"]) == ["reproduced", "contradicted"]
+
+
+def test_a_summary_from_before_the_own_gate_is_read_against_its_validation_unigram(study):
+    """Approximate (the unigram of all validation tokens, not of the scored targets): masked diffusion by its
+    NELBO, a mixture's components by their own val/loss_<name>."""
+    for seed in (1, 2, 3):
+        own_summary(study, "ar", seed, None, metrics={"val/nelbo": 5.6})  # 6.0 - 5.6 = 0.4: fails
+        own_summary(study, "mlm", seed, None, metrics={"val/loss_masked": 4.5, "val/loss_causal": 5.0})
+    table = judged(study, ROWS, **OWN)
+    assert (table["verdict"] == "not evidence").all() and table["gate"].iloc[0] == pytest.approx(0.4)
+    assert table.iloc[0]["gate_note"].count("by its own loss") == 3  # AR's three seeds
+    for seed in (1, 2, 3):
+        own_summary(study, "ar", seed, None, metrics={})  # val_loss 4.0: 2.0 below
+    assert judged(study, ROWS, **OWN)["gate"].iloc[0] == pytest.approx(1.0)  # mlm's causal rows: 6.0 - 5.0
+
+
+def coin_flips(rng: np.random.Generator, paradigms: int = 36, pairs: int = 50) -> list[tuple[int, int]]:
+    return [(int(rng.binomial(pairs, 0.5)), pairs) for _ in range(paradigms)]
+
+
+def test_coin_flip_preferences_fail_the_discrimination_rule_and_systematic_ones_pass():
+    rng = np.random.default_rng(1)
+    passed = np.mean([coin_flip_p_value(coin_flips(rng)) < 0.01 for _ in range(2000)])
+    assert passed < 0.02  # about alpha: guessing is told apart from systematic preference 1 % of the time
+    # Systematic preferences as AR's on the findings record: per paradigm mostly far from half, some below it.
+    leaning = [(int(rng.binomial(50, p)), 50) for p in rng.choice([0.25, 0.35, 0.65, 0.8], size=36)]
+    assert coin_flip_p_value(leaning) < 1e-6
+    assert coin_flip_p_value([(0, 50)] * 36) == coin_flip_p_value([(50, 50)] * 36) < 1e-12  # either side: discrimination
+    record = json.loads((REPO / "records/findings-cpu/ar/seed1/zeroshot/zeroshot.json").read_text())
+    counts = paradigm_counts(record, "exact")
+    assert len(counts) == 36 and coin_flip_p_value(counts) < 1e-6  # the kept AR run at 2.2M tokens discriminates
+
+
+def blimp_report(root: Path, arm: str, seed: int, method: str, counts: list[tuple[int, int]]) -> None:
+    rows = [{"level": "paradigm", "name": f"p{i}", "accuracy": k / n, "pairs": n} for i, (k, n) in enumerate(counts)]
+    overall = sum(k for k, _ in counts) / sum(n for _, n in counts)
+    write(root / arm / f"seed{seed}" / "zeroshot" / "zeroshot.json",
+          {"blimp": {"results": {method: [{"level": "overall", "name": "overall", "accuracy": overall}, *rows]}}})
+
+
+def test_a_blimp_row_whose_side_guesses_is_not_evidence_and_one_that_discriminates_is_judged(tmp_path):
+    rng = np.random.default_rng(2)
+    pll_vs_exact = {"direction": "greater", "a": {"arm": "mlm", "zeroshot": {"method": "pll"}},
+                    "b": {"arm": "ar", "zeroshot": {"method": "exact"}}}
+    gate = {"own_below_unigram": 0.5, "min_discrimination": {"alpha": 0.01}}
+    for seed in (1, 2, 3):
+        own_summary(tmp_path, "mlm", seed, {"all": 2.0})
+        own_summary(tmp_path, "ar", seed, {"all": 2.0})
+        blimp_report(tmp_path, "mlm", seed, "pll", [(int(rng.binomial(50, p)), 50) for p in [0.2, 0.9] * 18])
+        blimp_report(tmp_path, "ar", seed, "exact", coin_flips(rng))
+    row = judged(tmp_path, {"z": pll_vs_exact}, arms=OWN["arms"], gate=gate).iloc[0]
+    assert row["verdict"] == "not evidence" and "ar: zeroshot method=exact is not told apart" in row["gate_note"]
+    assert "mlm:" not in row["gate_note"]
+    for seed in (1, 2, 3):
+        blimp_report(tmp_path, "ar", seed, "exact", [(int(rng.binomial(50, p)), 50) for p in [0.3, 0.7] * 18])
+    assert judged(tmp_path, {"z": pll_vs_exact}, arms=OWN["arms"], gate=gate).iloc[0]["gate_note"] == ""
+    check_registrations({"arms": OWN["arms"], "gate": gate, "findings": {}})
+    with pytest.raises(ValueError, match="min_discrimination"):
+        check_registrations({"arms": OWN["arms"], "gate": {**gate, "min_discrimination": {"alpha": 2}}, "findings": {}})
+    with pytest.raises(ValueError, match="own_below_unigram"):
+        check_registrations({"arms": OWN["arms"], "gate": {"min_discrimination": {"alpha": 0.01}}, "findings": {}})
