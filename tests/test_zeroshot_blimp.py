@@ -11,7 +11,7 @@ import pytest
 
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
-from zeroshot.run import encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
+from zeroshot.run import context_block, encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
 
 
 def write_paradigm(folder: Path, uid: str, term: str, field: str, pairs: list[tuple[str, str]]) -> None:
@@ -150,3 +150,32 @@ def test_pairs_with_a_sentence_longer_than_the_trained_positions_are_left_out_an
     assert [p.uid for p in kept] == ["agr_1", "island_1"] and left_out == 2 and emptied == ["long_1"]
     with pytest.raises(ValueError, match="every BLiMP pair"):
         within_length(paradigms, encoded, trained=5)
+
+
+def test_zeroshot_also_scores_every_sentence_after_one_fixed_context_block(untrained, four_pairs, tmp_path):
+    text = tmp_path / "held_out.txt"
+    text.write_text(" = Heading = \n\nthe river runs past the old mill and the town beyond it\n")
+    out = tmp_path / "run"
+    report = run_zeroshot(zeroshot_config([f"checkpoint={untrained['mlm']}", f"blimp.dir={four_pairs}",
+                                           f"output_dir={out}", "bootstrap.resamples=200", "methods=[pll]",
+                                           f"blimp.context.file={text}", "blimp.context.tokens=6"]))
+    assert set(report["blimp"]["results"]) == {"pll", "pll@context"}
+    assert report["settings"]["context"] == {"file": str(text), "tokens": 6}
+    assert set(report["blimp"]["seconds"]) == {"pll", "pll@context"}
+    assert report["blimp"]["log_prob_per_token"]["pll"] != report["blimp"]["log_prob_per_token"]["pll@context"]
+    with pytest.raises(ValueError, match="fewer than blimp.context.tokens=500"):
+        run_zeroshot(zeroshot_config([f"checkpoint={untrained['mlm']}", f"blimp.dir={four_pairs}",
+                                      f"output_dir={out}", f"blimp.context.file={text}", "blimp.context.tokens=500"]))
+    with pytest.raises(FileNotFoundError, match="blimp.context.file"):
+        run_zeroshot(zeroshot_config([f"checkpoint={untrained['mlm']}", f"blimp.dir={four_pairs}",
+                                      f"output_dir={out}", "blimp.context.file=/nonexistent.txt"]))
+
+
+def test_context_block_takes_running_text_without_headings(tmp_path):
+    tokenizer = train_tokenizer(["the river runs past the old mill heading " * 30],
+                                TokenizerSettings(vocab_size=40, min_frequency=1))
+    text = tmp_path / "held_out.txt"
+    text.write_text(" = heading = \n\n the river runs\n\n = = heading = = \n past the old mill\n")
+    expected = tokenizer.encode("the river runs past the old mill", add_special_tokens=False).ids
+    assert context_block(tokenizer, str(text), 5) == tuple(expected[:5])
+    assert context_block(tokenizer, None, 8) == () and context_block(tokenizer, str(text), 0) == ()

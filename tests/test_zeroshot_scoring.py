@@ -22,7 +22,14 @@ from objectives.hybrid import HybridLM
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
 from objectives.plm import PermutationLM
-from zeroshot.scoring import EncodedSentence, SentenceScorer, available_methods, encode_sentences, masked_sets
+from zeroshot.scoring import (
+    EncodedSentence,
+    SentenceScorer,
+    after_context,
+    available_methods,
+    encode_sentences,
+    masked_sets,
+)
 
 V, MASK_ID = 12, 4
 
@@ -221,3 +228,24 @@ def test_a_masked_next_token_checkpoint_is_read_one_position_before_the_masked_t
         logits = model.logits(model(torch.tensor([[2, MASK_ID]]), attention=BIDIRECTIONAL))[0, 0].float()
     logits[MASK_ID] = float("-inf")
     assert bound.log_prob[0] == pytest.approx(float(logits.log_softmax(-1)[7]), abs=1e-5)
+
+
+@pytest.mark.parametrize("method", ["exact", "pll", "pll_word_l2r", "bound"])
+def test_a_sentence_after_an_empty_context_block_scores_as_it_does_alone(model, method):
+    plain = [sentence(6, 7, 8), sentence(9, 6), sentence(8, 8, 6, 7)]
+    assert [after_context(s, ()) for s in plain] == plain
+    objective = AutoregressiveLM if method == "exact" else MaskedLM
+    alone = SentenceScorer(model, objective, MASK_ID).score(plain, method, progress=False)
+    empty = SentenceScorer(model, objective, MASK_ID).score([after_context(s, ()) for s in plain], method, progress=False)
+    assert np.array_equal(alone.log_prob, empty.log_prob) and np.array_equal(alone.tokens, empty.tokens)
+
+
+def test_a_context_block_is_read_before_the_sentence_and_never_scored(model):
+    s = EncodedSentence((2, 6, 7, 8), (-1, 0, 1, 1))
+    placed = after_context(s, (9, 10))
+    assert placed == EncodedSentence((2, 9, 10, 6, 7, 8), (-1, -1, -1, 0, 1, 1), first_target=3)
+    twice = after_context(placed, (11,))  # a block before a continuation's own context
+    assert twice.ids == (2, 11, 9, 10, 6, 7, 8) and twice.first_target == 4
+    scores = SentenceScorer(model, AutoregressiveLM, MASK_ID).score([placed], "exact", progress=False)
+    chain = Scorer(model).next_token_log_probs(torch.tensor(placed.ids)[None], start=3).double().sum()
+    assert scores.tokens[0] == 3 and scores.log_prob[0] == pytest.approx(float(chain), abs=1e-5)

@@ -32,9 +32,10 @@ from zeroshot.blimp import (
     read_blimp,
     read_published,
 )
-from zeroshot.scoring import EncodedSentence, SentenceScorer, encode_sentences
+from zeroshot.scoring import EncodedSentence, SentenceScorer, after_context, encode_sentences
 
 log = logging.getLogger("armlm.zeroshot")
+IN_CONTEXT = "@context"  # a method's results with every sentence read after the fixed context block
 
 
 def zeroshot_config(overrides: list[str]) -> DictConfig:
@@ -55,6 +56,23 @@ def encode_paradigms(tokenizer: Tokenizer, paradigms: Sequence[Paradigm]) -> dic
     """Every distinct sentence of the paradigms, encoded once (a sentence shared by pairs is scored once)."""
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
     return dict(zip(texts, encode_sentences(tokenizer, texts), strict=True))
+
+
+def context_block(tokenizer: Tokenizer, file: str | None, tokens: int) -> tuple[int, ...]:
+    """The first `tokens` tokens of `file`'s running text (blank lines and WikiText's `= heading =` lines left out),
+    encoded by the checkpoint's tokenizer: one fixed held-out block every sentence of every pair can be read after,
+    so a bidirectional reader sees a block's length of text, as in pretraining. () when no file is given."""
+    if not file or tokens <= 0:
+        return ()
+    path = Path(file)
+    if not path.is_file():
+        raise FileNotFoundError(f"blimp.context.file={file} does not exist; point it at a text file or set it to null")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    text = " ".join(line for line in lines if line and not line.startswith("="))
+    ids = tokenizer.encode(text, add_special_tokens=False).ids[:tokens]
+    if len(ids) < tokens:
+        raise ValueError(f"blimp.context.file={file} holds {len(ids)} tokens, fewer than blimp.context.tokens={tokens}")
+    return tuple(ids)
 
 
 def within_length(paradigms: Sequence[Paradigm], encoded: Mapping[str, EncodedSentence], trained: int | None
@@ -144,10 +162,19 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
     methods = chosen_methods(cfg, scorer)
     paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
     encoded = encode_paradigms(tokenizer, paradigms)
-    paradigms, left_out, emptied = within_length(paradigms, encoded, pretrained.trained_length)
-    log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s", pretrained.path, pretrained.objective_name,
-             len(paradigms), cfg.blimp.dir, methods)
+    block = context_block(tokenizer, cfg.blimp.context.file, int(cfg.blimp.context.tokens))
+    in_context = {text: after_context(sentence, block) for text, sentence in encoded.items()}
+    # Both readings score the same pairs: those that fit the trained positions after the block.
+    paradigms, left_out, emptied = within_length(paradigms, in_context, pretrained.trained_length)
+    log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s%s", pretrained.path, pretrained.objective_name,
+             len(paradigms), cfg.blimp.dir, methods, f", also after a {len(block)}-token context" if block else "")
     results, info = score_blimp(scorer, encoded, paradigms, methods, int(cfg.bootstrap.resamples), int(cfg.seed))
+    if block:
+        more, more_info = score_blimp(scorer, in_context, paradigms, methods, int(cfg.bootstrap.resamples),
+                                      int(cfg.seed))
+        results |= {f"{method}{IN_CONTEXT}": rows for method, rows in more.items()}
+        for key in ("log_prob_per_token", "seconds", "sentences_per_second"):
+            info[key] |= {f"{method}{IN_CONTEXT}": value for method, value in more_info[key].items()}
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -155,7 +182,8 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
               "max_pairs": cfg.blimp.max_pairs, "pairs_left_out_too_long": left_out,
               "paradigms_left_out": emptied, **info, "results": results,
               "published": [{"level": k[0], "name": k[1], **v} for k, v in beside.items()]},
-              "settings": {"methods": methods, "bound_draws": int(cfg.bound.draws), "seed": int(cfg.seed)}}
+              "settings": {"methods": methods, "bound_draws": int(cfg.bound.draws), "seed": int(cfg.seed),
+                           "context": {"file": cfg.blimp.context.file, "tokens": len(block)}}}
     header = f"# BLiMP: {pretrained.objective_name} ({pretrained.path})" + (
         f"\n\n{left_out} pairs left out, a sentence longer than the {pretrained.trained_length} positions trained "
         f"(paradigms left out: {', '.join(emptied) or 'none'})" if left_out else "")

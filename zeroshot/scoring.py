@@ -67,6 +67,15 @@ def encode_sentences(tokenizer: Tokenizer, texts: Sequence[str]) -> list[Encoded
     return encoded
 
 
+def after_context(sentence: EncodedSentence, context: Sequence[int]) -> EncodedSentence:
+    """The sentence read after `context` (token ids placed between [CLS] and it): visible to every method, never
+    masked, never scored. An empty context gives the sentence back unchanged."""
+    if not context:
+        return sentence
+    return EncodedSentence((sentence.ids[0], *context, *sentence.ids[1:]),
+                           (-1, *[-1] * len(context), *sentence.word_ids[1:]), sentence.first_target + len(context))
+
+
 def available_methods(objective: type[Objective]) -> tuple[str, ...]:
     """The methods a checkpoint of this objective can be scored by: `exact` where its class scores by the chain
     rule, the masked ones where it was trained on masked conditionals."""
