@@ -203,7 +203,8 @@ def migrate_stage_record(record: dict[str, Any]) -> dict[str, Any]:
 # (23 November, 660408b).
 LIKELIHOOD_KEYS_ADDED = {"nll_per_token_without_eod": None, "eod_targets": None, "blocks_fingerprint": None,
                          "target_met": True, "unigram_nll_per_token_without_eod": None, "below_unigram": None}
-LEFT_SHIFT_KEYS = ("shift_left", "shift_left_read_tokens", "shift_left_masks_seen")
+LEFT_SHIFT_KEYS = ("shift_left", "shift_left_read_tokens", "shift_left_masks_seen",
+                   "shift_left_random")  # the random-token control, from issue 46
 
 
 def migrate_diagnostics_report(report: dict[str, Any]) -> dict[str, Any]:

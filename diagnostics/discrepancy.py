@@ -1,6 +1,7 @@
 """The per-layer representation diagnostics of one checkpoint, for `evaluate.py` (representations.*):
 the [MASK]-induced shift of unchanged tokens at each rate k (shift: masks anywhere else; shift_left: masks
-only left of a cut, tokens read right of it, so causal and bidirectional readers see the same masks), and the
+only left of a cut, tokens read right of it, so causal and bidirectional readers see the same masks;
+shift_left_random: random ordinary tokens at those positions instead, the control), and the
 embedding geometry (anisotropy raw, centred and standardised; self-similarity of a subword type across
 contexts vs across types)."""
 
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from common.vocabulary import SPECIAL_TOKENS
 from diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
 from models.attention import Attention
 from models.backbone import Transformer
@@ -39,11 +41,17 @@ def representation_report(model: Transformer, sentences: list[list[int]], attent
             for k in rates}
         left = {f"{k:g}": sentence_shift_left(model, chosen, attention=attention, mask_id=mask_id, rate=k,
                                               seed=int(cfg.seed)) for k in rates}
+        # The control: random ordinary tokens at the same positions, corruption every reader has seen in text
+        ordinary = range(len(SPECIAL_TOKENS), model.config.vocab_size)
+        random_left = {f"{k:g}": sentence_shift_left(model, chosen, attention=attention, mask_id=mask_id, rate=k,
+                                                     seed=int(cfg.seed), random_ids=ordinary) for k in rates}
         geometry = [{"layer": layer, **row} for layer, row in enumerate(
             embedding_geometry(model, chosen, attention=attention, seed=int(cfg.seed)), 1)]
     return {"sentences": count, "tokens": sum(len(ids) - 1 for ids in chosen), "shift": shift,
             "shift_left": {k: [{"layer": layer, **row} for layer, row in enumerate(r.layers, 1)]
                            for k, r in left.items()},
+            "shift_left_random": {k: [{"layer": layer, **row} for layer, row in enumerate(r.layers, 1)]
+                                  for k, r in random_left.items()},
             "shift_left_read_tokens": {k: r.read_tokens for k, r in left.items()},
             "shift_left_masks_seen": {k: r.masks_seen for k, r in left.items()},
             "geometry": geometry, "seconds": round(time.perf_counter() - started, 2)}

@@ -20,6 +20,7 @@ The sequence scores are different quantities and keep different tags:
     diagnostics/representations/shift_{cosine,cka}@<k>   step = layer (1 = first block)
     diagnostics/representations/shift_left_{cosine,cka}@<k>   the same with every [MASK] left of the tokens
                                                          read (the same masks for causal and bidirectional)
+    diagnostics/representations/shift_left_random_{cosine,cka}@<k>   the control: random ordinary tokens there
     diagnostics/representations/<geometry metric>        step = layer: anisotropy_{raw,centred,standardised},
                                                          self_similarity_{same_type,different_types}
 """
@@ -161,7 +162,7 @@ def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, in
     report = migrate_diagnostics_report(report)
     if "representations" in report:
         part = report["representations"]
-        for section in ("shift", "shift_left"):
+        for section in ("shift", "shift_left", "shift_left_random"):
             for k, layers in part[section].items():
                 for row in layers:
                     yield f"diagnostics/representations/{section}_cosine@{k}", row["cosine"], row["layer"]

@@ -145,19 +145,24 @@ class LeftShift:
 
 @torch.no_grad()
 def sentence_shift_left(model: Transformer, sentences: list[list[int]], *, attention: Attention, mask_id: int,
-                        rate: float, seed: int = 0) -> LeftShift:
+                        rate: float, seed: int = 0, random_ids: range | None = None) -> LeftShift:
     """The shift with every [MASK] left of every token read (`draw_left_masks`). A causal reader sees all
     positions before it, so it sees the same masks, as many and at the same positions, as a bidirectional
     one: the comparison of AR and MLM is no longer confounded by how many masks attention lets through
     (in `sentence_shift` a causal token sees only the masks to its left). The bidirectional reader still
-    sees the clean tokens to its right, which hold no mask."""
+    sees the clean tokens to its right, which hold no mask.
+
+    `random_ids` (the control): the same positions get a token drawn uniformly from these ids instead of [MASK],
+    so a reader that never saw [MASK] (AR) is moved by corruption it has met in text, not by an untrained input."""
     draws = draw_left_masks(sentences, rate, seed)
+    generator = torch.Generator().manual_seed(seed + 1)  # the replacements: after, and apart from, the positions
     inputs, masks_seen = [], 0
     for ids, draw in zip(sentences, draws):
         if draw is None:
             continue
         corrupted = torch.tensor(ids)
-        corrupted[draw.masked] = mask_id
+        corrupted[draw.masked] = mask_id if random_ids is None else torch.randint(
+            random_ids.start, random_ids.stop, (len(draw.masked),), generator=generator)
         read = torch.arange(len(ids)) >= draw.cut
         inputs.append((ids, corrupted, read))
         masks_seen += len(draw.masked) * (len(ids) - draw.cut)

@@ -53,8 +53,19 @@ def test_an_old_summary_gets_its_objective_s_val_loss_kind_and_unknown_keys_as_n
     assert "val_loss_kind" not in migrate_summary({"objective": "SomeoneElsesLM"})  # no guess for an unknown one
     current = {"objective": "PermutationLM", "val_loss_kind": "permuted_last_share", "precision": "32-true",
                "flops_seen": 1e12, "val_likelihood": None, "val_likelihood_tag": None, "epochs": 0.5,
-               "train_tokens": 10, "max_train_tokens": None, "metrics": {"val/mask_share": 0.0}}
+               "train_tokens": 10, "max_train_tokens": None, "metrics": {"val/mask_share": 0.0},
+               "own_below_unigram": {"all": 1.5}, "own_below_unigram_approximate": False}
     unchanged(migrate_summary, current)
+
+
+def test_an_old_summary_s_own_margins_are_approximated_against_the_validation_unigram():
+    diffusion = migrate_summary({"objective": "MaskedDiffusionLM", "val_loss": 5.1, "unigram_baseline": 5.8,
+                                 "metrics": {"val/loss": 5.1, "val/nelbo": 4.7}})
+    assert diffusion["own_below_unigram"] == {"all": pytest.approx(1.1)} and diffusion["own_below_unigram_approximate"]
+    mixture = migrate_summary({"objective": "HybridLM", "val_loss": 5.0, "unigram_baseline": 6.0,
+                               "metrics": {"val/loss_masked": 4.8, "val/loss_causal": 5.6}})
+    assert mixture["own_below_unigram"] == pytest.approx({"all": 1.0, "masked": 1.2, "causal": 0.4})
+    assert migrate_summary({"objective": "X"})["own_below_unigram"] is None  # nothing to approximate from
 
 
 def test_a_mixture_that_logged_only_its_components_mask_shares_has_an_unknown_share():

@@ -163,6 +163,24 @@ def test_left_shift_matches_a_brute_force_oracle_under_both_attentions():
         assert min(row["cosine"] for row in result.layers) < 0.999  # the masks do move the tokens read
 
 
+def test_the_random_token_control_corrupts_the_same_positions_with_ordinary_tokens():
+    model = tiny_model()
+    sentences = random_sentences([5, 9, 12, 16], seed=11)
+    draws = draw_left_masks(sentences, 0.4, seed=3)
+    seen: list[torch.Tensor] = []
+    model.layer_states = poisoned_before_the_cut(model, [d.cut for d in draws], seen)
+    ordinary = range(6, model.config.vocab_size)
+    result = sentence_shift_left(model, sentences, attention=BIDIRECTIONAL, mask_id=4, rate=0.4, seed=3,
+                                 random_ids=ordinary)
+    replaced = []
+    for ids, d, clean, corrupted in zip(sentences, draws, seen[::2], seen[1::2]):
+        assert clean.tolist() == ids and corrupted[d.cut:].tolist() == ids[d.cut:]
+        assert (corrupted != clean).nonzero().squeeze(-1).tolist() <= d.masked  # a draw may repeat the token
+        replaced += corrupted[d.masked].tolist()
+    assert all(t in ordinary for t in replaced) and 4 not in replaced and len(set(replaced)) > 1
+    assert result.read_tokens == sum(len(ids) - d.cut for ids, d in zip(sentences, draws))
+
+
 def test_every_token_read_sees_every_mask_under_both_attentions():
     model = tiny_model()
     sentences = random_sentences([3, 6, 10, 13, 16], seed=9)
@@ -183,7 +201,8 @@ def test_representation_report_holds_the_left_shift_beside_the_shift():
     sentences = random_sentences([6, 9, 12, 16, 8], seed=10)
     cfg = OmegaConf.create({"seed": 1, "representations": {"sentences": 4, "mask_rates": [0.15, 0.4]}})
     part = representation_report(model, sentences, CAUSAL, 4, cfg)
-    assert set(part["shift_left"]) == set(part["shift"]) == {"0.15", "0.4"}
+    assert set(part["shift_left"]) == set(part["shift"]) == set(part["shift_left_random"]) == {"0.15", "0.4"}
+    assert part["shift_left_random"]["0.4"] != part["shift_left"]["0.4"]  # random tokens, not [MASK]
     assert [row["layer"] for row in part["shift_left"]["0.4"]] == [1, 2]
     assert part["shift_left_masks_seen"]["0.4"] >= part["shift_left_masks_seen"]["0.15"] >= 1
     assert part["shift_left_read_tokens"]["0.4"] >= 4
