@@ -44,12 +44,19 @@ def gate_values(runs: StudyRuns, arm: str) -> dict[int, tuple[float, float]]:
 
 def own_gate_values(runs: StudyRuns, arm: str) -> dict[int, tuple[float, float]]:
     """seed -> (the arm's own held-out loss below the unigram NLL of the same targets, the lowest of a mixture's
-    pooled and per-component margins; 0: a fixed validation set and corruption, no Monte-Carlo error)."""
+    pooled and per-component margins; 0: a fixed validation set and corruption, no Monte-Carlo error). From the
+    arm's pretraining summary, or, for an arm that reads another study's checkpoint (study=embeddings), from its
+    diagnostics report, which copies that run's margins."""
+    found: dict[int, tuple[float, float]] = {}
+    for (name, seed), report in runs.reports.items():
+        margins = (report.get("pretraining") or {}).get("own_below_unigram")
+        if name == arm and margins:
+            found[seed] = (float(min(margins.values())), 0.0)
     table = runs.pretraining
-    if table.empty or "own_below_unigram" not in table:
-        return {}
-    rows = table[(table["arm"] == arm) & table["own_below_unigram"].notna()]
-    return {int(seed): (float(value), 0.0) for seed, value in zip(rows["seed"], rows["own_below_unigram"], strict=True)}
+    if not table.empty and "own_below_unigram" in table:
+        rows = table[(table["arm"] == arm) & table["own_below_unigram"].notna()]
+        found |= {int(s): (float(v), 0.0) for s, v in zip(rows["seed"], rows["own_below_unigram"], strict=True)}
+    return found
 
 
 # (gate key, where the margins come from, what a run lacking one is missing, how a failing margin is named)

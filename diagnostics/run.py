@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
+from common.migrations import migrate_summary
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
 from diagnostics.discrepancy import representation_report
@@ -231,6 +232,17 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
             "blocks_fingerprint": blocks_fingerprint(blocks), "seconds": round(time.perf_counter() - started, 2)}
 
 
+def own_margins_of(checkpoint: Path) -> dict[str, Any] | None:
+    """The own-loss margins (train.py's own_below_unigram) in the summary.json of the run that wrote `checkpoint`
+    (<run>/checkpoints/<file>), approximate for a summary written before they were logged; None without one."""
+    summary = checkpoint.parent.parent / "summary.json"
+    if not summary.is_file():
+        return None
+    migrated = migrate_summary(json.loads(summary.read_text()))
+    return {"own_below_unigram": migrated["own_below_unigram"],
+            "approximate": migrated["own_below_unigram_approximate"]}
+
+
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.output_dir)
@@ -248,6 +260,9 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
         "comparable_across_checkpoints": k is None,
         "pairs_per_kind": int(cfg.pairs), "seed": int(cfg.seed), "corpus": corpus.describe(), "split": cfg.split,
         "settings": OmegaConf.to_container(cfg, resolve=True),
+        # how well the checkpoint learned its own objective (its run's summary): a study's learning gate reads it
+        # here where the pretraining run lives in another study's folder (study=embeddings)
+        "pretraining": own_margins_of(pretrained.path),
     }
     if cfg.independence:
         report.update(independence(s, cfg))

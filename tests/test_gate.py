@@ -115,3 +115,26 @@ def test_a_blimp_row_whose_side_guesses_is_not_evidence_and_one_that_discriminat
         check_registrations({"arms": OWN["arms"], "gate": {**gate, "min_discrimination": {"alpha": 2}}, "findings": {}})
     with pytest.raises(ValueError, match="own_below_unigram"):
         check_registrations({"arms": OWN["arms"], "gate": {"min_discrimination": {"alpha": 0.01}}, "findings": {}})
+
+
+def test_an_arm_reading_another_studys_checkpoint_is_gated_on_the_margins_its_diagnostics_copied(study):
+    """study=embeddings: the pretraining run lives in the findings study's folder; evaluate.py copies its margins."""
+    for seed in (1, 2, 3):
+        for arm, margin in (("mlm", 2.1), ("ar", 1.9 if seed != 3 else 0.2)):
+            write(study / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json",
+                  {"pretraining": {"own_below_unigram": {"all": margin}, "approximate": False}})
+    table = judged(study, ROWS, **OWN)
+    assert (table["verdict"] == "not evidence").all() and "ar seed 3 is 0.20 nats below unigram" in table["gate_note"][0]
+
+
+def test_evaluate_copies_the_own_margins_of_the_run_that_wrote_the_checkpoint(tmp_path):
+    from diagnostics.run import own_margins_of
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    assert own_margins_of(checkpoint) is None  # a bare checkpoint: nothing to copy
+    write(tmp_path / "run" / "summary.json", {"objective": "MaskedLM", "val_loss": 3.7, "unigram_baseline": 5.8,
+                                              "own_below_unigram": {"all": 2.15}})
+    assert own_margins_of(checkpoint) == {"own_below_unigram": {"all": 2.15}, "approximate": False}
+    write(tmp_path / "run" / "summary.json", {"objective": "MaskedLM", "val_loss": 3.7, "unigram_baseline": 5.8})
+    assert own_margins_of(checkpoint) == {"own_below_unigram": {"all": pytest.approx(2.1)}, "approximate": True}
