@@ -19,6 +19,7 @@ import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
@@ -26,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.findings_report import check_registrations, write_findings
 from common.atomic import atomic_write_text
 from common.commands import STAGE_COMMANDS
-from studies.plan import describe
+from studies.plan import Stage, describe
 from studies.records import record_finished, restore_recorded
 from studies.runner import Outcome, check_root, run_stages
 
@@ -56,6 +57,17 @@ def write_study_report(cfg: DictConfig, root: Path) -> None:
     log.info("report: %s", ", ".join(str(p) for p in written))
 
 
+def of_kinds(stages: list[Stage], kinds: Any) -> list[Stage]:
+    """The stages of the kinds asked for (study.yaml's `stages`; None: every kind), e.g. only pretraining and
+    fine-tuning for the seeds a fine-tuning finding alone needs."""
+    if kinds is None:
+        return stages
+    unknown = sorted(set(kinds) - set(STAGE_COMMANDS))
+    if unknown or not kinds:
+        raise ValueError(f"stages={list(kinds)}; choose some of {list(STAGE_COMMANDS)} (null: every kind)")
+    return [stage for stage in stages if stage.kind in set(kinds)]
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
@@ -65,8 +77,8 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
     planner = get_method(cfg.study.get("planner") or "studies.plan.plan")
-    stages = planner(cfg)
-    whole = cfg.arm is None and cfg.seed is None
+    stages = of_kinds(planner(cfg), cfg.get("stages"))
+    whole = cfg.arm is None and cfg.seed is None and cfg.get("stages") is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
     prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in STAGE_COMMANDS}
     record = Path(cfg.record) if cfg.get("record") else None

@@ -14,6 +14,7 @@ import pytest
 
 from common.config import compose_config
 from studies.plan import plan
+from studies.run import run_study as run_study_in_process
 from studies.runner import RECORD, check_record, run_stages
 from tests.conftest import composed_config
 from training.run import check_config
@@ -239,6 +240,17 @@ def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
         "pretrain"] * pretraining_arms
     assert outcomes[-1].stage.name == "ar/seed1 diagnose"  # it reads mlm's diagnostics, so it goes after them
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_study_can_run_only_some_kinds_of_stage(tmp_path):
+    """More seeds for a fine-tuning finding alone: pretraining and fine-tuning, no diagnostics or scoring."""
+    outcomes = run_study_in_process(study_config("scale=smoke", "seeds=1", "first_seed=9", "arm=ar", f"root={tmp_path}",
+                                      "stages=[pretrain,finetune]", "dry_run=true", "report=false"))
+    kinds = [o.stage.kind for o in outcomes]
+    assert kinds[0] == "pretrain" and set(kinds) == {"pretrain", "finetune"}
+    assert {o.stage.seed for o in outcomes} == {9} and {o.stage.arm for o in outcomes} == {"ar"}
+    with pytest.raises(ValueError, match=r"stages=\['train'\]; choose some of"):
+        run_study_in_process(study_config("scale=smoke", "seeds=1", f"root={tmp_path}", "stages=[train]", "dry_run=true"))
 
 
 @pytest.mark.slow
