@@ -13,10 +13,11 @@ from studies.run import run_study
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "reports"
-# study -> what its README command gives (records/README.md)
-KEPT = {"findings": ["record=records/findings-cpu", "seeds=5"],
-        "curricula": ["record=records/curricula-cpu", "seeds=3"],
-        "embeddings": ["record=records/embeddings-cpu", "seeds=3"]}
+# study -> what its README command gives (records/README.md): the registration each record ran under (findings and
+# embeddings were registered again in issue 46; the records' own registrations are study=<name>_v1)
+KEPT = {"findings": ["study=findings_v1", "record=records/findings-cpu", "seeds=5"],
+        "curricula": ["study=curricula", "record=records/curricula-cpu", "seeds=3"],
+        "embeddings": ["study=embeddings_v1", "record=records/embeddings-cpu", "seeds=3"]}
 
 
 def test_every_kept_record_has_its_golden_tables():
@@ -29,7 +30,7 @@ def test_every_kept_record_has_its_golden_tables():
 def test_report_only_over_a_kept_record_rebuilds_its_tables_byte_for_byte(study, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the record paths are the README's, relative to the checkout
     root = tmp_path / study
-    cfg = compose_config("study", [f"study={study}", "scale=cpu", f"root={root}", "report=only",
+    cfg = compose_config("study", ["scale=cpu", f"root={root}", "report=only",
                                    f"checkpoints_from={tmp_path / 'findings'}", *KEPT[study]])
     assert run_study(cfg) == []
     expected = sorted(p.name for p in (GOLDEN / study).iterdir())
