@@ -86,6 +86,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      "own_approximate": s["own_below_unigram_approximate"],
                      "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
                      "precision": s["precision"],
+                     "code": s.get("code") or "unknown",  # the commit the run ran on (older summaries name none)
                      "run": str(path.parent)})
     return pd.DataFrame(rows)
 
@@ -241,3 +242,15 @@ def cell(mean: float, ci95: float, digits: int = 3) -> str:
     if mean != mean:
         return "-"
     return f"{mean:.{digits}f}" if ci95 != ci95 else f"{mean:.{digits}f} ± {ci95:.{digits}f}"
+
+
+def code_note(codes: pd.DataFrame) -> str:
+    """The commits behind the table: each pretraining run's summary.json names the code it ran on."""
+    if codes.empty or "code" not in codes:
+        return ""
+    parts = []
+    for commit, rows in codes.groupby("code", sort=True):
+        runs = ", ".join(f"{a} seed {s}" for a, s in zip(rows["arm"], rows["seed"], strict=True)) if len(rows) <= 3 \
+            else f"{len(rows)} runs"
+        parts.append(f"{str(commit)[:7]} ({runs})")
+    return "Code the pretraining runs ran on (their summary.json): " + "; ".join(parts) + "."

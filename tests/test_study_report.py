@@ -117,3 +117,16 @@ def test_a_run_s_mask_share_is_zero_only_where_nothing_was_masked(metrics, share
     its components': unknown, not 0."""
     value = logged_mask_share(metrics)
     assert math.isnan(value) if share is None else value == share
+
+
+def test_the_findings_report_names_the_commits_its_pretraining_runs_ran_on():
+    import pandas as pd
+
+    from analysis.study import code_note
+
+    runs = pd.DataFrame({"arm": ["ar", "mlm", "ar", "mlm", "prefix_lm"], "seed": [1, 1, 2, 2, 2],
+                         "code": ["unknown", "unknown", "a7440e0650d5", "a7440e0650d5", "9139e942e28d+dirty"]})
+    note = code_note(runs)
+    assert note == ("Code the pretraining runs ran on (their summary.json): 9139e94 (prefix_lm seed 2); "
+                    "a7440e0 (ar seed 2, mlm seed 2); unknown (ar seed 1, mlm seed 1).")
+    assert code_note(pd.DataFrame()) == ""
