@@ -175,7 +175,8 @@ def test_fine_tuning_checkpoints_from_before_attention_was_a_value_compare_under
     saved = {"settings": {"mode": "full", "causal": True, "pooling": "last"},
              "pretrained": {"objective": "AutoregressiveLM", "causal": True}, "seed": 1}
     renamed = older_keys(saved)
-    assert renamed["settings"] == {"mode": "full", "attention": "causal", "pooling": "last", "features": "concat"}
+    assert renamed["settings"] == {"mode": "full", "attention": "causal", "pooling": "last", "features": "concat",
+                                   "word_subword": "first"}  # every tagger read first subwords before issue 46
     assert renamed["pretrained"] == {"objective": "AutoregressiveLM", "finetune_attention": "causal"}
     # From before `features` existed: those runs concatenated layers.
     assert older_keys({"settings": {"attention": "bidirectional"}, "pretrained": {}}) == {
