@@ -17,7 +17,9 @@ GOLDEN = REPO / "tests" / "golden" / "reports"
 # embeddings were registered again in issue 46; the records' own registrations are study=<name>_v1)
 KEPT = {"findings": ["study=findings_v1", "record=records/findings-cpu", "seeds=5"],
         "curricula": ["study=curricula", "record=records/curricula-cpu", "seeds=3"],
-        "embeddings": ["study=embeddings_v1", "record=records/embeddings-cpu", "seeds=3"]}
+        "embeddings": ["study=embeddings_v1", "record=records/embeddings-cpu", "seeds=3"],
+        # the registration of 26 November (issue 46), in progress: the units kept so far
+        "findings-v2": ["study=findings", "record=records/findings-v2-cpu", "seeds=1"]}
 
 
 def test_every_kept_record_has_its_golden_tables():
