@@ -171,9 +171,9 @@ def migrate_summary(summary: dict[str, Any]) -> dict[str, Any]:
         out["val_loss_kind"] = HISTORICAL_VAL_LOSS_KINDS[out["objective"]]
     if isinstance(out.get("metrics"), dict):
         out["metrics"] = migrate_summary_metrics(out["metrics"])
-    out["own_below_unigram_approximate"] = not out.get("own_below_unigram")
-    if not out.get("own_below_unigram"):
-        out["own_below_unigram"] = approximate_own_margins(out)
+    margins = out.get("own_below_unigram")
+    out["own_below_unigram_approximate"] = not margins
+    out["own_below_unigram"] = margins or approximate_own_margins(out)
     return out
 
 

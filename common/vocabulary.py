@@ -41,14 +41,20 @@ class Vocabulary:
         """(size,) log-probabilities of the add-½ smoothed training unigram over every id a loss can target:
         every id but [PAD] and [MASK] ([EOD] included, which AR predicts). The baseline of the learning gate,
         read at exactly the targets an objective's loss scored."""
-        counts = np.asarray(self.unigram_counts, dtype=np.float64) + 0.5
-        counts[[self.pad_id, self.mask_id]] = 0.0
-        with np.errstate(divide="ignore"):
-            return np.log(counts / counts.sum())
+        return smoothed_unigram_log_probs(self.unigram_counts, excluded=(self.pad_id, self.mask_id))
 
     def unigram_nll_of_counts(self, counts: np.ndarray) -> float:
         """`unigram_nll` of the tokens these per-id counts describe."""
         return smoothed_unigram_nll(self.unigram_counts, counts, excluded=self.special_ids)
+
+
+def smoothed_unigram_log_probs(train_counts: np.ndarray, excluded: tuple[int, ...]) -> np.ndarray:
+    """(size,) log p(v) of the add-½ smoothed unigram of `train_counts` over every id but `excluded` (-inf there):
+    p(v) = (c_v + 1/2) / sum_{u not excluded} (c_u + 1/2)."""
+    train = np.asarray(train_counts, dtype=np.float64) + 0.5
+    train[list(excluded)] = 0.0
+    with np.errstate(divide="ignore"):
+        return np.log(train / train.sum())
 
 
 def smoothed_unigram_nll(train_counts: np.ndarray, counts: np.ndarray, excluded: tuple[int, ...]) -> float:
@@ -58,10 +64,9 @@ def smoothed_unigram_nll(train_counts: np.ndarray, counts: np.ndarray, excluded:
         p(v) = (c_v + 1/2) / sum_{u not excluded} (c_u + 1/2),   NLL = -sum_v n_v log p(v) / sum_v n_v.
 
     Scored tokens of an excluded id are left out (the callers that may see one check for it first)."""
-    train = np.asarray(train_counts, dtype=np.float64) + 0.5
-    size = len(train)
-    train[list(excluded)] = 0.0
-    log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
+    log_p = smoothed_unigram_log_probs(train_counts, excluded)
+    size = len(log_p)
+    log_p[np.isinf(log_p)] = 0.0  # the excluded ids, whose scored counts are zeroed below
     scored = np.asarray(counts, dtype=np.float64)[:size].copy()
     scored[list(excluded)] = 0.0
     if scored.sum() == 0:

@@ -39,8 +39,9 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
         raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
     attention = pretrained.objective_class.finetune_attention if cfg.attention == "pretrained" else cfg.attention
     # A causal reader's state sees the whole input (pooling) or the whole word (tagging) only at its end.
-    pooling = ("last" if attention == "causal" else "first") if cfg.pooling == "auto" else cfg.pooling
-    word_subword = ("last" if attention == "causal" else "first") if cfg.word_subword == "auto" else cfg.word_subword
+    seen_whole = "last" if attention == "causal" else "first"
+    pooling = seen_whole if cfg.pooling == "auto" else cfg.pooling
+    word_subword = seen_whole if cfg.word_subword == "auto" else cfg.word_subword
     return {"mode": cfg.mode, "attention": attention, "pooling": pooling, "word_subword": str(word_subword),
             "head_dropout": float(cfg.dropout),
             "feature_layers": int(cfg.feature_layers), "features": str(cfg.features)}

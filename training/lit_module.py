@@ -172,10 +172,12 @@ class PretrainModule(L.LightningModule):
         if self.target_log_probs.device != self.device:
             self.target_log_probs = self.target_log_probs.to(self.device)
         for scope, targets in recorded:
+            if not targets.numel():
+                continue
             nll = -self.target_log_probs[targets]
-            scopes = [OWN_ALL] + ([scope.split("/")[0]] if scope.split("/")[0] in self.val_target_unigram else [])
-            for name in scopes:
-                if nll.numel():
+            component = scope.split("/")[0]  # a nested scope counts towards its top-level component
+            for name in (OWN_ALL, component):
+                if name in self.val_target_unigram:
                     self.val_target_unigram[name].update(nll.mean(), weight=nll.numel())
 
     def on_validation_epoch_end(self) -> None:
