@@ -128,15 +128,22 @@ def poisoned_before_the_cut(model: Transformer, cuts: list[int], seen: list[torc
     return layer_states
 
 
-def test_left_shift_never_reads_the_states_before_the_cut_and_corrupts_only_the_drawn_masks():
+def watched_left_shift(sentences: list[list[int]], seed: int, attention, **settings):
+    """sentence_shift_left at k = 0.4 on a tiny model whose states before each cut are NaN (reading one would show
+    in the result), with its draws and every (clean, corrupted) input it was given, in order."""
     model = tiny_model()
-    sentences = random_sentences([4, 9, 12, 16], seed=7)
-    draws = draw_left_masks(sentences, 0.4, seed=2)
+    draws = draw_left_masks(sentences, 0.4, seed=seed)
     seen: list[torch.Tensor] = []
     model.layer_states = poisoned_before_the_cut(model, [d.cut for d in draws], seen)
-    result = sentence_shift_left(model, sentences, attention=CAUSAL, mask_id=4, rate=0.4, seed=2)
+    result = sentence_shift_left(model, sentences, attention=attention, mask_id=4, rate=0.4, seed=seed, **settings)
+    return result, draws, list(zip(seen[::2], seen[1::2], strict=True))
+
+
+def test_left_shift_never_reads_the_states_before_the_cut_and_corrupts_only_the_drawn_masks():
+    sentences = random_sentences([4, 9, 12, 16], seed=7)
+    result, draws, inputs = watched_left_shift(sentences, 2, CAUSAL)
     assert all(math.isfinite(row["cosine"]) and math.isfinite(row["cka"]) for row in result.layers)
-    for ids, d, clean, corrupted in zip(sentences, draws, seen[::2], seen[1::2]):
+    for ids, d, (clean, corrupted) in zip(sentences, draws, inputs):
         assert clean.tolist() == ids
         changed = torch.nonzero(corrupted != clean).squeeze(-1).tolist()
         assert changed == d.masked and set(corrupted[d.masked].tolist()) == {4}
@@ -164,18 +171,14 @@ def test_left_shift_matches_a_brute_force_oracle_under_both_attentions():
 
 
 def test_the_random_token_control_corrupts_the_same_positions_with_ordinary_tokens():
-    model = tiny_model()
     sentences = random_sentences([5, 9, 12, 16], seed=11)
-    draws = draw_left_masks(sentences, 0.4, seed=3)
-    seen: list[torch.Tensor] = []
-    model.layer_states = poisoned_before_the_cut(model, [d.cut for d in draws], seen)
-    ordinary = range(6, model.config.vocab_size)
-    result = sentence_shift_left(model, sentences, attention=BIDIRECTIONAL, mask_id=4, rate=0.4, seed=3,
-                                 random_ids=ordinary)
+    ordinary = range(6, tiny_model().config.vocab_size)
+    result, draws, inputs = watched_left_shift(sentences, 3, BIDIRECTIONAL, random_ids=ordinary)
     replaced = []
-    for ids, d, clean, corrupted in zip(sentences, draws, seen[::2], seen[1::2]):
+    for ids, d, (clean, corrupted) in zip(sentences, draws, inputs):
         assert clean.tolist() == ids and corrupted[d.cut:].tolist() == ids[d.cut:]
-        assert (corrupted != clean).nonzero().squeeze(-1).tolist() <= d.masked  # a draw may repeat the token
+        changed = (corrupted != clean).nonzero().flatten().tolist()
+        assert set(changed) <= set(d.masked)  # only drawn positions change (a draw may repeat the token there)
         replaced += corrupted[d.masked].tolist()
     assert all(t in ordinary for t in replaced) and 4 not in replaced and len(set(replaced)) > 1
     assert result.read_tokens == sum(len(ids) - d.cut for ids, d in zip(sentences, draws))
