@@ -4,6 +4,7 @@
     armlm report findings <root>         the registered findings' verdicts (analysis.findings_report)
     armlm report blimp <root> [<root>]   BLiMP by objective and method across studies (analysis.blimp_report)
     armlm report embeddings <root>       the embeddings study's tables (analysis.embeddings_report)
+    armlm report curves <root>           each objective's measures against its budget in words (analysis.curves_report)
     armlm report finetune <folder>       fine-tuning runs over seeds beside the baseline (analysis.finetune_results)
 """
 
@@ -13,7 +14,8 @@ import importlib
 import sys
 
 REPORTS = {"study": "analysis.study_report", "findings": "analysis.findings_report", "blimp": "analysis.blimp_report",
-           "embeddings": "analysis.embeddings_report", "finetune": "analysis.finetune_results"}
+           "embeddings": "analysis.embeddings_report", "curves": "analysis.curves_report",
+           "finetune": "analysis.finetune_results"}
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
 from datamodules.corpora import Corpus
 from datamodules.sampler import ResumableSampler
-from datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards
+from datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards, split_words
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class PretrainDataModule(L.LightningDataModule):
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
         self.train_tokens: int | None = None
+        self.train_words: float | None = None  # whitespace words of the text train_tokens encode (None: not counted)
         self.datasets: dict[str, Dataset] = {}
         # How far training has got: the epoch and the batches of it trained on (training.callbacks.DataPosition
         # says), saved in every checkpoint through state_dict; after a resume the sampler continues from there.
@@ -136,12 +137,15 @@ class PretrainDataModule(L.LightningDataModule):
         log.info("tokenizer and token cache: %s", paths.tokenizer.parent)
         self.tokenizer = Tokenizer.from_file(str(paths.tokenizer / "tokenizer.json"))
         caches = {split: read_shards(folder) for split, folder in paths.splits.items()}
+        self.train_words = split_words(paths.splits["train"])
         if self.max_train_tokens is not None:
             tokens, offsets = caches["train"]
             if len(tokens) < self.max_train_tokens:
                 raise ValueError(f"data.max_train_tokens={self.max_train_tokens}, but the train split of "
                                  f"{self.corpus.describe()} has {len(tokens)} tokens; give at most that")
             caches["train"] = (tokens.head(self.max_train_tokens), offsets)
+            if self.train_words is not None:  # the slice's share of the split's words, to within a document
+                self.train_words *= self.max_train_tokens / len(tokens)
         self.train_tokens = len(caches["train"][0])  # the unique tokens one epoch passes over
         vocab_size = self.tokenizer.get_vocab_size()
         self.vocabulary = vocabulary_of(self.tokenizer, caches["train"][0].bincount(vocab_size))

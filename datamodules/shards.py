@@ -5,7 +5,7 @@ cut falls between documents, at the same places in every run), and a pool of wor
 shard written atomically by its worker (`shard-NNNNN.tokens.npy` with `[EOD]` after every document, and its
 document offsets). The parent holds at most `2 x workers` shards of text, so memory does not grow with the corpus.
 A run killed part-way keeps its finished shards: the next one re-reads the corpus past them without encoding them
-again. `manifest.json`, written last, marks the split complete. A file lock keeps two runs sharing a cache from
+again. `manifest.json`, written last, marks the split complete and counts its tokens and whitespace words. A file lock keeps two runs sharing a cache from
 encoding one folder at once: the second waits and then reads the first one's shards.
 
 Reading (`ShardedTokens`): the shards memory-mapped and presented as one flat array of token ids (`len`, integer
@@ -168,13 +168,14 @@ def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], fol
     for stale in folder.glob(".*.tmp-*"):  # a killed writer's half-written temporary file
         stale.unlink(missing_ok=True)
     counts: dict[int, int] = {}
-    encoded = 0
+    encoded = words = 0
     bar = tqdm(desc=f"encoding {desc}", unit="shard")
     pool = (ProcessPoolExecutor(workers, mp_context=get_context(START_METHOD), initializer=_start_worker,
                                 initargs=(tokenizer.to_str(),)) if workers > 1 else None)
     pending: dict[int, Future] = {}
     try:
         for index, shard in enumerate(cut_into_shards(documents, shard_chars)):
+            words += sum(len(text.split()) for text in shard)  # every document passes here, kept shards too
             tokens_path, offsets_path = shard_paths(folder, index)
             if tokens_path.is_file() and offsets_path.is_file():  # finished by an earlier run: keep it
                 counts[index] = int(np.load(tokens_path, mmap_mode="r").shape[0])
@@ -203,7 +204,7 @@ def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], fol
             if path.name != LOCK:  # the lock stays: a run waiting on it must not lock a new file beside it
                 path.unlink()
         return EncodeReport(len(shard_tokens), encoded, 0)
-    atomic_write_text(folder / MANIFEST, json.dumps({"layout": LAYOUT, "shard_tokens": shard_tokens}))
+    atomic_write_text(folder / MANIFEST, json.dumps({"layout": LAYOUT, "shard_tokens": shard_tokens, "words": words}))
     return EncodeReport(len(shard_tokens), encoded, sum(shard_tokens))
 
 
@@ -284,6 +285,12 @@ def allow_open_files(shards: int) -> None:
     wanted = shards * 2 + 1024  # train and validation, and room for everything else
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+def split_words(folder: Path) -> int | None:
+    """The whitespace-separated words of a complete split's text (as BabyLM counts a budget); None for a cache
+    written before the manifest kept them."""
+    return json.loads((folder / MANIFEST).read_text()).get("words")
 
 
 def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:

@@ -22,7 +22,7 @@ from common.commands import Command, stage_command
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
-# the train split, the arm's or else the study's: a data-constrained run), diagnose (default true), and, in a
+# the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split), diagnose (default true), and, in a
 # study with a `zeroshot:` section, zeroshot (default: the pretraining arms) with its zeroshot_settings.
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
             "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings"}
@@ -149,9 +149,10 @@ def check_study(cfg: DictConfig) -> None:
                 raise ValueError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
             continue
         unique = unique_tokens(cfg, arm)
-        if isinstance(unique, bool) or not isinstance(unique, int) or unique < 1:
+        if unique is not None and (isinstance(unique, bool) or not isinstance(unique, int) or unique < 1):
             raise ValueError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
-                             f"study's), which is {unique!r}; set study.unique_tokens to a positive number of tokens")
+                             f"study's), which is {unique!r}; give a positive number of tokens, or null for the "
+                             "whole train split")
         if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
             raise ValueError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
                              "budget_scale, not both")
@@ -193,8 +194,10 @@ def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
 def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
     """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
     token budget, as the study's budget_kind says."""
-    if "epochs" in arm:  # passes over the arm's slice, counted by train.py as the loader gives them
-        return ["max_tokens=null", f"data_epochs={arm.epochs}", f"data.max_train_tokens={int(unique_tokens(cfg, arm))}"]
+    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives them
+        unique = unique_tokens(cfg, arm)
+        return ["max_tokens=null", f"data_epochs={arm.epochs}",
+                *([] if unique is None else [f"data.max_train_tokens={int(unique)}"])]
     key = BUDGET_KEYS[budget_kind(cfg)]
     # Only what differs from train.yaml (max_flops and data_epochs default to null), so a stage's recorded
     # overrides stay those of studies run before the FLOPs budget existed.

@@ -13,6 +13,7 @@ import bench.data_path as data_path
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.throughput as throughput
+import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
 from bench.flops import Shape, forward_flops_per_token
 
@@ -133,3 +134,25 @@ def test_zeroshot_speed_times_every_method_on_one_backbone(capsys, tiny_pretrain
     assert result["rows"]["exact"]["cost_over_exact"]["median"] == 1.0
     assert result["rows"]["pll"]["cost_over_exact"]["median"] > 1.0  # one pass per token against one per sentence
     assert "| pll |" in out and out.strip().splitlines()[-1].startswith("{")
+
+
+@pytest.mark.slow
+def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(capsys, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    words = "the river city was at war with the island king and his team of old sailors".split()
+    for d in range(10):
+        (corpus / f"{d}.txt").write_text(" ".join(words[(d * 3 + i) % len(words)] + ("s" * (i % 3)) for i in range(300)))
+    data = ["data=text", f"data.corpus.paths=[{corpus}]", "data.corpus.val_fraction=0.2",
+            f"data.cache_dir={tmp_path / 'cache'}", "data.block_size=32", "data.batch_size=8"]
+    vocab_size.main([*data, "--sizes", "60", "90", "--train-tokens", "1024", "--out", str(tmp_path / "runs"),
+                     "--json", str(tmp_path / "vocab.json"), "--train-overrides", "model=tiny",
+                     "trainer.precision=32-true", "trainer.val_check_interval=2", "logger=[]"])
+    results = json.loads((tmp_path / "vocab.json").read_text())
+    assert [r["vocab_size"] <= s for r, s in zip(results, (60, 90), strict=True)] == [True, True]
+    train_words = 8 * 300  # 8 of the 10 documents are in the train split
+    for r in results:
+        assert r["words"]["train"] == train_words and r["tokens_per_word"]["train"] == r["tokens"]["train"] / train_words
+        assert r["run"]["tokens_seen"] == 1024 and r["run"]["words_seen"] > 0
+    assert results[1]["tokens"]["train"] < results[0]["tokens"]["train"]  # a larger vocabulary, fewer tokens
+    assert "| vocabulary | tokens seen |" in capsys.readouterr().out

@@ -83,6 +83,21 @@ def test_changed_tokenizer_settings_get_their_own_cache(tmp_path):
     assert a.cache_paths().tokenizer != b.cache_paths().tokenizer
 
 
+def test_a_vocabulary_size_change_builds_its_own_tokenizer_and_tokens(tmp_path):
+    corpus = write_corpus(tmp_path / "c")
+    small = datamodule(corpus, tmp_path / "cache")
+    small.setup()
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*") if p.is_file()}
+    larger = PretrainDataModule(TextFiles([str(corpus)], val_fraction=0.1), {"vocab_size": 160, "min_frequency": 1},
+                                cache_dir=str(tmp_path / "cache"), block_size=32, batch_size=4)
+    larger.setup()
+    assert larger.tokenizer.get_vocab_size() > small.tokenizer.get_vocab_size()
+    assert int(np.asarray(larger.datasets["train"].tokens).max()) >= small.tokenizer.get_vocab_size()  # new ids
+    assert larger.train_tokens < small.train_tokens  # a larger vocabulary cuts the same text into fewer tokens
+    assert larger.train_words == small.train_words  # the same words either way
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # the first cache is kept as it was
+
+
 def test_interrupted_cache_write_leaves_no_corrupt_cache(tmp_path, monkeypatch):
     corpus = write_corpus(tmp_path / "c")
     real_save = np.save
@@ -178,6 +193,8 @@ def test_max_train_tokens_trains_on_the_first_tokens_only_and_counts_an_epoch(tm
     sliced = datamodule(corpus, tmp_path / "cache", block_size=16, max_train_tokens=200)
     sliced.setup("fit")
     assert sliced.train_tokens == 200 < whole.train_tokens
+    words = sum(len(d.split()) for d in TextFiles([str(corpus)], val_fraction=0.1).documents("train"))
+    assert whole.train_words == words and sliced.train_words == pytest.approx(words * 200 / whole.train_tokens)
     assert sliced.tokenizer_json == whole.tokenizer_json  # the whole split's tokenizer: slices share it
     assert len(sliced.datasets["validation"]) == len(whole.datasets["validation"])  # validation untouched
     first = [sliced.datasets["train"][i]["input_ids"] for i in range(len(sliced.datasets["train"]))]

@@ -20,7 +20,16 @@ from filelock import FileLock
 from common.vocabulary import EOD
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.sampler import ResumableSampler
-from datamodules.shards import LOCK, MANIFEST, PLAN, ShardedTokens, encode_to_shards, read_shards, shard_paths
+from datamodules.shards import (
+    LOCK,
+    MANIFEST,
+    PLAN,
+    ShardedTokens,
+    encode_to_shards,
+    read_shards,
+    shard_paths,
+    split_words,
+)
 from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
 from tests.conftest import REPO
 
@@ -58,6 +67,7 @@ def test_shards_equal_the_one_shot_encoding(tmp_path, tokenizer, documents, work
     assert tokens[int(tokens.starts[1])] == expected_tokens[int(tokens.starts[1])]
     assert np.array_equal(tokens.bincount(800), np.bincount(expected_tokens, minlength=800))
     assert np.array_equal(np.asarray(tokens.head(1000)), expected_tokens[:1000])
+    assert split_words(tmp_path) == sum(len(d.split()) for d in docs)  # whitespace words, as BabyLM counts
 
 
 def test_a_second_call_on_a_complete_folder_encodes_nothing(tmp_path, tokenizer, documents):
@@ -113,6 +123,7 @@ def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, t
     report = encode_to_shards(tokenizer, iter(documents), folder, shard_chars=200_000)
     assert report.encoded == report.shards - len(finished)  # the finished shards were kept, not re-encoded
     assert all(p.stat().st_mtime_ns == stamps[p] for p in finished)
+    assert split_words(folder) == sum(len(d.split()) for d in documents)  # the kept shards' words are counted too
     assert not list(folder.glob(".*tmp*"))  # no temporary file is left behind, or read
     tokens, offsets = read_shards(folder)
     expected_tokens, expected_offsets = one_shot(tokenizer, documents)

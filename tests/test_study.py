@@ -123,6 +123,22 @@ def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_p
                           "budget=2e13"))
 
 
+def test_curve_arms_pass_over_the_whole_split(tmp_path):
+    """A curve's budgets are passes over the whole train split (no slice), each run of its own."""
+    cfg = study_config("study=curves", "scale=cpu", "seeds=1", f"root={tmp_path}")
+    stages = plan(cfg)
+    pretrain = {s.arm: s for s in stages if s.kind == "pretrain"}
+    assert len(pretrain) == 12
+    for objective in ("ar", "mlm", "hybrid"):
+        for name, epochs in (("w2m5", 0.25), ("w5m", 0.5), ("w10m", 1), ("w20m", 2)):
+            overrides = pretrain[f"{objective}_{name}"].overrides
+            assert {"max_tokens=null", f"data_epochs={epochs}", f"objective={objective}"} <= set(overrides)
+            assert not any(o.startswith("data.max_train_tokens") for o in overrides)
+    check_config(stage_config(pretrain["hybrid_w20m"]))
+    kinds = [s.kind for s in stages]
+    assert kinds.count("finetune") == kinds.count("zeroshot") == kinds.count("diagnose") == 12
+
+
 def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
     cfg = study_config("study=data_constrained", "scale=cpu", "seeds=1", f"root={tmp_path}")
     stages = {s.name: s for s in plan(cfg) if s.kind == "pretrain"}
@@ -138,7 +154,7 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
     assert len(stages) == len(diagnose) == 12 and len(plan(cfg)) == 24  # no fine-tuning; each run on the gate's scale
     assert all({"independence=false", "representations.enabled=false"} <= set(s.overrides) for s in diagnose)
     with pytest.raises(ValueError, match="unique_tokens"):
-        plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}", "study.unique_tokens=null"))
+        plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}", "study.unique_tokens=0"))
     with pytest.raises(ValueError, match="epochs or budget_scale, not both"):
         plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
                           "+study.arms.ar_e1.budget_scale=2"))

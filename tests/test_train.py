@@ -145,6 +145,22 @@ def test_data_epochs_is_a_budget_in_passes_over_a_slice(tmp_path, cache_dir):
     # 2,000 tokens: 64 blocks of [CLS] + 31, 8 full batches of 8 per pass
     assert summary["train_tokens"] == 2000 and summary["max_train_tokens"] == 2000
     assert summary["tokens_seen"] == 3 * 8 * 8 * 32 and summary["epochs"] == 3 and summary["steps"] == 24
+    assert 0 < summary["train_words"] < 2000 and summary["words_seen"] == pytest.approx(3 * summary["train_words"])
+
+
+def test_a_fraction_of_a_pass_over_the_whole_split_is_a_budget_in_words(tmp_path, cache_dir):
+    """The curves' budgets: data_epochs=0.5 of the whole train split sees half its passes' positions, and half its
+    whitespace words."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    words = "the river city was at war with the island king and his team".split()
+    for d in range(12):
+        (corpus / f"{d}.txt").write_text(" ".join(words[(d + i) % len(words)] for i in range(400)))
+    summary = run_pretraining(tiny_config(tmp_path / "run", cache_dir, "objective=ar", "data=text",
+                                          f"data.corpus.paths=[{corpus}]", "data.corpus.val_fraction=0.2",
+                                          "max_tokens=null", "data_epochs=0.5", "trainer.max_steps=-1"))
+    assert summary["max_train_tokens"] is None and summary["epochs"] == pytest.approx(0.5, abs=0.02)
+    assert summary["words_seen"] == pytest.approx(summary["epochs"] * summary["train_words"])
 
 
 def test_trainer_max_steps_still_stops_a_budgeted_run_first(tmp_path, cache_dir):

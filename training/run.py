@@ -118,6 +118,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     fit_seconds = time.perf_counter() - fit_started
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    epochs = tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size)
     summary = {
         "schema_version": SCHEMA_VERSION,
         "objective": type(module.objective).__name__,
@@ -137,7 +138,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         "flops_per_step_estimate": flops_per_step_estimate,
         # the unique training tokens (data.max_train_tokens, or the whole train split) and the passes over them
         "train_tokens": datamodule.train_tokens,
-        "epochs": tokens.tokens_seen / datamodule.epoch_positions(trainer.world_size),
+        "epochs": epochs,
+        # the budget in words, as BabyLM counts it: whitespace words of that text, times the passes over it (None
+        # for a token cache written before its manifest counted words)
+        "train_words": datamodule.train_words,
+        "words_seen": None if datamodule.train_words is None else epochs * datamodule.train_words,
         "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (docs/guides/pretraining.md, "What is logged")

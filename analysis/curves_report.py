@@ -1,0 +1,199 @@
+"""A curves study's report: each objective's measures against its pretraining budget in words (BabyLM's unit), one
+figure per measure with the objectives as lines on a log axis, and a table (report/curves.md and curves.csv).
+
+An arm is one point of one curve: its runs' objective (summary.json) names the line and their words seen (the
+passes over the train split times its whitespace words) place it. Points may differ in seeds and budgets: each cell
+is the mean over the seeds that point has, with a 95 % t interval and n. The study's standard report is written too.
+
+    armlm report curves <study root>
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
+
+from analysis import study as S
+from analysis.blimp_report import blimp_runs, labelled_reports, published_rows
+from analysis.study_report import save_figure, with_common_scale, write_report
+from common.atomic import atomic_write_text
+from common.migrations import migrate_summary
+
+# measure -> (what its figure's y axis says, whether higher is better)
+COMMON_SCALE = {"heldout_nll": ("held-out NLL per token (exact, or the any-order bound)", False),
+                "heldout_below_unigram": ("nats below the unigram NLL of the same targets", True)}
+BLIMP = "BLiMP"
+
+
+def run_budgets(root: Path) -> pd.DataFrame:
+    """arm, seed, objective, words and tokens seen of every pretraining run."""
+    rows = []
+    for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
+        arm, seed = S.arm_and_seed(path, root)
+        summary = migrate_summary(json.loads(path.read_text()))
+        if summary["words_seen"] is None:
+            raise ValueError(f"{path} has no words_seen (its token cache was built before the cache counted words): "
+                             "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
+        rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
+                     "tokens": summary["tokens_seen"]})
+    if not rows:
+        raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
+    return pd.DataFrame(rows)
+
+
+def curve_runs(root: Path) -> pd.DataFrame:
+    """One row per run and measure: arm, seed, measure, line (the objective, or objective · method for BLiMP), value."""
+    budgets = run_budgets(root)
+    objective = budgets.set_index(["arm", "seed"])["objective"]
+    rows = []
+    common = with_common_scale(budgets[["arm", "seed"]], S.diagnostic_reports(root))
+    for measure in COMMON_SCALE:
+        rows += [{"arm": r.arm, "seed": r.seed, "measure": measure, "value": getattr(r, measure)}
+                 for r in common.itertuples()]
+    blimp = blimp_runs(labelled_reports([root]))
+    rows += [{"arm": r.arm, "seed": r.seed, "measure": BLIMP, "method": r.method, "value": r.accuracy}
+             for r in blimp[blimp["level"] == "overall"].itertuples()]
+    finetune_runs = S.finetuning_runs(root)
+    finetuning = S.per_checkpoint(finetune_runs)
+    if not finetuning.empty:
+        kept = finetuning[finetuning["metric"] == finetuning["task"].map(S.primary_metrics(finetune_runs))]
+        rows += [{"arm": r.arm, "seed": r.seed, "measure": f"{r.task}-{r.variant} {r.split} {r.metric}",
+                  "value": r.value} for r in kept.itertuples()]
+    seconds = S.stage_seconds(root)
+    rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum() / 60}
+             for (arm, seed, kind), part in seconds.groupby(["arm", "seed", "kind"])]
+    runs = pd.DataFrame(rows).dropna(subset=["value"])
+    runs["objective"] = [objective.get((a, s)) for a, s in zip(runs["arm"], runs["seed"], strict=True)]
+    runs = runs.dropna(subset=["objective"])
+    method = runs["method"] if "method" in runs else pd.Series(None, index=runs.index)
+    runs["line"] = [o if m != m or m is None else f"{o} · {m}" for o, m in zip(runs["objective"], method, strict=True)]
+    return runs.drop(columns=["method"], errors="ignore")
+
+
+def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:
+    """Mean, ci95 and n over each point's seeds, with the point's words and tokens (means over its runs)."""
+    place = budgets.groupby("arm")[["words", "tokens"]].mean()
+    points = S.over_seeds(runs, ["measure", "line", "arm"], ["value"]).drop(columns="quantity")
+    points = points.join(place, on="arm").sort_values(["measure", "line", "words"]).reset_index(drop=True)
+    clash = points.groupby(["measure", "line", points["words"].round(-3)])["arm"].nunique()
+    if (clash > 1).any():
+        measure, line, words = clash[clash > 1].index[0]
+        arms = sorted(points[(points["line"] == line) & (points["words"].round(-3) == words)]["arm"].unique())
+        raise ValueError(f"arms {arms} both put {line} at {words:,.0f} words: a curve has one arm per budget; give "
+                         "them different budgets or objectives")
+    return points
+
+
+def leads(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Every pair of lines at every budget they share: a minus b, paired by seed (mean, ci95, n over seeds)."""
+    part = runs[runs["measure"] == measure].join(budgets.groupby("arm")["words"].mean().round(-3), on="arm")
+    rows = []
+    for a, b in itertools.combinations(sorted(part["line"].unique()), 2):
+        paired = part[part["line"] == a].merge(part[part["line"] == b], on=["words", "seed"], suffixes=("_a", "_b"))
+        for words, group in paired.groupby("words"):
+            rows.append({"a": a, "b": b, "words": words,
+                         **S.mean_ci(group["value_a"] - group["value_b"]).to_dict()})
+    return pd.DataFrame(rows, columns=["a", "b", "words", "mean", "ci95", "n"])
+
+
+def first_above(points: pd.DataFrame, published: pd.DataFrame) -> list[str]:
+    """For each BLiMP line, the smallest budget whose mean passes each of the release's models (overall)."""
+    blimp = points[points["measure"] == BLIMP]
+    reference = published[published["level"] == "overall"].set_index("arm")["mean"]
+    lines = []
+    for line, part in blimp.groupby("line"):
+        for model, score in reference.items():
+            above = part[part["mean"] > score]
+            where = f"{above['words'].min() / 1e6:.1f}M words" if not above.empty else \
+                f"not up to {part['words'].max() / 1e6:.1f}M words"
+            lines.append(f"| {line} | {model} ({score:.3f}) | {where} |")
+    return ["| line | release model (overall) | first budget above it |", "|---|---|---|", *lines] if lines else []
+
+
+def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame],
+             crossings: list[str], figures: list[str], root: Path) -> str:
+    parts = [f"# Curves: {root}", "",
+             "Each point is one arm: its objective's line, placed at the words its runs saw (passes over the train "
+             "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
+             "t interval over the point's seeds (n), no interval for one seed.", ""]
+    for measure, part in points.groupby("measure", sort=True):
+        parts += [f"## {measure}", "", "| line | words | tokens | n | mean |", "|---|---|---|---|---|"]
+        parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} |"
+                  for r in part.itertuples()]
+        parts.append("")
+        lead = lead_tables.get(measure)
+        if lead is not None and not lead.empty:
+            parts += ["Paired differences (a − b, same seeds):", "", "| a | b | words | n | a − b |",
+                      "|---|---|---|---|---|"]
+            parts += [f"| {r.a} | {r.b} | {r.words / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} |"
+                      for r in lead.itertuples()]
+            parts.append("")
+    if crossings:
+        parts += ["## Where BLiMP passes the release's models", "", *crossings, ""]
+    parts += ["## Figures", "", *[f"![{name}]({name})" for name in figures], ""]
+    return "\n".join(parts)
+
+
+def plot_measure(points: pd.DataFrame, measure: str, published: pd.DataFrame) -> Figure:
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
+    part = points[points["measure"] == measure]
+    for i, (line, group) in enumerate(part.groupby("line", sort=True)):
+        low, high = int(group["n"].min()), int(group["n"].max())
+        ax.errorbar(group["words"], group["mean"], yerr=group["ci95"].fillna(0), marker="o", capsize=3,
+                    color=f"C{i}", label=f"{line} (seeds {low}{'' if low == high else f'-{high}'})")
+    if measure == BLIMP:
+        ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+        for model, score in published[published["level"] == "overall"][["arm", "mean"]].itertuples(index=False):
+            ax.axhline(score, color="black", linestyle=":", linewidth=1)
+            ax.annotate(f"{model} (release) {score:.3f}", xy=(0.01, score), xycoords=("axes fraction", "data"),
+                        fontsize=7, va="bottom")
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining budget (words seen)")
+    ax.set_ylabel(COMMON_SCALE.get(measure, (measure,))[0] if measure != BLIMP else "BLiMP accuracy (overall)")
+    ax.legend(fontsize=7)
+    ax.set_title(measure)
+    return fig
+
+
+def write_curves(root: str | Path) -> list[Path]:
+    """The study's standard report, then curves.md, curves.csv, leads.csv and one PNG per measure."""
+    root = Path(root)
+    written = write_report(root)
+    budgets = run_budgets(root)
+    runs = curve_runs(root)
+    points = curve_points(runs, budgets)
+    published = published_rows(labelled_reports([root]))
+    out = root / "report"
+    measures = sorted(points["measure"].unique())
+    lead_tables = {m: leads(runs, budgets, m) for m in measures if not m.startswith("minutes")}
+    figures = []
+    for measure in measures:
+        name = "curve_" + "".join(c if c.isalnum() else "_" for c in measure.lower()) + ".png"
+        save_figure(plot_measure(points, measure, published), out / name)
+        figures.append(name)
+    atomic_write_text(out / "curves.csv", points.to_csv(index=False))
+    atomic_write_text(out / "leads.csv", pd.concat([t.assign(measure=m) for m, t in lead_tables.items()])
+                      .to_csv(index=False))
+    atomic_write_text(out / "curves.md", markdown(points, lead_tables, first_above(points, published),
+                                                  figures, root))
+    return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", help="a curves study's folder (study.py's root=)")
+    try:
+        written = write_curves(parser.parse_args().root)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    print("\n".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The curves report reads points of unequal budgets and seeds: each arm is one point of its objective's line, placed
+at its words seen, averaged over the seeds it has; paired differences use the seeds both points share. The runs are
+the findings study's kept units (records/findings-cpu), with words_seen written in as a curve's runs carry it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.curves_report import BLIMP, curve_points, curve_runs, leads, run_budgets, write_curves
+from tests.conftest import REPO
+
+KEPT = REPO / "records" / "findings-cpu"
+SEEDS = {"ar_half": [1, 2], "ar": [1, 2, 3], "mlm_half": [1], "mlm": [1, 2]}
+WORDS_PER_TOKEN = 0.4
+F1 = "conll2003-full validation f1"
+
+
+def curve_root(root: Path, seeds: dict[str, list[int]] = SEEDS) -> Path:
+    for arm, arm_seeds in seeds.items():
+        for seed in arm_seeds:
+            shutil.copytree(KEPT / arm / f"seed{seed}", root / arm / f"seed{seed}")
+            path = root / arm / f"seed{seed}" / "pretrain" / "summary.json"
+            summary = json.loads(path.read_text())
+            summary["words_seen"] = summary["tokens_seen"] * WORDS_PER_TOKEN
+            path.write_text(json.dumps(summary))
+    return root
+
+
+def read(root: Path, arm: str, seed: int, *parts: str) -> dict:
+    return json.loads((root / arm / f"seed{seed}").joinpath(*parts).read_text())
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return curve_root(tmp_path_factory.mktemp("curves"))
+
+
+def test_each_arm_is_a_point_averaged_over_the_seeds_it_has(root):
+    budgets = run_budgets(root)
+    points = curve_points(curve_runs(root), budgets).set_index(["measure", "arm"])
+    for arm, seeds in SEEDS.items():
+        nll = [read(root, arm, s, "diagnostics", "diagnostics.json")["likelihood"]["nll_per_token_without_eod"]
+               for s in seeds]
+        f1 = [read(root, arm, s, "finetune", "conll2003-full", "results.json")["metrics"]["validation"]["f1"]
+              for s in seeds]
+        tokens = read(root, arm, seeds[0], "pretrain", "summary.json")["tokens_seen"]
+        for measure, values in (("heldout_nll", nll), (F1, f1)):
+            point = points.loc[(measure, arm)]
+            assert point["n"] == len(seeds) and point["mean"] == pytest.approx(sum(values) / len(values))
+            assert point["words"] == pytest.approx(tokens * WORDS_PER_TOKEN) and point["tokens"] == tokens
+    lines = points.loc[BLIMP]["line"]
+    assert set(lines) == {"AutoregressiveLM · exact", "MaskedLM · pll", "MaskedLM · pll_word_l2r"}
+    # the two budgets of one objective are two points of one line, in budget order
+    ar_line = points.loc["heldout_nll"].reset_index().query("line == 'AutoregressiveLM'")
+    assert list(ar_line["arm"]) == ["ar_half", "ar"]
+
+
+def test_differences_pair_the_seeds_both_points_have(root):
+    lead = leads(curve_runs(root), run_budgets(root), F1).set_index("words")
+    full, half = (round(2_201_600 * WORDS_PER_TOKEN, -3), round(1_101_824 * WORDS_PER_TOKEN, -3))
+    f1 = {(arm, s): read(root, arm, s, "finetune", "conll2003-full", "results.json")["metrics"]["validation"]["f1"]
+          for arm, seeds in SEEDS.items() for s in seeds}
+    assert lead.loc[full, "n"] == 2  # ar has seeds 1-3, mlm 1-2
+    assert lead.loc[full, "mean"] == pytest.approx(sum(f1["ar", s] - f1["mlm", s] for s in (1, 2)) / 2)
+    assert lead.loc[half, "n"] == 1 and lead.loc[half, "mean"] == pytest.approx(f1["ar_half", 1] - f1["mlm_half", 1])
+    assert set(lead["a"]) == {"AutoregressiveLM"} and set(lead["b"]) == {"MaskedLM"}
+
+
+@pytest.mark.slow  # the study's standard report and its figures come with it (about 20 s)
+def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_release(root):
+    written = write_curves(root)
+    names = {p.name for p in written}
+    assert {"curves.md", "curves.csv", "leads.csv", "curve_blimp.png", "curve_heldout_nll.png",
+            "report.md"} <= names
+    text = (root / "report" / "curves.md").read_text()
+    assert "| AutoregressiveLM · exact | 5-gram (0.5" in text and "first budget above it" in text
+    table = pd.read_csv(root / "report" / "curves.csv")
+    assert set(table.query("measure == 'heldout_nll'")["n"]) == {1, 2, 3}
+
+
+def test_two_arms_at_one_budget_of_one_line_and_runs_without_words_are_refused(tmp_path):
+    root = curve_root(tmp_path / "clash", {"ar": [1], "ar_half": [1]})
+    shutil.copytree(root / "ar", root / "ar_again")
+    with pytest.raises(ValueError, match=r"arms \['ar', 'ar_again'\] both put AutoregressiveLM"):
+        curve_points(curve_runs(root), run_budgets(root))
+    summary = root / "ar" / "seed1" / "pretrain" / "summary.json"
+    summary.write_text(json.dumps({k: v for k, v in json.loads(summary.read_text()).items() if k != "words_seen"}))
+    with pytest.raises(ValueError, match="has no words_seen"):
+        run_budgets(root)
