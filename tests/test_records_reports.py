@@ -19,7 +19,7 @@ KEPT = {"findings": ["study=findings_v1", "record=records/findings-cpu", "seeds=
         "curricula": ["study=curricula", "record=records/curricula-cpu", "seeds=3"],
         "embeddings": ["study=embeddings_v1", "record=records/embeddings-cpu", "seeds=3"],
         # the registration of 26 November (issue 46), in progress: the units kept so far
-        "findings-v2": ["study=findings", "record=records/findings-v2-cpu", "seeds=1"]}
+        "findings-v2": ["study=findings", "record=records/findings-v2-cpu", "seeds=2"]}
 
 
 def test_every_kept_record_has_its_golden_tables():
