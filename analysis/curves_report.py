@@ -24,9 +24,9 @@ from analysis.study_report import save_figure, with_common_scale, write_report
 from common.atomic import atomic_write_text
 from common.migrations import migrate_summary
 
-# measure -> (what its figure's y axis says, whether higher is better)
-COMMON_SCALE = {"heldout_nll": ("held-out NLL per token (exact, or the any-order bound)", False),
-                "heldout_below_unigram": ("nats below the unigram NLL of the same targets", True)}
+# measure -> what its figure's y axis says
+COMMON_SCALE = {"heldout_nll": "held-out NLL per token (exact, or the any-order bound)",
+                "heldout_below_unigram": "nats below the unigram NLL of the same targets"}
 BLIMP = "BLiMP"
 
 
@@ -46,16 +46,16 @@ def run_budgets(root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def curve_runs(root: Path) -> pd.DataFrame:
-    """One row per run and measure: arm, seed, measure, line (the objective, or objective · method for BLiMP), value."""
-    budgets = run_budgets(root)
+def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int, dict]]) -> pd.DataFrame:
+    """One row per run and measure: arm, seed, measure, line (the objective, or objective · method for BLiMP), value.
+    `budgets` is run_budgets(root), `zeroshot` labelled_reports([root]): each read once by write_curves."""
     objective = budgets.set_index(["arm", "seed"])["objective"]
     rows = []
     common = with_common_scale(budgets[["arm", "seed"]], S.diagnostic_reports(root))
     for measure in COMMON_SCALE:
         rows += [{"arm": r.arm, "seed": r.seed, "measure": measure, "value": getattr(r, measure)}
                  for r in common.itertuples()]
-    blimp = blimp_runs(labelled_reports([root]))
+    blimp = blimp_runs(zeroshot)
     rows += [{"arm": r.arm, "seed": r.seed, "measure": BLIMP, "method": r.method, "value": r.accuracy}
              for r in blimp[blimp["level"] == "overall"].itertuples()]
     finetune_runs = S.finetuning_runs(root)
@@ -155,7 +155,7 @@ def plot_measure(points: pd.DataFrame, measure: str, published: pd.DataFrame) ->
                         fontsize=7, va="bottom")
     ax.set_xscale("log")
     ax.set_xlabel("pretraining budget (words seen)")
-    ax.set_ylabel(COMMON_SCALE.get(measure, (measure,))[0] if measure != BLIMP else "BLiMP accuracy (overall)")
+    ax.set_ylabel(COMMON_SCALE.get(measure, measure) if measure != BLIMP else "BLiMP accuracy (overall)")
     ax.legend(fontsize=7)
     ax.set_title(measure)
     return fig
@@ -166,9 +166,10 @@ def write_curves(root: str | Path) -> list[Path]:
     root = Path(root)
     written = write_report(root)
     budgets = run_budgets(root)
-    runs = curve_runs(root)
+    zeroshot = labelled_reports([root])
+    runs = curve_runs(root, budgets, zeroshot)
     points = curve_points(runs, budgets)
-    published = published_rows(labelled_reports([root]))
+    published = published_rows(zeroshot)
     out = root / "report"
     measures = sorted(points["measure"].unique())
     lead_tables = {m: leads(runs, budgets, m) for m in measures if not m.startswith("minutes")}

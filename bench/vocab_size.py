@@ -52,7 +52,8 @@ print(json.dumps({"vocab_size": datamodule.vocabulary.size, "build_seconds": sec
 
 def measure(overrides: list[str], size: int) -> dict:
     command = [sys.executable, "-c", BUILD, json.dumps([*overrides, f"data.tokenizer.vocab_size={size}"])]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     if done.returncode != 0:
         raise SystemExit(f"vocab_size={size} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])

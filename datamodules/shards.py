@@ -5,8 +5,9 @@ cut falls between documents, at the same places in every run), and a pool of wor
 shard written atomically by its worker (`shard-NNNNN.tokens.npy` with `[EOD]` after every document, and its
 document offsets). The parent holds at most `2 x workers` shards of text, so memory does not grow with the corpus.
 A run killed part-way keeps its finished shards: the next one re-reads the corpus past them without encoding them
-again. `manifest.json`, written last, marks the split complete and counts its tokens and whitespace words. A file lock keeps two runs sharing a cache from
-encoding one folder at once: the second waits and then reads the first one's shards.
+again. `manifest.json`, written last, marks the split complete and counts its tokens and whitespace words. A file
+lock keeps two runs sharing a cache from encoding one folder at once: the second waits and then reads the first
+one's shards.
 
 Reading (`ShardedTokens`): the shards memory-mapped and presented as one flat array of token ids (`len`, integer
 and slice indexing, `head`), so packed blocks and segment pairs index the stream as they would one file.

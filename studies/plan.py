@@ -22,8 +22,9 @@ from common.commands import Command, stage_command
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
-# the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split), diagnose (default true), and, in a
-# study with a `zeroshot:` section, zeroshot (default: the pretraining arms) with its zeroshot_settings.
+# the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split),
+# diagnose (default true), and, in a study with a `zeroshot:` section, zeroshot (default: the pretraining arms)
+# with its zeroshot_settings.
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
             "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings"}
 
@@ -194,7 +195,7 @@ def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
 def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
     """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
     token budget, as the study's budget_kind says."""
-    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives them
+    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives
         unique = unique_tokens(cfg, arm)
         return ["max_tokens=null", f"data_epochs={arm.epochs}",
                 *([] if unique is None else [f"data.max_train_tokens={int(unique)}"])]

@@ -149,4 +149,3 @@ def test_streaming_text_files_give_the_same_documents_lazily(tmp_path: Path):
     (tmp_path / "c.txt").write_bytes(b"fine\n\ncaf\xe9\n")
     with pytest.raises(ValueError, match="c.txt:3: not UTF-8"):
         list(TextFiles([str(tmp_path / "c.txt")], blank_line_documents=True, streaming=True).documents("train"))
-

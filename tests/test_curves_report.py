@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.blimp_report import labelled_reports
 from analysis.curves_report import BLIMP, curve_points, curve_runs, leads, run_budgets, write_curves
 from tests.conftest import REPO
 
@@ -29,6 +30,10 @@ def curve_root(root: Path, seeds: dict[str, list[int]] = SEEDS) -> Path:
     return root
 
 
+def runs_of(root: Path) -> pd.DataFrame:
+    return curve_runs(root, run_budgets(root), labelled_reports([root]))
+
+
 def read(root: Path, arm: str, seed: int, *parts: str) -> dict:
     return json.loads((root / arm / f"seed{seed}").joinpath(*parts).read_text())
 
@@ -40,7 +45,7 @@ def root(tmp_path_factory) -> Path:
 
 def test_each_arm_is_a_point_averaged_over_the_seeds_it_has(root):
     budgets = run_budgets(root)
-    points = curve_points(curve_runs(root), budgets).set_index(["measure", "arm"])
+    points = curve_points(runs_of(root), budgets).set_index(["measure", "arm"])
     for arm, seeds in SEEDS.items():
         nll = [read(root, arm, s, "diagnostics", "diagnostics.json")["likelihood"]["nll_per_token_without_eod"]
                for s in seeds]
@@ -59,7 +64,7 @@ def test_each_arm_is_a_point_averaged_over_the_seeds_it_has(root):
 
 
 def test_differences_pair_the_seeds_both_points_have(root):
-    lead = leads(curve_runs(root), run_budgets(root), F1).set_index("words")
+    lead = leads(runs_of(root), run_budgets(root), F1).set_index("words")
     full, half = (round(2_201_600 * WORDS_PER_TOKEN, -3), round(1_101_824 * WORDS_PER_TOKEN, -3))
     f1 = {(arm, s): read(root, arm, s, "finetune", "conll2003-full", "results.json")["metrics"]["validation"]["f1"]
           for arm, seeds in SEEDS.items() for s in seeds}
@@ -85,7 +90,7 @@ def test_two_arms_at_one_budget_of_one_line_and_runs_without_words_are_refused(t
     root = curve_root(tmp_path / "clash", {"ar": [1], "ar_half": [1]})
     shutil.copytree(root / "ar", root / "ar_again")
     with pytest.raises(ValueError, match=r"arms \['ar', 'ar_again'\] both put AutoregressiveLM"):
-        curve_points(curve_runs(root), run_budgets(root))
+        curve_points(runs_of(root), run_budgets(root))
     summary = root / "ar" / "seed1" / "pretrain" / "summary.json"
     summary.write_text(json.dumps({k: v for k, v in json.loads(summary.read_text()).items() if k != "words_seen"}))
     with pytest.raises(ValueError, match="has no words_seen"):
