@@ -22,7 +22,7 @@ from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.scoring import Scorer
 from diagnostics.sentences import Pair
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
-from objectives.base import Objective
+from objectives.base import Objective, refuse_unless_language_model
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ METHODS = {
 
 
 def scoring_method(objective: type[Objective]) -> ScoringMethod:
+    refuse_unless_language_model(objective, "the diagnostics (evaluate.py)")
     method = METHODS.get(getattr(objective, "scoring", None))
     if method is None:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, which the "

@@ -14,7 +14,7 @@ from torch import Tensor
 from generation.sampling import SamplingSettings, sample
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
-from objectives.base import Objective
+from objectives.base import Objective, refuse_unless_language_model
 
 UNMASKING_ORDERS = ("confidence", "random")
 
@@ -99,6 +99,7 @@ GENERATORS: dict[str, Sampler] = {
 
 
 def generator_for(objective: type[Objective]) -> Sampler:
+    refuse_unless_language_model(objective, "sampling (generate.py)")
     method = GENERATORS.get(getattr(objective, "scoring", None))
     if method is None:
         raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "

@@ -12,6 +12,7 @@ from torch import Tensor
 from common.migrations import migrate_finetune_hparams
 from models.backbone import ModelConfig
 from models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
+from objectives.base import refuse_unless_language_model
 from training.pretrained import load_pretrained
 
 HEAD_PREFIX = "head."
@@ -70,6 +71,8 @@ def read_source(path: str | Path) -> ExportSource:
         return _finetuned(ckpt_path, ckpt, migrate_finetune_hparams(hparams))
     pretrained = load_pretrained(ckpt_path)
     cls = pretrained.objective_class
+    # armlm's modelling file is a causal or a masked LM: an ElectraForPreTraining export is not written
+    refuse_unless_language_model(cls, "export as a causal or masked LM (export.py)")
     weights = dict(pretrained.weights)
     lm_bias = weights.pop("lm_bias")
     return ExportSource(

@@ -210,14 +210,7 @@ class Transformer(nn.Module):
                                          or int(position_ids.max()) >= self.config.max_len):
             raise ValueError(f"position_ids {tuple(position_ids.shape)} must match the inputs "
                              f"{tuple(input_ids.shape)} and stay below model.max_len={self.config.max_len}")
-        # Type and position embeddings are summed first, so the (B, T, d) token embeddings take one add.
-        offset = self.type_embedding.weight[0] if token_type_ids is None else self.type_embedding(token_type_ids)
-        if self.position_embedding is not None:
-            positions = self.position_embedding.weight[:t] if position_ids is None else self.position_embedding(
-                position_ids)
-            offset = offset + positions
-        x = self.token_embedding(input_ids) + offset
-        x = self.drop(self.embedding_norm(x))
+        x = self.embed(input_ids, token_type_ids, position_ids)
         mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], t, input_ids.device)
         states = [x] if with_embeddings else []  # already normalised by embedding_norm
         last = len(self.blocks) - 1
@@ -228,6 +221,19 @@ class Transformer(nn.Module):
                 states.append(self.final_norm(x))
         return states
 
+    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+              position_ids: Tensor | None = None) -> Tensor:
+        """(B, T, d): what the first block reads (token, type and position embeddings, normalised where the model
+        normalises them, dropout). ELECTRA's generator reads these too: the two networks share their embeddings."""
+        t = input_ids.shape[1]
+        # Type and position embeddings are summed first, so the (B, T, d) token embeddings take one add.
+        offset = self.type_embedding.weight[0] if token_type_ids is None else self.type_embedding(token_type_ids)
+        if self.position_embedding is not None:
+            positions = self.position_embedding.weight[:t] if position_ids is None else self.position_embedding(
+                position_ids)
+            offset = offset + positions
+        return self.drop(self.embedding_norm(self.token_embedding(input_ids) + offset))
+
     def logits(self, hidden: Tensor) -> Tensor:
         """Vocabulary logits through the LM head tied to the token embedding; any leading shape."""
         return F.linear(hidden, self.token_embedding.weight, self.lm_bias)
@@ -236,7 +242,7 @@ class Transformer(nn.Module):
     def recording_targets(self) -> Iterator[list[tuple[str, Tensor]]]:
         """Collects (scope, targets) for every call of the LM head inside the block: the tokens an objective's
         loss scored, whatever the objective. Every objective scores its targets through `lm_nll` or
-        `weighted_lm_nll`, so this is how validation knows the unigram NLL of exactly those targets (the gate)."""
+        `weighted_lm_nll` (or declares them, `record_targets`), so this is how validation knows the unigram NLL of exactly those targets (the gate)."""
         recorded: list[tuple[str, Tensor]] = []
         self._target_recorders.append(recorded)
         try:
@@ -253,7 +259,9 @@ class Transformer(nn.Module):
         finally:
             self._target_scopes.pop()
 
-    def _record_targets(self, targets: Tensor) -> None:
+    def record_targets(self, targets: Tensor) -> None:
+        """Declares `targets` scored by a loss that does not go through `lm_nll` (All-Tokens MLM's copy mixture), so
+        the learning gate's unigram baseline covers them."""
         for recorded in self._target_recorders:
             recorded.append(("/".join(self._target_scopes), targets.detach()))
 
@@ -261,13 +269,13 @@ class Transformer(nn.Module):
         """Summed NLL (fp32) of `targets` (N,) at hidden states (N, d) under the tied LM head, without ever
         holding the N x V logits (models.lm_loss); every target must be a real token id. `excluded`: a token
         out of the support (masked diffusion's [MASK])."""
-        self._record_targets(targets)
+        self.record_targets(targets)
         return linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets, excluded=excluded)
 
     def weighted_lm_nll(self, hidden: Tensor, targets: Tensor, row_weights: Tensor | None, *,
                         excluded: int | None = None) -> tuple[Tensor, Tensor]:
         """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL, without), in one pass."""
-        self._record_targets(targets)
+        self.record_targets(targets)
         return weighted_linear_cross_entropy(hidden, self.token_embedding.weight, self.lm_bias, targets,
                                              row_weights, excluded=excluded)
 

@@ -15,8 +15,8 @@ from models.attention import CAUSAL, Attention
 from models.backbone import Transformer
 
 Batch = dict[str, Tensor]
-__all__ = ["IGNORE_INDEX", "Batch", "LossOutput", "Objective", "TrainingProgress", "mean_or_zero", "summed_token_nll",
-           "target_positions"]
+__all__ = ["IGNORE_INDEX", "NOT_A_LANGUAGE_MODEL", "Batch", "LossOutput", "Objective", "TrainingProgress", "mean_or_zero",
+           "refuse_unless_language_model", "summed_token_nll", "target_positions"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,10 @@ class Objective(nn.Module, ABC):
     finetune_attention: ClassVar[str]
     # How diagnostics score its checkpoints (diagnostics.methods): "chain_rule" (left-to-right factors: exact
     # pair joints and likelihood) or "conditionals" (each token given all the others: the MLM joint
-    # constructions and pseudo-likelihood). A new way is written in diagnostics/ and named here.
+    # constructions and pseudo-likelihood). A new way is written in diagnostics/ and named here. NOT_A_LANGUAGE_MODEL
+    # ("none"): its checkpoints give no token distribution to read (ELECTRA's discriminator); zero-shot scoring, the
+    # likelihood diagnostics, sampling and LM export refuse them (`refuse_unless_language_model`), and they are
+    # fine-tuned only.
     scoring: ClassVar[str]
     # What the DataModule must deliver (datamodules.pretrain.INPUT_FORMATS): packed fixed-length "blocks"
     # or "[CLS] A [SEP] B [SEP]" "segment_pairs".
@@ -109,6 +112,10 @@ class Objective(nn.Module, ABC):
     # predicts) for most; masked diffusion's val/nelbo. A mixture's components are also gated one by one
     # (`target_scopes`, each against its val/loss_<scope>).
     own_loss_metric: ClassVar[str] = "loss"
+    # What the gate reads that loss against: None, the unigram NLL of exactly the targets it scored (recorded by the
+    # LM head); or a validation metric the objective logs (an extra) that is its own context-free baseline, for a
+    # loss that is not over tokens (ELECTRA's replaced-token detection: the binary entropy of its label share).
+    own_baseline_metric: ClassVar[str | None] = None
     # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
     # total is known in advance (train.py refuses a run without one).
     needs_progress: ClassVar[bool] = False
@@ -166,6 +173,18 @@ class Objective(nn.Module, ABC):
         if mask is None:
             return torch.tensor(batch["input_ids"].numel(), device=batch["input_ids"].device)
         return mask.sum()
+
+
+NOT_A_LANGUAGE_MODEL = "none"
+
+
+def refuse_unless_language_model(objective: type[Objective], what: str) -> None:
+    """Raise the one-line refusal for `what` (zero-shot scoring, a likelihood, sampling, LM export) of a checkpoint
+    whose objective is not a language model (scoring = "none")."""
+    if objective.scoring == NOT_A_LANGUAGE_MODEL:
+        raise ValueError(f"{objective.__name__} checkpoints are not a language model (scoring='none': "
+                         f"{objective.reference or 'no token distribution'}), so {what} cannot read them; fine-tune "
+                         "them (finetune.py pretrained=...), or use a checkpoint of a language-model objective")
 
 
 def target_positions(input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:

@@ -16,7 +16,8 @@ from objectives.base import Objective, TrainingProgress
 DOWNSTREAM_ATTRIBUTES = ("pretraining_attention", "finetune_attention", "scoring", "masked_conditionals",
                          "mask_in_support", "left_to_right_reader", "masked_prediction_offset", "reference")
 # What validation logs: a composite that validates with one component (the last phase) takes these from it too.
-VALIDATION_ATTRIBUTES = ("val_loss_kind", "likelihood_metric", "extra_metrics", "perplexity_of")
+VALIDATION_ATTRIBUTES = ("val_loss_kind", "likelihood_metric", "extra_metrics", "perplexity_of", "own_loss_metric",
+                         "own_baseline_metric")
 
 
 class Composite(Objective):

@@ -29,7 +29,9 @@ from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agree
 from interchange.source import read_source
 from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig
+from objectives.base import NOT_A_LANGUAGE_MODEL
 from tests.conftest import REPO, perturbed, pretraining_checkpoint
+from training.pretrained import load_pretrained
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 POSITIONS = ("learned", "rope")
@@ -47,6 +49,11 @@ def sentences(data_dir: Path) -> list[str]:
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_every_objective_exports_with_armlm_logits(objective, positions, tmp_path, tokenizer_json, sentences):
     ckpt = pretraining_checkpoint(tmp_path / "run", tokenizer_json, objective, f"model.positions={positions}")
+    if load_pretrained(ckpt).objective_class.scoring == NOT_A_LANGUAGE_MODEL:  # a discriminator: refused, unwritten
+        with pytest.raises(ValueError, match="not a language model"):
+            export_checkpoint(tmp_path / "run", tmp_path / "hf")
+        assert not (tmp_path / "hf").exists()
+        return
     result = export_checkpoint(tmp_path / "run", tmp_path / "hf")
     model, cls, _ = armlm_backbone(ckpt)
     causal = cls.scoring == "chain_rule"

@@ -25,9 +25,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from diagnostics.methods import scoring_method
 from diagnostics.run import evaluate_config, run_diagnostics
 from finetune.run import run_finetune
+from generation.decode import generator_for
+from interchange.source import read_source
 from models.attention import KINDS, Attention
 from models.backbone import Transformer
-from objectives.base import LossOutput, Objective
+from objectives.base import NOT_A_LANGUAGE_MODEL, LossOutput, Objective
 from objectives.composite import Composite
 from tests.conftest import REPO, PretrainedRuns, tiny_config
 from tests.test_finetune_run import finetune_config
@@ -38,6 +40,11 @@ from training.run import run_pretraining
 from training.setup import build_model_config
 from zeroshot.run import run_zeroshot, zeroshot_config
 from zeroshot.scoring import available_methods
+
+
+def is_language_model(cls: type[Objective]) -> bool:
+    return cls.scoring != NOT_A_LANGUAGE_MODEL
+
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 STEPS, HALF = 8, 4  # tiny_config: batch 8 x 32-token blocks
@@ -69,7 +76,13 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     assert set(cls.perplexity_of) <= set(cls.extra_metrics)
     assert cls.likelihood_metric in (None, "loss", *cls.extra_metrics)  # a metric it logs
     Attention.named(cls.finetune_attention)  # a pattern fine-tuning and diagnostics can run
-    scoring_method(cls)  # a scoring method the diagnostics implement
+    if is_language_model(cls):
+        scoring_method(cls)  # a scoring method the diagnostics implement
+    else:  # a discriminator: the diagnostics refuse it by name, never score it as something it is not
+        with pytest.raises(ValueError, match="not a language model"):
+            scoring_method(cls)
+    baseline = cls.own_baseline_metric  # the gate's baseline: the recorded targets' unigram, or one it logs
+    assert baseline is None or baseline in cls.extra_metrics
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
     objective.set_vocabulary(datamodule.vocabulary)
@@ -151,6 +164,12 @@ def test_the_checkpoint_fine_tunes_and_is_diagnosed(name, runs, tiny_ner, tmp_pa
     results = run_finetune(finetune_config(tmp_path / "ner", "task=conll2003", f"pretrained={runs[name]}",
                                            f"task.data.source={tiny_ner}", "task.epochs=1"))
     assert results["steps"] > 0 and results["metrics"]["validation"]["f1"] is not None
+    summary = json.loads((runs[name] / "summary.json").read_text())
+    assert "all" in summary["own_below_unigram"]  # the learning gate can read every objective
+    if not is_language_model(load_pretrained(runs[name]).objective_class):
+        with pytest.raises(ValueError, match="not a language model"):
+            run_diagnostics(evaluate_config([f"output_dir={tmp_path / 'diagnostics'}", f"checkpoint={runs[name]}"]))
+        return
     report = run_diagnostics(evaluate_config([f"output_dir={tmp_path / 'diagnostics'}", f"checkpoint={runs[name]}",
                                               "pairs=2", "candidates=4", "sentences.max_tokens=20",
                                               "representations.sentences=4"]))
@@ -165,9 +184,18 @@ def test_the_checkpoint_is_scored_zero_shot_by_every_method_its_class_names(name
     rows = [{"sentence_good": g, "sentence_bad": b, "field": "syntax", "linguistics_term": "agreement", "UID": "agr"}
             for g, b in (("the cat sleeps .", "the cat sleep ."), ("these dogs run .", "these dogs runs ."))]
     (folder / "agr.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    report = run_zeroshot(zeroshot_config([f"checkpoint={untrained[name]}", f"blimp.dir={folder}",
-                                           f"output_dir={tmp_path / 'zeroshot'}", "bootstrap.resamples=100"]))
-    methods = available_methods(load_pretrained(untrained[name]).objective_class)
+    settings = [f"checkpoint={untrained[name]}", f"blimp.dir={folder}", f"output_dir={tmp_path / 'zeroshot'}",
+                "bootstrap.resamples=100"]
+    cls = load_pretrained(untrained[name]).objective_class
+    if not is_language_model(cls):  # refused with the fix, before anything is written; so are sampling and export
+        for refused in (lambda: run_zeroshot(zeroshot_config(settings)), lambda: generator_for(cls),
+                        lambda: read_source(untrained[name])):
+            with pytest.raises(ValueError, match="not a language model.*fine-tune"):
+                refused()
+        assert not (tmp_path / "zeroshot").exists()
+        return
+    report = run_zeroshot(zeroshot_config(settings))
+    methods = available_methods(cls)
     assert methods and report["settings"]["methods"] == list(methods)
     for method in methods:  # a log-probability (or minus a bound): finite and negative
         assert -20 < report["blimp"]["log_prob_per_token"][method] < 0
@@ -181,6 +209,10 @@ def test_the_checkpoint_answers_lm_evaluation_harness_by_every_method_its_class_
     from zeroshot.harness import ArmlmLM
 
     text = "the river runs through the old town and the people of the town"
+    if not is_language_model(load_pretrained(untrained[name]).objective_class):
+        with pytest.raises(ValueError, match="not a language model"):
+            ArmlmLM(checkpoint=str(untrained[name]))
+        return
     for method in available_methods(load_pretrained(untrained[name]).objective_class):
         lm = ArmlmLM(checkpoint=str(untrained[name]), method=method)
         (score, greedy), = lm.loglikelihood([Instance("loglikelihood", {}, ("the river runs", " through the"), 0)],

@@ -203,11 +203,16 @@ class PretrainModule(L.LightningModule):
     def log_own_margins(self, values: dict[str, Tensor]) -> None:
         """The learning gate's quantity, each arm read as it is used: the unigram NLL of the targets its own loss
         scored minus that loss (val/own_below_unigram; a mixture's components also as val/own_below_unigram_<name>,
-        against val/loss_<name>)."""
+        against val/loss_<name>), or, for an objective that names its own baseline (Objective.own_baseline_metric),
+        that baseline minus the loss."""
         own = {OWN_ALL: self.objective.own_loss_metric, **{s: f"loss_{s}" for s in self.objective.target_scopes}}
+        baseline = self.objective.own_baseline_metric
         for scope, metric in self.val_target_unigram.items():
-            if metric.update_count and own[scope] in values:
-                unigram = metric.compute()
+            if scope == OWN_ALL and baseline is not None:  # a loss not over tokens, read against its own baseline
+                unigram = values.get(baseline) if own[scope] in values else None
+            else:
+                unigram = metric.compute() if metric.update_count and own[scope] in values else None
+            if unigram is not None:
                 suffix = "" if scope == OWN_ALL else f"_{scope}"
                 self.log(f"val/own_unigram{suffix}", unigram)
                 self.log(f"val/own_below_unigram{suffix}", unigram - values[own[scope]])

@@ -36,7 +36,7 @@ from datamodules.encoding import token_id
 from diagnostics.likelihood import model_masked_scorer, random_subsets, row_log_probs
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
-from objectives.base import Objective
+from objectives.base import Objective, refuse_unless_language_model
 
 METHODS = ("exact", "pll", "pll_word_l2r", "bound")
 
@@ -129,6 +129,7 @@ class SentenceScorer:
         if tokens_per_pass < 1 or bound_draws < 2:
             raise ValueError(f"tokens_per_pass={tokens_per_pass}, bound_draws={bound_draws}: need a positive pass "
                              "size and at least 2 draws (the bound's standard error needs two)")
+        refuse_unless_language_model(objective, "zero-shot scoring")
         self.model, self.objective, self.mask_id = model.eval(), objective, mask_id
         self.tokens_per_pass, self.bound_draws, self.seed = tokens_per_pass, bound_draws, seed
         # `exact` and PLL read the model as training normalised it: over the vocabulary with [MASK] unless the

@@ -1,0 +1,134 @@
+"""ELECTRA's generator (Clark et al. 2020, §3.2) and the corruption it drives: a narrow bidirectional masked LM that
+reads the backbone's own embeddings, fills the masked positions with its samples, and is discarded after
+pretraining. Every objective of ELECTRA's efficiency analysis (objectives.electra) trains one beside the backbone."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from common.vocabulary import Vocabulary
+from models.attention import BIDIRECTIONAL, attention_share, sdpa_arguments
+from models.backbone import Block, ModelConfig, Transformer
+from models.flops import forward_flops, linear_flops
+from models.lm_loss import matmul_dtype
+from objectives.base import IGNORE_INDEX, Batch, Objective
+from objectives.mlm import MaskedLM
+
+HEAD_WIDTH = 64  # ELECTRA's generator keeps BERT's 64-wide heads: max(1, width // 64) of them
+
+
+class Generator(nn.Module):
+    """A Transformer `width_fraction` as wide as the backbone, as deep, with 4x-wide MLPs. It reads the backbone's
+    embeddings through a projection (ELECTRA's embeddings_project) and predicts through the backbone's tied token
+    embedding and output bias (a dense + GELU + LayerNorm back to the backbone's width first), so the two networks
+    share their embeddings as the paper's do. ELECTRA shares the embeddings only; the output bias (V numbers) is
+    shared here too because the backbone's size is only known once the tokenizer is: a generator holding its own
+    would have to be built after the data."""
+
+    def __init__(self, *, d_model: int, n_layers: int, width_fraction: float, max_len: int, positions: str,
+                 norm_position: str, dropout: float, layer_norm_eps: float, init_std: float) -> None:
+        super().__init__()
+        if not 0 < width_fraction <= 1:
+            raise ValueError(f"objective.generator_fraction={width_fraction} must be in (0, 1] (ELECTRA: 1/4 to 1/3)")
+        width = max(2, round(d_model * width_fraction))
+        heads = max(1, width // HEAD_WIDTH)
+        width -= width % (2 * heads)  # whole heads of an even width (rotary positions rotate pairs)
+        self.config = ModelConfig(d_model=width, n_layers=n_layers, n_heads=heads, d_ff=4 * width, max_len=max_len,
+                                  positions=positions, norm_position=norm_position, dropout=dropout,
+                                  layer_norm_eps=layer_norm_eps, init_std=init_std)
+        self.project_in = nn.Linear(d_model, width)
+        self.blocks = nn.ModuleList(Block(self.config) for _ in range(n_layers))
+        post = norm_position == "post"
+        self.final_norm = nn.Identity() if post else nn.LayerNorm(width, eps=layer_norm_eps)
+        self.head = nn.Sequential(nn.Linear(width, d_model), nn.GELU(), nn.LayerNorm(d_model, eps=layer_norm_eps))
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=init_std)
+                nn.init.zeros_(module.bias)
+
+    def forward(self, model: Transformer, input_ids: Tensor, attention_mask: Tensor | None,
+                token_type_ids: Tensor | None, output_mask: Tensor) -> Tensor:
+        """Logits (N, V) at the `output_mask` positions, row-major, from the generator reading `input_ids`."""
+        x = self.project_in(model.embed(input_ids, token_type_ids))
+        mask, is_causal = sdpa_arguments(BIDIRECTIONAL, attention_mask, input_ids.shape[0], input_ids.shape[1],
+                                         input_ids.device)
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None)
+        return model.logits(self.head(self.final_norm(x)))
+
+    def forward_flops(self, model: Transformer, input_ids: Tensor, attention_mask: Tensor | None,
+                      output_rows: int) -> float:
+        """Matmul FLOPs of `forward` (models.flops): the projection in at every position, the blocks (the last
+        MLP on the output rows), the head and the tied vocabulary projection on the output rows."""
+        sequences, length = input_ids.shape
+        c, device = self.config, input_ids.device.type
+        share = attention_share(BIDIRECTIONAL, attention_mask, device_type=device, length=length,
+                                dtype=matmul_dtype(device, self.project_in.weight.dtype),
+                                dropout=c.dropout if self.training else 0.0)
+        blocks = forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=0, sequences=sequences,
+                               length=length, output_rows=output_rows, vocab_rows=0, attention_share=share)
+        vocabulary = 2.0 * output_rows * model.config.d_model * model.config.vocab_size
+        return (blocks + linear_flops(self.project_in, sequences * length) + linear_flops(self.head, output_rows)
+                + vocabulary)
+
+
+class Replaced(NamedTuple):
+    """One batch corrupted by the generator (GeneratorCorruption.replace)."""
+
+    inputs: Tensor  # (B, T): the original ids with every selected position holding the generator's sample
+    selected: Tensor  # (B, T) bool: the positions the generator filled (BERT's 15 %)
+    replaced: Tensor  # (B, T) bool: where the sample differs from the original (a correct sample is "original")
+    generator_loss: Tensor  # the generator's mean masked-LM NLL over the selected positions
+    generator_nll_sum: Tensor  # its sum, detached
+    n_selected: Tensor
+    forward_flops: float  # the generator's
+
+
+class GeneratorCorruption(Objective):
+    """What ELECTRA and its ablations share: BERT's selection of `mask_rate` of the ordinary positions, ELECTRA's
+    generator input ([MASK] at `mask_prob` of them, the original token at the rest), and the generator's samples in
+    their place. Samples are drawn from its softmax at temperature 1 without a gradient: the backbone's loss never
+    reaches the generator except through the embeddings they share."""
+
+    pretraining_attention = "bidirectional"
+    finetune_attention = "bidirectional"
+    # A discriminator, or a network trained on generator-corrupted text, is not a language model armlm can score:
+    # it never saw [MASK] (no masked conditionals) and has no left-to-right factors.
+    scoring = "none"
+    masked_conditionals = False
+    reference = "Clark et al. 2020 (ELECTRA)"
+
+    def __init__(self, *, d_model: int, n_layers: int, max_len: int, positions: str, norm_position: str,
+                 dropout: float, layer_norm_eps: float, init_std: float, generator_fraction: float = 0.25,
+                 mask_rate: float = 0.15, mask_prob: float = 0.85) -> None:
+        super().__init__()
+        # ELECTRA's masking: [MASK] or the original token, never a random one
+        self.masking = MaskedLM(mask_rate=mask_rate, mask_prob=mask_prob, random_prob=0.0, keep_prob=1.0 - mask_prob)
+        self.generator = Generator(d_model=d_model, n_layers=n_layers, width_fraction=generator_fraction,
+                                   max_len=max_len, positions=positions, norm_position=norm_position, dropout=dropout,
+                                   layer_norm_eps=layer_norm_eps, init_std=init_std)
+
+    def set_vocabulary(self, vocab: Vocabulary) -> None:
+        self.masking.set_vocabulary(vocab)
+
+    def replace(self, batch: Batch, model: Transformer, generator: torch.Generator | None) -> Replaced:
+        input_ids = batch["input_ids"]
+        masked, labels = self.masking.corrupt(input_ids, generator)
+        selected = labels != IGNORE_INDEX
+        logits = self.generator(model, masked, batch.get("attention_mask"), batch.get("token_type_ids"), selected)
+        targets = labels[selected]
+        nll_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
+        n_selected = selected.sum()
+        with torch.no_grad():
+            probs = torch.softmax(logits.detach().float(), dim=-1)
+            samples = (torch.multinomial(probs, 1, generator=generator).squeeze(1) if probs.shape[0]
+                       else targets.clone())
+        inputs = input_ids.masked_scatter(selected, samples)
+        flops = self.generator.forward_flops(model, masked, batch.get("attention_mask"), int(n_selected))
+        return Replaced(inputs, selected, inputs != input_ids, nll_sum / n_selected.clamp(min=1), nll_sum.detach(),
+                        n_selected, flops)
