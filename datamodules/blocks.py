@@ -11,14 +11,24 @@ from torch.utils.data import Dataset
 from common.vocabulary import Vocabulary
 
 
+def document_ids(block: np.ndarray, eod_id: int) -> np.ndarray:
+    """Each position's document within a packed block: the number of [EOD]s strictly before it, so an [EOD] belongs
+    to the document it ends and the leading [CLS] to the first."""
+    ends = block == eod_id
+    return np.cumsum(ends) - ends
+
+
 class PackedBlocks(Dataset):
     """Contiguous fixed-length blocks `[CLS] + block_size - 1 tokens` of the document stream.
 
     Documents are separated by [EOD] inside the stream; the tail that does not fill a block is dropped.
-    AR and MLM runs read exactly the same blocks, so they see the same data at the same step."""
+    AR and MLM runs read exactly the same blocks, so they see the same data at the same step. With
+    `documents`, each block also carries `document_ids` (`document_ids`), which objectives turn into attention that
+    stays within a document (data.cross_document_attention=false)."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int, vocab: Vocabulary) -> None:
+    def __init__(self, tokens: np.ndarray, block_size: int, vocab: Vocabulary, documents: bool = False) -> None:
         self.tokens, self.span, self.cls_id = tokens, block_size - 1, vocab.cls_id
+        self.eod_id = vocab.eod_id if documents else None
         self.n_blocks = len(tokens) // self.span
 
     def __len__(self) -> int:
@@ -28,7 +38,9 @@ class PackedBlocks(Dataset):
         block = np.empty(self.span + 1, dtype=np.int64)
         block[0] = self.cls_id
         block[1:] = self.tokens[i * self.span : (i + 1) * self.span]
-        return {"input_ids": torch.from_numpy(block)}
+        if self.eod_id is None:
+            return {"input_ids": torch.from_numpy(block)}
+        return {"input_ids": torch.from_numpy(block), "document_ids": torch.from_numpy(document_ids(block, self.eod_id))}
 
 
 @dataclass

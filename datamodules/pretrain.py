@@ -58,12 +58,22 @@ class PretrainDataModule(L.LightningDataModule):
         max_train_tokens: int | None = None,
         encode_workers: int = 1,
         shard_chars: int = 8_000_000,
+        cross_document_attention: bool = True,
     ) -> None:
         """`max_train_tokens`: train on the first N tokens of the train split only (the unique data of a
         data-constrained run; more steps repeat it). The tokenizer is still the whole split's, so runs on
         different slices share it, and the validation split is untouched. `encode_workers` processes encode the
-        cache in shards of about `shard_chars` characters (datamodules.shards); neither changes the tokens."""
+        cache in shards of about `shard_chars` characters (datamodules.shards); neither changes the tokens.
+        `cross_document_attention=False`: each block carries its document ids, and every objective then attends only
+        within a document (models.attention, Attention.within); the tokens and blocks are the same."""
         super().__init__()
+        if not isinstance(cross_document_attention, bool):
+            raise ValueError(f"data.cross_document_attention={cross_document_attention!r}; give true or false")
+        if not cross_document_attention and input_format != "blocks":
+            raise ValueError(f"data.cross_document_attention=false keeps packed documents apart; input format "
+                             f"{input_format!r} (this objective's) puts two documents in one input on purpose "
+                             "(next-sentence prediction's negatives): leave it true")
+        self.cross_document_attention = cross_document_attention
         if max_train_tokens is not None and (isinstance(max_train_tokens, bool) or not isinstance(max_train_tokens, int)
                                              or max_train_tokens < block_size):
             raise ValueError(f"data.max_train_tokens={max_train_tokens!r}: give a number of tokens >= data.block_size "
@@ -157,7 +167,8 @@ class PretrainDataModule(L.LightningDataModule):
                     + (" (or a larger data.corpus.val_fraction)" if split == "validation" else "")
                 )
             if self.input_format == "blocks":
-                self.datasets[split] = PackedBlocks(tokens, self.block_size, self.vocabulary)
+                self.datasets[split] = PackedBlocks(tokens, self.block_size, self.vocabulary,
+                                                    documents=not self.cross_document_attention)
             else:
                 self.datasets[split] = SegmentPairs(tokens, offsets, self.block_size, self.vocabulary, self.seed)
         if len(self.datasets["train"]) < self.batch_size:

@@ -5,11 +5,14 @@ arguments in one place.
     BIDIRECTIONAL             every position sees every (non-padding) position
     Attention.prefix(n)       row i: bidirectional inside its first n[i] positions, causal after (prefix LM)
     Attention.explicit(m)     m (B, T, T) bool, True where query t may attend to key s (any other pattern)
+
+Any of them `.within(documents)` ((B, T) document ids, data.cross_document_attention=false): a position also attends
+only to positions of its own document, as if each document of a packed block were alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +27,7 @@ class Attention:
     kind: str
     prefix_lengths: Tensor | None = None  # (B,) for kind "prefix"
     allowed: Tensor | None = None  # (B, T, T) bool for kind "mask"
+    documents: Tensor | None = None  # (B, T) integer document ids: no attention across documents
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -35,13 +39,22 @@ class Attention:
         if self.allowed is not None and (self.allowed.dtype != torch.bool or self.allowed.dim() != 3):
             raise ValueError(f"explicit attention takes a (B, T, T) bool mask, got {self.allowed.dtype} "
                              f"{tuple(self.allowed.shape)}")
+        if self.documents is not None and (self.documents.dim() != 2 or self.documents.dtype.is_floating_point):
+            raise ValueError(f"documents takes one integer document id per position, (B, T), got "
+                             f"{self.documents.dtype} {tuple(self.documents.shape)}")
         lengths = self.prefix_lengths
         if lengths is not None and (lengths.dim() != 1 or lengths.dtype.is_floating_point or bool((lengths < 0).any())):
             raise ValueError(f"prefix attention takes one non-negative integer length per row, (B,), got "
                              f"{lengths.dtype} {tuple(lengths.shape)}")
 
+    def within(self, documents: Tensor | None) -> Attention:
+        """The same pattern, restricted to each position's own document (None: unrestricted, this pattern)."""
+        return self if documents is None else replace(self, documents=documents)
+
     def rows(self) -> int | None:
         """The batch size the pattern is for (None: any)."""
+        if self.documents is not None:
+            return self.documents.shape[0]
         if self.kind == "prefix":
             return self.prefix_lengths.shape[0]
         return self.allowed.shape[0] if self.kind == "mask" else None
@@ -119,7 +132,7 @@ def attention_share(attention: Attention, padding: Tensor | None, *, device_type
     attention without padding) but not with attention dropout on a CPU, which sends it to its math kernel
     (../shared/specs/performance.md). The explicit kernel (`uses_explicit_kernel`: CPU, bf16, no dropout, at most
     EXPLICIT_KERNEL_MAX_LEN tokens) computes every score. 1 otherwise."""
-    if attention.kind != "causal" or padding is not None:
+    if attention.kind != "causal" or padding is not None or attention.documents is not None:
         return 1.0
     if uses_explicit_kernel(device_type, dtype, length, dropout) or (device_type == "cpu" and dropout > 0):
         return 1.0
@@ -135,7 +148,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
     left padding, or an explicit mask's empty row) attends to itself, so no row becomes NaN.
 
     `padding`: (B, T), 1 for real tokens and 0 for padding (keys at padding are never attended)."""
-    if attention.kind in STATIC_KINDS and padding is None:
+    if attention.kind in STATIC_KINDS and padding is None and attention.documents is None:
         return None, attention.kind == "causal"
     if attention.rows() not in (None, batch):
         raise ValueError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
@@ -152,6 +165,11 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
         allowed = attention.allowed.to(device)
     else:
         allowed = torch.ones(1, 1, 1, dtype=torch.bool, device=device)
+    if attention.documents is not None:
+        documents = attention.documents.to(device)
+        if documents.shape[-1] != length:
+            raise ValueError(f"document ids {tuple(documents.shape)} do not fit {length}-token inputs")
+        allowed = allowed & (documents[:, :, None] == documents[:, None, :])  # (B, T, T)
     if padding is not None:
         allowed = allowed & padding.bool()[:, None, :]  # keys at padding: (B, 1, T)
     if allowed.shape[-2] == length:  # per-query rows: none may be empty

@@ -14,7 +14,8 @@ def next_token_loss(batch: Batch, model: Transformer) -> LossOutput:
     and GPT-BERT's causal batches (objectives.hybrid)."""
     input_ids = batch["input_ids"]
     attention_mask = batch.get("attention_mask")
-    hidden = model(input_ids, attention=CAUSAL, attention_mask=attention_mask,
+    attention = CAUSAL.within(batch.get("document_ids"))
+    hidden = model(input_ids, attention=attention, attention_mask=attention_mask,
                    token_type_ids=batch.get("token_type_ids"))
     # Position t predicts token t + 1; the last position has no target inside the block.
     targets = input_ids[:, 1:]
@@ -26,7 +27,7 @@ def next_token_loss(batch: Batch, model: Transformer) -> LossOutput:
         lm_nll_sum=nll_sum.detach(),
         predicted_tokens=n_predicted,
         input_tokens=Objective.input_token_count(batch),
-        forward_flops=model.forward_flops(input_ids, CAUSAL, attention_mask=attention_mask,
+        forward_flops=model.forward_flops(input_ids, attention, attention_mask=attention_mask,
                                           vocab_rows=int(n_predicted)),
     )
 

@@ -127,8 +127,9 @@ class Objective(nn.Module, ABC):
         return ()
 
     def attention(self, batch: Batch) -> Attention:
-        """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw."""
-        return Attention.named(self.pretraining_attention)
+        """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw, restricted to each
+        position's document where the batch carries document ids (data.cross_document_attention=false)."""
+        return Attention.named(self.pretraining_attention).within(batch.get("document_ids"))
 
     @classmethod
     def next_token_states(cls, model: Transformer, input_ids: Tensor, mask_id: int) -> Tensor:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from common.vocabulary import Vocabulary
-from models.attention import BIDIRECTIONAL, attention_share, sdpa_arguments
+from models.attention import Attention, attention_share, sdpa_arguments
 from models.backbone import Block, ModelConfig, Transformer
 from models.flops import forward_flops, linear_flops
 from models.lm_loss import matmul_dtype
@@ -50,24 +50,25 @@ class Generator(nn.Module):
                 nn.init.normal_(module.weight, std=init_std)
                 nn.init.zeros_(module.bias)
 
-    def forward(self, model: Transformer, input_ids: Tensor, attention_mask: Tensor | None,
+    def forward(self, model: Transformer, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
                 token_type_ids: Tensor | None, output_mask: Tensor) -> Tensor:
-        """Logits (N, V) at the `output_mask` positions, row-major, from the generator reading `input_ids`."""
+        """Logits (N, V) at the `output_mask` positions, row-major, from the generator reading `input_ids` under
+        `attention` (bidirectional, within documents where the discriminator's is)."""
         x = self.project_in(model.embed(input_ids, token_type_ids))
-        mask, is_causal = sdpa_arguments(BIDIRECTIONAL, attention_mask, input_ids.shape[0], input_ids.shape[1],
+        mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], input_ids.shape[1],
                                          input_ids.device)
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None)
         return model.logits(self.head(self.final_norm(x)))
 
-    def forward_flops(self, model: Transformer, input_ids: Tensor, attention_mask: Tensor | None,
-                      output_rows: int) -> float:
+    def forward_flops(self, model: Transformer, input_ids: Tensor, attention: Attention,
+                      attention_mask: Tensor | None, output_rows: int) -> float:
         """Matmul FLOPs of `forward` (models.flops): the projection in at every position, the blocks (the last
         MLP on the output rows), the head and the tied vocabulary projection on the output rows."""
         sequences, length = input_ids.shape
         c, device = self.config, input_ids.device.type
-        share = attention_share(BIDIRECTIONAL, attention_mask, device_type=device, length=length,
+        share = attention_share(attention, attention_mask, device_type=device, length=length,
                                 dtype=matmul_dtype(device, self.project_in.weight.dtype),
                                 dropout=c.dropout if self.training else 0.0)
         blocks = forward_flops(d_model=c.d_model, n_layers=c.n_layers, d_ff=c.d_ff, vocab_size=0, sequences=sequences,
@@ -120,7 +121,9 @@ class GeneratorCorruption(Objective):
         input_ids = batch["input_ids"]
         masked, labels = self.masking.corrupt(input_ids, generator)
         selected = labels != IGNORE_INDEX
-        logits = self.generator(model, masked, batch.get("attention_mask"), batch.get("token_type_ids"), selected)
+        attention = self.attention(batch)
+        logits = self.generator(model, masked, attention, batch.get("attention_mask"), batch.get("token_type_ids"),
+                                selected)
         targets = labels[selected]
         nll_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
         n_selected = selected.sum()
@@ -129,6 +132,6 @@ class GeneratorCorruption(Objective):
             samples = (torch.multinomial(probs, 1, generator=generator).squeeze(1) if probs.shape[0]
                        else targets.clone())
         inputs = input_ids.masked_scatter(selected, samples)
-        flops = self.generator.forward_flops(model, masked, batch.get("attention_mask"), int(n_selected))
+        flops = self.generator.forward_flops(model, masked, attention, batch.get("attention_mask"), int(n_selected))
         return Replaced(inputs, selected, inputs != input_ids, nll_sum / n_selected.clamp(min=1), nll_sum.detach(),
                         n_selected, flops)

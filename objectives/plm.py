@@ -37,9 +37,10 @@ NON_TARGET_CHOICES = ("bidirectional", "ordered")
 class TwoStreamInputs:
     """One backbone call's worth of both streams for a batch in given orders."""
 
-    def __init__(self, input_ids: Tensor, ranks: Tensor, predicted: Tensor, start_id: int) -> None:
+    def __init__(self, input_ids: Tensor, ranks: Tensor, predicted: Tensor, start_id: int,
+                 documents: Tensor | None = None) -> None:
         """`ranks` (B, T): each position's place in its row's order; `predicted` (B, T) bool: the positions that
-        get a query row."""
+        get a query row; `documents` (B, T): each position's document id, to attend within (None: across)."""
         b, t = input_ids.shape
         device = input_ids.device
         counts = predicted.sum(1)
@@ -56,9 +57,11 @@ class TwoStreamInputs:
         allowed = torch.zeros(b, t + self.slots, t + self.slots, dtype=torch.bool, device=device)
         allowed[:, :t, :t] = content
         allowed[:, t:, :t] = query
-        self.attention = Attention.explicit(allowed)
         self.input_ids = torch.cat([input_ids, input_ids.new_full((b, self.slots), start_id)], dim=1)
         self.position_ids = torch.cat([positions.expand(b, t), self.query_positions], dim=1)
+        # a query row stands at its position, so it belongs to that position's document
+        self.attention = Attention.explicit(allowed).within(
+            None if documents is None else documents.gather(1, self.position_ids))
         self.output_mask = torch.cat([torch.zeros_like(predicted), self.valid], dim=1)
 
     def run(self, model: Transformer) -> Tensor:
@@ -177,7 +180,7 @@ class PermutationLM(Objective):
         if batch.get("token_type_ids") is not None and bool(batch["token_type_ids"].any()):
             raise ValueError("objective=plm takes packed blocks without segment types (input_format=blocks)")
         ranks, predicted = self.orders(batch, generator)
-        streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id)
+        streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id, batch.get("document_ids"))
         states = streams.run(model)
         nll_sum = model.lm_nll(states, streams.targets, excluded=self.start_id)
         n_predicted = streams.valid.sum()

@@ -58,7 +58,7 @@ class PrefixLM(Objective):
         input_ids = batch["input_ids"]
         attention_mask = batch.get("attention_mask")
         lengths = self.prefix_lengths(batch, generator)
-        attention = Attention.prefix(lengths)
+        attention = Attention.prefix(lengths).within(batch.get("document_ids"))
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         # Target t + 1 is predicted at position t; it is a suffix token when t + 1 >= the prefix length.
         in_suffix = positions[None, 1:] >= lengths[:, None]

@@ -55,7 +55,7 @@ def test_rtd_labels_mark_exactly_the_samples_that_differ_from_the_original(vocab
     assert torch.equal(corrupted.inputs[~corrupted.selected], batch["input_ids"][~corrupted.selected])
 
     def certain(token_of_row):  # a generator that samples one token per selected row with certainty
-        def forward(model, input_ids, attention_mask, token_type_ids, output_mask):
+        def forward(model, input_ids, attention, attention_mask, token_type_ids, output_mask):
             logits = torch.full((int(output_mask.sum()), vocab.size), -1e4)
             logits[torch.arange(logits.shape[0]), token_of_row(output_mask)] = 1e4
             return logits
@@ -95,7 +95,7 @@ def test_the_loss_is_the_generator_loss_plus_lambda_times_the_detection_loss(voc
     # by hand: the generator's mean NLL over the selected positions, from its full logits
     masked, labels = objective.masking.corrupt(batch["input_ids"], gen())
     selected = labels >= 0
-    logits = objective.generator(model, masked, None, None, selected)
+    logits = objective.generator(model, masked, BIDIRECTIONAL, None, None, selected)
     generator_loss = F.cross_entropy(logits, labels[selected])
     states = model(corrupted.inputs, attention=BIDIRECTIONAL)
     scored = torch.ones_like(selected) if rtd_positions == "all" else selected
@@ -152,7 +152,7 @@ def test_the_flops_of_both_networks_are_counted(vocab, cls, settings):
         reported = objective.loss(batch, model, gen()).forward_flops
     assert counter.get_total_flops() == pytest.approx(reported, rel=1e-12)
     backbone_alone = model.forward_flops(batch["input_ids"], BIDIRECTIONAL)
-    assert reported > objective.generator.forward_flops(model, batch["input_ids"], None, 1) > 0
+    assert reported > objective.generator.forward_flops(model, batch["input_ids"], BIDIRECTIONAL, None, 1) > 0
     assert reported < 2 * backbone_alone  # a quarter-wide generator is a fraction of the backbone
 
 

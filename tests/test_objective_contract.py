@@ -37,7 +37,7 @@ from tests.test_flops import skipped_causal_half
 from tests.test_train import COMMON_TAGS, scalar_tags
 from training.pretrained import load_pretrained
 from training.run import run_pretraining
-from training.setup import build_model_config
+from training.setup import build, build_model_config
 from zeroshot.run import run_zeroshot, zeroshot_config
 from zeroshot.scoring import available_methods
 
@@ -111,6 +111,37 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     out.loss.backward()
     grads = [p.grad for p in model.blocks.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_documents_do_not_see_each_other_when_asked(name, tmp_path, cache_dir):
+    """data.cross_document_attention=false reaches every objective's attention (tests/test_document_attention.py
+    holds the backbone against a per-document loop): the loss changes, and the FLOPs count what runs."""
+    cfg = tiny_config(tmp_path, cache_dir, f"objective={name}", "data.cross_document_attention=false")
+    objective = instantiate(cfg.objective)
+    if objective.input_format != "blocks":  # segment pairs join two documents on purpose
+        with pytest.raises(ValueError, match="cross_document_attention"):
+            build(cfg.data, input_format=objective.input_format, seed=cfg.seed)  # as train.py builds it
+        return
+    datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
+    datamodule.setup("fit")
+    objective.set_vocabulary(datamodule.vocabulary)
+    config, _ = build_model_config(cfg.model)
+    config.vocab_size = datamodule.vocabulary.size
+    torch.manual_seed(0)
+    model = Transformer(config)
+    # a batch in which some block holds several documents (the embedded corpus' documents are long)
+    batch = next(b for b in datamodule.train_dataloader() if int(b["document_ids"].max()) > 0)
+    seen: list[Attention] = []  # each backbone call's attention
+    forward = model.forward
+    model.forward = lambda ids, **kwargs: seen.append(kwargs["attention"]) or forward(ids, **kwargs)
+    objective.loss(batch, model, torch.Generator().manual_seed(0))
+    assert seen and all(attention.documents is not None for attention in seen)  # every pass stays within documents
+    model.forward = forward
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        reported = objective.loss(batch, model, torch.Generator().manual_seed(0)).forward_flops
+    assert counter.get_total_flops() == pytest.approx(reported, rel=1e-12)  # dense masks: nothing skipped
 
 
 @pytest.mark.slow
