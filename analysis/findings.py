@@ -13,6 +13,8 @@ A side names its arm and one quantity (QUANTITIES); its value for a seed comes f
 
     finetune: <task>-<variant>, metric[, split]    dev score, median over fine-tuning seeds
     features_gap: <task>, metric[, split]          fine-tuned minus feature-based score of the same checkpoint
+    finetune_mean: {variant, metrics: {task: metric}}  the mean of several tasks' dev scores (a GLUE-style score),
+                                                   over the seeds every task has
     pairwise: {kind, row, column}                  a row of the independence table (exact tables only)
     gap: {min_distance[, max_distance, kind]}      mean independence gap of the pairs at those distances
     representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
@@ -41,7 +43,7 @@ import pandas as pd
 from analysis import study as S
 from analysis.runs import curve_by_steps
 
-QUANTITIES = ("finetune", "features_gap", "pairwise", "gap", "representation", "likelihood", "pretraining",
+QUANTITIES = ("finetune", "features_gap", "finetune_mean", "pairwise", "gap", "representation", "likelihood", "pretraining",
               "past_exit", "zeroshot", "words")
 # The score of a guess, for quantities that have one: a BLiMP pair is a choice between two sentences. The study's
 # gate (min_above_chance) refuses a row whose arm scores near it, where a difference would compare two guesses.
@@ -182,6 +184,10 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         full = _score(runs, arm, f"{spec}-full", side["metric"], side.get("split"))
         features = _score(runs, arm, f"{spec}-features", side["metric"], side.get("split"))
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
+    if quantity == "finetune_mean":
+        scores = [_score(runs, arm, f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
+        seeds = set.intersection(*(set(s) for s in scores)) if scores else set()
+        return {seed: sum(s[seed] for s in scores) / len(scores) for seed in sorted(seeds)}
     if quantity == "pretraining":
         return {int(r["seed"]): float(r[spec]) for _, r in _pretraining_rows(runs, arm).iterrows()}
     if quantity == "past_exit":
@@ -200,9 +206,12 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
 def describe(side: dict[str, Any]) -> str:
     quantity = quantity_of(side)
     spec = side[quantity]
+    since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
+    if quantity == "finetune_mean":
+        tasks = ", ".join(f"{task} {metric}" for task, metric in spec["metrics"].items())
+        return f"{side['arm']}: fine-tuned, mean of {tasks} ({spec['variant']}){since}"
     detail = (f"{spec} {side['metric']}" if quantity in ("finetune", "features_gap") else
               ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
-    since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
     return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
 
 

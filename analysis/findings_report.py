@@ -40,7 +40,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
-from analysis.gate import GATE_KEYS, gate_description, gate_row
+from analysis.gate import GATE_KEYS, MARGIN_KEYS, gate_description, gate_row
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -100,10 +100,11 @@ def check_registrations(study: dict[str, Any]) -> None:
         raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
     gate = study.get("gate")
     rule = (gate or {}).get("min_discrimination")
-    if gate is not None and (not {"own_below_unigram", "min_below_unigram"} & set(gate) or set(gate) - GATE_KEYS
+    if gate is not None and (len(set(MARGIN_KEYS) & set(gate)) != 1 or set(gate) - GATE_KEYS
                              or not all(float(v) >= 0 for k, v in gate.items() if k != "min_discrimination")
                              or rule is not None and not (isinstance(rule, dict) and 0 < float(rule.get("alpha", 0)) < 1)):
-        raise ValueError(f"study.gate={gate}; give gate: {{own_below_unigram (or min_below_unigram): <nats, >= 0>, "
+        raise ValueError(f"study.gate={gate}; give gate: {{one of own_below_unigram or min_below_unigram: <nats, >= 0> or "
+                         "own_share_below_unigram: <share of the baseline, >= 0>, "
                          "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
                          "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
     for finding_id, finding in (study.get("findings") or {}).items():

@@ -61,6 +61,17 @@ def logged_mask_share(metrics: dict[str, float]) -> float:
     return migrate_summary_metrics(metrics).get("val/mask_share", 0.0)
 
 
+def own_share(summary: dict[str, Any]) -> float | None:
+    """The lowest own-loss margin as a share of its baseline (val/own_below_unigram over val/own_unigram, each
+    scope), None where the summary lacks either."""
+    shares = []
+    for scope, margin in (summary["own_below_unigram"] or {}).items():
+        baseline = summary["metrics"].get("val/own_unigram" + ("" if scope == "all" else f"_{scope}"))
+        if baseline:
+            shares.append(margin / baseline)
+    return min(shares) if shares else None
+
+
 def pretraining_runs(root: Path) -> pd.DataFrame:
     """One row per run. The validation NLL sits in the column of its kind, val_nll_<val_loss_kind> (next_token
     for AR, masked_token for MLM, ...): kinds average different tokens and are never one column."""
@@ -84,6 +95,9 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      # the lowest of a mixture's pooled and per-component margins (train.py's own_below_unigram)
                      "own_below_unigram": min(s["own_below_unigram"].values()) if s["own_below_unigram"] else None,
                      "own_approximate": s["own_below_unigram_approximate"],
+                     # the same margins as shares of their baselines (ELECTRA's detection loss and an MLM's
+                     # masked-token loss sit on different scales), the lowest
+                     "own_share_below_unigram": own_share(s),
                      "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
                      "precision": s["precision"],
                      "code": s.get("code") or "unknown",  # the commit the run ran on (older summaries name none)

@@ -180,8 +180,20 @@ BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
 MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
 
 
+def corpus(cfg: DictConfig) -> str:
+    """The data group a study's stages read: the study's own `corpus` where its design needs one (short documents
+    for study=packing), else the scale's."""
+    return str(cfg.study.get("corpus") or cfg.corpus)
+
+
 def budget_kind(cfg: DictConfig) -> str:
-    return str(cfg.get("budget_kind") or "tokens")
+    """What `budget` counts: the study's own `budget_kind` where it registers one (a comparison at equal compute),
+    else the command's, else input tokens. A command naming another kind than the study registered is refused."""
+    own, given = cfg.study.get("budget_kind"), cfg.get("budget_kind")
+    if own and given and own != given:
+        raise ValueError(f"budget_kind={given}, but study {cfg.study.name} is registered at an equal budget of {own}; "
+                         f"drop budget_kind= (and give budget= in {own})")
+    return str(own or given or "tokens")
 
 
 def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
@@ -233,7 +245,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
             if not arm.get("from_arm"):
                 points = part_way_tokens(cfg, arm_name)
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
-                    [*_strings(cfg.pretrain), f"data={cfg.corpus}", *_strings(arm.pretrain), f"seed={seed}",
+                    [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(arm.pretrain), f"seed={seed}",
                      *budget_overrides(cfg, arm), *([f"save_at_tokens={points}"] if points else []),
                      *_strings(cfg.extra_pretrain)])))
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
@@ -267,7 +279,7 @@ def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkp
     pretraining run folder or file, whose run writes `run_done`) and `arm_settings` (the arm's
     `diagnose_settings`, last) let an arm diagnose another arm's checkpoint another way."""
     diagnose = cfg.study.diagnose
-    overrides = [f"checkpoint={checkpoint}", f"data={cfg.corpus}", f"seed={seed}",
+    overrides = [f"checkpoint={checkpoint}", f"data={corpus(cfg)}", f"seed={seed}",
                  f"independence={str(bool(diagnose.independence)).lower()}",
                  f"representations.enabled={str(bool(diagnose.representations)).lower()}",
                  *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(arm_settings),

@@ -178,6 +178,29 @@ def test_likelihoods_compare_only_on_the_same_held_out_blocks(tmp_path):
     assert row["verdict"] == "not evidence" and "different held-out blocks" in row["note"] and "[2]" in row["note"]
 
 
+def task_result(root: Path, arm: str, seed: int, task: str, metrics: dict[str, float]) -> None:
+    write(root / arm / f"seed{seed}" / "finetune" / f"{task}-full" / "results.json", {
+        "task": task, "seed": seed, "mode": "full", "attention": "bidirectional", "metrics": {"validation": metrics},
+        "majority_baseline": {"validation": {k: 0.0 for k in metrics}}, "input_mask_share": 0.0})
+
+
+def test_a_mean_over_tasks_pairs_the_seeds_every_task_has(tmp_path):
+    """A GLUE-style score: the mean of each task's named metric, per seed, over the seeds every task has."""
+    scores = {"electra": {"cola": 0.30, "sst2": 0.80}, "mlm": {"cola": 0.20, "sst2": 0.78}}
+    for arm, tasks in scores.items():
+        for seed in (1, 2, 3):
+            task_result(tmp_path, arm, seed, "cola", {"mcc": tasks["cola"] + 0.01 * seed})
+            if not (arm == "mlm" and seed == 3):  # a task one seed lacks: that seed has no mean
+                task_result(tmp_path, arm, seed, "sst2", {"accuracy": tasks["sst2"], "f1": 0.0})
+    side = {"variant": "full", "metrics": {"cola": "mcc", "sst2": "accuracy"}}
+    runs = StudyRuns.read(tmp_path)
+    assert values(runs, {"arm": "mlm", "finetune_mean": side}) == pytest.approx({1: 0.495, 2: 0.5})
+    row = judged(tmp_path, {"E1": {"a": {"arm": "electra", "finetune_mean": side},
+                                   "b": {"arm": "mlm", "finetune_mean": side}}}).iloc[0]
+    assert row["difference"] == pytest.approx(0.06) and row["n"] == 2  # (0.10 + 0.02) / 2 on seeds 1-2
+    assert row["a"] == "electra: fine-tuned, mean of cola mcc, sst2 accuracy (full)"
+
+
 def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
     """F7's form: the NLL change from 4 to 16 epochs, masked diffusion's against AR's."""
     changes = {"ar": (3.0, 3.2), "mdlm": (5.5, 5.0)}  # (4 epochs, 16 epochs): AR worse, MDLM better

@@ -70,6 +70,32 @@ def test_a_summary_from_before_the_own_gate_is_read_against_its_validation_unigr
     assert judged(study, ROWS, **OWN)["gate"].iloc[0] == pytest.approx(1.0)  # mlm's causal rows: 6.0 - 5.0
 
 
+def test_the_share_gate_reads_each_margin_against_its_own_baseline(study):
+    """ELECTRA's detection loss (a baseline of at most 0.69 nats) and an MLM's masked-token loss (about 6) are gated
+    on the share of their baselines they remove, so one registered number judges both."""
+    for seed in (1, 2, 3):
+        own_summary(study, "ar", seed, {"all": 0.05}, metrics={"val/own_unigram": 0.35})  # an RTD loss: 14 %
+        own_summary(study, "mlm", seed, {"all": 2.1}, metrics={"val/own_unigram": 5.8})  # 36 %
+    share = {**OWN, "gate": {"own_share_below_unigram": 0.08}}
+    table = judged(study, ROWS, **share)
+    assert list(table["verdict"]) == ["reproduced", "contradicted"]
+    assert table["gate"].tolist() == pytest.approx([0.05 / 0.35] * 2)
+    assert list(judged(study, ROWS, **OWN)["verdict"]) == ["not evidence"] * 2  # in nats the RTD arm fails 0.5
+    own_summary(study, "ar", 2, {"all": 0.02}, metrics={"val/own_unigram": 0.35})  # 5.7 %: has not learned
+    table = judged(study, ROWS, **share)
+    assert (table["verdict"] == "not evidence").all()
+    assert "ar seed 2 is 5.7% of its baseline below it by its own loss (gate 0.08)" in table["gate_note"].iloc[0]
+    own_summary(study, "ar", 2, {"all": 0.05})  # a summary without its baseline cannot pass
+    assert "ar seed 2 has no own held-out loss and its baseline" in judged(study, ROWS, **share)["gate_note"].iloc[0]
+
+
+def test_a_gate_registers_exactly_one_margin():
+    for gate in ({"own_below_unigram": 0.5, "own_share_below_unigram": 0.08}, {"min_above_chance": 0.05}):
+        with pytest.raises(ValueError, match="study.gate"):
+            check_registrations({"arms": {"mlm": {}}, "gate": gate, "findings": {}})
+    check_registrations({"arms": {"mlm": {}}, "gate": {"own_share_below_unigram": 0.08}, "findings": {}})
+
+
 def coin_flips(rng: np.random.Generator, paradigms: int = 36, pairs: int = 50) -> list[tuple[int, int]]:
     return [(int(rng.binomial(pairs, 0.5)), pairs) for _ in range(paradigms)]
 

@@ -44,6 +44,8 @@ PRESETS = [pytest.param(study, scale, id=f"{study}-{scale}",
 @pytest.mark.parametrize(("study", "scale"), PRESETS)
 def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path):
     cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}")
+    if cfg.study.get("budget_kind") == "flops":  # registered at equal compute: its command gives budget= in FLOPs
+        cfg = study_config(f"study={study}", f"scale={scale}", "seeds=2", f"root={tmp_path}", "budget=3.8e13")
     stages = plan(cfg)
     arms = cfg.study.arms
     tasks = cfg.tasks or cfg.study.tasks
@@ -62,6 +64,28 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
         if stage.kind == "pretrain":
             check_config(config)  # objective and model settings are valid
             assert config.seed == 1 and config.data.corpus._target_
+
+
+def test_a_study_registered_at_equal_flops_budgets_every_arm_in_flops_and_refuses_tokens(tmp_path):
+    cfg = study_config("study=efficiency", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget=3.8e13")
+    pretraining = [s for s in plan(cfg) if s.kind == "pretrain"]
+    assert len(pretraining) == 5 and all({"max_tokens=null", "max_flops=38000000000000"} <= set(s.overrides)
+                                         for s in pretraining)
+    with pytest.raises(ValueError, match="looks like a token count"):  # the scale's 2.2M tokens, not FLOPs
+        plan(study_config("study=efficiency", "scale=cpu", "seeds=1", f"root={tmp_path}"))
+    with pytest.raises(ValueError, match="registered at an equal budget of flops"):
+        plan(study_config("study=efficiency", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=tokens"))
+    tokens = study_config("study=findings", "scale=cpu", "seeds=1", f"root={tmp_path}")
+    assert all("max_tokens=2200000" in s.overrides for s in plan(tokens) if s.kind == "pretrain")  # the default
+
+
+def test_a_study_that_names_its_corpus_reads_it_whatever_the_scale(tmp_path):
+    own = study_config("study=packing", "scale=cpu", "seeds=1", f"root={tmp_path}", "corpus=brown")
+    pretraining = [s for s in plan(own) if s.kind == "pretrain"]
+    assert pretraining and all("data=enwiki_short" in s.overrides and "data=brown" not in s.overrides
+                               for s in pretraining)
+    other = study_config("study=findings", "scale=cpu", "seeds=1", f"root={tmp_path}", "corpus=brown")
+    assert all("data=brown" in s.overrides for s in plan(other) if s.kind == "pretrain")
 
 
 def test_a_zeroshot_section_scores_every_pretraining_arm_with_its_own_methods(tmp_path):
