@@ -82,7 +82,9 @@ def chance_of(side: dict[str, Any]) -> float | None:
     return None if side.get("relative_to") else CHANCE.get(quantity_of(side))
 
 
-def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None) -> dict[int, float]:
+def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None,
+           column: str = "value") -> dict[int, float]:
+    """seed -> the fine-tuned dev score (or, column="baseline", the majority-class baseline of the same metric)."""
     f = runs.finetuning
     if f.empty:
         return {}
@@ -92,7 +94,22 @@ def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str
         rows = rows[rows["split"] == split]
     elif rows["split"].nunique() > 1:
         raise ValueError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
-    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows["value"])}
+    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column])}
+
+
+def above_majority(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float] | None:
+    """seed -> how far a fine-tuned side scores above the majority-class baseline of its task(s) (a mean over tasks
+    for finetune_mean); None for a side that is not a fine-tuned score (or is a difference between arms)."""
+    quantity = quantity_of(side)
+    if side.get("relative_to") or quantity not in ("finetune", "finetune_mean"):
+        return None
+    spec = side[quantity]
+    reads = ([(f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
+             if quantity == "finetune_mean" else [(spec, side["metric"], side.get("split"))])
+    margins = [{seed: value - _score(runs, side["arm"], *read, column="baseline")[seed]
+                for seed, value in _score(runs, side["arm"], *read).items()} for read in reads]
+    seeds = set.intersection(*(set(m) for m in margins))
+    return {seed: sum(m[seed] for m in margins) / len(margins) for seed in sorted(seeds)}
 
 
 def _pairwise(report: dict[str, Any], spec: dict[str, Any]) -> float:

@@ -15,11 +15,11 @@ from typing import Any
 
 from scipy.stats import chi2
 
-from analysis.findings import StudyRuns, chance_of, describe, values
+from analysis.findings import StudyRuns, above_majority, chance_of, describe, values
 
 # The keys a study's `gate:` may hold (checked by analysis.findings_report.check_registrations), all read here
 GATE_KEYS = {"own_below_unigram", "own_share_below_unigram", "min_below_unigram", "min_above_chance",
-             "clear_by_mc_stderrs", "min_discrimination"}
+             "min_above_majority", "clear_by_mc_stderrs", "min_discrimination"}
 MARGIN_KEYS = ("own_below_unigram", "own_share_below_unigram", "min_below_unigram")  # a gate registers one
 
 
@@ -116,6 +116,7 @@ def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], se
                 if math.isfinite(margin) and reported in (None, key):
                     reported, lowest = key, min(lowest, margin)
     failing += chance_failures(runs, finding, float(gate.get("min_above_chance", math.nan)))
+    failing += majority_failures(runs, finding, float(gate.get("min_above_majority", math.nan)))
     failing += discrimination_failures(runs, finding, gate.get("min_discrimination"))
     return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing),
             "gate_note": "; ".join(failing)}
@@ -136,6 +137,21 @@ def chance_failures(runs: StudyRuns, finding: dict[str, Any], floor: float) -> l
             scores = ", ".join(f"{value:.3f}" for value in near.values())
             failing.append(f"{describe(side)} is within {floor:g} of chance {chance:g} in seeds "
                            f"{', '.join(map(str, near))} ({scores})")
+    return failing
+
+
+def majority_failures(runs: StudyRuns, finding: dict[str, Any], floor: float) -> list[str]:
+    """Each seed where a fine-tuned side is less than `floor` above its task's majority-class baseline: two arms at a
+    task's floor tie by construction, so an equivalence there would be read from models that learned nothing."""
+    if math.isnan(floor):
+        return []
+    failing = []
+    for side in (finding["a"], finding["b"]):
+        margins = above_majority(runs, side)
+        near = {seed: m for seed, m in (margins or {}).items() if not m >= floor}
+        if near:
+            failing.append(f"{describe(side)} is within {floor:g} of the majority baseline in seeds "
+                           f"{', '.join(map(str, near))} ({', '.join(f'{m:+.3f}' for m in near.values())} above it)")
     return failing
 
 
@@ -201,6 +217,9 @@ def gate_description(study: dict[str, Any]) -> str:
     if gate.get("min_discrimination"):
         text += (f" A BLiMP side's per-paradigm preferences must differ from coin flips (chi-square over its "
                  f"paradigms, p < {float(gate['min_discrimination']['alpha']):g}) in every seed.")
+    if "min_above_majority" in gate:
+        text += (f" A fine-tuned side must score at least {float(gate['min_above_majority']):g} above its task's "
+                 "majority-class baseline (a mean over tasks for a mean score) in every seed.")
     if "min_above_chance" in gate:
         text += (f" A side with a chance score (BLiMP: 0.5) must be at least {float(gate['min_above_chance']):g} "
                  "above it in every seed.")

@@ -112,10 +112,6 @@ class Objective(nn.Module, ABC):
     # predicts) for most; masked diffusion's val/nelbo. A mixture's components are also gated one by one
     # (`target_scopes`, each against its val/loss_<scope>).
     own_loss_metric: ClassVar[str] = "loss"
-    # What the gate reads that loss against: None, the unigram NLL of exactly the targets it scored (recorded by the
-    # LM head); or a validation metric the objective logs (an extra) that is its own context-free baseline, for a
-    # loss that is not over tokens (ELECTRA's replaced-token detection: the binary entropy of its label share).
-    own_baseline_metric: ClassVar[str | None] = None
     # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
     # total is known in advance (train.py refuses a run without one).
     needs_progress: ClassVar[bool] = False
@@ -125,6 +121,13 @@ class Objective(nn.Module, ABC):
         """Names under which `loss` scores parts of its targets (Transformer.target_scope), each with its own loss
         logged as val/loss_<name>: a mixture's components. None for most objectives."""
         return ()
+
+    def own_baseline(self, values: dict[str, Tensor]) -> Tensor | None:
+        """What the learning gate reads `own_loss_metric` against, from the epoch's validation means (`values`, by
+        metric name): None, the unigram NLL of exactly the targets the loss scored through the LM head (the default);
+        an objective whose loss is not over tokens gives its own context-free baseline (ELECTRA: the binary entropy
+        of its pooled replaced share)."""
+        return None
 
     def attention(self, batch: Batch) -> Attention:
         """The attention `loss` runs the backbone with, for the kinds that need no per-batch draw, restricted to each

@@ -33,12 +33,11 @@ class Electra(GeneratorCorruption):
     """The backbone is the discriminator: a dense + GELU + dense(1) head on each state says whether its token was
     replaced; sigmoid cross-entropy averaged over the scored positions (every non-padding one, or the selected)."""
 
-    extra_metrics = ("generator_loss", "rtd_loss", "rtd_prior", "rtd_accuracy", "replaced_share")
+    extra_metrics = ("generator_loss", "rtd_loss", "rtd_accuracy", "replaced_share")
     # val/loss: the generator's masked-token NLL, the only LM loss this objective has
     val_loss_kind = "generator_masked_token"
     # The gate reads the discriminator: its held-out detection loss below the best constant guess of its labels
     own_loss_metric = "rtd_loss"
-    own_baseline_metric = "rtd_prior"
 
     def __init__(self, *, rtd_positions: str = "all", discriminator_weight: float = 50.0, **settings) -> None:
         """`settings`: GeneratorCorruption's (the backbone's shape, generator_fraction, mask_rate, mask_prob)."""
@@ -53,6 +52,11 @@ class Electra(GeneratorCorruption):
         for layer in (self.rtd_head[0], self.rtd_head[2]):
             nn.init.normal_(layer.weight, std=settings["init_std"])
             nn.init.zeros_(layer.bias)
+
+    def own_baseline(self, values: dict[str, Tensor]) -> Tensor | None:
+        """The binary entropy of the replaced share pooled over the validation positions scored: what a detector
+        that ignores its input scores at best."""
+        return binary_entropy(values["replaced_share"]) if "replaced_share" in values else None
 
     def scored(self, batch: Batch, corrupted: Replaced) -> Tensor:
         """(B, T) bool: where the detection loss is read."""
@@ -84,15 +88,16 @@ class Electra(GeneratorCorruption):
             input_tokens=inputs,
             forward_flops=flops,
             extras={"generator_loss": (corrupted.generator_loss.detach(), int(corrupted.n_selected)),
-                    "rtd_loss": (rtd_loss.detach(), n), "rtd_prior": (binary_entropy(share), n),
+                    "rtd_loss": (rtd_loss.detach(), n),
                     "rtd_accuracy": (accuracy, n), "replaced_share": (share, n)},
         )
 
 
 class ReplaceMLM(GeneratorCorruption):
     """Replace MLM: BERT's masked LM whose masked positions hold the generator's samples instead of [MASK] (so
-    fine-tuning inputs, which have no [MASK], look like pretraining inputs): the backbone predicts the original
-    token at each selected position through the tied LM head."""
+    pretraining inputs look like fine-tuning inputs, which have none; the generator may sample [MASK] itself, as
+    the reference's may, but never learns to: no target is [MASK]): the backbone predicts the original token at
+    each selected position through the tied LM head."""
 
     extra_metrics = ("generator_loss", "replaced_share")
     val_loss_kind = "replaced_token"  # the selected positions, each holding a sample (sometimes the original)
@@ -144,8 +149,11 @@ class AllTokensMLM(ReplaceMLM):
     distribution puts D on the token in the input plus (1 - D) times the LM softmax (the paper's copy mechanism).
     The softmax is read per row here, so its N x V logits exist whole: a cost of this ablation only."""
 
-    extra_metrics = ("generator_loss", "replaced_share", "copy_probability")
+    extra_metrics = ("generator_loss", "replaced_share", "copy_probability", "selected_loss")
     val_loss_kind = "all_token_copy"  # every target position, under the copy mixture
+    # The gate reads the selected positions only, against the unigram NLL of their originals: elsewhere the input
+    # holds the answer, and copying it beats unigram without learning anything about language
+    own_loss_metric = "selected_loss"
 
     def __init__(self, **settings) -> None:
         super().__init__(**settings)
@@ -158,7 +166,6 @@ class AllTokensMLM(ReplaceMLM):
 
     def target_nll(self, model: Transformer, states: Tensor, corrupted: Replaced, targets: Tensor,
                    originals: Tensor) -> tuple[Tensor, float, Extras]:
-        model.record_targets(originals)  # the gate's unigram baseline covers them (no lm_nll call here)
         log_probs = torch.log_softmax(model.logits(states).float(), dim=-1)
         log_p = log_probs.gather(1, originals[:, None]).squeeze(1)
         copy_logit = self.copy_head(states).squeeze(-1).float()
@@ -167,6 +174,10 @@ class AllTokensMLM(ReplaceMLM):
         # log(D + (1 - D) p) where the input holds the target, log((1 - D) p) where it does not
         log_mix = torch.where(copies, torch.logaddexp(log_d, log_not_d + log_p), log_not_d + log_p)
         copy_probability = log_d.detach().exp().mean() if log_d.numel() else log_d.new_zeros(())
+        selected = corrupted.selected[targets]
+        model.record_targets(originals[selected])  # the gate's unigram baseline: the targets its own loss reads
+        n_selected = int(selected.sum())
+        selected_loss = -log_mix.detach()[selected].sum() / max(n_selected, 1)
         vocabulary = 2.0 * states.shape[0] * model.config.d_model * model.config.vocab_size
         return (-log_mix.sum(), vocabulary + linear_flops(self.copy_head, states.shape[0]),
-                {"copy_probability": (copy_probability, states.shape[0])})
+                {"copy_probability": (copy_probability, states.shape[0]), "selected_loss": (selected_loss, n_selected)})

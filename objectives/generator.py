@@ -24,10 +24,9 @@ HEAD_WIDTH = 64  # ELECTRA's generator keeps BERT's 64-wide heads: max(1, width 
 class Generator(nn.Module):
     """A Transformer `width_fraction` as wide as the backbone, as deep, with 4x-wide MLPs. It reads the backbone's
     embeddings through a projection (ELECTRA's embeddings_project) and predicts through the backbone's tied token
-    embedding and output bias (a dense + GELU + LayerNorm back to the backbone's width first), so the two networks
-    share their embeddings as the paper's do. ELECTRA shares the embeddings only; the output bias (V numbers) is
-    shared here too because the backbone's size is only known once the tokenizer is: a generator holding its own
-    would have to be built after the data."""
+    embedding (a dense + GELU + LayerNorm back to the backbone's width first) with an output bias of its own, so the
+    two networks share their embeddings and nothing else, as the paper's do. The bias is made once the vocabulary
+    is known (`set_vocabulary_size`), before the optimiser and any checkpoint restore."""
 
     def __init__(self, *, d_model: int, n_layers: int, width_fraction: float, max_len: int, positions: str,
                  norm_position: str, dropout: float, layer_norm_eps: float, init_std: float) -> None:
@@ -45,10 +44,15 @@ class Generator(nn.Module):
         post = norm_position == "post"
         self.final_norm = nn.Identity() if post else nn.LayerNorm(width, eps=layer_norm_eps)
         self.head = nn.Sequential(nn.Linear(width, d_model), nn.GELU(), nn.LayerNorm(d_model, eps=layer_norm_eps))
+        self.register_parameter("output_bias", None)
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=init_std)
                 nn.init.zeros_(module.bias)
+
+    def set_vocabulary_size(self, size: int) -> None:
+        if self.output_bias is None or self.output_bias.numel() != size:
+            self.output_bias = nn.Parameter(torch.zeros(size, device=self.project_in.weight.device))
 
     def forward(self, model: Transformer, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
                 token_type_ids: Tensor | None, output_mask: Tensor) -> Tensor:
@@ -60,7 +64,9 @@ class Generator(nn.Module):
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None)
-        return model.logits(self.head(self.final_norm(x)))
+        if self.output_bias is None:
+            raise RuntimeError("the generator's vocabulary is unknown: call the objective's set_vocabulary first")
+        return F.linear(self.head(self.final_norm(x)), model.token_embedding.weight, self.output_bias)
 
     def forward_flops(self, model: Transformer, input_ids: Tensor, attention: Attention,
                       attention_mask: Tensor | None, output_rows: int) -> float:
@@ -116,6 +122,7 @@ class GeneratorCorruption(Objective):
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         self.masking.set_vocabulary(vocab)
+        self.generator.set_vocabulary_size(vocab.size)
 
     def replace(self, batch: Batch, model: Transformer, generator: torch.Generator | None) -> Replaced:
         input_ids = batch["input_ids"]

@@ -104,9 +104,37 @@ def test_the_loss_is_the_generator_loss_plus_lambda_times_the_detection_loss(voc
     assert out.loss.item() == pytest.approx(generator_loss.item() + 50 * detection.item(), rel=1e-5)
     assert out.extras["rtd_loss"][0].item() == pytest.approx(detection.item(), rel=1e-5)
     share = corrupted.replaced[scored].float().mean().item()
+    assert out.extras["replaced_share"][0].item() == pytest.approx(share) and out.extras["replaced_share"][1] == int(
+        scored.sum())
+    # the gate's baseline: the binary entropy of the share pooled over validation (the metric's weighted mean)
     entropy = 0.0 if share in (0.0, 1.0) else -(share * math.log(share) + (1 - share) * math.log(1 - share))
-    assert out.extras["rtd_prior"][0].item() == pytest.approx(entropy, rel=1e-6, abs=1e-9)
-    assert out.extras["rtd_prior"][1] == int(scored.sum())
+    assert objective.own_baseline({"replaced_share": torch.tensor(share)}).item() == pytest.approx(entropy, abs=1e-6)
+
+
+def test_the_generator_shares_the_embeddings_but_not_the_output_bias(vocab):
+    objective, model = build(ReplaceMLM, vocab)
+    assert objective.generator.output_bias.shape == (vocab.size,)
+    objective.loss(batch_of(vocab), model, gen()).loss.backward()
+    assert objective.generator.output_bias.grad.abs().sum() > 0 and model.token_embedding.weight.grad is not None
+    before = model.lm_bias.grad.clone()
+    model.zero_grad(), objective.zero_grad()
+    objective.replace(batch_of(vocab), model, gen()).generator_loss.backward()
+    assert model.lm_bias.grad is None or not model.lm_bias.grad.any()  # the backbone's bias: the backbone's alone
+    assert before.abs().sum() > 0
+    unset = ReplaceMLM(**SHAPE)
+    with pytest.raises(RuntimeError, match="set_vocabulary"):
+        unset.generator(model, batch_of(vocab)["input_ids"], BIDIRECTIONAL, None, None,
+                        torch.ones(4, 24, dtype=torch.bool))
+
+
+def test_all_tokens_mlm_is_gated_on_the_selected_positions(vocab):
+    objective, model = build(AllTokensMLM, vocab)
+    with model.recording_targets() as recorded:
+        out = objective.loss(batch_of(vocab), model, gen())
+    corrupted = objective.replace(batch_of(vocab), model, gen())
+    (_, targets), = recorded
+    assert torch.equal(targets, batch_of(vocab)["input_ids"][corrupted.selected])  # the unigram's targets
+    assert out.extras["selected_loss"][1] == int(corrupted.selected.sum()) and objective.own_loss_metric == "selected_loss"
 
 
 def test_binary_entropy_is_the_best_constant_guess():
@@ -119,7 +147,6 @@ def test_replace_mlm_predicts_the_originals_of_the_filled_positions(vocab):
     batch = batch_of(vocab)
     out = objective.loss(batch, model, gen())
     corrupted = objective.replace(batch, model, gen())
-    assert (corrupted.inputs != vocab.mask_id).all()  # the backbone never sees [MASK]
     states = model(corrupted.inputs, attention=BIDIRECTIONAL)[corrupted.selected]
     nll = F.cross_entropy(model.logits(states), batch["input_ids"][corrupted.selected])
     assert out.loss.item() == pytest.approx(corrupted.generator_loss.item() + nll.item(), rel=1e-5)

@@ -201,6 +201,30 @@ def test_a_mean_over_tasks_pairs_the_seeds_every_task_has(tmp_path):
     assert row["a"] == "electra: fine-tuned, mean of cola mcc, sst2 accuracy (full)"
 
 
+def test_a_tie_at_the_majority_baseline_is_not_evidence(tmp_path):
+    """Two arms that both score the majority class tie by construction: the gate withholds the row."""
+    for arm in ("electra", "mlm"):
+        for seed in (1, 2, 3):
+            path = tmp_path / arm / f"seed{seed}" / "finetune" / "rte-full" / "results.json"
+            score = 0.53 + 0.001 * seed if arm == "mlm" or seed != 2 else 0.60
+            write(path, {"task": "rte", "seed": seed, "mode": "full", "attention": "bidirectional",
+                         "metrics": {"validation": {"accuracy": score}},
+                         "majority_baseline": {"validation": {"accuracy": 0.527}}, "input_mask_share": 0.0})
+    tie = {"a": {"arm": "electra", "finetune": "rte-full", "metric": "accuracy"},
+           "b": {"arm": "mlm", "finetune": "rte-full", "metric": "accuracy"}}
+    study = {"findings": {"E3": registered(tie, kind="equivalence", effect=0.02, margin=0.02)},
+             "gate": {"min_below_unigram": 0.0, "min_above_majority": 0.02}}
+    for seed in (1, 2, 3):
+        for arm in ("electra", "mlm"):
+            pretraining_summary(tmp_path, arm, seed, 4.0, "X")
+            gate_report(tmp_path, arm, seed, 1.0)
+    row = findings_table(tmp_path, study).iloc[0]
+    assert row["verdict"] == "not evidence"
+    assert "mlm: finetune rte-full accuracy is within 0.02 of the majority baseline in seeds 1, 2, 3" in row["gate_note"]
+    assert "electra: finetune rte-full accuracy is within 0.02 of the majority baseline in seeds 1, 3" in row["gate_note"]
+    check_registrations({**study, "arms": {"electra": {}, "mlm": {}}})
+
+
 def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
     """F7's form: the NLL change from 4 to 16 epochs, masked diffusion's against AR's."""
     changes = {"ar": (3.0, 3.2), "mdlm": (5.5, 5.0)}  # (4 epochs, 16 epochs): AR worse, MDLM better

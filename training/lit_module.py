@@ -203,13 +203,13 @@ class PretrainModule(L.LightningModule):
     def log_own_margins(self, values: dict[str, Tensor]) -> None:
         """The learning gate's quantity, each arm read as it is used: the unigram NLL of the targets its own loss
         scored minus that loss (val/own_below_unigram; a mixture's components also as val/own_below_unigram_<name>,
-        against val/loss_<name>), or, for an objective that names its own baseline (Objective.own_baseline_metric),
-        that baseline minus the loss."""
+        against val/loss_<name>), or, for an objective with a baseline of its own (Objective.own_baseline), that
+        baseline minus the loss."""
         own = {OWN_ALL: self.objective.own_loss_metric, **{s: f"loss_{s}" for s in self.objective.target_scopes}}
-        baseline = self.objective.own_baseline_metric
+        baseline = self.objective.own_baseline(values)
         for scope, metric in self.val_target_unigram.items():
             if scope == OWN_ALL and baseline is not None:  # a loss not over tokens, read against its own baseline
-                unigram = values.get(baseline) if own[scope] in values else None
+                unigram = baseline if own[scope] in values else None
             else:
                 unigram = metric.compute() if metric.update_count and own[scope] in values else None
             if unigram is not None:
