@@ -46,7 +46,7 @@ def step_flops(objective_name: str, model: str, vocab: int, block: int, batch: i
     return total / draws
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objectives", nargs="+", default=["ar", "mlm", "electra", "electra_15", "replace_mlm",
                                                               "all_tokens_mlm"])
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=2_200_000, help="the token budget to convert, per objective")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     per_step = args.block * args.batch
     steps = -(-args.tokens // per_step)
     print(f"model={args.model} V={args.vocab} {args.batch} x {args.block} tokens a step; {args.tokens:,} input tokens = "

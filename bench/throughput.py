@@ -98,14 +98,15 @@ def objective_names() -> list[str]:
     return sorted(path.stem for path in OBJECTIVE_CONFIGS.glob("*.yaml"))
 
 
-def build_objective(name: str, d_model: int) -> Objective:
-    """The objective as its config builds it (the config may read model.d_model, as MLM+NSP's head does)."""
+def build_objective(name: str, d_model: int, n_layers: int) -> Objective:
+    """The objective as its config builds it (the config may read the model's shape: MLM+NSP's head its width,
+    ELECTRA's generator its width and depth)."""
     path = OBJECTIVE_CONFIGS / f"{name}.yaml"
     if not path.is_file():
         raise SystemExit(f"--objectives: no configs/objective/{name}.yaml; choose from {objective_names()}")
     # Composed as train.py composes it: a curriculum or GPT-BERT's mixture nests other objective configs (defaults).
     with initialize_config_dir(config_dir=str(OBJECTIVE_CONFIGS.parent), version_base="1.3"):
-        cfg = compose("train", overrides=[f"objective={name}", f"model.d_model={d_model}"])
+        cfg = compose("train", overrides=[f"objective={name}", f"model.d_model={d_model}", f"model.n_layers={n_layers}"])
     return instantiate(cfg.objective)
 
 
@@ -136,7 +137,7 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
     autocast = lambda: precision_context(device, args.precision)  # noqa: E731
     contestants = []
     for name in args.objectives or objective_names():
-        objective = build_objective(name, shape.d_model)
+        objective = build_objective(name, shape.d_model, shape.n_layers)
         torch.manual_seed(args.seed)
         model = Transformer(ModelConfig(
             vocab_size=shape.vocab_size, max_len=max(512, shape.seq_len), d_model=shape.d_model,

@@ -10,8 +10,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import bench.conll_truncation as conll_truncation
 import bench.data_path as data_path
+import bench.document_attention as document_attention
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
+import bench.objective_flops as objective_flops
 import bench.throughput as throughput
 import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
@@ -156,3 +158,22 @@ def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(c
         assert r["run"]["tokens_seen"] == 1024 and r["run"]["words_seen"] > 0
     assert results[1]["tokens"]["train"] < results[0]["tokens"]["train"]  # a larger vocabulary, fewer tokens
     assert "| vocabulary | tokens seen |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_objective_flops_prints_each_objectives_cost_against_mlm(capsys):
+    objective_flops.main(["--objectives", "mlm", "electra", "--model", "tiny", "--vocab", "300", "--block", "16",
+                          "--batch", "4", "--draws", "2", "--tokens", "640"])
+    rows = {line.split("|")[1].strip(): line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| mlm") or line.startswith("| electra")}
+    assert float(rows["mlm"][5]) == 1.0 and float(rows["electra"][5]) > 1.0  # the generator costs something
+
+
+@pytest.mark.slow
+def test_document_attention_times_both_paths_for_each_objective(capsys):
+    document_attention.main(["--objectives", "ar", "mlm", "--model", "tiny", "--vocab", "300", "--block", "16",
+                             "--batch", "4", "--rounds", "2", "--steps", "1", "--document-tokens", "6"])
+    out = capsys.readouterr().out
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ar") or line.startswith("| mlm")]
+    assert len(rows) == 2 and all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
+    assert "of blocks hold a boundary" in out
