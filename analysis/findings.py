@@ -43,8 +43,8 @@ import pandas as pd
 from analysis import study as S
 from analysis.runs import curve_by_steps
 
-QUANTITIES = ("finetune", "features_gap", "finetune_mean", "pairwise", "gap", "representation", "likelihood", "pretraining",
-              "past_exit", "zeroshot", "words")
+QUANTITIES = ("finetune", "features_gap", "finetune_mean", "pairwise", "gap", "representation", "likelihood",
+              "pretraining", "past_exit", "zeroshot", "words")
 # The score of a guess, for quantities that have one: a BLiMP pair is a choice between two sentences. The study's
 # gate (min_above_chance) refuses a row whose arm scores near it, where a difference would compare two guesses.
 CHANCE = {"zeroshot": 0.5}
@@ -202,7 +202,8 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         features = _score(runs, arm, f"{spec}-features", side["metric"], side.get("split"))
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
     if quantity == "finetune_mean":
-        scores = [_score(runs, arm, f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
+        scores = [_score(runs, arm, f"{task}-{spec['variant']}", metric, None)
+                  for task, metric in spec["metrics"].items()]
         seeds = set.intersection(*(set(s) for s in scores)) if scores else set()
         return {seed: sum(s[seed] for s in scores) / len(scores) for seed in sorted(seeds)}
     if quantity == "pretraining":

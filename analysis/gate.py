@@ -202,7 +202,8 @@ def gate_description(study: dict[str, Any]) -> str:
     gate = study["gate"]
     if "own_share_below_unigram" in gate:
         text = (f"Gate: every arm a row reads must have learned its own objective: its own held-out training loss at "
-                f"least {float(gate['own_share_below_unigram']):.0%} below its context-free baseline (the unigram NLL of "
+                f"least {float(gate['own_share_below_unigram']):.0%} below its context-free baseline (the unigram NLL "
+                "of "
                 "the same targets for a loss over tokens; for replaced-token detection, the binary entropy of its "
                 "labels), in every seed; the gate column is the lowest such share.")
     elif "own_below_unigram" in gate:

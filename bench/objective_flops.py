@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     per_step = args.block * args.batch
     steps = -(-args.tokens // per_step)
-    print(f"model={args.model} V={args.vocab} {args.batch} x {args.block} tokens a step; {args.tokens:,} input tokens = "
+    print(f"model={args.model} V={args.vocab} {args.batch} x {args.block} tokens a step; {args.tokens:,} input tokens "
+          "= "
           f"{steps} steps")
     print("| objective | training FLOPs / step | / input token | at the token budget | / mlm |")
     print("|---|---|---|---|---|")

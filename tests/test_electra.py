@@ -134,7 +134,8 @@ def test_all_tokens_mlm_is_gated_on_the_selected_positions(vocab):
     corrupted = objective.replace(batch_of(vocab), model, gen())
     (_, targets), = recorded
     assert torch.equal(targets, batch_of(vocab)["input_ids"][corrupted.selected])  # the unigram's targets
-    assert out.extras["selected_loss"][1] == int(corrupted.selected.sum()) and objective.own_loss_metric == "selected_loss"
+    assert objective.own_loss_metric == "selected_loss"
+    assert out.extras["selected_loss"][1] == int(corrupted.selected.sum())
 
 
 def test_binary_entropy_is_the_best_constant_guess():
