@@ -15,7 +15,7 @@ from models.attention import Attention, attention_share, sdpa_arguments
 from models.backbone import Block, ModelConfig, Transformer
 from models.flops import forward_flops, linear_flops
 from models.lm_loss import matmul_dtype
-from objectives.base import IGNORE_INDEX, Batch, Objective
+from objectives.base import IGNORE_INDEX, NOT_A_LANGUAGE_MODEL, Batch, Objective
 from objectives.mlm import MaskedLM
 
 HEAD_WIDTH = 64  # ELECTRA's generator keeps BERT's 64-wide heads: max(1, width // 64) of them
@@ -106,7 +106,7 @@ class GeneratorCorruption(Objective):
     finetune_attention = "bidirectional"
     # A discriminator, or a network trained on generator-corrupted text, is not a language model armlm can score:
     # it never saw [MASK] (no masked conditionals) and has no left-to-right factors.
-    scoring = "none"
+    scoring = NOT_A_LANGUAGE_MODEL
     masked_conditionals = False
     reference = "Clark et al. 2020 (ELECTRA)"
 
