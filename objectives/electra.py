@@ -41,12 +41,10 @@ class Electra(GeneratorCorruption):
 
     def __init__(self, *, rtd_positions: str = "all", discriminator_weight: float = 50.0, **settings) -> None:
         """`settings`: GeneratorCorruption's (the backbone's shape, generator_fraction, mask_rate, mask_prob)."""
-        super().__init__(**settings)
+        super().__init__(discriminator_weight=discriminator_weight, **settings)
         if rtd_positions not in RTD_POSITIONS:
             raise ValueError(f"objective.rtd_positions={rtd_positions!r}; choose one of {RTD_POSITIONS}")
-        if not discriminator_weight > 0:
-            raise ValueError(f"objective.discriminator_weight={discriminator_weight} must be > 0 (ELECTRA: 50)")
-        self.rtd_positions, self.discriminator_weight = rtd_positions, float(discriminator_weight)
+        self.rtd_positions = rtd_positions
         d_model = settings["d_model"]
         self.rtd_head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Linear(d_model, 1))
         for layer in (self.rtd_head[0], self.rtd_head[2]):
@@ -68,18 +66,14 @@ class Electra(GeneratorCorruption):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         corrupted = self.replace(batch, model, generator)
         scored = self.scored(batch, corrupted)
-        attention = self.attention(batch)
-        states = model(corrupted.inputs, attention=attention, attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"), output_mask=scored)
+        states, backbone_flops = self.read_replaced(batch, model, corrupted, scored)
         logits = self.rtd_head(states).squeeze(-1).float()
         labels = corrupted.replaced[scored].float()
         n = labels.numel()
         rtd_loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(n, 1)
         share = labels.mean() if n else labels.new_zeros(())
         accuracy = ((logits > 0).float() == labels).float().mean() if n else labels.new_zeros(())
-        flops = (corrupted.forward_flops + linear_flops(self.rtd_head, n)
-                 + model.forward_flops(corrupted.inputs, attention, attention_mask=batch.get("attention_mask"),
-                                       output_rows=n))
+        flops = corrupted.forward_flops + linear_flops(self.rtd_head, n) + backbone_flops
         inputs = self.input_token_count(batch)
         return LossOutput(
             loss=corrupted.generator_loss + self.discriminator_weight * rtd_loss,
@@ -102,12 +96,6 @@ class ReplaceMLM(GeneratorCorruption):
     extra_metrics = ("generator_loss", "replaced_share")
     val_loss_kind = "replaced_token"  # the selected positions, each holding a sample (sometimes the original)
 
-    def __init__(self, *, discriminator_weight: float = 1.0, **settings) -> None:
-        super().__init__(**settings)
-        if not discriminator_weight > 0:
-            raise ValueError(f"objective.discriminator_weight={discriminator_weight} must be > 0")
-        self.discriminator_weight = float(discriminator_weight)
-
     def targets(self, batch: Batch, corrupted: Replaced) -> Tensor:
         """(B, T) bool: the positions whose original token the backbone predicts."""
         return corrupted.selected
@@ -121,15 +109,12 @@ class ReplaceMLM(GeneratorCorruption):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         corrupted = self.replace(batch, model, generator)
         targets = self.targets(batch, corrupted)
-        attention = self.attention(batch)
-        states = model(corrupted.inputs, attention=attention, attention_mask=batch.get("attention_mask"),
-                       token_type_ids=batch.get("token_type_ids"), output_mask=targets)
+        states, backbone_flops = self.read_replaced(batch, model, corrupted, targets)
         nll_sum, head_flops, extras = self.target_nll(model, states, corrupted, targets, batch["input_ids"][targets])
         n_targets = targets.sum()
         backbone_loss = mean_or_zero(nll_sum, n_targets)
         inputs = self.input_token_count(batch)
-        flops = corrupted.forward_flops + head_flops + model.forward_flops(
-            corrupted.inputs, attention, attention_mask=batch.get("attention_mask"), output_rows=int(n_targets))
+        flops = corrupted.forward_flops + head_flops + backbone_flops
         n_selected = int(corrupted.n_selected)
         share = corrupted.replaced.sum() / max(n_selected, 1)
         return LossOutput(

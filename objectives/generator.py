@@ -112,8 +112,12 @@ class GeneratorCorruption(Objective):
 
     def __init__(self, *, d_model: int, n_layers: int, max_len: int, positions: str, norm_position: str,
                  dropout: float, layer_norm_eps: float, init_std: float, generator_fraction: float = 0.25,
-                 mask_rate: float = 0.15, mask_prob: float = 0.85) -> None:
+                 mask_rate: float = 0.15, mask_prob: float = 0.85, discriminator_weight: float = 1.0) -> None:
+        """`discriminator_weight`: the backbone's loss's weight beside the generator's (ELECTRA's lambda: 50)."""
         super().__init__()
+        if not discriminator_weight > 0:
+            raise ValueError(f"objective.discriminator_weight={discriminator_weight} must be > 0 (ELECTRA: 50)")
+        self.discriminator_weight = float(discriminator_weight)
         # ELECTRA's masking: [MASK] or the original token, never a random one
         self.masking = MaskedLM(mask_rate=mask_rate, mask_prob=mask_prob, random_prob=0.0, keep_prob=1.0 - mask_prob)
         self.generator = Generator(d_model=d_model, n_layers=n_layers, width_fraction=generator_fraction,
@@ -142,3 +146,14 @@ class GeneratorCorruption(Objective):
         flops = self.generator.forward_flops(model, masked, attention, batch.get("attention_mask"), int(n_selected))
         return Replaced(inputs, selected, inputs != input_ids, nll_sum / n_selected.clamp(min=1), nll_sum.detach(),
                         n_selected, flops)
+
+    def read_replaced(self, batch: Batch, model: Transformer, corrupted: Replaced,
+                      positions: Tensor) -> tuple[Tensor, float]:
+        """The backbone over the generator-corrupted inputs, under this objective's attention: its states at
+        `positions` ((B, T) bool; rows (N, d), row-major) and the FLOPs of that pass (no vocabulary rows: each
+        objective adds its own heads)."""
+        attention = self.attention(batch)
+        states = model(corrupted.inputs, attention=attention, attention_mask=batch.get("attention_mask"),
+                       token_type_ids=batch.get("token_type_ids"), output_mask=positions)
+        return states, model.forward_flops(corrupted.inputs, attention, attention_mask=batch.get("attention_mask"),
+                                           output_rows=int(positions.sum()))
