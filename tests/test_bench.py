@@ -14,6 +14,7 @@ import bench.document_attention as document_attention
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.objective_flops as objective_flops
+import bench.rtd_plateau as rtd_plateau
 import bench.throughput as throughput
 import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
@@ -177,3 +178,16 @@ def test_document_attention_times_both_paths_for_each_objective(capsys):
     rows = [line.split("|") for line in out.splitlines() if line.startswith("| ar") or line.startswith("| mlm")]
     assert len(rows) == 2 and all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert "of blocks hold a boundary" in out
+
+
+@pytest.mark.slow
+def test_rtd_plateau_reports_when_each_objective_leaves_its_baseline(capsys):
+    """On the counting corpus a masked LM halves its loss within a few hundred steps; the row says so by step."""
+    rtd_plateau.main(["--seeds", "1", "--steps", "400", "--fraction", "0.7"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 ")]
+    assert len(rows) == 1
+    mlm_step, mlm_ratio = rows[0][2].split()
+    assert int(mlm_step) <= 400 and float(mlm_ratio.strip("()")) <= 0.7
+    rtd_step, rtd_ratio = rows[0][3].split()  # its last moving mean when it never leaves: near 1 on the plateau
+    assert rtd_step == "never" or int(rtd_step) <= 400
+    assert rtd_step != "never" or float(rtd_ratio.strip("()")) > 0.7
