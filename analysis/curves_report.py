@@ -39,8 +39,10 @@ def run_budgets(root: Path) -> pd.DataFrame:
         if summary["words_seen"] is None:
             raise ValueError(f"{path} has no words_seen (its token cache was built before the cache counted words): "
                              "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
+        branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
-                     "tokens": summary["tokens_seen"]})
+                     "tokens": summary["tokens_seen"],
+                     "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
     return pd.DataFrame(rows)
@@ -67,12 +69,28 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
     seconds = S.stage_seconds(root)
     rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum() / 60}
              for (arm, seed, kind), part in seconds.groupby(["arm", "seed", "kind"])]
+    rows += point_costs(budgets, seconds)
     runs = pd.DataFrame(rows).dropna(subset=["value"])
     runs["objective"] = [objective.get((a, s)) for a, s in zip(runs["arm"], runs["seed"], strict=True)]
     runs = runs.dropna(subset=["objective"])
     method = runs["method"] if "method" in runs else pd.Series(None, index=runs.index)
     runs["line"] = [o if m != m or m is None else f"{o} · {m}" for o, m in zip(runs["objective"], method, strict=True)]
     return runs.drop(columns=["method"], errors="ignore")
+
+
+def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
+    """What each point's pretraining cost: its own stage's minutes, plus, for a cooldown branch, the trunk's minutes
+    times the share of the trunk's tokens it branched at (training.branches)."""
+    pretrain = seconds[seconds["kind"] == "pretrain"].groupby(["arm", "seed"])["seconds"].sum()
+    trunk_tokens = budgets.set_index(["arm", "seed"])["tokens"]
+    rows = []
+    for r in budgets.itertuples():
+        own = pretrain.get((r.arm, r.seed), float("nan"))
+        share = 0.0 if pd.isna(r.trunk) else pretrain.get((r.trunk, r.seed), float("nan")) * r.trunk_tokens / \
+            trunk_tokens.get((r.trunk, r.seed), float("nan"))
+        rows.append({"arm": r.arm, "seed": r.seed, "measure": "minutes pretrain, trunk share included",
+                     "value": (own + share) / 60})
+    return rows
 
 
 def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:

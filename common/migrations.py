@@ -137,8 +137,9 @@ HISTORICAL_VAL_LOSS_KINDS = {"AutoregressiveLM": "next_token", "MaskedLM": "mask
 # max_train_tokens from 22-23 November 2026 (0ecfd1c, 100458b), flops_seen and val_likelihood from 23 November
 # (2050486), val_likelihood_tag from 24 November (a0303bc), precision from 25 November (327a5be), train_words and
 # words_seen from 27 November (issue 47; a token cache built before then counts no words, so a run on it has none).
+# branch_from from 27 November too (training.branches): older runs were no branches.
 SUMMARY_KEYS_ADDED = ("train_tokens", "epochs", "max_train_tokens", "flops_seen", "val_likelihood",
-                      "val_likelihood_tag", "precision", "train_words", "words_seen")
+                      "val_likelihood_tag", "precision", "train_words", "words_seen", "branch_from")
 
 
 def migrate_summary_metrics(metrics: dict[str, float]) -> dict[str, float]:

@@ -19,14 +19,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.runs import FINETUNE_SEED_SUFFIX
 from common.commands import Command, stage_command
+from studies.branches import branch_overrides, check_branches, trunk_overrides
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
 # the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split),
 # diagnose (default true), and, in a study with a `zeroshot:` section, zeroshot (default: the pretraining arms)
-# with its zeroshot_settings.
+# with its zeroshot_settings; branch_of: an arm with more epochs whose run it branches off (studies.branches).
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings"}
+            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings", "branch_of"}
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def check_study(cfg: DictConfig) -> None:
                                   or not 0 < float(arm.get("checkpoint_fraction", 0.5)) < 1):
             raise ValueError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
                              f"checkpoint_fraction={arm.checkpoint_fraction} in (0, 1)")
+    check_branches(study)
     reference = study.diagnose.candidates_arm
     if reference is not None and reference not in study.arms:
         raise ValueError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
@@ -244,10 +246,13 @@ def plan(cfg: DictConfig) -> list[Stage]:
                 pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm)}.ckpt"
             if not arm.get("from_arm"):
                 points = part_way_tokens(cfg, arm_name)
+                trunk = seed_folder(cfg, arm.get("branch_of") or arm_name, seed) / "pretrain"
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
-                    [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(arm.pretrain), f"seed={seed}",
-                     *budget_overrides(cfg, arm), *([f"save_at_tokens={points}"] if points else []),
-                     *_strings(cfg.extra_pretrain)])))
+                    [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(study.get("pretrain_settings")),
+                     *_strings(arm.pretrain), f"seed={seed}", *budget_overrides(cfg, arm),
+                     *([f"save_at_tokens={points}"] if points else []), *trunk_overrides(study, arm_name),
+                     *branch_overrides(arm, trunk), *_strings(cfg.extra_pretrain)]),
+                    needs=(trunk / done_file("pretrain"),) if arm.get("branch_of") else ()))
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
                 for variant in arm.get("finetune", study.default_variants):
                     for folder, finetune_seed in finetune_runs(f"{task}-{variant}", seed, finetune_seeds_of(cfg)):

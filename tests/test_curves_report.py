@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.blimp_report import labelled_reports
-from analysis.curves_report import BLIMP, curve_points, curve_runs, leads, run_budgets, write_curves
+from analysis.curves_report import BLIMP, curve_points, curve_runs, leads, point_costs, run_budgets, write_curves
 from tests.conftest import REPO
 
 KEPT = REPO / "records" / "findings-cpu"
@@ -95,3 +95,15 @@ def test_two_arms_at_one_budget_of_one_line_and_runs_without_words_are_refused(t
     summary.write_text(json.dumps({k: v for k, v in json.loads(summary.read_text()).items() if k != "words_seen"}))
     with pytest.raises(ValueError, match="has no words_seen"):
         run_budgets(root)
+
+
+def test_a_branch_point_costs_its_own_run_plus_its_share_of_the_trunk():
+    budgets = pd.DataFrame([
+        {"arm": "ar_w20m", "seed": 1, "tokens": 1000, "trunk": None, "trunk_tokens": None},
+        {"arm": "ar_w5m", "seed": 1, "tokens": 250, "trunk": "ar_w20m", "trunk_tokens": 200}])
+    seconds = pd.DataFrame([
+        {"arm": "ar_w20m", "seed": 1, "kind": "pretrain", "stage": "a", "seconds": 600.0},
+        {"arm": "ar_w20m", "seed": 1, "kind": "finetune", "stage": "b", "seconds": 60.0},
+        {"arm": "ar_w5m", "seed": 1, "kind": "pretrain", "stage": "c", "seconds": 30.0}])
+    costs = {r["arm"]: r["value"] for r in point_costs(budgets, seconds)}
+    assert costs == {"ar_w20m": pytest.approx(10.0), "ar_w5m": pytest.approx((30 + 600 * 200 / 1000) / 60)}

@@ -47,13 +47,14 @@ def test_an_old_summary_gets_its_objective_s_val_loss_kind_and_unknown_keys_as_n
     assert new["val_loss_kind"] == "masked_token"
     assert migrate_summary({"objective": "AutoregressiveLM"})["val_loss_kind"] == "next_token"
     for key in ("precision", "flops_seen", "val_likelihood", "val_likelihood_tag", "epochs", "train_tokens",
-                "max_train_tokens", "train_words", "words_seen"):
+                "max_train_tokens", "train_words", "words_seen", "branch_from"):
         assert new[key] is None
     assert "val_loss_kind" not in old  # a new dict
     assert "val_loss_kind" not in migrate_summary({"objective": "SomeoneElsesLM"})  # no guess for an unknown one
     current = {"objective": "PermutationLM", "val_loss_kind": "permuted_last_share", "precision": "32-true",
                "flops_seen": 1e12, "val_likelihood": None, "val_likelihood_tag": None, "epochs": 0.5,
                "train_tokens": 10, "max_train_tokens": None, "train_words": 4.0, "words_seen": 2.0,
+               "branch_from": {"trunk": "runs/a", "checkpoint": "runs/a/checkpoints/tokens-8.ckpt", "tokens": 8},
                "metrics": {"val/mask_share": 0.0},
                "own_below_unigram": {"all": 1.5}, "own_below_unigram_approximate": False}
     unchanged(migrate_summary, current)

@@ -23,7 +23,7 @@ from models.backbone import ModelConfig, Transformer
 from models.flops import TRAINING_PASSES
 from objectives.base import Batch, Objective, TrainingProgress
 from training.callbacks import TokenAccounting, logs_this_step
-from training.optim import adamw_with_schedule, fused_adamw_allowed
+from training.optim import adamw_with_schedule, decay_start, fused_adamw_allowed
 
 log = logging.getLogger("armlm.train")
 OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram
@@ -221,8 +221,10 @@ class PretrainModule(L.LightningModule):
     # -- optimisation -----------------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.hparams.optim
+        total = self.schedule_steps or int(self.trainer.estimated_stepping_batches)
+        warmup = int(cfg["warmup_steps"])
         return adamw_with_schedule(
             self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],
-            warmup_steps=int(cfg["warmup_steps"]), total_steps=self.schedule_steps or int(self.trainer.estimated_stepping_batches),
-            min_lr_ratio=float(cfg["min_lr_ratio"]), fused=fused_adamw_allowed(self),
+            warmup_steps=warmup, total_steps=total, min_lr_ratio=float(cfg["min_lr_ratio"]),
+            fused=fused_adamw_allowed(self), decay_start=decay_start(total, warmup, cfg.get("decay_fraction")),
         )

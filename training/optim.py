@@ -1,4 +1,5 @@
-"""AdamW with linear warmup and linear decay, shared by pretraining and fine-tuning."""
+"""AdamW with linear warmup and linear decay (from warmup's end, or over the last part of the run only), shared by
+pretraining and fine-tuning."""
 
 from __future__ import annotations
 
@@ -13,16 +14,28 @@ from torch.optim.lr_scheduler import LambdaLR
 FUSED_ADAMW_DEVICES = ("cpu", "cuda")
 
 
-def warmup_then_linear_decay(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+def decay_start(total_steps: int, warmup_steps: int, decay_fraction: float | None) -> int:
+    """The first step of the decay: right after warmup (decay_fraction null), or the last `decay_fraction` of the
+    steps, never inside warmup (warmup-stable-decay, training.branches)."""
+    if decay_fraction is None:
+        return warmup_steps
+    return max(warmup_steps, total_steps - round(float(decay_fraction) * total_steps))
+
+
+def warmup_then_linear_decay(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float,
+                             decay_start: int | None = None) -> float:
+    """The learning rate's factor at `step`: linear warmup, then 1 until `decay_start` (default: warmup's end),
+    then linear down to `min_lr_ratio` at `total_steps`."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    start = warmup_steps if decay_start is None else decay_start
+    progress = min(1.0, max(0.0, (step - start) / max(1, total_steps - start)))
     return 1.0 - (1.0 - min_lr_ratio) * progress
 
 
 def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple[float, float],
                         eps: float, warmup_steps: int, total_steps: int, min_lr_ratio: float,
-                        fused: bool | None = None) -> dict[str, Any]:
+                        fused: bool | None = None, decay_start: int | None = None) -> dict[str, Any]:
     """Lightning's optimiser dict. Only matrices decay; biases, norms and the LM bias are left alone (as in
     BERT and GPT-2). Frozen parameters are left out, so a feature-based run optimises its head only.
     `fused` (default: wherever torch has the kernel, CPU and CUDA) updates every parameter in one kernel, several
@@ -35,7 +48,8 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
-    schedule = LambdaLR(optimizer, lambda step: warmup_then_linear_decay(step, warmup_steps, total_steps, min_lr_ratio))
+    schedule = LambdaLR(optimizer, lambda step: warmup_then_linear_decay(step, warmup_steps, total_steps, min_lr_ratio,
+                                                                         decay_start))
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 

@@ -19,6 +19,7 @@ from datamodules.pretrain import PretrainDataModule
 from datamodules.tokenizer import TokenizerSettings
 from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
+from training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
 from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
 from training.disk_full import reporting_full_disk
@@ -50,6 +51,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     objective = build(cfg.objective)  # validates mask rates and probabilities
     model_config, _ = build_model_config(cfg.model)  # validates sizes
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
+    check_branch_settings(cfg)
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
@@ -112,9 +114,10 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
+    resume_from, branched_from = branch_start(cfg, trainer, datamodule, model_config, part_way)
     log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
     fit_started = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
     fit_seconds = time.perf_counter() - fit_started
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -128,6 +131,9 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # a continued run (init_from=): its ancestors, oldest first, and the input tokens of the whole chain
         "init_from": lineage,
         "chain_tokens_seen": lineage_tokens(lineage) + tokens.tokens_seen,
+        # a cooldown branch (branch_from=): the trunk run and the checkpoint it resumed from; its steps and tokens
+        # count from the trunk's start, its wall time only its own
+        "branch_from": branched_from,
         # where the objective's schedule puts its changes (a phased objective's phase starts: round(until x
         # budget)), and where each phase's first batch began, as measured (the first batch boundary at or after its
         # mark; None: resumed from a checkpoint that predates the record), in input tokens
@@ -207,6 +213,23 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
                  per_step, steps)
         return per_step
     return None
+
+
+def branch_start(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataModule, model_config: ModelConfig,
+                 part_way: SaveAtTokens) -> tuple[str | None, dict[str, Any] | None]:
+    """Where fit() starts (training.branches): a trunk adds its branches' decay starts to its part-way
+    checkpoints; a branch resumes from the trunk's checkpoint at its own decay start, unless it is itself being
+    resumed (ckpt_path). Returns (the checkpoint to resume from, the branch record for summary.json)."""
+    tokens_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches * datamodule.block_size
+    steps = trainer.fit_loop.epoch_loop.max_steps
+    if cfg.get("branch_budgets"):
+        part_way.points = sorted({*part_way.points, *trunk_points(cfg, datamodule.epoch_positions(trainer.world_size),
+                                                                  tokens_per_step)})
+    if not cfg.get("branch_from"):
+        return cfg.ckpt_path, None
+    trunk_checkpoint, trunk_tokens = branch_checkpoint(cfg, steps, tokens_per_step)
+    check_resumable(trunk_checkpoint, model_config, OmegaConf.to_container(cfg.objective, resolve=True))
+    return cfg.ckpt_path or str(trunk_checkpoint), branch_record(cfg, trunk_checkpoint, trunk_tokens)
 
 
 def rounded(value: float | None, digits: int) -> float | None:

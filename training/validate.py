@@ -60,6 +60,7 @@ RULES = (
     Rule("optim.eps", NUMBER, above(0), "a number > 0"),
     Rule("optim.warmup_steps", (int,), at_least(0), "an integer >= 0"),
     Rule("optim.min_lr_ratio", NUMBER, lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    Rule("optim.decay_fraction", NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1], or null", optional=True),
     Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer, or -1 for none"),
     Rule("trainer.max_epochs", (int,), lambda v: v == -1 or v > 0, "a positive integer, or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),

@@ -1,0 +1,94 @@
+"""Cooldown branches (training.branches): a branch resumed from its trunk is the run of its budget from scratch."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from tests.conftest import tiny_config
+from training.optim import decay_start, warmup_then_linear_decay
+from training.run import run_pretraining
+
+STEP_TOKENS = 8 * 32  # the tiny config's batch x block
+WSD = ("optim.decay_fraction=0.25", "optim.warmup_steps=2", "trainer.max_steps=-1", "max_tokens=null")
+
+
+def test_the_schedule_holds_its_peak_until_the_decay_starts():
+    total, warmup, floor = 20, 2, 0.1
+    start = decay_start(total, warmup, 0.25)
+    assert start == 15
+    factors = [warmup_then_linear_decay(s, warmup, total, floor, start) for s in range(total + 1)]
+    assert factors[:2] == [0.5, 1.0] and all(f == 1.0 for f in factors[2:start + 1])
+    assert factors[start + 1:] == pytest.approx([1 - (1 - floor) * (s - start) / (total - start)
+                                                 for s in range(start + 1, total + 1)])
+    # decay_fraction null: the decay starts at warmup's end, as before the option existed
+    assert decay_start(total, warmup, None) == warmup
+    assert [warmup_then_linear_decay(s, warmup, total, floor) for s in range(total + 1)] == [
+        warmup_then_linear_decay(s, warmup, total, floor, decay_start(total, warmup, None)) for s in range(total + 1)]
+    assert decay_start(10, 4, 0.9) == 4  # never inside warmup
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "tensorboard" not in p.parts}
+
+
+@pytest.mark.slow
+def test_a_branch_from_its_trunk_equals_its_budget_run_from_scratch(tmp_path, cache_dir):
+    short, long = 12 * STEP_TOKENS, 24 * STEP_TOKENS
+    trunk = run_pretraining(tiny_config(tmp_path / "trunk", cache_dir, *WSD, f"max_tokens={long}",
+                                        f"branch_budgets=[{short}]"))
+    start = decay_start(12, 2, 0.25)  # step 9: the short run's decay starts there, the trunk's at step 18
+    assert (tmp_path / "trunk" / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt").is_file()
+    before = digest(tmp_path / "trunk")
+    scratch = run_pretraining(tiny_config(tmp_path / "scratch", cache_dir, *WSD, f"max_tokens={short}"))
+    branch = run_pretraining(tiny_config(tmp_path / "branch", cache_dir, *WSD, f"max_tokens={short}",
+                                         f"branch_from={tmp_path / 'trunk'}"))
+    assert branch["steps"] == scratch["steps"] == 12 and branch["tokens_seen"] == scratch["tokens_seen"] == short
+    a = torch.load(scratch["last_checkpoint"], weights_only=True)["state_dict"]
+    b = torch.load(branch["last_checkpoint"], weights_only=True)["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert branch["val_loss"] == scratch["val_loss"]
+    assert branch["branch_from"] == {"trunk": str(tmp_path / "trunk"), "tokens": start * STEP_TOKENS,
+                                     "checkpoint": str(tmp_path / "trunk" / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt")}
+    assert scratch["branch_from"] is None and Path(branch["best_checkpoint"]).parent == tmp_path / "branch" / "checkpoints"
+    assert digest(tmp_path / "trunk") == before  # the branch wrote nothing into its trunk's folder
+    assert trunk["steps"] == 24
+
+
+@pytest.mark.slow
+def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_start(tmp_path, cache_dir):
+    short, long = 8 * STEP_TOKENS, 16 * STEP_TOKENS
+    cfg = tiny_config(tmp_path / "trunk", cache_dir, *WSD, f"max_tokens={long}", f"branch_budgets=[{short}]")
+    run_pretraining(cfg)
+    (tmp_path / "trunk" / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / "trunk" / ".hydra" / "config.yaml")  # as a Hydra run folder holds it
+    branch = (*WSD, f"branch_from={tmp_path / 'trunk'}")
+    with pytest.raises(ValueError, match=r"trained otherwise \(seed: checkpoint 1234 vs run 5\)"):
+        run_pretraining(tiny_config(tmp_path / "b1", cache_dir, *branch, f"max_tokens={short}", "seed=5"))
+    with pytest.raises(ValueError, match=r"optim.lr: checkpoint 0.0005 vs run 0.001"):
+        run_pretraining(tiny_config(tmp_path / "b2", cache_dir, *branch, f"max_tokens={short}", "optim.lr=1e-3"))
+    with pytest.raises(ValueError, match=r"data.tokenizer.min_frequency: checkpoint 2 vs run 3"):
+        run_pretraining(tiny_config(tmp_path / "b3", cache_dir, *branch, f"max_tokens={short}",
+                                    "data.tokenizer.min_frequency=3"))
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at this run's decay start .* it has \['tokens-1536"):
+        run_pretraining(tiny_config(tmp_path / "b4", cache_dir, *branch, f"max_tokens={10 * STEP_TOKENS}"))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("branch_from=somewhere", "optim.decay_fraction=null"), r"branch_from needs a stable learning rate"),
+    (("branch_budgets=[512]", "optim.decay_fraction=null"), r"branch_budgets needs a stable learning rate"),
+    (("branch_from=somewhere", "max_tokens=null", "max_flops=1e10"), r"a FLOPs budget's are an estimate"),
+    (("branch_budgets=[512]", "branch_from=somewhere"), r"a trunk \(branch_budgets\) or a branch"),
+    (("branch_budgets=[4096]",), r"branch_budgets=\[4096\]: give budgets between 0 and this run's own \(2048\)"),
+    (("branch_from=somewhere", "init_from=elsewhere"), r"drop init_from"),
+])
+def test_branch_settings_that_cannot_be_honoured_are_refused(tmp_path, cache_dir, overrides, message):
+    cfg = tiny_config(tmp_path, cache_dir, *WSD, "max_tokens=2048", *overrides)
+    with pytest.raises(ValueError, match=message):
+        run_pretraining(cfg)
+
