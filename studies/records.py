@@ -13,7 +13,9 @@ events (common/scalars.py); then `kept.json` (when, from which code, on which ma
 checkpoints, event files, logs (the CSV and W&B loggers' folders too), vectors, tokenizers. So a restored unit can
 be reported but not trained on: a stage added later that reads its weights fails, naming the missing checkpoint.
 
-Units are those of the whole plan, whatever `arm=` selects. A unit is kept only once all of its stages are done,
+Units are those of the whole plan, whatever `arm=` selects, of the kinds of stage the launch runs (`stages=`: seeds
+run for a fine-tuning finding alone are kept without the diagnostics they never get). A unit is kept only once all
+of its stages are done,
 and kept whole from one run of it. It is restored only if all of its stages are kept and none of their folders
 exists in the root, and every done file is written after every other file: a half-run unit is redone here,
 never stitched to a kept half.

@@ -87,7 +87,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     if record is not None and not cfg.dry_run:
         every_arm = cfg.copy()
         every_arm.arm = None  # a record keeps and restores whole units, whichever arms this launch runs
-        planned = planner(every_arm)
+        # ... of the kinds of stage it runs: seeds run for a fine-tuning finding alone ('stages=[pretrain,finetune]')
+        # have no diagnostics to wait for, and are kept once pretrained and fine-tuned
+        planned = of_kinds(planner(every_arm), cfg.get("stages"))
         restored = restore_recorded(planned, root, record)
         keep_finished(planned, root, record)  # units finished before record= was given
         on_done = lambda _: keep_finished(planned, root, record)  # noqa: E731

@@ -178,6 +178,27 @@ def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_pa
     assert (fresh / "mlm" / "seed1" / "pretrain" / "summary.json").is_file()  # the whole unit came back
 
 
+def test_a_launch_of_some_kinds_of_stage_keeps_and_restores_those(tmp_path, monkeypatch):
+    """Seeds run for a fine-tuning finding alone ('stages=[pretrain,finetune]') are kept without the diagnostics and
+    zero-shot scores they never get, and come back on a fresh machine with the same command."""
+    record, selection = tmp_path / "record", ("study=findings", "arm=ar", "stages=[pretrain,finetune]", "first_seed=9")
+
+    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process"):
+        for stage in stages:
+            finish(stage)
+            on_done(stage)
+        return [Outcome(stage, "done") for stage in stages]
+
+    monkeypatch.setattr(study, "run_stages", run_stages)
+    study.run_study(findings_config(tmp_path / "root", *selection, f"record={record}"))
+    kept = sorted(p.parent.relative_to(record).as_posix() for p in record.rglob(KEPT_FILE))
+    assert kept == ["ar/seed9/finetune/conll2003-bidirectional", "ar/seed9/finetune/conll2003-full", "ar/seed9/pretrain"]
+    monkeypatch.setattr(study, "run_stages", lambda stages, *a, **k: [Outcome(s, "done") for s in stages])
+    outcomes = study.run_study(findings_config(tmp_path / "fresh", *selection, f"record={record}"))
+    assert [o.status for o in outcomes] == ["restored"] * 3
+    assert (tmp_path / "fresh" / "ar" / "seed9" / "finetune" / "conll2003-full" / "results.json").is_file()
+
+
 def test_a_restore_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
     root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
     stages, _ = finished_unit(root)
