@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.conftest import tiny_config
+from tests.conftest import shared_across_workers, tiny_config
 from training.optim import decay_start, warmup_then_linear_decay
 from training.run import run_pretraining
 
@@ -37,46 +37,52 @@ def digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and "tensorboard" not in p.parts}
 
 
+SHORT, LONG = 12 * STEP_TOKENS, 24 * STEP_TOKENS
+
+
+@pytest.fixture(scope="session")
+def trunk(tmp_path_factory, cache_dir) -> Path:
+    """A 24-step trunk that saves the 12-step budget's decay start, with its Hydra config as a run folder holds it;
+    built once per test run."""
+    def build(folder: Path) -> None:
+        cfg = tiny_config(folder, cache_dir, *WSD, f"max_tokens={LONG}", f"branch_budgets=[{SHORT}]")
+        assert run_pretraining(cfg)["steps"] == 24
+        (folder / ".hydra").mkdir()
+        OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
+    return shared_across_workers(tmp_path_factory, "branch-trunk", build)
+
+
 @pytest.mark.slow
-def test_a_branch_from_its_trunk_equals_its_budget_run_from_scratch(tmp_path, cache_dir):
-    short, long = 12 * STEP_TOKENS, 24 * STEP_TOKENS
-    trunk = run_pretraining(tiny_config(tmp_path / "trunk", cache_dir, *WSD, f"max_tokens={long}",
-                                        f"branch_budgets=[{short}]"))
+def test_a_branch_from_its_trunk_equals_its_budget_run_from_scratch(tmp_path, cache_dir, trunk):
     start = decay_start(12, 2, 0.25)  # step 9: the short run's decay starts there, the trunk's at step 18
-    assert (tmp_path / "trunk" / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt").is_file()
-    before = digest(tmp_path / "trunk")
-    scratch = run_pretraining(tiny_config(tmp_path / "scratch", cache_dir, *WSD, f"max_tokens={short}"))
-    branch = run_pretraining(tiny_config(tmp_path / "branch", cache_dir, *WSD, f"max_tokens={short}",
-                                         f"branch_from={tmp_path / 'trunk'}"))
-    assert branch["steps"] == scratch["steps"] == 12 and branch["tokens_seen"] == scratch["tokens_seen"] == short
+    assert (trunk / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt").is_file()
+    before = digest(trunk)
+    scratch = run_pretraining(tiny_config(tmp_path / "scratch", cache_dir, *WSD, f"max_tokens={SHORT}"))
+    branch = run_pretraining(tiny_config(tmp_path / "branch", cache_dir, *WSD, f"max_tokens={SHORT}",
+                                         f"branch_from={trunk}"))
+    assert branch["steps"] == scratch["steps"] == 12 and branch["tokens_seen"] == scratch["tokens_seen"] == SHORT
     a = torch.load(scratch["last_checkpoint"], weights_only=True)["state_dict"]
     b = torch.load(branch["last_checkpoint"], weights_only=True)["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert branch["val_loss"] == scratch["val_loss"]
-    assert branch["branch_from"] == {"trunk": str(tmp_path / "trunk"), "tokens": start * STEP_TOKENS,
-                                     "checkpoint": str(tmp_path / "trunk" / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt")}
+    assert branch["branch_from"] == {"trunk": str(trunk), "tokens": start * STEP_TOKENS,
+                                     "checkpoint": str(trunk / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt")}
     assert scratch["branch_from"] is None and Path(branch["best_checkpoint"]).parent == tmp_path / "branch" / "checkpoints"
-    assert digest(tmp_path / "trunk") == before  # the branch wrote nothing into its trunk's folder
-    assert trunk["steps"] == 24
+    assert digest(trunk) == before  # the branch wrote nothing into its trunk's folder
 
 
 @pytest.mark.slow
-def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_start(tmp_path, cache_dir):
-    short, long = 8 * STEP_TOKENS, 16 * STEP_TOKENS
-    cfg = tiny_config(tmp_path / "trunk", cache_dir, *WSD, f"max_tokens={long}", f"branch_budgets=[{short}]")
-    run_pretraining(cfg)
-    (tmp_path / "trunk" / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / "trunk" / ".hydra" / "config.yaml")  # as a Hydra run folder holds it
-    branch = (*WSD, f"branch_from={tmp_path / 'trunk'}")
+def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_start(tmp_path, cache_dir, trunk):
+    branch = (*WSD, f"branch_from={trunk}", f"max_tokens={SHORT}")
     with pytest.raises(ValueError, match=r"trained otherwise \(seed: checkpoint 1234 vs run 5\)"):
-        run_pretraining(tiny_config(tmp_path / "b1", cache_dir, *branch, f"max_tokens={short}", "seed=5"))
+        run_pretraining(tiny_config(tmp_path / "b1", cache_dir, *branch, "seed=5"))
     with pytest.raises(ValueError, match=r"optim.lr: checkpoint 0.0005 vs run 0.001"):
-        run_pretraining(tiny_config(tmp_path / "b2", cache_dir, *branch, f"max_tokens={short}", "optim.lr=1e-3"))
+        run_pretraining(tiny_config(tmp_path / "b2", cache_dir, *branch, "optim.lr=1e-3"))
     with pytest.raises(ValueError, match=r"data.tokenizer.min_frequency: checkpoint 2 vs run 3"):
-        run_pretraining(tiny_config(tmp_path / "b3", cache_dir, *branch, f"max_tokens={short}",
-                                    "data.tokenizer.min_frequency=3"))
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint at this run's decay start .* it has \['tokens-1536"):
-        run_pretraining(tiny_config(tmp_path / "b4", cache_dir, *branch, f"max_tokens={10 * STEP_TOKENS}"))
+        run_pretraining(tiny_config(tmp_path / "b3", cache_dir, *branch, "data.tokenizer.min_frequency=3"))
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at this run's decay start .* it has \['tokens-2304"):
+        run_pretraining(tiny_config(tmp_path / "b4", cache_dir, *WSD, f"branch_from={trunk}",
+                                    f"max_tokens={16 * STEP_TOKENS}"))
 
 
 @pytest.mark.parametrize("overrides, message", [
