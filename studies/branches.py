@@ -32,8 +32,8 @@ def check_branches(study: DictConfig) -> None:
 
 def trunk_overrides(study: DictConfig, arm_name: str) -> list[str]:
     """A trunk's train.py setting: the budgets (passes) whose decay starts it must save."""
-    budgets = sorted(float(a.epochs) for a in study.arms.values() if a.get("branch_of") == arm_name)
-    return [f"branch_budgets=[{','.join(format(b, 'g') for b in budgets)}]"] if budgets else []
+    budgets = sorted(a.epochs for a in study.arms.values() if a.get("branch_of") == arm_name)  # as the arms give them
+    return [f"branch_budgets=[{','.join(repr(b) for b in budgets)}]"] if budgets else []
 
 
 def branch_overrides(arm: DictConfig, trunk_run: Path) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,11 @@ def test_the_schedule_holds_its_peak_until_the_decay_starts():
     assert factors[:2] == [0.5, 1.0] and all(f == 1.0 for f in factors[2:start + 1])
     assert factors[start + 1:] == pytest.approx([1 - (1 - floor) * (s - start) / (total - start)
                                                  for s in range(start + 1, total + 1)])
-    # decay_fraction null: the decay starts at warmup's end, as before the option existed
+    # decay_fraction null: the schedule every run had before the option existed, written out
     assert decay_start(total, warmup, None) == warmup
-    assert [warmup_then_linear_decay(s, warmup, total, floor) for s in range(total + 1)] == [
-        warmup_then_linear_decay(s, warmup, total, floor, decay_start(total, warmup, None)) for s in range(total + 1)]
+    before = [(s + 1) / warmup if s < warmup else 1 - (1 - floor) * min(1.0, (s - warmup) / (total - warmup))
+              for s in range(total + 1)]
+    assert [warmup_then_linear_decay(s, warmup, total, floor) for s in range(total + 1)] == pytest.approx(before)
     assert decay_start(10, 4, 0.9) == 4  # never inside warmup
 
 
@@ -55,7 +57,7 @@ def trunk(tmp_path_factory, cache_dir) -> Path:
 @pytest.mark.slow
 def test_a_branch_from_its_trunk_equals_its_budget_run_from_scratch(tmp_path, cache_dir, trunk):
     start = decay_start(12, 2, 0.25)  # step 9: the short run's decay starts there, the trunk's at step 18
-    assert (trunk / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt").is_file()
+    assert sorted(p.name for p in (trunk / "checkpoints").glob("step-*.ckpt")) == [f"step-{start}.ckpt"]
     before = digest(trunk)
     scratch = run_pretraining(tiny_config(tmp_path / "scratch", cache_dir, *WSD, f"max_tokens={SHORT}"))
     branch = run_pretraining(tiny_config(tmp_path / "branch", cache_dir, *WSD, f"max_tokens={SHORT}",
@@ -66,7 +68,7 @@ def test_a_branch_from_its_trunk_equals_its_budget_run_from_scratch(tmp_path, ca
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert branch["val_loss"] == scratch["val_loss"]
     assert branch["branch_from"] == {"trunk": str(trunk), "tokens": start * STEP_TOKENS,
-                                     "checkpoint": str(trunk / "checkpoints" / f"tokens-{start * STEP_TOKENS}.ckpt")}
+                                     "checkpoint": str(trunk / "checkpoints" / f"step-{start}.ckpt")}
     assert scratch["branch_from"] is None and Path(branch["best_checkpoint"]).parent == tmp_path / "branch" / "checkpoints"
     assert digest(trunk) == before  # the branch wrote nothing into its trunk's folder
 
@@ -76,11 +78,21 @@ def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_star
     branch = (*WSD, f"branch_from={trunk}", f"max_tokens={SHORT}")
     with pytest.raises(ValueError, match=r"trained otherwise \(seed: checkpoint 1234 vs run 5\)"):
         run_pretraining(tiny_config(tmp_path / "b1", cache_dir, *branch, "seed=5"))
+    with pytest.raises(ValueError, match=r"trainer.accumulate_grad_batches: checkpoint 1 vs run 2"):
+        # twice the tokens in steps of twice the size: the same 12 steps and decay start (9), another step
+        run_pretraining(tiny_config(tmp_path / "b0", cache_dir, *branch, f"max_tokens={LONG}",
+                                    "trainer.accumulate_grad_batches=2"))
     with pytest.raises(ValueError, match=r"optim.lr: checkpoint 0.0005 vs run 0.001"):
         run_pretraining(tiny_config(tmp_path / "b2", cache_dir, *branch, "optim.lr=1e-3"))
     with pytest.raises(ValueError, match=r"data.tokenizer.min_frequency: checkpoint 2 vs run 3"):
         run_pretraining(tiny_config(tmp_path / "b3", cache_dir, *branch, "data.tokenizer.min_frequency=3"))
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint at this run's decay start .* it has \['tokens-2304"):
+    moved = tmp_path / "moved" / "checkpoints"  # a checkpoint named for another step than the one it holds
+    moved.mkdir(parents=True)
+    shutil.copy(trunk / "checkpoints" / "step-9.ckpt", moved / "step-12.ckpt")
+    with pytest.raises(ValueError, match=r"holds step 9 \(its schedule at 9\), not this run's decay start 12"):
+        run_pretraining(tiny_config(tmp_path / "b5", cache_dir, *WSD, f"branch_from={moved.parent}",
+                                    f"max_tokens={16 * STEP_TOKENS}"))
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at this run's decay start \(step-12.ckpt\); it has \['step-9"):
         run_pretraining(tiny_config(tmp_path / "b4", cache_dir, *WSD, f"branch_from={trunk}",
                                     f"max_tokens={16 * STEP_TOKENS}"))
 
@@ -91,10 +103,20 @@ def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_star
     (("branch_from=somewhere", "max_tokens=null", "max_flops=1e10"), r"a FLOPs budget's are an estimate"),
     (("branch_budgets=[512]", "branch_from=somewhere"), r"a trunk \(branch_budgets\) or a branch"),
     (("branch_budgets=[4096]",), r"branch_budgets=\[4096\]: give budgets between 0 and this run's own \(2048\)"),
-    (("branch_from=somewhere", "init_from=elsewhere"), r"drop init_from"),
+    (("branch_from=somewhere", "init_from=elsewhere"), r"branch_from with init_from"),
+    (("branch_budgets=[512]", "init_from=elsewhere"), r"branch_budgets with init_from"),
+    (("branch_from=somewhere", "objective=hybrid"), r"follows its budget .* train each budget from scratch"),
 ])
 def test_branch_settings_that_cannot_be_honoured_are_refused(tmp_path, cache_dir, overrides, message):
     cfg = tiny_config(tmp_path, cache_dir, *WSD, "max_tokens=2048", *overrides)
     with pytest.raises(ValueError, match=message):
         run_pretraining(cfg)
 
+
+
+def test_a_budget_with_no_stable_phase_cannot_branch(tmp_path, cache_dir):
+    """Warmup as long as the run: its decay would start at its last step, with nothing to share before it."""
+    cfg = tiny_config(tmp_path, cache_dir, *WSD, "optim.warmup_steps=8", f"max_tokens={16 * STEP_TOKENS}",
+                      f"branch_budgets=[{8 * STEP_TOKENS}]")
+    with pytest.raises(ValueError, match=r"a run of 8 steps .* starts its decay at step 8, so it has no stable phase"):
+        run_pretraining(cfg)

@@ -7,7 +7,8 @@ one's decay starts. So the longer run (the trunk, `branch_budgets=[...]`) saves 
 budget's decay start, and a run of that budget (`branch_from=<the trunk's run folder>`) resumes there and decays:
 the weights of that run trained from scratch (tests/test_branches.py), for f of its steps. Resuming is exact because
 the data order and every corruption draw are seeded by step, not by process (datamodules.sampler,
-PretrainModule.corruption_generator).
+PretrainModule.corruption_generator). An objective whose own schedule follows the budget (`needs_progress`: a mask
+rate that moves, phases) cannot branch: the trunk's schedule is not the branch's.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from models.checkpoint import read_hyperparameters
+from models.checkpoint import hyperparameters, read_checkpoint
 from training.budget import steps_for_tokens
-from training.callbacks import SaveAtTokens
+from training.callbacks import SaveAtSteps
 from training.optim import decay_start
 from training.setup import differences
 
 # data settings that change neither the tokens nor their order (datamodules/shards.py, the loaders' workers)
-ORDER_FREE_DATA_KEYS = ("cache_dir", "num_workers", "encode_workers", "shard_chars")
+ORDER_FREE_DATA_KEYS = ("cache_dir", "num_workers", "encode_workers", "shard_chars", "val_batch_size")
+# trainer settings that change what a step is or does
+STEP_TRAINER_KEYS = ("accumulate_grad_batches", "gradient_clip_val", "precision", "devices", "num_nodes")
 
 
 def budget_steps(cfg: DictConfig, budget: float, epoch_positions: int, tokens_per_step: int) -> int:
@@ -34,12 +37,16 @@ def budget_steps(cfg: DictConfig, budget: float, epoch_positions: int, tokens_pe
     return steps_for_tokens(tokens, tokens_per_step)
 
 
-def check_branch_settings(cfg: DictConfig) -> None:
-    """Branches need a stable phase and a budget whose steps are known before the run (not a FLOPs estimate)."""
+def check_branch_settings(cfg: DictConfig, objective: Any) -> None:
+    """Branches need a stable phase, a budget whose steps are known before the run (not a FLOPs estimate) and an
+    objective whose own schedule does not follow the budget."""
     budgets, trunk = list(cfg.get("branch_budgets") or []), cfg.get("branch_from")
     if not budgets and not trunk:
         return
     which = "branch_budgets" if budgets else "branch_from"
+    if objective.needs_progress:
+        raise ValueError(f"{which}: {type(objective).__name__} follows its budget (a mask rate that moves, or phases), so "
+                         "a longer run is not a shorter one until its decay; train each budget from scratch")
     if cfg.optim.get("decay_fraction") is None:
         raise ValueError(f"{which} needs a stable learning rate before the decay: add optim.decay_fraction=0.2 "
                          "(the trunk and its branches alike)")
@@ -48,48 +55,68 @@ def check_branch_settings(cfg: DictConfig) -> None:
                          "steps are known before the run; a FLOPs budget's are an estimate")
     if budgets and trunk:
         raise ValueError("a run is a trunk (branch_budgets) or a branch (branch_from), not both")
-    if trunk and cfg.get("init_from"):
-        raise ValueError("branch_from resumes the trunk's whole training state; drop init_from (a fresh optimiser)")
+    if cfg.get("init_from"):
+        raise ValueError(f"{which} with init_from: a branch resumes its trunk's whole state, lineage and all, and "
+                         "would not record it; continue from the parent in each run instead")
     own = float(cfg.get("data_epochs") or cfg.get("max_tokens"))
     if any(isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < own for b in budgets):
         raise ValueError(f"branch_budgets={budgets}: give budgets between 0 and this run's own ({own:g}), in its unit "
                          f"({'passes' if cfg.get('data_epochs') else 'input tokens'})")
 
 
+def branch_start(cfg: DictConfig, steps: int) -> int:
+    """The decay start of a run of `steps` steps, refused where there is nothing before it to share or nothing after
+    it to decay."""
+    start = decay_start(steps, int(cfg.optim.warmup_steps), cfg.optim.decay_fraction)
+    if not 1 <= start < steps:
+        raise ValueError(f"a run of {steps} steps with optim.warmup_steps={cfg.optim.warmup_steps} and "
+                         f"optim.decay_fraction={cfg.optim.decay_fraction} starts its decay at step {start}, so it has "
+                         "no stable phase to share and decay after; give a longer budget or a shorter warmup")
+    return start
+
+
 def trunk_points(cfg: DictConfig, epoch_positions: int, tokens_per_step: int) -> list[int]:
-    """The input tokens at which a trunk saves a checkpoint for each of its `branch_budgets`: where that budget's
-    decay starts. A shorter budget's decay never starts after the trunk's own (steps - round(f x steps) does not
-    fall as steps grow), so the trunk is still at its peak rate there, as the branch's run from scratch would be."""
-    warmup, fraction = int(cfg.optim.warmup_steps), cfg.optim.decay_fraction
-    return [decay_start(budget_steps(cfg, budget, epoch_positions, tokens_per_step), warmup, fraction) * tokens_per_step
+    """The steps at which a trunk saves a checkpoint for each of its `branch_budgets`: where that budget's decay
+    starts. A shorter budget's decay never starts after the trunk's own (steps - round(f x steps) does not fall as
+    steps grow), so the trunk is still at its peak rate there, as the branch's run from scratch would be."""
+    return [branch_start(cfg, budget_steps(cfg, budget, epoch_positions, tokens_per_step))
             for budget in cfg.get("branch_budgets") or []]
 
 
-def branch_checkpoint(cfg: DictConfig, own_steps: int, tokens_per_step: int) -> tuple[Path, int]:
+def branch_checkpoint(cfg: DictConfig, own_steps: int) -> tuple[Path, int]:
     """The trunk's checkpoint this branch resumes from (its own decay start) and the input tokens trained there,
-    after checking that the trunk ran with this run's seed, optimiser and data (training.run checks the model and
-    objective, as for any resume); raises naming what differs or is missing."""
+    after checking that the checkpoint is at that step, at the peak rate, and that the trunk ran with this run's seed,
+    optimiser, data and step settings (training.run checks the model and objective, as for any resume); raises
+    naming what differs or is missing."""
     trunk = Path(cfg.branch_from)
-    start = decay_start(own_steps, int(cfg.optim.warmup_steps), cfg.optim.decay_fraction)
-    checkpoint = SaveAtTokens.path(trunk / "checkpoints", start * tokens_per_step)
+    start = branch_start(cfg, own_steps)
+    checkpoint = SaveAtSteps.path(trunk / "checkpoints", start)
     if not checkpoint.is_file():
-        saved = sorted(p.name for p in (trunk / "checkpoints").glob("tokens-*.ckpt"))
+        saved = sorted(p.name for p in (trunk / "checkpoints").glob("step-*.ckpt"))
         raise FileNotFoundError(
-            f"branch_from={trunk}: no checkpoint at this run's decay start (step {start}, {checkpoint.name}); it has "
-            f"{saved or 'none'}. Run the trunk with this budget in branch_budgets, or drop branch_from")
-    saved = read_hyperparameters(checkpoint)
+            f"branch_from={trunk}: no checkpoint at this run's decay start ({checkpoint.name}); it has {saved or 'none'}. "
+            "Run the trunk with this budget in branch_budgets, or drop branch_from")
+    ckpt = read_checkpoint(checkpoint)
+    schedule = (ckpt.get("lr_schedulers") or [{}])[0]
+    if ckpt.get("global_step") != start or schedule.get("last_epoch") != start:
+        raise ValueError(f"{checkpoint} holds step {ckpt.get('global_step')} (its schedule at "
+                         f"{schedule.get('last_epoch')}), not this run's decay start {start}; the trunk counted its "
+                         "steps otherwise: rerun it with this run's settings")
+    saved = hyperparameters(ckpt)
     ours = {"seed": int(cfg.seed), "optim": OmegaConf.to_container(cfg.optim, resolve=True)}
     theirs = {key: saved.get(key) for key in ours}
     trunk_config = trunk / ".hydra" / "config.yaml"
-    if trunk_config.is_file():  # the data order: corpus, tokenizer, blocks and batches
+    if trunk_config.is_file():  # the data order (corpus, tokenizer, blocks, batches) and what a step is
+        trunk_cfg = OmegaConf.load(trunk_config)
         ours["data"], theirs["data"] = (
             {k: v for k, v in OmegaConf.to_container(data, resolve=True).items() if k not in ORDER_FREE_DATA_KEYS}
-            for data in (cfg.data, OmegaConf.load(trunk_config).data))
+            for data in (cfg.data, trunk_cfg.data))
+        ours["trainer"], theirs["trainer"] = ({k: t.get(k) for k in STEP_TRAINER_KEYS} for t in (cfg.trainer, trunk_cfg.trainer))
     differing = differences(ours, theirs)
     if differing:
         raise ValueError(f"branch_from={trunk} trained otherwise ({', '.join(differing)}); a branch needs the trunk's "
-                         "seed, optimiser and data")
-    return checkpoint, start * tokens_per_step
+                         "seed, optimiser, data and step settings")
+    return checkpoint, int(ckpt.get("callbacks", {}).get("TokenAccounting", {}).get("tokens_seen", 0))
 
 
 def branch_record(cfg: DictConfig, checkpoint: Path, tokens: int) -> dict[str, Any]:

@@ -126,6 +126,28 @@ class SaveAtTokens(Callback):
                 trainer.save_checkpoint(target)
 
 
+class SaveAtSteps(Callback):
+    """Write checkpoints/step-<S>.ckpt at the end of optimiser step S (where a shorter budget's decay starts, for its
+    cooldown branch: training.branches). Keyed on the step, not the tokens, so padded batches, skipped steps and
+    accumulation cannot move it. Each is written once: a resumed run never comes back to a step it has passed, and
+    the micro-batches after step S (same global_step) do not write again."""
+
+    def __init__(self, steps: list[int], folder: Path) -> None:
+        self.steps, self.folder, self.written = set(steps), folder, set()
+
+    @staticmethod
+    def path(folder: Path, step: int) -> Path:
+        return folder / f"step-{step}.ckpt"
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if step in self.steps and step not in self.written:
+            self.written.add(step)
+            trainer.save_checkpoint(self.path(self.folder, step))
+
+
 class ValidateAtEnd(Callback):
     """Make the last training step validate and checkpoint.
 

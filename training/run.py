@@ -21,7 +21,7 @@ from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
-from training.callbacks import DataPosition, SaveAtTokens, TokenAccounting
+from training.callbacks import DataPosition, SaveAtSteps, SaveAtTokens, TokenAccounting
 from training.disk_full import reporting_full_disk
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from training.lit_module import OWN_ALL, PretrainModule
@@ -51,7 +51,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     objective = build(cfg.objective)  # validates mask rates and probabilities
     model_config, _ = build_model_config(cfg.model)  # validates sizes
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
-    check_branch_settings(cfg)
+    check_branch_settings(cfg, objective)
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
@@ -112,9 +112,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
-    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, best_and_last], cfg.get("logger"))
+    branch_points = SaveAtSteps([], out / "checkpoints")  # a trunk's branches' decay starts (branch_start)
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, branch_points, best_and_last],
+                            cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
-    resume_from, branched_from = branch_start(cfg, trainer, datamodule, model_config, part_way)
+    resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
     log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
     fit_started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
@@ -215,19 +217,17 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
     return None
 
 
-def branch_start(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataModule, model_config: ModelConfig,
-                 part_way: SaveAtTokens) -> tuple[str | None, dict[str, Any] | None]:
-    """Where fit() starts (training.branches): a trunk adds its branches' decay starts to its part-way
-    checkpoints; a branch resumes from the trunk's checkpoint at its own decay start, unless it is itself being
-    resumed (ckpt_path). Returns (the checkpoint to resume from, the branch record for summary.json)."""
+def start_of_branch(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataModule, model_config: ModelConfig,
+                    branch_points: SaveAtSteps) -> tuple[str | None, dict[str, Any] | None]:
+    """Where fit() starts (training.branches): a trunk saves its branches' decay starts; a branch resumes from the
+    trunk's checkpoint at its own decay start, unless it is itself being resumed (ckpt_path). Returns (the
+    checkpoint to resume from, the branch record for summary.json)."""
     tokens_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches * datamodule.block_size
-    steps = trainer.fit_loop.epoch_loop.max_steps
     if cfg.get("branch_budgets"):
-        part_way.points = sorted({*part_way.points, *trunk_points(cfg, datamodule.epoch_positions(trainer.world_size),
-                                                                  tokens_per_step)})
+        branch_points.steps = set(trunk_points(cfg, datamodule.epoch_positions(trainer.world_size), tokens_per_step))
     if not cfg.get("branch_from"):
         return cfg.ckpt_path, None
-    trunk_checkpoint, trunk_tokens = branch_checkpoint(cfg, steps, tokens_per_step)
+    trunk_checkpoint, trunk_tokens = branch_checkpoint(cfg, trainer.fit_loop.epoch_loop.max_steps)
     check_resumable(trunk_checkpoint, model_config, OmegaConf.to_container(cfg.objective, resolve=True))
     return cfg.ckpt_path or str(trunk_checkpoint), branch_record(cfg, trunk_checkpoint, trunk_tokens)
 
