@@ -82,12 +82,12 @@ def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
     """What each point's pretraining cost: its own stage's minutes, plus, for a cooldown branch, the trunk's minutes
     times the share of the trunk's tokens it branched at (training.branches)."""
     pretrain = seconds[seconds["kind"] == "pretrain"].groupby(["arm", "seed"])["seconds"].sum()
-    trunk_tokens = budgets.set_index(["arm", "seed"])["tokens"]
+    tokens_seen = budgets.set_index(["arm", "seed"])["tokens"]
     rows = []
     for r in budgets.itertuples():
         own = pretrain.get((r.arm, r.seed), float("nan"))
         share = 0.0 if pd.isna(r.trunk) else pretrain.get((r.trunk, r.seed), float("nan")) * r.trunk_tokens / \
-            trunk_tokens.get((r.trunk, r.seed), float("nan"))
+            tokens_seen.get((r.trunk, r.seed), float("nan"))
         rows.append({"arm": r.arm, "seed": r.seed, "measure": "minutes pretrain, trunk share included",
                      "value": (own + share) / 60})
     return rows

@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from models.checkpoint import hyperparameters, read_checkpoint
-from training.budget import steps_for_tokens
+from training.budget import steps_for_tokens, tokens_of_passes
 from training.callbacks import SaveAtSteps
 from training.optim import decay_start
 from training.setup import differences
@@ -33,7 +33,7 @@ STEP_TRAINER_KEYS = ("accumulate_grad_batches", "gradient_clip_val", "precision"
 def budget_steps(cfg: DictConfig, budget: float, epoch_positions: int, tokens_per_step: int) -> int:
     """The optimiser steps of a budget given in the run's own unit: passes over the data (data_epochs) or input
     tokens (max_tokens), as training.run.set_budget_steps counts them."""
-    tokens = round(float(budget) * epoch_positions) if cfg.get("data_epochs") else int(budget)
+    tokens = tokens_of_passes(budget, epoch_positions) if cfg.get("data_epochs") else int(budget)
     return steps_for_tokens(tokens, tokens_per_step)
 
 

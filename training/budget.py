@@ -29,6 +29,11 @@ def steps_for_tokens(max_tokens: int, tokens_per_step: int) -> int:
     return math.ceil(max_tokens / tokens_per_step)
 
 
+def tokens_of_passes(passes: float, epoch_positions: int) -> int:
+    """The input tokens of a budget in passes over the training data (data_epochs), as the loader gives them."""
+    return round(float(passes) * epoch_positions)
+
+
 def step_flops_estimate(objective: Objective, model: Transformer, loader: DataLoader, sequences_per_step: int,
                         seed: int, batches: int = PROBE_BATCHES) -> float:
     """Training FLOPs of one optimiser step of `sequences_per_step` sequences (all ranks, accumulation

@@ -20,7 +20,7 @@ from datamodules.tokenizer import TokenizerSettings
 from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
-from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens
+from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
 from training.callbacks import DataPosition, SaveAtSteps, SaveAtTokens, TokenAccounting
 from training.disk_full import reporting_full_disk
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
@@ -182,6 +182,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
+def sequences_in_a_step(trainer: L.Trainer, datamodule: PretrainDataModule) -> int:
+    """The sequences one optimiser step trains on: every rank's batches, accumulation included."""
+    return datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+
+
 def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
                      datamodule: PretrainDataModule, tokens: TokenAccounting) -> float | None:
     """Make the learning-rate schedule span the steps the budget takes (or trainer.max_steps, if that comes
@@ -189,10 +194,10 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
     step cap sits past it (training.budget). A budget in passes over the data (data_epochs) becomes the input
     tokens of that many passes, as the loader gives them. Returns a FLOPs budget's estimate of one step's
     training FLOPs (None for the other budgets)."""
-    sequences_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    sequences_per_step = sequences_in_a_step(trainer, datamodule)
     cap = trainer.max_steps if trainer.max_steps > 0 else math.inf
     if cfg.get("data_epochs"):
-        tokens.max_tokens = round(float(cfg.data_epochs) * datamodule.epoch_positions(trainer.world_size))
+        tokens.max_tokens = tokens_of_passes(cfg.data_epochs, datamodule.epoch_positions(trainer.world_size))
     if tokens.max_tokens:
         steps = steps_for_tokens(tokens.max_tokens, sequences_per_step * datamodule.block_size)
         trainer.fit_loop.epoch_loop.max_steps = min(steps, cap)
@@ -222,7 +227,7 @@ def start_of_branch(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDat
     """Where fit() starts (training.branches): a trunk saves its branches' decay starts; a branch resumes from the
     trunk's checkpoint at its own decay start, unless it is itself being resumed (ckpt_path). Returns (the
     checkpoint to resume from, the branch record for summary.json)."""
-    tokens_per_step = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches * datamodule.block_size
+    tokens_per_step = sequences_in_a_step(trainer, datamodule) * datamodule.block_size
     if cfg.get("branch_budgets"):
         branch_points.steps = set(trunk_points(cfg, datamodule.epoch_positions(trainer.world_size), tokens_per_step))
     if not cfg.get("branch_from"):
@@ -240,7 +245,7 @@ def log_plan(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule, datamo
              tokens: TokenAccounting, flops_per_step: float | None, out: Path) -> None:
     """One line before training: the model, the objective, the budget and its steps, the training FLOPs a step
     costs (armlm's count, models.flops; Lightning's summary cannot count them), and the run folder."""
-    sequences = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+    sequences = sequences_in_a_step(trainer, datamodule)
     if flops_per_step is None:
         module.objective.set_vocabulary(datamodule.vocabulary)
         with trainer.precision_plugin.forward_context():
