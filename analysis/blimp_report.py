@@ -1,6 +1,7 @@
 """A study's BLiMP table: every arm's zero-shot accuracy by scoring method, overall and per field (and per
-phenomenon in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over the same
-paradigms beside it (report/blimp.md and blimp.csv). study_report.write_report writes it for every study whose
+phenomenon and paradigm in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over
+the same paradigms beside it (report/blimp.md and blimp.csv); and per paradigm beside the release's models
+(report/blimp_paradigms.md). study_report.write_report writes it for every study whose
 arms ran zeroshot.py; several roots make one table (e.g. the findings and curricula studies' arms together):
 
     armlm report blimp <study root> [<another study root> ...]
@@ -13,13 +14,17 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
+from scipy import stats
 
 from analysis import study as S
 from common.atomic import atomic_file, atomic_write_text
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
-LEVELS = {"overall": 0, "phenomenon": 1, "field": 2}
+LEVELS = {"overall": 0, "phenomenon": 1, "field": 2, "paradigm": 3}
+# The release's model whose per-paradigm preferences the paradigm table correlates every side with: a model that
+# prefers systematically tracks an n-gram's preferences, and coin flips would not.
+REFERENCE_MODEL = "5-gram"
 
 
 def _shown(rows: list[dict]) -> list[dict]:
@@ -82,6 +87,37 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
+def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
+    """One row per paradigm: each arm and method's accuracy (mean over seeds) beside the release's models, and a
+    last row with each column's Pearson r with the release's 5-gram over the paradigms both scored."""
+    rows = table[table["level"] == "paradigm"]
+    sides = {f"{arm} · {method} (n={int(part['n'].max())})": part.set_index("name")["mean"]
+             for (arm, method), part in rows.groupby(["arm", "method"], sort=True)}
+    release = {f"{model} (release)": part.set_index("name")["mean"]
+               for model, part in published[published["level"] == "paradigm"].groupby("arm", sort=False)}
+    columns = {**sides, **release}
+    lines = [f"# BLiMP per paradigm: {', '.join(str(r) for r in roots)}", "",
+             "Accuracy per paradigm, mean over pretraining seeds (n), beside the release's models (Warstadt et al. "
+             "2020, all 1,000 pairs each). The last row: each column's Pearson r with the release's 5-gram over the "
+             "paradigms both scored.", "", "| paradigm | " + " | ".join(columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for name in sorted(set(rows["name"])):
+        lines.append(f"| {name} | " + " | ".join(f"{v[name]:.3f}" if name in v.index else "-"
+                                                for v in columns.values()) + " |")
+    reference = columns.get(f"{REFERENCE_MODEL} (release)")
+    if reference is not None:
+        lines.append("| Pearson r with the 5-gram | " + " | ".join(
+            _correlation(values, reference) for values in columns.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _correlation(values: pd.Series, reference: pd.Series) -> str:
+    shared = values.index.intersection(reference.index)
+    if len(shared) < 3 or values[shared].nunique() < 2 or reference[shared].nunique() < 2:
+        return "-"
+    return f"{stats.pearsonr(values[shared], reference[shared]).statistic:.2f}"
+
+
 def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> None:
     """Overall accuracy per arm and method with its interval over seeds, beside chance and the release's models:
     where every bar sits on the chance line, no ranking of arms is read from it."""
@@ -104,7 +140,8 @@ def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> No
 
 
 def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
-    """report/blimp.md, .csv and .png under the first root (or `out`); nothing when no arm ran zeroshot.py."""
+    """report/blimp.md, .csv and .png under the first root (or `out`), and blimp_paradigms.md where the runs kept
+    their paradigms; nothing when no arm ran zeroshot.py."""
     roots_ = [Path(r) for r in roots]
     reports = labelled_reports(roots_)
     runs = blimp_runs(reports)
@@ -117,13 +154,17 @@ def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> lis
     published = published_rows(reports)
     atomic_write_text(folder / "blimp.md", markdown(table, published, roots_))
     plot_overall(table, published, folder / "blimp.png")
-    return [folder / "blimp.csv", folder / "blimp.md", folder / "blimp.png"]
+    written = [folder / "blimp.csv", folder / "blimp.md", folder / "blimp.png"]
+    if (table["level"] == "paradigm").any():
+        atomic_write_text(folder / "blimp_paradigms.md", paradigm_markdown(table, published, roots_))
+        written.append(folder / "blimp_paradigms.md")
+    return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="+", help="study folders (study.py's root=)")
-    parser.add_argument("--out", help="where blimp.md, .csv and .png go (default: <first root>/report)")
+    parser.add_argument("--out", help="where the BLiMP tables and figure go (default: <first root>/report)")
     args = parser.parse_args()
     written = write_blimp_report(*args.roots, out=args.out)
     if not written:

@@ -1,11 +1,13 @@
 """The study-level BLiMP table: fields merged as macros over their paradigms, means and t intervals over seeds,
-the release's models beside, several studies in one table, nothing written where no arm was scored zero-shot."""
+the release's models beside, the per-paradigm table with each side's correlation with the release's 5-gram, several
+studies in one table, nothing written where no arm was scored zero-shot."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -48,12 +50,13 @@ def test_a_field_spelled_two_ways_is_one_macro_over_its_paradigms(study):
     fields = runs[(runs["arm"] == "mlm") & (runs["level"] == "field") & (runs["seed"] == 1)]
     assert fields["name"].tolist() == ["syntax_semantics", "syntax_semantics"]  # one per method
     assert fields["accuracy"].tolist() == pytest.approx([(0.9 + 2 * 0.3) / 3] * 2)
-    assert "paradigm" not in set(runs["level"])
+    paradigms = runs[(runs["arm"] == "mlm") & (runs["level"] == "paradigm") & (runs["seed"] == 1)]
+    assert paradigms["name"].tolist() == ["npi_1", "npi_1"]
 
 
 def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_beside(study):
     written = write_blimp_report(study)
-    assert [p.name for p in written] == ["blimp.csv", "blimp.md", "blimp.png"]
+    assert [p.name for p in written] == ["blimp.csv", "blimp.md", "blimp.png", "blimp_paradigms.md"]
     assert (study / "report" / "blimp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = (study / "report" / "blimp.md").read_text()
     values = [0.44, 0.46, 0.51]
@@ -61,6 +64,23 @@ def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_besi
     assert f"| mlm | pll | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.500 ± 0.000 |" in text
     assert "| ar | exact | 1 | 0.520 | - |" in text  # one seed: no interval; a field it lacks: '-'
     assert f"| GPT-2 (release) | published | - | 0.800 | {(0.6 + 2 * 0.9) / 3:.3f} |" in text
+
+
+def test_the_paradigm_table_sets_each_side_beside_the_release_with_its_correlation_with_the_5_gram(tmp_path):
+    ar = {1: [0.2, 0.6, 0.9, 0.5], 2: [0.4, 0.6, 0.7, 0.7]}  # paradigms p1-p4 by seed; the release lacks p4
+    five_gram, gpt2 = [0.3, 0.5, 0.8], [0.9, 0.95, 0.7]
+    published = [{"level": "paradigm", "name": f"p{k + 1}", "5-gram": five_gram[k], "GPT-2": gpt2[k]} for k in range(3)]
+    for seed, accuracies in ar.items():
+        results = [group("paradigm", f"p{k + 1}", a, 1) for k, a in enumerate(accuracies)]
+        write_zeroshot(tmp_path, "ar", seed, {"exact": results}, published)
+    write_blimp_report(tmp_path)
+    lines = (tmp_path / "report" / "blimp_paradigms.md").read_text().splitlines()
+    assert "| paradigm | ar · exact (n=2) | 5-gram (release) | GPT-2 (release) |" in lines
+    assert "| p1 | 0.300 | 0.300 | 0.900 |" in lines  # the mean over seeds beside the release
+    assert "| p4 | 0.600 | - | - |" in lines
+    mean = np.mean([ar[1][:3], ar[2][:3]], axis=0)  # the correlation reads the paradigms both scored
+    r_ar, r_gpt2 = np.corrcoef(mean, five_gram)[0, 1], np.corrcoef(gpt2, five_gram)[0, 1]
+    assert lines[-1] == f"| Pearson r with the 5-gram | {r_ar:.2f} | 1.00 | {r_gpt2:.2f} |"
 
 
 def test_several_studies_name_their_arms_by_folder(study, tmp_path_factory):
