@@ -1,5 +1,5 @@
 """A study's BLiMP table: every arm's zero-shot accuracy by scoring method, overall and per field (and per
-phenomenon and paradigm in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over
+phenomenon in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over
 the same paradigms beside it (report/blimp.md and blimp.csv); and per paradigm beside the release's models
 (report/blimp_paradigms.md). study_report.write_report writes it for every study whose
 arms ran zeroshot.py; several roots make one table (e.g. the findings and curricula studies' arms together):
@@ -21,14 +21,14 @@ from common.atomic import atomic_file, atomic_write_text
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
-LEVELS = {"overall": 0, "phenomenon": 1, "field": 2, "paradigm": 3}
+LEVELS = {"overall": 0, "phenomenon": 1, "field": 2}
 # The release's model whose per-paradigm preferences the paradigm table correlates every side with: a model that
 # prefers systematically tracks an n-gram's preferences, and coin flips would not.
 REFERENCE_MODEL = "5-gram"
 
 
-def _shown(rows: list[dict]) -> list[dict]:
-    return sorted((r for r in rows if r["level"] in LEVELS), key=lambda r: LEVELS[r["level"]])
+def _shown(rows: list[dict], levels: dict[str, int] = LEVELS) -> list[dict]:
+    return sorted((r for r in rows if r["level"] in levels), key=lambda r: levels[r["level"]])
 
 
 def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
@@ -38,22 +38,23 @@ def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
             for root in roots for (arm, seed), report in S.zeroshot_reports(root).items()]
 
 
-def blimp_runs(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
-    """One row per arm, seed, scoring method and group (overall, each field, each phenomenon): its accuracy."""
+def blimp_runs(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
+    """One row per arm, seed, scoring method and group of the levels (by default overall, each field, each
+    phenomenon): its accuracy."""
     records = []
     for arm, seed, report in reports:
         for method, rows in report["blimp"]["results"].items():
-            for row in _shown(rows):
+            for row in _shown(rows, levels):
                 records.append({"arm": arm, "seed": seed, "method": method, "level": row["level"],
                                 "name": row["name"], "accuracy": row["accuracy"]})
     return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy"])
 
 
-def published_rows(reports: list[tuple[str, int, dict]]) -> pd.DataFrame:
+def published_rows(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
     """The release's models (5-gram, LSTM, Transformer-XL, GPT-2) over the paradigms the runs scored, from the
     first zeroshot.json that carries them; empty when none does (the release's per-paradigm file was absent)."""
     for _, _, report in reports:
-        published = _shown(report["blimp"].get("published", []))
+        published = _shown(report["blimp"].get("published", []), levels)
         if not published:
             continue
         models = [k for k in published[0] if k not in ("level", "name")]
@@ -85,6 +86,9 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
         values = [f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns]
         lines.append(f"| {model} (release) | published | - | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
+
+
+PARADIGMS = {"paradigm": 0}
 
 
 def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
@@ -155,8 +159,10 @@ def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> lis
     atomic_write_text(folder / "blimp.md", markdown(table, published, roots_))
     plot_overall(table, published, folder / "blimp.png")
     written = [folder / "blimp.csv", folder / "blimp.md", folder / "blimp.png"]
-    if (table["level"] == "paradigm").any():
-        atomic_write_text(folder / "blimp_paradigms.md", paradigm_markdown(table, published, roots_))
+    paradigms = blimp_runs(reports, PARADIGMS)
+    if not paradigms.empty:  # zeroshot.json keeps every paradigm; the CSV stays at phenomena, as it always was
+        text = paradigm_markdown(blimp_table(paradigms), published_rows(reports, PARADIGMS), roots_)
+        atomic_write_text(folder / "blimp_paradigms.md", text)
         written.append(folder / "blimp_paradigms.md")
     return written
 
