@@ -2,12 +2,14 @@
 without `Epoch 0/-2`, no Lightning tips, no `Total FLOPs: 0` summary, and a `done:` line naming the run folder."""
 
 import logging
+import math
 import warnings
 from types import SimpleNamespace
 
 import pytest
 
 from tests.conftest import tiny_config
+from training.budget import FLOPS_STEP_MARGIN
 from training.run import run_pretraining
 from training.trainer import DropTips, RunProgressBar, quiet_lightning
 
@@ -54,3 +56,16 @@ def test_a_run_prints_its_plan_and_where_it_wrote(tmp_path, cache_dir, caplog, c
                               "trainer.enable_model_summary=true"))
     assert "Total FLOPs" in everything_shown(caplog, capfd)
     assert any("LeafSpec" in str(w.message) for w in loud)
+
+
+@pytest.mark.slow
+def test_a_flops_budget_plans_its_estimated_steps_and_names_the_step_cap_as_one(tmp_path, cache_dir, caplog):
+    with caplog.at_level(logging.INFO):
+        quiet_lightning()
+        run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "max_tokens=null", "max_flops=2e9",
+                                    "trainer.max_steps=-1"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "armlm.train"]
+    estimated = int(next(line for line in lines if line.startswith("FLOPs budget")).rsplit("about ", 1)[1].split()[0])
+    plan = next(line for line in lines if line.startswith("model:"))
+    cap = math.ceil(estimated * FLOPS_STEP_MARGIN) + 1
+    assert f"budget 2e+09 training FLOPs: about {estimated} (a cap of {cap}) steps of 8 x 32 tokens" in plan

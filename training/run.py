@@ -252,12 +252,15 @@ def log_plan(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule, datamo
             flops_per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
                                                  sequences, cfg.seed, batches=1)
     steps = trainer.fit_loop.epoch_loop.max_steps
+    planned = steps if steps > 0 else "unbounded"
+    if module.schedule_steps and 0 < module.schedule_steps < steps:  # a FLOPs budget: its count ends the run
+        planned = f"about {module.schedule_steps} (a cap of {steps})"
     budget = (f"{tokens.max_tokens:,} input tokens" if tokens.max_tokens else
               f"{float(cfg.max_flops):.3g} training FLOPs" if cfg.get("max_flops") else "the trainer's step cap")
     config = module.model.config
     log.info("model: %.2fM parameters (%d layers, d_model %d); objective %s; budget %s: %s steps of %d x %d tokens, "
              "about %.3g training FLOPs each; run folder %s", module.model.num_parameters() / 1e6, config.n_layers,
-             config.d_model, type(module.objective).__name__, budget, steps if steps > 0 else "unbounded", sequences,
+             config.d_model, type(module.objective).__name__, budget, planned, sequences,
              datamodule.block_size, flops_per_step, out)
 
 
