@@ -22,6 +22,7 @@ from common.atomic import atomic_file, atomic_write_text
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
 LEVELS = {"overall": 0, "phenomenon": 1, "field": 2}
+PARADIGMS = {"paradigm": 0}  # the per-paradigm table's one level (zeroshot.json keeps every paradigm)
 # The release's model whose per-paradigm preferences the paradigm table correlates every side with: a model that
 # prefers systematically tracks an n-gram's preferences, and coin flips would not.
 REFERENCE_MODEL = "5-gram"
@@ -88,9 +89,6 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
-PARADIGMS = {"paradigm": 0}
-
-
 def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
     """One row per paradigm: each arm and method's accuracy (mean over seeds) beside the release's models, and a
     last row with each column's Pearson r with the release's 5-gram over the paradigms both scored."""
@@ -102,15 +100,15 @@ def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[
     columns = {**sides, **release}
     lines = [f"# BLiMP per paradigm: {', '.join(str(r) for r in roots)}", "",
              "Accuracy per paradigm, mean over pretraining seeds (n), beside the release's models (Warstadt et al. "
-             "2020, all 1,000 pairs each). The last row: each column's Pearson r with the release's 5-gram over the "
-             "paradigms both scored.", "", "| paradigm | " + " | ".join(columns) + " |",
+             f"2020, all 1,000 pairs each). The last row: each column's Pearson r with the release's {REFERENCE_MODEL} "
+             "over the paradigms both scored.", "", "| paradigm | " + " | ".join(columns) + " |",
              "|---|" + "---|" * len(columns)]
     for name in sorted(set(rows["name"])):
         lines.append(f"| {name} | " + " | ".join(f"{v[name]:.3f}" if name in v.index else "-"
                                                 for v in columns.values()) + " |")
     reference = columns.get(f"{REFERENCE_MODEL} (release)")
     if reference is not None:
-        lines.append("| Pearson r with the 5-gram | " + " | ".join(
+        lines.append(f"| Pearson r with the {REFERENCE_MODEL} | " + " | ".join(
             _correlation(values, reference) for values in columns.values()) + " |")
     return "\n".join(lines) + "\n"
 
