@@ -8,7 +8,8 @@ token and per word, and the peak memory of building the cache, one fresh process
 With --train-tokens, each size then trains `train.py objective=ar model=small seed=1 max_tokens=N` (plus
 --train-overrides) in <out>/vocab<size>, and reports its wall time, its held-out next-token loss per token and per
 word (times the validation split's tokens per word: comparable across vocabularies) and its margin below the
-unigram NLL of the same targets (val/own_below_unigram).
+unigram NLL of the same targets (val/own_below_unigram). A size whose folder already holds a finished run with the
+same overrides is reported from it, not trained again, so an interrupted bench resumes where it stopped.
 
 The cache is train.py's own (data.cache_dir, default .cache/armlm), keyed as train.py keys it, so a later
 `train.py data=... data.tokenizer.vocab_size=N` finds it built; a size already built reports its tokens with no
@@ -24,6 +25,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_DEFAULTS = ["objective=ar", "model=small", "seed=1", "trainer.enable_progress_bar=false"]  # --train-overrides win
@@ -65,14 +68,24 @@ def measure(overrides: list[str], size: int) -> dict:
     return result
 
 
+def finished_with(folder: Path) -> list[str] | None:
+    """The overrides of the finished run in this folder (it wrote summary.json), so a rerun of the bench after an
+    interruption keeps the sizes it already trained; None where no run finished there."""
+    overrides = folder / ".hydra" / "overrides.yaml"
+    if not (folder / "summary.json").exists() or not overrides.exists():
+        return None
+    return list(yaml.safe_load(overrides.read_text()) or [])
+
+
 def train(overrides: list[str], size: int, tokens: int, extra: list[str], out: Path) -> dict:
     """One AR run at this vocabulary size; what its summary.json says about cost and learning."""
     folder = out / f"vocab{size}"
     defaults = [d for d in RUN_DEFAULTS if d.split("=")[0] not in {e.split("=")[0] for e in extra}]
-    command = [sys.executable, str(REPO / "train.py"), *overrides, f"data.tokenizer.vocab_size={size}", *defaults,
-               f"max_tokens={tokens}", *extra, f"hydra.run.dir={folder}"]
-    if subprocess.run(command, cwd=REPO).returncode != 0:
-        raise SystemExit(f"the run at vocab_size={size} failed; its log is in {folder}")
+    run_overrides = [*overrides, f"data.tokenizer.vocab_size={size}", *defaults, f"max_tokens={tokens}", *extra]
+    if finished_with(folder) != run_overrides:
+        command = [sys.executable, str(REPO / "train.py"), *run_overrides, f"hydra.run.dir={folder}"]
+        if subprocess.run(command, cwd=REPO).returncode != 0:
+            raise SystemExit(f"the run at vocab_size={size} failed; its log is in {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     return {"wall_seconds": summary["wall_seconds"], "tokens_seen": summary["tokens_seen"],
             "words_seen": summary["words_seen"], "val_loss": summary["val_loss"],

@@ -140,7 +140,7 @@ def test_zeroshot_speed_times_every_method_on_one_backbone(capsys, tiny_pretrain
 
 
 @pytest.mark.slow
-def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(capsys, tmp_path):
+def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(capsys, monkeypatch, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     words = "the river city was at war with the island king and his team of old sailors".split()
@@ -148,9 +148,10 @@ def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(c
         (corpus / f"{d}.txt").write_text(" ".join(words[(d * 3 + i) % len(words)] + ("s" * (i % 3)) for i in range(300)))
     data = ["data=text", f"data.corpus.paths=[{corpus}]", "data.corpus.val_fraction=0.2",
             f"data.cache_dir={tmp_path / 'cache'}", "data.block_size=32", "data.batch_size=8"]
-    vocab_size.main([*data, "--sizes", "60", "90", "--train-tokens", "1024", "--out", str(tmp_path / "runs"),
-                     "--json", str(tmp_path / "vocab.json"), "--train-overrides", "model=tiny",
-                     "trainer.precision=32-true", "trainer.val_check_interval=2", "logger=[]"])
+    args = [*data, "--sizes", "60", "90", "--train-tokens", "1024", "--out", str(tmp_path / "runs"),
+            "--json", str(tmp_path / "vocab.json"), "--train-overrides", "model=tiny",
+            "trainer.precision=32-true", "trainer.val_check_interval=2", "logger=[]"]
+    vocab_size.main(args)
     results = json.loads((tmp_path / "vocab.json").read_text())
     assert [r["vocab_size"] <= s for r, s in zip(results, (60, 90), strict=True)] == [True, True]
     train_words = 8 * 300  # 8 of the 10 documents are in the train split
@@ -159,6 +160,17 @@ def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(c
         assert r["run"]["tokens_seen"] == 1024 and r["run"]["words_seen"] > 0
     assert results[1]["tokens"]["train"] < results[0]["tokens"]["train"]  # a larger vocabulary, fewer tokens
     assert "| vocabulary | tokens seen |" in capsys.readouterr().out
+    # Run again after an interruption: the finished sizes are reported from their folders, not trained again.
+    monkeypatch.setattr(vocab_size.subprocess, "run", _refuse_training(vocab_size.subprocess.run))
+    vocab_size.main(args)
+    assert [r["run"] for r in json.loads((tmp_path / "vocab.json").read_text())] == [r["run"] for r in results]
+
+
+def _refuse_training(run):
+    def checked(command, **kwargs):
+        assert "train.py" not in " ".join(map(str, command)), "a finished size was trained again"
+        return run(command, **kwargs)
+    return checked
 
 
 @pytest.mark.slow
