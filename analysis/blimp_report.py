@@ -41,14 +41,15 @@ def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
 
 def blimp_runs(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
     """One row per arm, seed, scoring method and group of the levels (by default overall, each field, each
-    phenomenon): its accuracy."""
+    phenomenon): its accuracy and the interval over its pairs (zeroshot.json's bootstrap; NaN where absent)."""
     records = []
     for arm, seed, report in reports:
         for method, rows in report["blimp"]["results"].items():
             for row in _shown(rows, levels):
                 records.append({"arm": arm, "seed": seed, "method": method, "level": row["level"],
-                                "name": row["name"], "accuracy": row["accuracy"]})
-    return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy"])
+                                "name": row["name"], "accuracy": row["accuracy"],
+                                "ci_low": row.get("ci_low", float("nan")), "ci_high": row.get("ci_high", float("nan"))})
+    return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy", "ci_low", "ci_high"])
 
 
 def published_rows(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:

@@ -11,7 +11,6 @@ is the mean over the seeds that point has, with a 95 % t interval and n. The stu
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 
 from analysis import study as S
 from analysis.blimp_report import blimp_runs, labelled_reports, published_rows
+from analysis.curves_reading import BLIMP, crossing_table, crossings, lead_changes, leads
 from analysis.study_report import save_figure, with_common_scale, write_report
 from common.atomic import atomic_write_text
 from common.migrations import migrate_summary
@@ -27,7 +27,10 @@ from common.migrations import migrate_summary
 # measure -> what its figure's y axis says
 COMMON_SCALE = {"heldout_nll": "held-out NLL per token (exact, or the any-order bound)",
                 "heldout_below_unigram": "nats below the unigram NLL of the same targets"}
-BLIMP = "BLiMP"
+# The learning gate's quantity (summary.json's own_below_unigram): the arm's own held-out loss below the unigram NLL
+# of the targets it scored, as the findings study gates an arm (item 3's registration reads it along the curve).
+GATE = "pretraining: own loss below unigram"
+PER_WORD = "pretraining seconds per 1,000 words, trunk share included"
 
 
 def run_budgets(root: Path) -> pd.DataFrame:
@@ -41,7 +44,7 @@ def run_budgets(root: Path) -> pd.DataFrame:
                              "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
-                     "tokens": summary["tokens_seen"],
+                     "tokens": summary["tokens_seen"], "own_below_unigram": summary["own_below_unigram"].get("all"),
                      "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
@@ -57,9 +60,11 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
     for measure in COMMON_SCALE:
         rows += [{"arm": r.arm, "seed": r.seed, "measure": measure, "value": getattr(r, measure)}
                  for r in common.itertuples()]
+    rows += [{"arm": r.arm, "seed": r.seed, "measure": GATE, "value": r.own_below_unigram}
+             for r in budgets.itertuples()]
     blimp = blimp_runs(zeroshot)
-    rows += [{"arm": r.arm, "seed": r.seed, "measure": BLIMP, "method": r.method, "value": r.accuracy}
-             for r in blimp[blimp["level"] == "overall"].itertuples()]
+    rows += [{"arm": r.arm, "seed": r.seed, "measure": BLIMP, "method": r.method, "value": r.accuracy,
+              "pairs_low": r.ci_low, "pairs_high": r.ci_high} for r in blimp[blimp["level"] == "overall"].itertuples()]
     finetune_runs = S.finetuning_runs(root)
     finetuning = S.per_checkpoint(finetune_runs)
     if not finetuning.empty:
@@ -70,7 +75,8 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
     rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum() / 60}
              for (arm, seed, kind), part in seconds.groupby(["arm", "seed", "kind"])]
     rows += point_costs(budgets, seconds)
-    runs = pd.DataFrame(rows).dropna(subset=["value"])
+    runs = pd.DataFrame(rows).dropna(subset=["value"]).reindex(columns=[
+        "arm", "seed", "measure", "method", "value", "pairs_low", "pairs_high"])
     runs["objective"] = [objective.get((a, s)) for a, s in zip(runs["arm"], runs["seed"], strict=True)]
     runs = runs.dropna(subset=["objective"])
     method = runs["method"] if "method" in runs else pd.Series(None, index=runs.index)
@@ -80,7 +86,7 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
 
 def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
     """What each point's pretraining cost: its own stage's minutes, plus, for a cooldown branch, the trunk's minutes
-    times the share of the trunk's tokens it branched at (training.branches)."""
+    times the share of the trunk's tokens it branched at (training.branches); and that per 1,000 words seen."""
     pretrain = seconds[seconds["kind"] == "pretrain"].groupby(["arm", "seed"])["seconds"].sum()
     tokens_seen = budgets.set_index(["arm", "seed"])["tokens"]
     rows = []
@@ -90,14 +96,31 @@ def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
             tokens_seen.get((r.trunk, r.seed), float("nan"))
         rows.append({"arm": r.arm, "seed": r.seed, "measure": "minutes pretrain, trunk share included",
                      "value": (own + share) / 60})
+        rows.append({"arm": r.arm, "seed": r.seed, "measure": PER_WORD, "value": (own + share) / r.words * 1000})
     return rows
 
 
+def seed_costs(seconds: pd.DataFrame) -> pd.DataFrame:
+    """Wall minutes of every stage kind per seed, summed over the arms (each stage counted once: a trunk's
+    pretraining is not shared out here), with the seed's total."""
+    if seconds.empty:
+        return pd.DataFrame(columns=["seed", "total"])
+    minutes = seconds.pivot_table(index="seed", columns="kind", values="seconds", aggfunc="sum") / 60
+    return minutes.assign(total=minutes.sum(axis=1)).reset_index()
+
+
 def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:
-    """Mean, ci95 and n over each point's seeds, with the point's words and tokens (means over its runs)."""
+    """Mean, ci95 and n over each point's seeds, with the point's words and tokens (means over its runs), and an
+    interval: mean ± ci95 over seeds, or, for a one-seed BLiMP point, the bootstrap interval over its pairs."""
     place = budgets.groupby("arm")[["words", "tokens"]].mean()
     points = S.over_seeds(runs, ["measure", "line", "arm"], ["value"]).drop(columns="quantity")
     points = points.join(place, on="arm").sort_values(["measure", "line", "words"]).reset_index(drop=True)
+    pairs = runs.groupby(["measure", "line", "arm"])[["pairs_low", "pairs_high"]].mean()
+    points = points.join(pairs, on=["measure", "line", "arm"])
+    one = points["n"] == 1
+    points["low"] = (points["mean"] - points["ci95"]).where(~one, points["pairs_low"])
+    points["high"] = (points["mean"] + points["ci95"]).where(~one, points["pairs_high"])
+    points = points.drop(columns=["pairs_low", "pairs_high"])
     clash = points.groupby(["measure", "line", points["words"].round(-3)])["arm"].nunique()
     if (clash > 1).any():
         measure, line, words = clash[clash > 1].index[0]
@@ -107,41 +130,23 @@ def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:
     return points
 
 
-def leads(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """Every pair of lines at every budget they share: a minus b, paired by seed (mean, ci95, n over seeds)."""
-    part = runs[runs["measure"] == measure].join(budgets.groupby("arm")["words"].mean().round(-3), on="arm")
-    rows = []
-    for a, b in itertools.combinations(sorted(part["line"].unique()), 2):
-        paired = part[part["line"] == a].merge(part[part["line"] == b], on=["words", "seed"], suffixes=("_a", "_b"))
-        for words, group in paired.groupby("words"):
-            rows.append({"a": a, "b": b, "words": words,
-                         **S.mean_ci(group["value_a"] - group["value_b"]).to_dict()})
-    return pd.DataFrame(rows, columns=["a", "b", "words", "mean", "ci95", "n"])
+def _cell(r) -> str:
+    if r.n == 1 and r.low == r.low:  # a one-seed BLiMP point: the interval over its pairs
+        return f"{r.mean:.3f} [{r.low:.3f}, {r.high:.3f}]"
+    return S.cell(r.mean, r.ci95)
 
 
-def first_above(points: pd.DataFrame, published: pd.DataFrame) -> list[str]:
-    """For each BLiMP line, the smallest budget whose mean passes each of the release's models (overall)."""
-    blimp = points[points["measure"] == BLIMP]
-    reference = published[published["level"] == "overall"].set_index("arm")["mean"]
-    lines = []
-    for line, part in blimp.groupby("line"):
-        for model, score in reference.items():
-            above = part[part["mean"] > score]
-            where = f"{above['words'].min() / 1e6:.1f}M words" if not above.empty else \
-                f"not up to {part['words'].max() / 1e6:.1f}M words"
-            lines.append(f"| {line} | {model} ({score:.3f}) | {where} |")
-    return ["| line | release model (overall) | first budget above it |", "|---|---|---|", *lines] if lines else []
-
-
-def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame],
-             crossings: list[str], figures: list[str], root: Path) -> str:
+def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_tables: dict[str, pd.DataFrame],
+             crossing_lines: list[str], costs: pd.DataFrame, figures: list[str], root: Path) -> str:
     parts = [f"# Curves: {root}", "",
              "Each point is one arm: its objective's line, placed at the words its runs saw (passes over the train "
              "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
-             "t interval over the point's seeds (n), no interval for one seed.", ""]
+             "t interval over the point's seeds (n); a one-seed BLiMP cell gives the 95 % bootstrap interval over "
+             "its pairs in brackets, other one-seed cells none. BLiMP scores the study's pairs of each shared "
+             "paradigm (blimp.max_pairs); the release's models are scored on every pair of the same paradigms.", ""]
     for measure, part in points.groupby("measure", sort=True):
         parts += [f"## {measure}", "", "| line | words | tokens | n | mean |", "|---|---|---|---|---|"]
-        parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} |"
+        parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {_cell(r)} |"
                   for r in part.itertuples()]
         parts.append("")
         lead = lead_tables.get(measure)
@@ -151,8 +156,23 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame],
             parts += [f"| {r.a} | {r.b} | {r.words / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} |"
                       for r in lead.itertuples()]
             parts.append("")
-    if crossings:
-        parts += ["## Where BLiMP passes the release's models", "", *crossings, ""]
+        change = change_tables.get(measure)
+        if change is not None and not change.empty:
+            parts += ["How a − b moves along the curve ((a − b) at the largest shared budget minus at the smallest, "
+                      "paired by seed; > 0: a's lead grows):", "", "| a | b | from | to | n | change |",
+                      "|---|---|---|---|---|---|"]
+            parts += [f"| {r.a} | {r.b} | {r.from_words / 1e6:.2f}M | {r.to_words / 1e6:.2f}M | {int(r.n)} | "
+                      f"{S.cell(r.mean, r.ci95)} |" for r in change.itertuples()]
+            parts.append("")
+    if crossing_lines:
+        parts += ["## Where BLiMP passes the release's models", "", *crossing_lines, ""]
+    if not costs.empty:
+        kinds = [c for c in costs.columns if c != "seed"]
+        parts += ["## Wall minutes per seed (every stage of every arm, each counted once)", "",
+                  "| seed | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+        parts += [f"| {int(r['seed'])} | " + " | ".join(f"{r[k]:.0f}" for k in kinds) + " |"
+                  for _, r in costs.iterrows()]
+        parts.append("")
     parts += ["## Figures", "", *[f"![{name}]({name})" for name in figures], ""]
     return "\n".join(parts)
 
@@ -190,7 +210,9 @@ def write_curves(root: str | Path) -> list[Path]:
     published = published_rows(zeroshot)
     out = root / "report"
     measures = sorted(points["measure"].unique())
-    lead_tables = {m: leads(runs, budgets, m) for m in measures if not m.startswith("minutes")}
+    compared = [m for m in measures if not m.startswith("minutes") and m != PER_WORD]
+    lead_tables = {m: leads(runs, budgets, m) for m in compared}
+    change_tables = {m: lead_changes(runs, budgets, m) for m in compared}
     figures = []
     for measure in measures:
         name = "curve_" + "".join(c if c.isalnum() else "_" for c in measure.lower()) + ".png"
@@ -199,8 +221,9 @@ def write_curves(root: str | Path) -> list[Path]:
     atomic_write_text(out / "curves.csv", points.to_csv(index=False))
     atomic_write_text(out / "leads.csv", pd.concat([t.assign(measure=m) for m, t in lead_tables.items()])
                       .to_csv(index=False))
-    atomic_write_text(out / "curves.md", markdown(points, lead_tables, first_above(points, published),
-                                                  figures, root))
+    text = markdown(points, lead_tables, change_tables, crossing_table(crossings(points, published)),
+                    seed_costs(S.stage_seconds(root)), figures, root)
+    atomic_write_text(out / "curves.md", text)
     return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
 
 

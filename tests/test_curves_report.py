@@ -10,7 +10,19 @@ import pandas as pd
 import pytest
 
 from analysis.blimp_report import labelled_reports
-from analysis.curves_report import BLIMP, curve_points, curve_runs, leads, point_costs, run_budgets, write_curves
+from analysis.curves_reading import crossings, lead_changes, leads
+from analysis.curves_report import (
+    BLIMP,
+    GATE,
+    PER_WORD,
+    curve_points,
+    curve_runs,
+    point_costs,
+    run_budgets,
+    seed_costs,
+    write_curves,
+)
+from common.migrations import migrate_summary
 from tests.conftest import REPO
 
 KEPT = REPO / "records" / "findings-cpu"
@@ -58,9 +70,23 @@ def test_each_arm_is_a_point_averaged_over_the_seeds_it_has(root):
             assert point["words"] == pytest.approx(tokens * WORDS_PER_TOKEN) and point["tokens"] == tokens
     lines = points.loc[BLIMP]["line"]
     assert set(lines) == {"AutoregressiveLM · exact", "MaskedLM · pll", "MaskedLM · pll_word_l2r"}
+    several = points.loc[("heldout_nll", "ar")]  # an interval over seeds: mean ± ci95
+    assert several["low"] == pytest.approx(several["mean"] - several["ci95"])
+    gate = [migrate_summary(read(root, "ar", s, "pretrain", "summary.json"))["own_below_unigram"]["all"]
+            for s in SEEDS["ar"]]
+    assert points.loc[(GATE, "ar")]["mean"] == pytest.approx(sum(gate) / len(gate))
     # the two budgets of one objective are two points of one line, in budget order
     ar_line = points.loc["heldout_nll"].reset_index().query("line == 'AutoregressiveLM'")
     assert list(ar_line["arm"]) == ["ar_half", "ar"]
+
+
+def test_a_one_seed_blimp_point_carries_the_interval_over_its_pairs(tmp_path):
+    root = curve_root(tmp_path, {"ar_half": [1]})
+    overall = next(r for r in read(root, "ar_half", 1, "zeroshot", "zeroshot.json")["blimp"]["results"]["exact"]
+                   if r["level"] == "overall")
+    point = curve_points(runs_of(root), run_budgets(root)).query("measure == @BLIMP").iloc[0]
+    assert (point["n"], point["low"], point["high"]) == (1, overall["ci_low"], overall["ci_high"])
+    assert point["low"] < point["mean"] < point["high"]
 
 
 def test_differences_pair_the_seeds_both_points_have(root):
@@ -82,6 +108,7 @@ def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_
             "report.md"} <= names
     text = (root / "report" / "curves.md").read_text()
     assert "| AutoregressiveLM · exact | 5-gram (0.5" in text and "first budget above it" in text
+    assert "How a − b moves along the curve" in text and "## Wall minutes per seed" in text
     table = pd.read_csv(root / "report" / "curves.csv")
     assert set(table.query("measure == 'heldout_nll'")["n"]) == {1, 2, 3}
 
@@ -105,5 +132,33 @@ def test_a_branch_point_costs_its_own_run_plus_its_share_of_the_trunk():
         {"arm": "ar_w20m", "seed": 1, "kind": "pretrain", "stage": "a", "seconds": 600.0},
         {"arm": "ar_w20m", "seed": 1, "kind": "finetune", "stage": "b", "seconds": 60.0},
         {"arm": "ar_w5m", "seed": 1, "kind": "pretrain", "stage": "c", "seconds": 30.0}])
-    costs = {r["arm"]: r["value"] for r in point_costs(budgets, seconds)}
-    assert costs == {"ar_w20m": pytest.approx(10.0), "ar_w5m": pytest.approx((30 + 600 * 200 / 1000) / 60)}
+    costs = {(r["arm"], r["measure"]): r["value"] for r in point_costs(budgets.assign(words=[400, 100]), seconds)}
+    minutes = {arm: costs[arm, "minutes pretrain, trunk share included"] for arm in ("ar_w20m", "ar_w5m")}
+    assert minutes == {"ar_w20m": pytest.approx(10.0), "ar_w5m": pytest.approx((30 + 600 * 200 / 1000) / 60)}
+    assert costs["ar_w5m", PER_WORD] == pytest.approx((30 + 120) / 100 * 1000)
+    per_seed = seed_costs(seconds.assign(seed=[1, 1, 2])).set_index("seed")
+    assert per_seed.loc[1, "pretrain"] == 10 and per_seed.loc[1, "finetune"] == 1 and per_seed.loc[1, "total"] == 11
+    assert per_seed.loc[2, "total"] == 0.5
+
+
+def test_a_crossing_is_read_at_the_mean_where_it_stays_and_where_its_interval_clears():
+    means, lows = [0.55, 0.60, 0.57, 0.62, 0.64], [0.53, 0.57, 0.55, 0.59, 0.60]
+    points = pd.DataFrame({"measure": BLIMP, "line": "ar · exact", "words": [1e6, 2e6, 4e6, 8e6, 16e6],
+                           "mean": means, "low": lows})
+    published = pd.DataFrame([{"arm": "5-gram", "level": "overall", "mean": 0.584},
+                              {"arm": "GPT-2", "level": "overall", "mean": 0.8}])
+    table = crossings(points, published).set_index("model")
+    assert table.loc["5-gram", ["first_above", "stays_above", "clear_above"]].tolist() == [2e6, 8e6, 8e6]
+    assert table.loc["GPT-2", ["first_above", "stays_above", "clear_above"]].isna().all()
+
+
+def test_a_lead_change_pairs_each_seeds_difference_at_the_smallest_and_largest_shared_budgets():
+    value = {("a", 1, 1): 5.0, ("b", 1, 1): 4.0, ("a", 1, 3): 9.0, ("b", 1, 3): 5.0,  # seed 1: lead 1 -> 4
+             ("a", 2, 1): 3.0, ("b", 2, 1): 3.0, ("a", 2, 3): 6.0, ("b", 2, 3): 4.0,  # seed 2: lead 0 -> 2
+             ("a", 3, 1): 1.0, ("b", 3, 1): 0.0, ("a", 2, 2): 7.0, ("b", 2, 2): 1.0}  # seed 3 has no end; 2k words
+    runs = pd.DataFrame([{"arm": f"{line}{k}", "seed": seed, "measure": "m", "line": line, "value": v}
+                         for (line, seed, k), v in value.items()])
+    budgets = pd.DataFrame([{"arm": f"{line}{k}", "words": k * 1000} for line in "ab" for k in (1, 2, 3)])
+    change = lead_changes(runs, budgets, "m").iloc[0]
+    assert (change["a"], change["b"], change["from_words"], change["to_words"]) == ("a", "b", 1000, 3000)
+    assert change["n"] == 2 and change["mean"] == pytest.approx(((4 - 1) + (2 - 0)) / 2)

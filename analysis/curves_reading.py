@@ -1,0 +1,81 @@
+"""What a curves study's points say: where each BLiMP line passes the release's models, the paired differences
+between lines at each budget, and how a difference moves from the smallest budget to the largest.
+
+A one-seed point has no interval over seeds; its BLiMP cell carries the interval over its pairs (the bootstrap in
+zeroshot.json), so a crossing is read three ways: the mean above the model, the mean above it at every larger budget
+too, and the interval's low end above it (over seeds where a point has several, else over its pairs).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from analysis import study as S
+
+BLIMP = "BLiMP"
+
+
+def crossings(points: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """For each BLiMP line and each of the release's models (overall): the first budget whose mean is above it, the
+    budget from which every larger one stays above, and the first whose interval's low end is above (NaN: none)."""
+    blimp = points[points["measure"] == BLIMP]
+    reference = published[published["level"] == "overall"].set_index("arm")["mean"]
+    rows = []
+    for line, part in blimp.groupby("line"):
+        part = part.sort_values("words")
+        for model, score in reference.items():
+            above = part["mean"] > score
+            stays = above[::-1].cummin()[::-1]  # above here and at every larger budget
+            rows.append({"line": line, "model": model, "score": score, "largest": part["words"].max(),
+                         "first_above": part.loc[above, "words"].min(),
+                         "stays_above": part.loc[stays, "words"].min(),
+                         "clear_above": part.loc[part["low"] > score, "words"].min()})
+    return pd.DataFrame(rows, columns=["line", "model", "score", "largest", "first_above", "stays_above",
+                                       "clear_above"])
+
+
+def crossing_table(table: pd.DataFrame) -> list[str]:
+    def where(words: float, largest: float) -> str:
+        return f"{words / 1e6:.2f}M" if words == words else f"not up to {largest / 1e6:.2f}M"
+    lines = [f"| {r.line} | {r.model} ({r.score:.3f}) | {where(r.first_above, r.largest)} | "
+             f"{where(r.stays_above, r.largest)} | {where(r.clear_above, r.largest)} |" for r in table.itertuples()]
+    return ["| line | release model (overall) | first budget above it | above from (every larger budget too) | "
+            "interval clear of it from |", "|---|---|---|---|---|", *lines] if lines else []
+
+
+def paired(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """The measure's runs with each arm's words (rounded to a thousand, the key two lines share at one budget)."""
+    return runs[runs["measure"] == measure].join(budgets.groupby("arm")["words"].mean().round(-3), on="arm")
+
+
+def differences(part: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """a minus b per budget and seed, over the seeds both lines have at that budget."""
+    both = part[part["line"] == a].merge(part[part["line"] == b], on=["words", "seed"], suffixes=("_a", "_b"))
+    return both.assign(difference=both["value_a"] - both["value_b"])[["words", "seed", "difference"]]
+
+
+def leads(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Every pair of lines at every budget they share: a minus b, paired by seed (mean, ci95, n over seeds)."""
+    part = paired(runs, budgets, measure)
+    rows = [{"a": a, "b": b, "words": words, **S.mean_ci(group["difference"]).to_dict()}
+            for a, b in itertools.combinations(sorted(part["line"].unique()), 2)
+            for words, group in differences(part, a, b).groupby("words")]
+    return pd.DataFrame(rows, columns=["a", "b", "words", "mean", "ci95", "n"])
+
+
+def lead_changes(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Every pair of lines: (a − b at the largest budget both have) minus (a − b at the smallest), paired by seed over
+    the seeds that have both differences: whether a's lead grows (> 0), shrinks or holds along the curve."""
+    part = paired(runs, budgets, measure)
+    rows = []
+    for a, b in itertools.combinations(sorted(part["line"].unique()), 2):
+        diff = differences(part, a, b)
+        if diff["words"].nunique() < 2:
+            continue
+        first, last = diff["words"].min(), diff["words"].max()
+        ends = diff.pivot_table(index="seed", columns="words", values="difference")[[first, last]].dropna()
+        rows.append({"a": a, "b": b, "from_words": first, "to_words": last,
+                     **S.mean_ci(ends[last] - ends[first]).to_dict()})
+    return pd.DataFrame(rows, columns=["a", "b", "from_words", "to_words", "mean", "ci95", "n"])
