@@ -67,6 +67,17 @@ def test_data_configs_instantiate(name, tmp_path):
     assert isinstance(dm, PretrainDataModule) and isinstance(dm.corpus, Corpus)
 
 
+@pytest.mark.parametrize("command", ["train", "embeddings"])
+def test_a_corpus_may_bring_its_own_vocabulary_and_the_command_line_still_wins(command):
+    shared = composed_config(command, []).data.tokenizer.vocab_size
+    assert composed_config(command, ["data=brown"]).data.tokenizer.vocab_size == shared == 1024
+    own = composed_config(command, ["data=gutenwiki"]).data
+    assert own.tokenizer.vocab_size != shared and own.tokenizer.kind == "wordpiece"  # the rest stays shared
+    assert own.corpus.blank_line_documents is True
+    given = composed_config(command, ["data=gutenwiki", "data.tokenizer.vocab_size=16384"])
+    assert given.data.tokenizer.vocab_size == 16384
+
+
 @pytest.mark.parametrize("name", options("task"))
 def test_task_configs_instantiate_their_datamodule(name):
     cfg = composed(f"task={name}")
