@@ -51,9 +51,11 @@ def run_budgets(root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int, dict]]) -> pd.DataFrame:
+def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int, dict]],
+               seconds: pd.DataFrame) -> pd.DataFrame:
     """One row per run and measure: arm, seed, measure, line (the objective, or objective · method for BLiMP), value.
-    `budgets` is run_budgets(root), `zeroshot` labelled_reports([root]): each read once by write_curves."""
+    `budgets` is run_budgets(root), `zeroshot` labelled_reports([root]), `seconds` S.stage_seconds(root): each read
+    once by write_curves."""
     objective = budgets.set_index(["arm", "seed"])["objective"]
     rows = []
     common = with_common_scale(budgets[["arm", "seed"]], S.diagnostic_reports(root))
@@ -71,7 +73,6 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
         kept = finetuning[finetuning["metric"] == finetuning["task"].map(S.primary_metrics(finetune_runs))]
         rows += [{"arm": r.arm, "seed": r.seed, "measure": f"{r.task}-{r.variant} {r.split} {r.metric}",
                   "value": r.value} for r in kept.itertuples()]
-    seconds = S.stage_seconds(root)
     rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum() / 60}
              for (arm, seed, kind), part in seconds.groupby(["arm", "seed", "kind"])]
     rows += point_costs(budgets, seconds)
@@ -205,7 +206,8 @@ def write_curves(root: str | Path) -> list[Path]:
     written = write_report(root)
     budgets = run_budgets(root)
     zeroshot = labelled_reports([root])
-    runs = curve_runs(root, budgets, zeroshot)
+    seconds = S.stage_seconds(root)
+    runs = curve_runs(root, budgets, zeroshot, seconds)
     points = curve_points(runs, budgets)
     published = published_rows(zeroshot)
     out = root / "report"
@@ -222,7 +224,7 @@ def write_curves(root: str | Path) -> list[Path]:
     atomic_write_text(out / "leads.csv", pd.concat([t.assign(measure=m) for m, t in lead_tables.items()])
                       .to_csv(index=False))
     text = markdown(points, lead_tables, change_tables, crossing_table(crossings(points, published)),
-                    seed_costs(S.stage_seconds(root)), figures, root)
+                    seed_costs(seconds), figures, root)
     atomic_write_text(out / "curves.md", text)
     return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis import study as S
 from analysis.blimp_report import labelled_reports
 from analysis.curves_reading import crossings, lead_changes, leads
 from analysis.curves_report import (
@@ -43,7 +44,7 @@ def curve_root(root: Path, seeds: dict[str, list[int]] = SEEDS) -> Path:
 
 
 def runs_of(root: Path) -> pd.DataFrame:
-    return curve_runs(root, run_budgets(root), labelled_reports([root]))
+    return curve_runs(root, run_budgets(root), labelled_reports([root]), S.stage_seconds(root))
 
 
 def read(root: Path, arm: str, seed: int, *parts: str) -> dict:
