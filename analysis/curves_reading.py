@@ -15,6 +15,10 @@ import pandas as pd
 from analysis import study as S
 
 BLIMP = "BLiMP"
+STRICT_WORDS = 100_000_000  # BabyLM's strict track
+# An H100 SXM's dense bf16 datasheet peak. No run reaches a peak, and no GPU has measured armlm's throughput, so
+# hours at it are a lower bound on a GPU run, never an estimate of one.
+H100_PEAK_FLOPS = 989e12
 
 
 def crossings(points: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
@@ -79,3 +83,18 @@ def lead_changes(runs: pd.DataFrame, budgets: pd.DataFrame, measure: str) -> pd.
         rows.append({"a": a, "b": b, "from_words": first, "to_words": last,
                      **S.mean_ci(ends[last] - ends[first]).to_dict()})
     return pd.DataFrame(rows, columns=["a", "b", "from_words", "to_words", "mean", "ci95", "n"])
+
+
+def extrapolations(points: pd.DataFrame, budgets: pd.DataFrame, per_word: str, words: float = STRICT_WORDS,
+                   peak_flops: float = H100_PEAK_FLOPS) -> pd.DataFrame:
+    """Each line of the `per_word` measure (wall seconds per 1,000 words) at its largest budget, the steadiest
+    reading of its rate: that rate (mean over the point's seeds), its training FLOPs per word, and what `words`
+    words would take at them: hours on this machine, and hours at `peak_flops` (a bound)."""
+    cost = points[points["measure"] == per_word]
+    largest = cost.loc[cost.groupby("line")["words"].idxmax()]
+    flops_per_word = (budgets["flops"] / budgets["words"]).groupby(budgets["arm"]).mean()
+    per_word_flops = largest["arm"].map(flops_per_word)
+    return pd.DataFrame({"line": largest["line"], "at_words": largest["words"], "n": largest["n"],
+                         "seconds_per_kword": largest["mean"], "hours_here": largest["mean"] * words / 1000 / 3600,
+                         "flops_per_word": per_word_flops,
+                         "hours_at_peak": per_word_flops * words / peak_flops / 3600}).reset_index(drop=True)

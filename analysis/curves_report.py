@@ -19,7 +19,7 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 
 from analysis import study as S
 from analysis.blimp_report import blimp_runs, labelled_reports, published_rows
-from analysis.curves_reading import BLIMP, crossing_table, crossings, lead_changes, leads
+from analysis.curves_reading import BLIMP, STRICT_WORDS, crossing_table, crossings, extrapolations, lead_changes, leads
 from analysis.study_report import save_figure, with_common_scale, write_report
 from common.atomic import atomic_write_text
 from common.migrations import migrate_summary
@@ -44,7 +44,8 @@ def run_budgets(root: Path) -> pd.DataFrame:
                              "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
-                     "tokens": summary["tokens_seen"], "own_below_unigram": summary["own_below_unigram"].get("all"),
+                     "tokens": summary["tokens_seen"], "flops": summary["flops_seen"],
+                     "own_below_unigram": summary["own_below_unigram"].get("all"),
                      "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
@@ -138,7 +139,8 @@ def _cell(r) -> str:
 
 
 def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_tables: dict[str, pd.DataFrame],
-             crossing_lines: list[str], costs: pd.DataFrame, figures: list[str], root: Path) -> str:
+             crossing_lines: list[str], costs: pd.DataFrame, extrapolated: pd.DataFrame, figures: list[str],
+             root: Path) -> str:
     parts = [f"# Curves: {root}", "",
              "Each point is one arm: its objective's line, placed at the words its runs saw (passes over the train "
              "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
@@ -173,6 +175,18 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
                   "| seed | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
         parts += [f"| {int(r['seed'])} | " + " | ".join(f"{r[k]:.0f}" for k in kinds) + " |"
                   for _, r in costs.iterrows()]
+        parts.append("")
+    if not extrapolated.empty:
+        parts += [f"## What {STRICT_WORDS / 1e6:.0f}M words (BabyLM's strict track) would cost", "",
+                  "Each line's pretraining rate at its largest budget (wall time on this machine, validation and "
+                  "checkpoints included, a branch with its share of the trunk) times the words. The GPU column is "
+                  "the training FLOPs at an H100's dense bf16 datasheet peak: a lower bound, not a measurement (no "
+                  "GPU has timed armlm; a model this small reaches a small share of that peak).", "",
+                  "| line | rate read at | n | s per 1,000 words | hours here | training FLOPs per word | "
+                  "H100 hours at peak (bound) |", "|---|---|---|---|---|---|---|"]
+        parts += [f"| {r.line} | {r.at_words / 1e6:.2f}M | {int(r.n)} | {r.seconds_per_kword:.2f} | "
+                  f"{r.hours_here:.1f} | {r.flops_per_word:.3g} | {r.hours_at_peak:.3g} |"
+                  for r in extrapolated.itertuples()]
         parts.append("")
     parts += ["## Figures", "", *[f"![{name}]({name})" for name in figures], ""]
     return "\n".join(parts)
@@ -224,7 +238,7 @@ def write_curves(root: str | Path) -> list[Path]:
     atomic_write_text(out / "leads.csv", pd.concat([t.assign(measure=m) for m, t in lead_tables.items()])
                       .to_csv(index=False))
     text = markdown(points, lead_tables, change_tables, crossing_table(crossings(points, published)),
-                    seed_costs(seconds), figures, root)
+                    seed_costs(seconds), extrapolations(points, budgets, PER_WORD), figures, root)
     atomic_write_text(out / "curves.md", text)
     return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
 

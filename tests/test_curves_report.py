@@ -11,7 +11,7 @@ import pytest
 
 from analysis import study as S
 from analysis.blimp_report import labelled_reports
-from analysis.curves_reading import crossings, lead_changes, leads
+from analysis.curves_reading import crossings, extrapolations, lead_changes, leads
 from analysis.curves_report import (
     BLIMP,
     GATE,
@@ -110,6 +110,7 @@ def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_
     text = (root / "report" / "curves.md").read_text()
     assert "| AutoregressiveLM · exact | 5-gram (0.5" in text and "first budget above it" in text
     assert "How a − b moves along the curve" in text and "## Wall minutes per seed" in text
+    assert "## What 100M words (BabyLM's strict track) would cost" in text
     table = pd.read_csv(root / "report" / "curves.csv")
     assert set(table.query("measure == 'heldout_nll'")["n"]) == {1, 2, 3}
 
@@ -163,3 +164,17 @@ def test_a_lead_change_pairs_each_seeds_difference_at_the_smallest_and_largest_s
     change = lead_changes(runs, budgets, "m").iloc[0]
     assert (change["a"], change["b"], change["from_words"], change["to_words"]) == ("a", "b", 1000, 3000)
     assert change["n"] == 2 and change["mean"] == pytest.approx(((4 - 1) + (2 - 0)) / 2)
+
+
+def test_a_line_is_extrapolated_at_its_largest_budget_from_its_rate_and_flops_per_word():
+    points = pd.DataFrame({"measure": PER_WORD, "line": ["ar", "ar", "mlm"], "arm": ["ar_s", "ar_l", "mlm_l"],
+                           "words": [1e6, 4e6, 4e6], "mean": [9.0, 0.5, 0.8], "n": [1, 2, 1]})
+    budgets = pd.DataFrame({"arm": ["ar_s", "ar_l", "ar_l", "mlm_l"], "words": [1e6, 4e6, 4e6, 4e6],
+                            "flops": [1e12, 2e13, 2.4e13, 3e13]})
+    table = extrapolations(points, budgets, PER_WORD, words=1e8, peak_flops=1e15).set_index("line")
+    ar = table.loc["ar"]
+    assert ar["at_words"] == 4e6 and ar["seconds_per_kword"] == 0.5  # the smaller point's rate is not read
+    assert ar["hours_here"] == pytest.approx(0.5 * 1e5 / 3600)
+    assert ar["flops_per_word"] == pytest.approx((5e6 + 6e6) / 2)
+    assert ar["hours_at_peak"] == pytest.approx(5.5e6 * 1e8 / 1e15 / 3600)
+    assert table.loc["mlm", "hours_here"] == pytest.approx(0.8 * 1e5 / 3600)
