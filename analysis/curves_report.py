@@ -146,7 +146,10 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
              "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
              "t interval over the point's seeds (n); a one-seed BLiMP cell gives the 95 % bootstrap interval over "
              "its pairs in brackets, other one-seed cells none. BLiMP scores the study's pairs of each shared "
-             "paradigm (blimp.max_pairs); the release's models are scored on every pair of the same paradigms.", ""]
+             "paradigm (blimp.max_pairs); the release's models are scored on every pair of the same paradigms. "
+             "heldout_nll reads each objective as it scores (Objective.scoring): AR and the hybrid exactly, by the "
+             "chain rule under causal attention (for the hybrid, its causal reading only), an MLM by the any-order "
+             "upper bound, so an MLM-AR gap on it mixes the objectives with the bound's looseness.", ""]
     for measure, part in points.groupby("measure", sort=True):
         parts += [f"## {measure}", "", "| line | words | tokens | n | mean |", "|---|---|---|---|---|"]
         parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {_cell(r)} |"
