@@ -95,20 +95,33 @@ def run_in_process(stage: Stage) -> int:
     return 0
 
 
+def cut_launch_seconds(before: dict, stage: Stage) -> float:
+    """Wall seconds of a launch that never came back (killed with its driver, e.g. at a session's end), from its
+    start to its stage's last checkpoint: the work the next launch resumes from. 0 if the last launch came back."""
+    started = before.get("started_at")
+    last = stage.folder / "checkpoints" / "last.ckpt"
+    if started is None or not last.is_file():
+        return 0.0
+    return max(0.0, round(last.stat().st_mtime - started, 1))
+
+
 def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process") -> Outcome:
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
     record_path = stage.folder / RECORD
     before = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    # started_at (epoch seconds) stays in the record until the launch comes back, so a launch killed with its
+    # driver is still counted by the next one, up to its last checkpoint
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
-              "seconds": before.get("seconds", 0.0)}
+              "seconds": round(before.get("seconds", 0.0) + cut_launch_seconds(before, stage), 1),
+              "started_at": time.time()}
     atomic_write_artefact(record_path, record)
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
     returncode = run_in_process(stage) if launcher == "in_process" else subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch that came back (a resumed stage's own summary times only its last launch)
-    atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1)})
+    atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1), "started_at": None})
     if returncode == 0 and stage.done_file.is_file():
         return Outcome(stage, "done", seconds, note)
     logs = ", ".join(str(p) for p in sorted(stage.folder.glob("*.log"))) or "its output above"

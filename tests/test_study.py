@@ -15,7 +15,7 @@ import pytest
 from common.config import compose_config
 from studies.plan import plan
 from studies.run import run_study as run_study_in_process
-from studies.runner import RECORD, check_record, run_stages
+from studies.runner import RECORD, check_record, cut_launch_seconds, run_stages
 from tests.conftest import composed_config
 from training.run import check_config
 
@@ -447,6 +447,7 @@ def test_a_killed_study_resumes_pretraining_from_its_last_checkpoint(study_setti
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((run_dir / RECORD).read_text())
     assert record["launches"] == 2 and f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}" in record["command"]
+    assert record["started_at"] is None  # the second launch came back
     summary = json.loads((run_dir / "summary.json").read_text())
     per_step = 16 * 64  # scale=smoke: batch 16 x block 64
     assert summary["steps"] == -(-150000 // per_step)  # the whole budget, not a fresh run's count
@@ -537,3 +538,17 @@ def test_data_constrained_smoke_run_reports_nll_against_epochs(tmp_path, cache_d
     findings = pd.read_csv(root / "report" / "findings.csv")
     assert set(findings["finding"]) == {"F6_fresh", "F7_ar_pays_for_repetition", "F7_diffusion_pays_less"}
     assert (findings["n"] <= 1).all() and "reproduced" not in set(findings["verdict"])  # one seed: not judged
+
+
+def test_a_launch_killed_with_its_driver_is_counted_up_to_its_last_checkpoint(tmp_path):
+    class Stage:  # what cut_launch_seconds reads of a stage
+        folder = tmp_path
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert cut_launch_seconds({"started_at": 1000.0}, Stage) == 0.0  # no checkpoint: nothing of it is kept
+    last.parent.mkdir()
+    last.write_bytes(b"")
+    os.utime(last, (1600.0, 1600.0))
+    assert cut_launch_seconds({"started_at": 1000.0}, Stage) == 600.0
+    assert cut_launch_seconds({"started_at": None}, Stage) == 0.0  # that launch came back and counted itself
+    assert cut_launch_seconds({}, Stage) == 0.0  # a record from before the field
+    assert cut_launch_seconds({"started_at": 2000.0}, Stage) == 0.0  # a checkpoint older than the launch
