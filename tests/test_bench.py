@@ -14,11 +14,13 @@ import bench.document_attention as document_attention
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.objective_flops as objective_flops
+import bench.rtd_controls as rtd_controls
 import bench.rtd_plateau as rtd_plateau
 import bench.throughput as throughput
 import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
 from bench.flops import Shape, forward_flops_per_token
+from models.backbone import ModelConfig, Transformer
 
 pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
 
@@ -203,3 +205,24 @@ def test_rtd_plateau_reports_when_each_objective_leaves_its_baseline(capsys):
     rtd_step, rtd_ratio = rows[0][3].split()  # its last moving mean when it never leaves: near 1 on the plateau
     assert rtd_step == "never" or int(rtd_step) <= 400
     assert rtd_step != "never" or float(rtd_ratio.strip("()")) > 0.7
+
+
+def test_the_unigram_control_replaces_only_selected_positions_with_unigram_samples(vocab):
+    """The control's detector learns from unigram noise at BERT's positions; its generator is never trained."""
+    shape = dict(d_model=64, n_layers=2, max_len=64, positions="learned", norm_position="pre", dropout=0.0,
+                 layer_norm_eps=1e-5, init_std=0.02)
+    objective = rtd_controls.UnigramGeneratorElectra(**shape)
+    objective.set_vocabulary(vocab)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64,
+                                    dropout=0.0))
+    ids = torch.randint(6, vocab.size, (8, 32), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids}
+    corrupted = objective.replace(batch, model, torch.Generator().manual_seed(1))
+    assert corrupted.selected.any() and torch.equal(corrupted.replaced, corrupted.inputs != ids)
+    assert torch.equal(corrupted.inputs[~corrupted.selected], ids[~corrupted.selected])
+    never = torch.as_tensor(vocab.unigram_counts) == 0  # a token the corpus never has is never drawn
+    assert not never[corrupted.inputs[corrupted.selected]].any()
+    out = objective.loss(batch, model, torch.Generator().manual_seed(1))
+    out.loss.backward()
+    assert model.token_embedding.weight.grad.abs().sum() > 0  # the detector's loss trains the backbone
+    assert all(p.grad is None for p in objective.generator.blocks.parameters())  # the generator is unused
