@@ -155,8 +155,8 @@ def per_checkpoint(finetuning: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage_seconds(root: Path) -> pd.DataFrame:
-    """Wall seconds of every stage (its stage.json: the sum over launches that came back; NaN where a stage ran
-    before the runner kept it), by arm and seed."""
+    """Wall seconds of every stage (its stage.json: the sum over its launches, one killed with its driver counted to
+    its stage's last checkpoint; NaN where a stage ran before the runner kept it), by arm and seed."""
     rows = []
     for path in sorted(root.glob("*/seed*/**/stage.json")):
         arm, seed = arm_and_seed(path, root)

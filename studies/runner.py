@@ -120,7 +120,7 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     started = time.perf_counter()
     returncode = run_in_process(stage) if launcher == "in_process" else subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
-    # wall seconds over every launch that came back (a resumed stage's own summary times only its last launch)
+    # wall seconds over every launch (a resumed stage's own summary times only its last launch)
     atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1), "started_at": None})
     if returncode == 0 and stage.done_file.is_file():
         return Outcome(stage, "done", seconds, note)
