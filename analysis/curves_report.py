@@ -180,7 +180,7 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
                   for _, r in costs.iterrows()]
         parts.append("")
     if not extrapolated.empty:
-        parts += [f"## What {STRICT_WORDS / 1e6:.0f}M words (BabyLM's strict track) would cost", "",
+        parts += [f"## What one pass over {STRICT_WORDS / 1e6:.0f}M words (BabyLM's strict track) would cost", "",
                   "Each line's pretraining rate at its largest budget (wall time on this machine, validation and "
                   "checkpoints included, a branch with its share of the trunk) times the words. The GPU column is "
                   "the training FLOPs at an H100's dense bf16 datasheet peak: a lower bound, not a measurement (no "

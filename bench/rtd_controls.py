@@ -5,11 +5,12 @@ clipping), read from their TensorBoard logs.
 - `overfit`: the train split cut to one batch (data.max_train_tokens = one batch of blocks), read again every step.
   A detector that can learn at all memorises 32 sequences and finds any replacement in them: its training
   detection loss must fall far below the binary entropy of its labels within a few hundred steps.
-- `unigram`: the learned generator swapped for the corpus's unigram distribution (UnigramGeneratorElectra):
-  the replacements at BERT's selected positions are unigram noise, the easiest form of the task (ELECTRA §3.2
-  trains a unigram generator as one of its generator ablations). If the detector leaves its prior here but not
-  beside the learned generator, the generator's quick progress is what keeps the task hard at this budget; if not
-  here either, the recipe does not learn detection at this scale.
+- `unigram`: the learned generator swapped for the corpus's unigram distribution (UnigramGeneratorElectra, an
+  armlm control, not a published setting): the replacements at BERT's selected positions are unigram noise, an
+  easy form of the task. If the detector leaves its prior here but not beside the learned generator, that fits a
+  generator whose progress keeps the task hard; if not here either, the recipe does not learn detection at this
+  scale. It also removes the generator's masked-LM gradient from the shared token embeddings, so it does not
+  separate the samples from that gradient.
 
 Printed: per validation step, each run's held-out detection loss as a share below its prior (the learning gate's
 quantity; 0.08 passes), and the overfit run's training loss against its prior. `--pilot <run folder>` adds an

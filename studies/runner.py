@@ -102,7 +102,8 @@ def cut_launch_seconds(before: dict, stage: Stage) -> float:
     last = stage.folder / "checkpoints" / "last.ckpt"
     if started is None or not last.is_file():
         return 0.0
-    return max(0.0, round(last.stat().st_mtime - started, 1))
+    # a checkpoint stamped in the future (copied without its times, a skewed clock) is read as written now
+    return max(0.0, round(min(last.stat().st_mtime, time.time()) - started, 1))
 
 
 def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process") -> Outcome:
@@ -112,10 +113,12 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     before = json.loads(record_path.read_text()) if record_path.is_file() else {}
     # started_at (epoch seconds) stays in the record until the launch comes back, so a launch killed with its
     # driver is still counted by the next one, up to its last checkpoint
+    cut = cut_launch_seconds(before, stage)
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
-              "seconds": round(before.get("seconds", 0.0) + cut_launch_seconds(before, stage), 1),
-              "started_at": time.time()}
+              "seconds": round(before.get("seconds", 0.0) + cut, 1), "started_at": time.time()}
     atomic_write_artefact(record_path, record)
+    if cut:
+        note = f"{note}; the last launch did not come back: {cut:.0f} s counted to its last checkpoint"
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
     returncode = run_in_process(stage) if launcher == "in_process" else subprocess.run(argv).returncode

@@ -110,7 +110,7 @@ def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_
     text = (root / "report" / "curves.md").read_text()
     assert "| AutoregressiveLM · exact | 5-gram (0.5" in text and "first budget above it" in text
     assert "How a − b moves along the curve" in text and "## Wall minutes per seed" in text
-    assert "## What 100M words (BabyLM's strict track) would cost" in text
+    assert "## What one pass over 100M words (BabyLM's strict track) would cost" in text
     table = pd.read_csv(root / "report" / "curves.csv")
     assert set(table.query("measure == 'heldout_nll'")["n"]) == {1, 2, 3}
 

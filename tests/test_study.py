@@ -552,3 +552,5 @@ def test_a_launch_killed_with_its_driver_is_counted_up_to_its_last_checkpoint(tm
     assert cut_launch_seconds({"started_at": None}, Stage) == 0.0  # that launch came back and counted itself
     assert cut_launch_seconds({}, Stage) == 0.0  # a record from before the field
     assert cut_launch_seconds({"started_at": 2000.0}, Stage) == 0.0  # a checkpoint older than the launch
+    os.utime(last, (time.time() + 3600, time.time() + 3600))  # stamped an hour ahead: read as written now
+    assert cut_launch_seconds({"started_at": time.time() - 60}, Stage) == pytest.approx(60, abs=5)
