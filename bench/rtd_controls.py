@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import Transformer  # noqa: E402
 from objectives.base import IGNORE_INDEX, Batch  # noqa: E402
-from objectives.electra import Electra  # noqa: E402
+from objectives.electra import Electra, binary_entropy  # noqa: E402
 from objectives.generator import Replaced  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     if "overfit" in args.controls:
         train = scalars(args.root / "overfit", "train/rtd_loss")
         shares = scalars(args.root / "overfit", "train/replaced_share")
-        entropy = {s: float(-(p * torch.log(torch.tensor(p)) + (1 - p) * torch.log(torch.tensor(1 - p))))
-                   for s, p in shares.items()}
+        entropy = {s: float(binary_entropy(torch.tensor(p))) for s, p in shares.items()}
         below = {s: (entropy[s] - v) / entropy[s] for s, v in train.items() if s in entropy}
         # each validation row gets the last training value logged at or before it
         columns["overfit (training batch)"] = {row: below[max(s for s in below if s <= row)]
