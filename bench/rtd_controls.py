@@ -1,4 +1,4 @@
-"""Why ELECTRA's discriminator sits at its prior at armlm's CPU scale: two controls, each a train.py run with the
+"""Why ELECTRA's discriminator sits at its prior at armlm's CPU scale: three controls, each a train.py run with the
 recipe of the pilots (objective=electra, model=small, data=enwiki, the same optimiser, schedule, precision and
 clipping), read from their TensorBoard logs.
 
@@ -11,6 +11,10 @@ clipping), read from their TensorBoard logs.
   generator whose progress keeps the task hard; if not here either, the recipe does not learn detection at this
   scale. It also removes the generator's masked-LM gradient from the shared token embeddings, so it does not
   separate the samples from that gradient.
+- `unigram_trained_generator`: as `unigram`, but the generator trains as ELECTRA's does (its masked-LM loss, its
+  gradient into the shared embeddings) and only its samples are discarded. It separates the two: if the detector
+  leaves its prior here as under `unigram`, the samples kept the task hard; if not, the shared-embedding gradient
+  is implicated. The clean reading needs the columns to split; one seed.
 
 Printed: per validation step, each run's held-out detection loss as a share below its prior (the learning gate's
 quantity; 0.08 passes), and the overfit run's training loss against its prior. `--pilot <run folder>` adds an
@@ -42,7 +46,12 @@ RECIPE = ["objective=electra", "model=small", "data=enwiki", "trainer.enable_pro
 
 class UnigramGeneratorElectra(Electra):
     """ELECTRA whose replacements are drawn from the corpus's unigram distribution instead of the learned
-    generator's softmax (built, never trained: its loss is zero here); everything else is Electra's."""
+    generator's softmax; everything else is Electra's. `train_generator=False`: the generator is built, never run
+    (its loss is zero); True: it runs and trains as ELECTRA's does, and only its samples are thrown away."""
+
+    def __init__(self, *, train_generator: bool = False, **settings) -> None:
+        super().__init__(**settings)
+        self.train_generator = train_generator
 
     def set_vocabulary(self, vocab: Vocabulary) -> None:
         super().set_vocabulary(vocab)
@@ -51,22 +60,29 @@ class UnigramGeneratorElectra(Electra):
 
     def replace(self, batch: Batch, model: Transformer, generator: torch.Generator | None) -> Replaced:
         input_ids = batch["input_ids"]
-        _, labels = self.masking.corrupt(input_ids, generator)
-        selected = labels != IGNORE_INDEX
-        n = int(selected.sum())
+        if self.train_generator:
+            learned = super().replace(batch, model, generator)
+        else:
+            _, labels = self.masking.corrupt(input_ids, generator)
+            selected = labels != IGNORE_INDEX
+            zero = torch.zeros((), device=input_ids.device)
+            learned = Replaced(input_ids, selected, selected, zero, zero, selected.sum(), 0.0)
+        n = int(learned.selected.sum())
         samples = torch.multinomial(self.unigram.to(input_ids.device), max(n, 1), replacement=True,
                                     generator=generator)[:n]
-        inputs = input_ids.masked_scatter(selected, samples)
-        zero = torch.zeros((), device=input_ids.device)
-        return Replaced(inputs, selected, inputs != input_ids, zero, zero, selected.sum(), 0.0)
+        inputs = input_ids.masked_scatter(learned.selected, samples)
+        return learned._replace(inputs=inputs, replaced=inputs != input_ids)
 
 
-# overfit: 32 blocks of [CLS] + 63 tokens (one batch), 500 steps; unigram: the 4x pilot's 7,034,880 input tokens
-# (3,435 steps), so its learning-rate schedule is the pilot's step for step
+# overfit: 32 blocks of [CLS] + 63 tokens (one batch), 500 steps; the unigram controls: the 4x pilot's 7,034,880 input
+# tokens (3,435 steps), so their learning-rate schedule is the pilot's step for step
 CONTROLS = {
     "overfit": ["data.max_train_tokens=2016", "max_tokens=1024000", "trainer.val_check_interval=100"],
     "unigram": ["objective._target_=bench.rtd_controls.UnigramGeneratorElectra", "max_tokens=7034880",
                 "trainer.val_check_interval=100"],
+    "unigram_trained_generator": ["objective._target_=bench.rtd_controls.UnigramGeneratorElectra",
+                                  "+objective.train_generator=true", "max_tokens=7034880",
+                                  "trainer.val_check_interval=100"],
 }
 
 

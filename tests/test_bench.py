@@ -226,3 +226,33 @@ def test_the_unigram_control_replaces_only_selected_positions_with_unigram_sampl
     out.loss.backward()
     assert model.token_embedding.weight.grad.abs().sum() > 0  # the detector's loss trains the backbone
     assert all(p.grad is None for p in objective.generator.blocks.parameters())  # the generator is unused
+
+
+def test_the_trained_generator_control_trains_the_generator_and_discards_its_samples(vocab):
+    """With train_generator=True the generator's loss and gradient are ELECTRA's (same selection, same loss as the
+    objective's own replace under the same random stream), while the inputs at the selected positions are unigram
+    draws: tokens the corpus never has, which a generator may sample, never appear."""
+    shape = dict(d_model=64, n_layers=2, max_len=64, positions="learned", norm_position="pre", dropout=0.0,
+                 layer_norm_eps=1e-5, init_std=0.02)
+    torch.manual_seed(0)
+    objective = rtd_controls.UnigramGeneratorElectra(train_generator=True, **shape)
+    objective.set_vocabulary(vocab)
+    model = Transformer(ModelConfig(vocab_size=vocab.size, d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64,
+                                    dropout=0.0))
+    # 32 x 32 positions: about 150 selected, so the untrained generator's near-uniform samples hit the two
+    # never-seen ids with probability 1 - 0.96^150
+    ids = torch.randint(6, vocab.size, (32, 32), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids}
+    learned = rtd_controls.Electra.replace(objective, batch, model, torch.Generator().manual_seed(1))
+    corrupted = objective.replace(batch, model, torch.Generator().manual_seed(1))
+    assert torch.equal(corrupted.selected, learned.selected)
+    assert torch.allclose(corrupted.generator_loss, learned.generator_loss) and corrupted.generator_loss > 0
+    assert corrupted.forward_flops == learned.forward_flops > 0  # the generator's FLOPs are counted: it runs
+    assert torch.equal(corrupted.replaced, corrupted.inputs != ids)
+    assert torch.equal(corrupted.inputs[~corrupted.selected], ids[~corrupted.selected])
+    never = torch.as_tensor(vocab.unigram_counts) == 0
+    assert never[learned.inputs[learned.selected]].any()  # the untrained generator does sample them
+    assert not never[corrupted.inputs[corrupted.selected]].any()  # the control's replacements never do
+    out = objective.loss(batch, model, torch.Generator().manual_seed(1))
+    out.loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in objective.generator.blocks.parameters())
