@@ -65,6 +65,21 @@ def published_rows(reports: list[tuple[str, int, dict]], levels: dict[str, int] 
     return pd.DataFrame(columns=["arm", "method", "level", "name", "mean"])
 
 
+def one_release(zeroshot: list[tuple[str, int, dict]]) -> pd.DataFrame:
+    """The release's models' scores, the same in every zero-shot report: every line is read against one 5-gram."""
+    overall = {}
+    for arm, seed, report in zeroshot:
+        rows = published_rows([(arm, seed, report)])
+        scores = tuple(sorted(rows.loc[rows["level"] == "overall", ["arm", "mean"]].itertuples(index=False)))
+        if scores:
+            overall.setdefault(scores, f"{arm}/seed{seed}")
+    if len(overall) > 1:
+        raise ValueError("the zero-shot reports score the release's models over different paradigms ("
+                         + "; ".join(f"{where}: {dict(scores)}" for scores, where in overall.items())
+                         + "): rescore them with the same blimp settings, so every line is read against one release")
+    return published_rows(zeroshot)
+
+
 def blimp_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Mean, 95 % CI half-width and n over seeds per arm, method and group."""
     return S.over_seeds(runs, ["arm", "method", "level", "name"], ["accuracy"]).drop(columns="quantity")

@@ -18,8 +18,18 @@ import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
 from analysis import study as S
-from analysis.blimp_report import blimp_runs, labelled_reports, published_rows
-from analysis.curves_reading import BLIMP, STRICT_WORDS, crossing_table, crossings, extrapolations, lead_changes, leads
+from analysis.blimp_report import blimp_runs, labelled_reports, one_release
+from analysis.curves_reading import (
+    BLIMP,
+    STRICT_WORDS,
+    crossing_table,
+    crossings,
+    direction,
+    extrapolations,
+    lead_changes,
+    leads,
+    rule_text,
+)
 from analysis.study_report import save_figure, with_common_scale, write_report
 from common.atomic import atomic_write_text
 from common.migrations import migrate_summary
@@ -28,7 +38,7 @@ from common.migrations import migrate_summary
 COMMON_SCALE = {"heldout_nll": "held-out NLL per token (exact, or the any-order bound)",
                 "heldout_below_unigram": "nats below the unigram NLL of the same targets"}
 # The learning gate's quantity (summary.json's own_below_unigram): the arm's own held-out loss below the unigram NLL
-# of the targets it scored, as the findings study gates an arm (item 3's registration reads it along the curve).
+# of the targets it scored, the smallest of its parts (a hybrid's masked and causal) as the findings gate reads it.
 GATE = "pretraining: own loss below unigram"
 PER_WORD = "pretraining seconds per 1,000 words, trunk share included"
 
@@ -45,18 +55,24 @@ def run_budgets(root: Path) -> pd.DataFrame:
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
                      "tokens": summary["tokens_seen"], "flops": summary["flops_seen"],
-                     "own_below_unigram": summary["own_below_unigram"].get("all"),
+                     "own_below_unigram": smallest_margin(summary["own_below_unigram"]),
                      "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
     return pd.DataFrame(rows)
 
 
+def smallest_margin(margins: dict[str, float | None] | None) -> float | None:
+    """The gate's reading of summary.json's own_below_unigram: its smallest part (None: none recorded)."""
+    known = [v for v in (margins or {}).values() if v is not None]
+    return min(known) if known else None
+
+
 def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int, dict]],
                seconds: pd.DataFrame) -> pd.DataFrame:
     """One row per run and measure: arm, seed, measure, line (the objective, or objective · method for BLiMP), value.
-    `budgets` is run_budgets(root), `zeroshot` labelled_reports([root]), `seconds` S.stage_seconds(root): each read
-    once by write_curves."""
+    `budgets` is run_budgets(root), `zeroshot` labelled_reports([root]), `seconds` S.stage_seconds(root) of the
+    finished stages (a running stage's seconds are a part of its cost): each read once by write_curves."""
     objective = budgets.set_index(["arm", "seed"])["objective"]
     rows = []
     common = with_common_scale(budgets[["arm", "seed"]], S.diagnostic_reports(root))
@@ -74,7 +90,7 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
         kept = finetuning[finetuning["metric"] == finetuning["task"].map(S.primary_metrics(finetune_runs))]
         rows += [{"arm": r.arm, "seed": r.seed, "measure": f"{r.task}-{r.variant} {r.split} {r.metric}",
                   "value": r.value} for r in kept.itertuples()]
-    rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum() / 60}
+    rows += [{"arm": arm, "seed": seed, "measure": f"minutes {kind}", "value": part["seconds"].sum(min_count=1) / 60}
              for (arm, seed, kind), part in seconds.groupby(["arm", "seed", "kind"])]
     rows += point_costs(budgets, seconds)
     runs = pd.DataFrame(rows).dropna(subset=["value"]).reindex(columns=[
@@ -89,7 +105,7 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
 def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
     """What each point's pretraining cost: its own stage's minutes, plus, for a cooldown branch, the trunk's minutes
     times the share of the trunk's tokens it branched at (training.branches); and that per 1,000 words seen."""
-    pretrain = seconds[seconds["kind"] == "pretrain"].groupby(["arm", "seed"])["seconds"].sum()
+    pretrain = seconds[seconds["kind"] == "pretrain"].groupby(["arm", "seed"])["seconds"].sum(min_count=1)
     tokens_seen = budgets.set_index(["arm", "seed"])["tokens"]
     rows = []
     for r in budgets.itertuples():
@@ -104,11 +120,13 @@ def point_costs(budgets: pd.DataFrame, seconds: pd.DataFrame) -> list[dict]:
 
 def seed_costs(seconds: pd.DataFrame) -> pd.DataFrame:
     """Wall minutes of every stage kind per seed, summed over the arms (each stage counted once: a trunk's
-    pretraining is not shared out here), with the seed's total."""
+    pretraining is not shared out here), with the seed's total; NaN where a stage kept no time."""
     if seconds.empty:
         return pd.DataFrame(columns=["seed", "total"])
-    minutes = seconds.pivot_table(index="seed", columns="kind", values="seconds", aggfunc="sum") / 60
-    return minutes.assign(total=minutes.sum(axis=1)).reset_index()
+    minutes = seconds.pivot_table(index="seed", columns="kind", values="seconds", dropna=False,
+                                  aggfunc=lambda part: part.sum(min_count=len(part))) / 60
+    untimed = seconds["seconds"].isna().groupby(seconds["seed"]).any()
+    return minutes.assign(total=minutes.sum(axis=1).mask(untimed)).reset_index()
 
 
 def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:
@@ -140,7 +158,7 @@ def _cell(r) -> str:
 
 def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_tables: dict[str, pd.DataFrame],
              crossing_lines: list[str], costs: pd.DataFrame, extrapolated: pd.DataFrame, figures: list[str],
-             root: Path) -> str:
+             root: Path, rule_lines: list[str] = (), running: pd.DataFrame | None = None) -> str:
     parts = [f"# Curves: {root}", "",
              "Each point is one arm: its objective's line, placed at the words its runs saw (passes over the train "
              "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
@@ -149,7 +167,10 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
              "paradigm (blimp.max_pairs); the release's models are scored on every pair of the same paradigms. "
              "heldout_nll reads each objective as it scores (Objective.scoring): AR and the hybrid exactly, by the "
              "chain rule under causal attention (for the hybrid, its causal reading only), an MLM by the any-order "
-             "upper bound, so an MLM-AR gap on it mixes the objectives with the bound's looseness.", ""]
+             "upper bound, so an MLM-AR gap on it mixes the objectives with the bound's looseness.", "",
+             "Descriptive: no finding is registered on this curve. A difference at one seed has no interval over "
+             "seeds and says nothing about its sign; one with several is read only where its interval excludes 0, "
+             "uncorrected for the family.", ""]
     for measure, part in points.groupby("measure", sort=True):
         parts += [f"## {measure}", "", "| line | words | tokens | n | mean |", "|---|---|---|---|---|"]
         parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {_cell(r)} |"
@@ -157,28 +178,35 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
         parts.append("")
         lead = lead_tables.get(measure)
         if lead is not None and not lead.empty:
-            parts += ["Paired differences (a − b, same seeds):", "", "| a | b | words | n | a − b |",
-                      "|---|---|---|---|---|"]
-            parts += [f"| {r.a} | {r.b} | {r.words / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} |"
-                      for r in lead.itertuples()]
+            parts += ["Paired differences (a − b, same seeds):", "", "| a | b | words | n | a − b | reading |",
+                      "|---|---|---|---|---|---|"]
+            parts += [f"| {r.a} | {r.b} | {r.words / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} | "
+                      f"{direction(r.mean, r.ci95, r.n, 'a above b', 'a below b')} |" for r in lead.itertuples()]
             parts.append("")
         change = change_tables.get(measure)
         if change is not None and not change.empty:
             parts += ["How a − b moves along the curve ((a − b) at the largest shared budget minus at the smallest, "
-                      "paired by seed; > 0: a's lead grows):", "", "| a | b | from | to | n | change |",
-                      "|---|---|---|---|---|---|"]
+                      "paired by seed; whether that is a lead growing or shrinking depends on the sign of a − b):",
+                      "", "| a | b | from | to | n | change | reading |", "|---|---|---|---|---|---|---|"]
             parts += [f"| {r.a} | {r.b} | {r.from_words / 1e6:.2f}M | {r.to_words / 1e6:.2f}M | {int(r.n)} | "
-                      f"{S.cell(r.mean, r.ci95)} |" for r in change.itertuples()]
+                      f"{S.cell(r.mean, r.ci95)} | {direction(r.mean, r.ci95, r.n, 'a − b rose', 'a − b fell')} |"
+                      for r in change.itertuples()]
             parts.append("")
     if crossing_lines:
         parts += ["## Where BLiMP passes the release's models", "", *crossing_lines, ""]
+    if rule_lines:
+        parts += ["## The zero-shot findings' budget, by the rule fixed before the curve was read", "", *rule_lines, ""]
     if not costs.empty:
         kinds = [c for c in costs.columns if c != "seed"]
         parts += ["## Wall minutes per seed (every stage of every arm, each counted once)", "",
+                  "-: no stage of that kind, or one that kept no time (its seed's total is then left out).", "",
                   "| seed | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
-        parts += [f"| {int(r['seed'])} | " + " | ".join(f"{r[k]:.0f}" for k in kinds) + " |"
-                  for _, r in costs.iterrows()]
+        parts += [f"| {int(r['seed'])} | " + " | ".join(f"{r[k]:.0f}" if r[k] == r[k] else "-" for k in kinds)
+                  + " |" for _, r in costs.iterrows()]
         parts.append("")
+    if running is not None and not running.empty:
+        parts += ["Not counted above (a launch has not come back: running, or stopped and not yet resumed): "
+                  + "; ".join(f"{r.stage}, {r.seconds / 60:.0f} minutes so far" for r in running.itertuples()), ""]
     if not extrapolated.empty:
         parts += [f"## What one pass over {STRICT_WORDS / 1e6:.0f}M words (BabyLM's strict track) would cost", "",
                   "Each line's pretraining rate at its largest budget (wall time on this machine, validation and "
@@ -223,10 +251,11 @@ def write_curves(root: str | Path) -> list[Path]:
     written = write_report(root)
     budgets = run_budgets(root)
     zeroshot = labelled_reports([root])
-    seconds = S.stage_seconds(root)
+    all_seconds = S.stage_seconds(root)
+    seconds, running = all_seconds[~all_seconds["running"]], all_seconds[all_seconds["running"]]
     runs = curve_runs(root, budgets, zeroshot, seconds)
     points = curve_points(runs, budgets)
-    published = published_rows(zeroshot)
+    published = one_release(zeroshot)
     out = root / "report"
     measures = sorted(points["measure"].unique())
     compared = [m for m in measures if not m.startswith("minutes") and m != PER_WORD]
@@ -238,10 +267,11 @@ def write_curves(root: str | Path) -> list[Path]:
         save_figure(plot_measure(points, measure, published), out / name)
         figures.append(name)
     atomic_write_text(out / "curves.csv", points.to_csv(index=False))
-    atomic_write_text(out / "leads.csv", pd.concat([t.assign(measure=m) for m, t in lead_tables.items()])
-                      .to_csv(index=False))
+    lead_rows = [t.assign(measure=m) for m, t in lead_tables.items() if not t.empty]
+    atomic_write_text(out / "leads.csv", (pd.concat(lead_rows) if lead_rows else pd.DataFrame()).to_csv(index=False))
     text = markdown(points, lead_tables, change_tables, crossing_table(crossings(points, published)),
-                    seed_costs(seconds), extrapolations(points, budgets, PER_WORD), figures, root)
+                    seed_costs(seconds), extrapolations(points, budgets, PER_WORD), figures, root,
+                    rule_text(runs, budgets, published), running)
     atomic_write_text(out / "curves.md", text)
     return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
 

@@ -243,14 +243,15 @@ def precision_note(pretraining: pd.DataFrame) -> str:
 
 def wall_time_note(seconds: pd.DataFrame) -> str:
     """Minutes per seed: the sum of its stages' wall seconds over their launches (pauses and a busy machine
-    included), with how many stages kept no time."""
+    included), with how many stages kept no time and how many are still running (counted so far)."""
     if seconds.empty:
         return ""
     parts = []
     for seed, rows in seconds.groupby("seed"):
-        missing = int(rows["seconds"].isna().sum())
-        parts.append(f"seed {seed}: {rows['seconds'].sum() / 60:.0f}" + (f" ({missing} of {len(rows)} stages untimed)"
-                                                                          if missing else ""))
+        notes = [f"{k} of {len(rows)} stages {what}" for k, what in
+                 ((int(rows["seconds"].isna().sum()), "untimed"), (int(rows["running"].sum()), "running, counted so far"))
+                 if k]
+        parts.append(f"seed {seed}: {rows['seconds'].sum() / 60:.0f}" + (f" ({'; '.join(notes)})" if notes else ""))
     return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
 
 

@@ -156,14 +156,17 @@ def per_checkpoint(finetuning: pd.DataFrame) -> pd.DataFrame:
 
 def stage_seconds(root: Path) -> pd.DataFrame:
     """Wall seconds of every stage (its stage.json: the sum over its launches, one killed with its driver counted to
-    its stage's last checkpoint; NaN where a stage ran before the runner kept it), by arm and seed."""
+    its stage's last checkpoint; NaN where a stage ran before the runner kept it), by arm and seed. `running`: a
+    launch has not come back (in flight, or killed and not yet resumed), so its seconds are a part of its cost."""
     rows = []
     for path in sorted(root.glob("*/seed*/**/stage.json")):
         arm, seed = arm_and_seed(path, root)
         record = migrate_stage_record(_read(path))
         rows.append({"arm": arm, "seed": seed, "kind": record.get("kind"),
-                     "stage": path.parent.relative_to(root).as_posix(), "seconds": record["seconds"]})
-    return pd.DataFrame(rows, columns=["arm", "seed", "kind", "stage", "seconds"]).astype({"seconds": float})
+                     "stage": path.parent.relative_to(root).as_posix(), "seconds": record["seconds"],
+                     "running": record.get("started_at") is not None})
+    return pd.DataFrame(rows, columns=["arm", "seed", "kind", "stage", "seconds", "running"]).astype(
+        {"seconds": float, "running": bool})
 
 
 def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:

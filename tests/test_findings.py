@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis.findings import NotComparable, StudyRuns, _representation, values
-from analysis.findings_report import check_registrations, findings_table, write_findings
+from analysis.findings_report import check_registrations, findings_table, wall_time_note, write_findings
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
@@ -477,3 +477,10 @@ def test_a_blimp_row_near_chance_is_not_evidence_whichever_way_it_points(tmp_pat
     assert judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate=gate).iloc[0]["verdict"] == "reproduced"
     with pytest.raises(ValueError, match="min_above_chance"):
         check_registrations({"arms": arms, "gate": {"min_below_unigram": 0.5, "floor": 0.1}, "findings": {}})
+
+
+def test_the_wall_time_note_says_which_stages_kept_no_time_and_which_are_still_running():
+    seconds = pd.DataFrame({"seed": [1, 1, 1, 2], "seconds": [600.0, float("nan"), 120.0, 60.0],
+                            "running": [False, False, True, False]})
+    assert wall_time_note(seconds) == ("Wall minutes per seed, the sum of its stages' launches: seed 1: 12 (1 of 3 "
+                                       "stages untimed; 1 of 3 stages running, counted so far); seed 2: 1.")
