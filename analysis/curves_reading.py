@@ -146,8 +146,13 @@ def rule_text(runs: pd.DataFrame, budgets: pd.DataFrame, published: pd.DataFrame
         return []
     words, scores, score = registered_budget(runs, budgets, published, BUDGET_RULE_LINES, BUDGET_RULE_SEED,
                                              REFERENCE_MODEL)
-    verdict = (f"**{words / 1e6:.2f}M words**" if words == words else
-               f"**none** of the budgets scored (up to {scores.index.max() / 1e6:.2f}M words) qualifies")
+    unscored = [f"{w / 1e6:.2f}M" for w, row in zip(scores.index, scores.isna().any(axis=1), strict=True) if row]
+    if words == words:
+        verdict = f"**{words / 1e6:.2f}M words**"
+    elif unscored:  # a budget still to score may qualify
+        verdict = f"**not decided yet**: no budget with both scores qualifies, and {', '.join(unscored)} lack one"
+    else:
+        verdict = f"**none** of the budgets (up to {scores.index.max() / 1e6:.2f}M words) qualifies"
     lines = [f"Seed {BUDGET_RULE_SEED}'s BLiMP overall strictly above the release {REFERENCE_MODEL}'s ({score:.4f}) "
              f"for {' and '.join(BUDGET_RULE_LINES)} at the same budget (docs/findings.md): {verdict}.", "",
              "| words | " + " | ".join(scores.columns) + " |", "|---|" + "---|" * len(scores.columns)]

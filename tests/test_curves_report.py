@@ -11,7 +11,15 @@ import pytest
 
 from analysis import study as S
 from analysis.blimp_report import labelled_reports, one_release
-from analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads, registered_budget
+from analysis.curves_reading import (
+    crossings,
+    direction,
+    extrapolations,
+    lead_changes,
+    leads,
+    registered_budget,
+    rule_text,
+)
 from analysis.curves_report import (
     BLIMP,
     GATE,
@@ -221,6 +229,13 @@ def test_the_registered_budget_is_the_first_where_both_lines_of_seed_one_clear_t
     partial = {k: v for k, v in values.items() if k[2] != 20.0 or k[0] == ar}
     words, scores, _ = registered_budget(*blimp_runs_of(partial), published, (ar, mlm), seed=1, model="5-gram")
     assert words != words and scores.loc[20e6, mlm] != scores.loc[20e6, mlm]
+    # the report says which: decided, not decided while a budget lacks a score, or none
+    published_5gram = published[published["arm"] == "5-gram"]
+    assert "**20.00M words**" in rule_text(runs, budgets, published_5gram)[0]
+    assert "**not decided yet**" in rule_text(*blimp_runs_of(partial), published_5gram)[0]
+    below = {k: 0.5 for k in values}
+    assert "**none** of the budgets (up to 20.00M words) qualifies" in rule_text(*blimp_runs_of(below),
+                                                                                  published_5gram)[0]
     with pytest.raises(ValueError, match="no release score for 'LSTM'"):
         registered_budget(runs, budgets, published, (ar, mlm), seed=1, model="LSTM")
 
