@@ -229,7 +229,9 @@ def plot_measure(points: pd.DataFrame, measure: str, published: pd.DataFrame) ->
     part = points[points["measure"] == measure]
     for i, (line, group) in enumerate(part.groupby("line", sort=True)):
         low, high = int(group["n"].min()), int(group["n"].max())
-        ax.errorbar(group["words"], group["mean"], yerr=group["ci95"].fillna(0), marker="o", capsize=3,
+        # the table's interval: over seeds, or over a one-seed BLiMP point's pairs; none where neither exists
+        bars = [(group["mean"] - group["low"]).fillna(0), (group["high"] - group["mean"]).fillna(0)]
+        ax.errorbar(group["words"], group["mean"], yerr=bars, marker="o", capsize=3,
                     color=f"C{i}", label=f"{line} (seeds {low}{'' if low == high else f'-{high}'})")
     if measure == BLIMP:
         ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
@@ -238,7 +240,9 @@ def plot_measure(points: pd.DataFrame, measure: str, published: pd.DataFrame) ->
             ax.annotate(f"{model} (release) {score:.3f}", xy=(0.01, score), xycoords=("axes fraction", "data"),
                         fontsize=7, va="bottom")
     ax.set_xscale("log")
-    ax.set_xlabel("pretraining budget (words seen)")
+    ax.set_xticks(sorted(part["words"].unique()), [f"{w / 1e6:.2f}M" for w in sorted(part["words"].unique())])
+    ax.minorticks_off()
+    ax.set_xlabel("pretraining budget (words seen; bars: 95 % interval over seeds, or over one seed's pairs)")
     ax.set_ylabel(COMMON_SCALE.get(measure, measure) if measure != BLIMP else "BLiMP accuracy (overall)")
     ax.legend(fontsize=7)
     ax.set_title(measure)
