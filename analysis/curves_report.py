@@ -55,17 +55,11 @@ def run_budgets(root: Path) -> pd.DataFrame:
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
                      "tokens": summary["tokens_seen"], "flops": summary["flops_seen"],
-                     "own_below_unigram": smallest_margin(summary["own_below_unigram"]),
+                     "own_below_unigram": S.lowest_own_margin(summary["own_below_unigram"]),
                      "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
         raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
     return pd.DataFrame(rows)
-
-
-def smallest_margin(margins: dict[str, float | None] | None) -> float | None:
-    """The gate's reading of summary.json's own_below_unigram: its smallest part (None: none recorded)."""
-    known = [v for v in (margins or {}).values() if v is not None]
-    return min(known) if known else None
 
 
 def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int, dict]],

@@ -16,6 +16,7 @@ from typing import Any
 from scipy.stats import chi2
 
 from analysis.findings import StudyRuns, above_majority, chance_of, describe, values
+from analysis.study import lowest_own_margin
 
 # The keys a study's `gate:` may hold (checked by analysis.findings_report.check_registrations), all read here
 GATE_KEYS = {"own_below_unigram", "own_share_below_unigram", "min_below_unigram", "min_above_chance",
@@ -51,9 +52,9 @@ def own_gate_values(runs: StudyRuns, arm: str) -> dict[int, tuple[float, float]]
     diagnostics report, which copies that run's margins."""
     found: dict[int, tuple[float, float]] = {}
     for (name, seed), report in runs.reports.items():
-        margins = (report.get("pretraining") or {}).get("own_below_unigram")
-        if name == arm and margins:
-            found[seed] = (float(min(margins.values())), 0.0)
+        margin = lowest_own_margin((report.get("pretraining") or {}).get("own_below_unigram"))
+        if name == arm and margin is not None:
+            found[seed] = (float(margin), 0.0)
     table = runs.pretraining
     if not table.empty and "own_below_unigram" in table:
         rows = table[(table["arm"] == arm) & table["own_below_unigram"].notna()]

@@ -61,6 +61,13 @@ def logged_mask_share(metrics: dict[str, float]) -> float:
     return migrate_summary_metrics(metrics).get("val/mask_share", 0.0)
 
 
+def lowest_own_margin(margins: dict[str, float | None] | None) -> float | None:
+    """The learning gate's reading of a summary's own_below_unigram: the lowest of a mixture's pooled and
+    per-component margins (None: none recorded)."""
+    known = [v for v in (margins or {}).values() if v is not None]
+    return min(known) if known else None
+
+
 def own_share(summary: dict[str, Any]) -> float | None:
     """The lowest own-loss margin as a share of its baseline (val/own_below_unigram over val/own_unigram, each
     scope), None where the summary lacks either."""
@@ -93,7 +100,7 @@ def pretraining_runs(root: Path) -> pd.DataFrame:
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # the learning gate's: the arm's own held-out loss below the unigram NLL of the same targets,
                      # the lowest of a mixture's pooled and per-component margins (train.py's own_below_unigram)
-                     "own_below_unigram": min(s["own_below_unigram"].values()) if s["own_below_unigram"] else None,
+                     "own_below_unigram": lowest_own_margin(s["own_below_unigram"]),
                      "own_approximate": s["own_below_unigram_approximate"],
                      # the same margins as shares of their baselines (ELECTRA's detection loss and an MLM's
                      # masked-token loss sit on different scales), the lowest

@@ -29,7 +29,6 @@ from analysis.curves_report import (
     point_costs,
     run_budgets,
     seed_costs,
-    smallest_margin,
     write_curves,
 )
 from common.migrations import migrate_summary
@@ -247,9 +246,9 @@ def test_a_difference_s_reading_needs_seeds_and_an_interval_clear_of_zero():
 
 
 def test_the_gate_reads_the_smallest_part_of_the_own_margin():
-    assert smallest_margin({"all": 1.0, "masked": 1.2, "causal": 0.4}) == 0.4  # a hybrid: its weaker reading
-    assert smallest_margin({"all": 1.5}) == 1.5
-    assert smallest_margin(None) is None and smallest_margin({"all": None}) is None
+    assert S.lowest_own_margin({"all": 1.0, "masked": 1.2, "causal": 0.4}) == 0.4  # a hybrid: its weaker reading
+    assert S.lowest_own_margin({"all": 1.5}) == 1.5
+    assert S.lowest_own_margin(None) is None and S.lowest_own_margin({"all": None}) is None
 
 
 def test_reports_that_score_the_release_over_different_paradigms_are_refused(root):
