@@ -149,7 +149,8 @@ def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_p
 
 def test_curve_arms_pass_over_the_whole_split(tmp_path):
     """A curve's budgets are passes over the whole train split (no slice), each with a schedule of its own: the
-    longest is its line's trunk, which saves the decay start of each shorter one; they branch off it there."""
+    1-pass run is its line's trunk, which saves the decay start of each shorter one; they branch off it there. The
+    2-pass run is a run of its own (a unit that fits a session)."""
     cfg = study_config("study=curves", "scale=cpu", "seeds=1", f"root={tmp_path}")
     stages = plan(cfg)
     pretrain = {s.arm: s for s in stages if s.kind == "pretrain"}
@@ -164,9 +165,10 @@ def test_curve_arms_pass_over_the_whole_split(tmp_path):
                 assert not any(o.startswith("branch") for o in overrides)
         if objective == "hybrid":
             continue
-        trunk = pretrain[f"{objective}_w20m"]
-        assert "branch_budgets=[0.25,0.5,1]" in trunk.overrides and not trunk.needs
-        for name in ("w2m5", "w5m", "w10m"):
+        trunk = pretrain[f"{objective}_w10m"]
+        assert "branch_budgets=[0.25,0.5]" in trunk.overrides and not trunk.needs
+        assert not any(o.startswith("branch") for o in pretrain[f"{objective}_w20m"].overrides)
+        for name in ("w2m5", "w5m"):
             branch = pretrain[f"{objective}_{name}"]
             assert f"branch_from={trunk.folder}" in branch.overrides
             assert branch.needs == (trunk.done_file,)
@@ -253,8 +255,9 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     (["study=findings_v1", "~study.arms.mlm_sentence.from_arm"], "either pretrains"),
     (["study=findings_v1", "+study.arms.mlm_sentence.pretrain=[\"objective=ar\"]"], "either pretrains"),
     (["study=curves", "study.arms.ar_w5m.branch_of=mlm_w2m5"], "must name an earlier pretraining arm"),
-    (["study=curves", "study.arms.ar_w5m.branch_of=ar_w10m"], "must name an earlier pretraining arm"),
-    (["study=curves", "study.arms.ar_w5m.epochs=3"], r"fewer epochs than its trunk ar_w20m \(2\)"),
+    (["study=curves", "study.arms.ar_w5m.branch_of=ar_w20m"], "must name an earlier pretraining arm"),
+    (["study=curves", "study.arms.ar_w5m.branch_of=ar_w2m5"], "must name an earlier pretraining arm"),
+    (["study=curves", "study.arms.ar_w5m.epochs=3"], r"fewer epochs than its trunk ar_w10m \(1\)"),
     (["study=curves", "study.arms.ar_w5m.pretrain=[\"objective=mlm\"]"], "may differ only in epochs"),
 ])
 def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
