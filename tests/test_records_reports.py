@@ -21,7 +21,9 @@ KEPT = {"findings": ["study=findings_v1", "record=records/findings-cpu", "seeds=
         # the registration of 26 November (issue 46): its first two seeds (the whole record is 1-5 and 9-13)
         "findings-v2": ["study=findings", "record=records/findings-v2-cpu", "seeds=2"],
         # issue 46's embeddings registration, at seeds 2-4 (seed 1's findings checkpoints were gone)
-        "embeddings-v2": ["study=embeddings", "record=records/embeddings-v2-cpu", "first_seed=2", "seeds=3"]}
+        "embeddings-v2": ["study=embeddings", "record=records/embeddings-v2-cpu", "first_seed=2", "seeds=3"],
+        # issue 47's curves on gutenwiki-10m (its own scale), seed 1
+        "curves-gutenwiki": ["study=curves", "scale=gutenwiki", "record=records/curves-gutenwiki-cpu", "seeds=1"]}
 
 
 def test_every_kept_record_has_its_golden_tables():
@@ -34,7 +36,8 @@ def test_every_kept_record_has_its_golden_tables():
 def test_report_only_over_a_kept_record_rebuilds_its_tables_byte_for_byte(study, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the record paths are the README's, relative to the checkout
     root = tmp_path / study
-    cfg = compose_config("study", ["scale=cpu", f"root={root}", "report=only",
+    scale = [] if any(o.startswith("scale=") for o in KEPT[study]) else ["scale=cpu"]  # each record's own scale
+    cfg = compose_config("study", [*scale, f"root={root}", "report=only",
                                    f"checkpoints_from={tmp_path / 'findings'}", *KEPT[study]])
     assert run_study(cfg) == []
     expected = sorted(p.name for p in (GOLDEN / study).iterdir())
