@@ -13,15 +13,15 @@ from studies.run import run_study
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "reports"
-# study -> what its README command gives (records/README.md): the registration each record ran under (findings and
-# embeddings were registered again in issue 46; the records' own registrations are study=<name>_v1)
-KEPT = {"findings": ["study=findings_v1", "record=records/findings-cpu", "seeds=5"],
-        "curricula": ["study=curricula", "record=records/curricula-cpu", "seeds=3"],
-        "embeddings": ["study=embeddings_v1", "record=records/embeddings-cpu", "seeds=3"],
+# study -> what its README command gives (records/README.md), its scale included: the registration each record ran
+# under (findings and embeddings were registered again in issue 46; the records' own registrations are study=<name>_v1)
+KEPT = {"findings": ["study=findings_v1", "scale=cpu", "record=records/findings-cpu", "seeds=5"],
+        "curricula": ["study=curricula", "scale=cpu", "record=records/curricula-cpu", "seeds=3"],
+        "embeddings": ["study=embeddings_v1", "scale=cpu", "record=records/embeddings-cpu", "seeds=3"],
         # the registration of 26 November (issue 46): its first two seeds (the whole record is 1-5 and 9-13)
-        "findings-v2": ["study=findings", "record=records/findings-v2-cpu", "seeds=2"],
+        "findings-v2": ["study=findings", "scale=cpu", "record=records/findings-v2-cpu", "seeds=2"],
         # issue 46's embeddings registration, at seeds 2-4 (seed 1's findings checkpoints were gone)
-        "embeddings-v2": ["study=embeddings", "record=records/embeddings-v2-cpu", "first_seed=2", "seeds=3"],
+        "embeddings-v2": ["study=embeddings", "scale=cpu", "record=records/embeddings-v2-cpu", "first_seed=2", "seeds=3"],
         # issue 47's curves on gutenwiki-10m (its own scale), seed 1
         "curves-gutenwiki": ["study=curves", "scale=gutenwiki", "record=records/curves-gutenwiki-cpu", "seeds=1"]}
 
@@ -36,8 +36,7 @@ def test_every_kept_record_has_its_golden_tables():
 def test_report_only_over_a_kept_record_rebuilds_its_tables_byte_for_byte(study, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the record paths are the README's, relative to the checkout
     root = tmp_path / study
-    scale = [] if any(o.startswith("scale=") for o in KEPT[study]) else ["scale=cpu"]  # each record's own scale
-    cfg = compose_config("study", [*scale, f"root={root}", "report=only",
+    cfg = compose_config("study", [f"root={root}", "report=only",
                                    f"checkpoints_from={tmp_path / 'findings'}", *KEPT[study]])
     assert run_study(cfg) == []
     expected = sorted(p.name for p in (GOLDEN / study).iterdir())
