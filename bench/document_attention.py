@@ -6,6 +6,7 @@ enwiki_short data: about 37 tokens a document at the cpu recipe).
 
     python bench/document_attention.py                       # model=small, 32 x 64 blocks, V = 1,024
     python bench/document_attention.py --objectives ar mlm electra --rounds 9
+    python bench/document_attention.py --device cuda --bf16 --model base --block 128 --batch 128   # a GPU's shape
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ def blocks(batch: int, block: int, vocab: int, document_tokens: float, seed: int
 
 
 def step_seconds(objective, model, batch, generator, steps: int, precision: torch.dtype | None) -> float:
+    device = next(model.parameters()).device
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)  # the GPU runs ahead
+    synchronize()
     started = time.perf_counter()
     for _ in range(steps):
-        with torch.autocast("cpu", dtype=precision, enabled=precision is not None):
+        with torch.autocast(device.type, dtype=precision, enabled=precision is not None):
             loss = objective.loss(batch, model, generator).loss
         loss.backward()
         model.zero_grad(set_to_none=True)
         objective.zero_grad(set_to_none=True)
+    synchronize()
     return (time.perf_counter() - started) / steps
 
 
@@ -62,14 +67,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--bf16", action="store_true", help="autocast to bf16 (the cpu recipe's precision)")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: each path with the kernels that device picks")
     args = parser.parse_args(argv)
     precision = torch.bfloat16 if args.bf16 else None
-    batch = blocks(args.batch, args.block, args.vocab, args.document_tokens, seed=0)
+    device = torch.device(args.device)
+    batch = {name: t.to(device) for name, t in blocks(args.batch, args.block, args.vocab, args.document_tokens,
+                                                        seed=0).items()}
     across = {"input_ids": batch["input_ids"]}
     share = float((batch["document_ids"].max(1).values > 0).float().mean())
     print(f"model={args.model} V={args.vocab} {args.batch} x {args.block}, {share:.0%} of blocks hold a boundary; "
-          f"{args.rounds} rounds of {args.steps} steps, {'bf16' if args.bf16 else 'fp32'}, {torch.get_num_threads()} "
-          "threads")
+          f"{args.rounds} rounds of {args.steps} steps, {'bf16' if args.bf16 else 'fp32'}, "
+          f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}")
     print("| objective | s/step across | s/step within | within / across, median (min-max) |")
     print("|---|---|---|---|")
     for name in args.objectives:
@@ -78,8 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         objective.set_vocabulary(Vocabulary(args.vocab, 0, 1, 2, 3, 4, 5, unigram_counts=np.ones(args.vocab, np.int64)))
         config, _ = build_model_config(cfg.model)
         config.vocab_size = args.vocab
-        model = Transformer(config)
-        generator = torch.Generator().manual_seed(0)
+        model = Transformer(config).to(device)
+        objective.to(device)
+        generator = torch.Generator(device).manual_seed(0)
         step_seconds(objective, model, batch, generator, 1, precision)  # warm-up, both paths
         step_seconds(objective, model, across, generator, 1, precision)
         times: dict[str, list[float]] = {"across": [], "within": []}

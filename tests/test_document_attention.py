@@ -12,6 +12,9 @@ from objectives.ar import next_token_loss
 from objectives.mlm import MaskedLM
 
 EOD = 5  # tests.conftest.make_vocabulary's [EOD]
+# Each device masks with its own attention kernels (on CUDA, SDPA picks a masked kernel, not the causal flash one):
+# where a GPU is present, the oracle holds there too.
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
 def block_with_documents(vocab, rows=3, length=30, seed=0):
@@ -28,15 +31,15 @@ def documents_of(ids):
     return torch.from_numpy(np.stack([document_ids(row.numpy(), EOD) for row in ids]))
 
 
-def model_of(vocab, positions):
+def model_of(vocab, positions, device="cpu"):
     torch.manual_seed(0)
     return Transformer(ModelConfig(vocab_size=vocab.size, d_model=32, n_layers=2, n_heads=2, d_ff=64, max_len=64,
-                                   dropout=0.0, positions=positions)).eval()
+                                   dropout=0.0, positions=positions)).eval().to(device)
 
 
 def alone(model, ids, documents, attention):
     """(B, T, d): every document run by itself, at the positions it has in its block: the oracle."""
-    out = torch.zeros(*ids.shape, model.config.d_model)
+    out = torch.zeros(*ids.shape, model.config.d_model, device=ids.device)
     for r in range(ids.shape[0]):
         for doc in documents[r].unique():
             where = (documents[r] == doc).nonzero().squeeze(1)
@@ -50,12 +53,13 @@ def test_document_ids_count_the_eods_before_each_position(vocab):
     assert document_ids(block[:2], EOD).tolist() == [0, 0]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("positions", ["learned", "rope"])
 @pytest.mark.parametrize("kind", ["causal", "bidirectional"])
-def test_each_document_reads_as_if_it_were_alone(vocab, positions, kind):
-    model = model_of(vocab, positions)
-    ids = block_with_documents(vocab)
-    documents = documents_of(ids)
+def test_each_document_reads_as_if_it_were_alone(vocab, positions, kind, device):
+    model = model_of(vocab, positions, device)
+    ids = block_with_documents(vocab).to(device)
+    documents = documents_of(ids.cpu()).to(device)
     static = Attention.named(kind)
     with torch.no_grad():
         within = model(ids, attention=static.within(documents))

@@ -1,0 +1,181 @@
+"""The pilot ladder of a FLOPs-budgeted study (study=efficiency): each arm's pretraining stage, exactly as the study
+runs it, at several multiples of a base budget, on a seed no registered run uses (20 by default), several at once,
+each under a wall-clock limit; then read from their TensorBoard logs. Printed per run: steps logged, seconds a step
+(validation included), each arm's held-out own loss as a share below its context-free baseline (the study gate's
+quantity: `own_share_below_unigram`) at its last validation, the first step at which it reached the gate, and
+whether the finished run clears it. A run stopped at its wall limit keeps its trajectory and clears nothing.
+
+    python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
+        --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json
+
+Several runs share one GPU as separate processes; the first starts alone until its token cache is written, so the
+others read that cache instead of building it each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
+
+
+@dataclass
+class Pilot:
+    arm: str
+    multiple: float
+    root: Path
+    command: list[str]
+    wall_seconds: float = 0.0
+    stopped_at_wall: bool = False
+    finished: bool = False
+    steps: int = 0
+    seconds_per_step: float | None = None
+    shares: dict[int, float] = field(default_factory=dict)  # validation step -> own loss below baseline, a share
+
+    def first_step_at(self, gate: float) -> int | None:
+        return next((step for step, share in sorted(self.shares.items()) if share >= gate), None)
+
+    def clears(self, gate: float) -> bool:
+        return self.finished and bool(self.shares) and self.shares[max(self.shares)] >= gate
+
+
+def parse_run(spec: str) -> tuple[str, float]:
+    arm, _, multiple = spec.partition(":")
+    try:
+        return arm, float(multiple)
+    except ValueError:
+        raise SystemExit(f"--runs takes arm:multiple (e.g. electra:16), got {spec!r}") from None
+
+
+def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
+    root = args.root / f"x{multiple:g}-{arm}"
+    extra = json.dumps(list(args.extra_pretrain))
+    command = [sys.executable, str(REPO / "study.py"), f"study={args.study}", f"scale={args.scale}",
+               f"budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
+               "stages=[pretrain]", f"root={root}", "report=false", f"extra_pretrain={extra}"]
+    return Pilot(arm, multiple, root, command)
+
+
+def scalars(run: Path, tag: str) -> dict[int, tuple[float, float]]:
+    """step -> (wall time, value) of one TensorBoard tag over every event file of a run."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    values: dict[int, tuple[float, float]] = {}
+    for events in sorted(run.glob("**/tensorboard/**/events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            values.update({e.step: (e.wall_time, e.value) for e in accumulator.Scalars(tag)})
+    return values
+
+
+def read(pilot: Pilot) -> None:
+    """Fill in what the run logged: its steps, their pace, and its own-loss shares at each validation."""
+    pilot.finished = any(pilot.root.glob("**/pretrain/summary.json"))
+    margins, baselines = scalars(pilot.root, "val/own_below_unigram"), scalars(pilot.root, "val/own_unigram")
+    pilot.shares = {step: margin / baselines[step][1] for step, (_, margin) in margins.items() if step in baselines}
+    losses = scalars(pilot.root, "train/loss")
+    if losses:
+        pilot.steps = max(losses)
+        (t0, _), (t1, _) = losses[min(losses)], losses[max(losses)]
+        if max(losses) > min(losses):
+            pilot.seconds_per_step = (t1 - t0) / (max(losses) - min(losses))
+
+
+def cache_written(root: Path) -> bool:
+    """A run has begun training (its TensorBoard folder exists), so its token cache is complete."""
+    return any(root.glob("**/tensorboard/**/events.out.tfevents.*"))
+
+
+def run_all(pilots: list[Pilot], parallel: int, wall: float, log_dir: Path) -> None:
+    waiting, running = list(pilots), {}
+    first = True
+    while waiting or running:
+        while waiting and len(running) < parallel and not (first and running):
+            pilot = waiting.pop(0)
+            log = open(log_dir / f"{pilot.root.name}.log", "w")  # noqa: SIM115 (closed when the run ends)
+            process = subprocess.Popen(pilot.command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            running[pilot.root.name] = (pilot, process, log, time.monotonic())
+            print(f"started {pilot.root.name}: {' '.join(pilot.command[1:])}", flush=True)
+        time.sleep(2)
+        if first and running and any(cache_written(p.root) or proc.poll() is not None
+                                     for p, proc, _, _ in running.values()):
+            first = False
+        for name, (pilot, process, log, started) in list(running.items()):
+            elapsed = time.monotonic() - started
+            if process.poll() is None and elapsed < wall:
+                continue
+            if process.poll() is None:
+                pilot.stopped_at_wall = True
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            log.close()
+            pilot.wall_seconds = round(elapsed, 1)
+            del running[name]
+            print(f"ended {name} after {elapsed:.0f} s (rc={process.returncode}"
+                  f"{', stopped at the wall limit' if pilot.stopped_at_wall else ''})", flush=True)
+
+
+def table(pilots: list[Pilot], gate: float) -> str:
+    rows = ["| arm | budget | steps | s/step | wall s | own share below baseline, last | first step >= gate | "
+            "clears |", "|---|---|---|---|---|---|---|---|"]
+    for p in pilots:
+        last = f"{p.shares[max(p.shares)]:.3f} (step {max(p.shares)})" if p.shares else "none logged"
+        pace = f"{p.seconds_per_step:.4f}" if p.seconds_per_step else "-"
+        verdict = "yes" if p.clears(gate) else ("no" if p.finished else "unfinished")
+        rows.append(f"| {p.arm} | {p.multiple:g} x | {p.steps} | {pace} | {p.wall_seconds:.0f} | {last} | "
+                    f"{p.first_step_at(gate) or '-'} | {verdict} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, required=True, help="where the pilot runs are written")
+    parser.add_argument("--runs", nargs="+", required=True, help="arm:multiple of the base budget, e.g. electra:16")
+    parser.add_argument("--study", default="efficiency")
+    parser.add_argument("--scale", default="cpu")
+    parser.add_argument("--base-budget", type=float, default=3.8e13, help="training FLOPs of one multiple")
+    parser.add_argument("--seed", type=int, default=20)
+    parser.add_argument("--gate", type=float, default=0.08, help="the study gate's own_share_below_unigram")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once")
+    parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
+    parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")
+    parser.add_argument("--out", type=Path, default=None, help="write every run's figures here as JSON")
+    args = parser.parse_args(argv)
+    if args.seed in REPLICATION_SEEDS:
+        raise SystemExit(f"seed {args.seed} is kept for an independent replication; pilot on another (e.g. 20)")
+    if args.parallel < 1:
+        raise SystemExit(f"--parallel must be at least 1, got {args.parallel}")
+    args.root.mkdir(parents=True, exist_ok=True)
+    pilots = [pilot_of(args, *parse_run(spec)) for spec in args.runs]
+    run_all(pilots, args.parallel, args.wall, args.root)
+    for pilot in pilots:
+        read(pilot)
+    print(f"seed {args.seed}, {args.study} at {args.scale}, base budget {args.base_budget:.3g} FLOPs, gate "
+          f"{args.gate:g}")
+    print(table(pilots, args.gate))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        records = [{**asdict(p), "root": str(p.root), "first_step_at_gate": p.first_step_at(args.gate),
+                    "clears": p.clears(args.gate)} for p in pilots]
+        args.out.write_text(json.dumps({"seed": args.seed, "study": args.study, "scale": args.scale,
+                                        "base_budget": args.base_budget, "gate": args.gate, "runs": records},
+                                       indent=1))
+
+
+if __name__ == "__main__":
+    main()
