@@ -19,6 +19,13 @@ from common.vocabulary import Vocabulary
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--regold", action="store_true",
+                     help="rewrite the selected kept records' golden tables from report=only instead of comparing "
+                          "(after a commit adds units to a record: pytest tests/test_records_reports.py -k <name> "
+                          "--regold)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (`pytest -n 2`, the README's command) each worker is one of two processes on two cores:
     one thread each, for torch here and, through the environment, for every process a test starts, so the
