@@ -9,7 +9,7 @@ import pytest
 
 from analysis.findings_report import check_registrations
 from analysis.gate import coin_flip_p_value, paradigm_counts
-from tests.test_findings import FINDINGS, gate_report, judged, write, write_study
+from tests.findings_helpers import FINDINGS, gate_report, judged, write, write_study
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = {"arms": {"mlm": {}, "ar": {}}, "gate": {"own_below_unigram": 0.5}}
