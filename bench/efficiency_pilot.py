@@ -25,6 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from common.scalars import event_scalars  # noqa: E402
+
 REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
 
 
@@ -65,30 +69,22 @@ def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
     return Pilot(arm, multiple, root, command)
 
 
-def scalars(run: Path, tag: str) -> dict[int, tuple[float, float]]:
-    """step -> (wall time, value) of one TensorBoard tag over every event file of a run."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    values: dict[int, tuple[float, float]] = {}
-    for events in sorted(run.glob("**/tensorboard/**/events.out.tfevents.*")):
-        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        if tag in accumulator.Tags()["scalars"]:
-            values.update({e.step: (e.wall_time, e.value) for e in accumulator.Scalars(tag)})
-    return values
-
-
 def read(pilot: Pilot) -> None:
     """Fill in what the run logged: its steps, their pace, and its own-loss shares at each validation."""
-    pilot.finished = any(pilot.root.glob("**/pretrain/summary.json"))
-    margins, baselines = scalars(pilot.root, "val/own_below_unigram"), scalars(pilot.root, "val/own_unigram")
-    pilot.shares = {step: margin / baselines[step][1] for step, (_, margin) in margins.items() if step in baselines}
-    losses = scalars(pilot.root, "train/loss")
-    if losses:
-        pilot.steps = max(losses)
-        (t0, _), (t1, _) = losses[min(losses)], losses[max(losses)]
-        if max(losses) > min(losses):
-            pilot.seconds_per_step = (t1 - t0) / (max(losses) - min(losses))
+    run = next(pilot.root.glob("*/seed*/pretrain"), None)  # the study's one pretraining folder
+    pilot.finished = run is not None and (run / "summary.json").is_file()
+    if run is None or not (run / "tensorboard").is_dir():
+        return
+    values = event_scalars(run / "tensorboard")
+    if {"val/own_below_unigram", "val/own_unigram"} <= set(values):
+        shares = (values["val/own_below_unigram"] / values["val/own_unigram"]).dropna()
+        pilot.shares = {int(step): float(share) for step, share in shares.items()}
+    if "train/loss" in values:
+        logged = event_scalars(run / "tensorboard", wall_time=True)["train/loss"].dropna()
+        first, last = logged.index.min(), logged.index.max()
+        pilot.steps = int(last)
+        if last > first:
+            pilot.seconds_per_step = float((logged[last] - logged[first]) / (last - first))
 
 
 def cache_written(root: Path) -> bool:

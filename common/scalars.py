@@ -13,8 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 SCALARS_CSV = "scalars.csv"  # beside tensorboard/: the same table, kept where event files are not
 
 
-def event_scalars(tensorboard: Path) -> pd.DataFrame:
-    """Every scalar tag in a TensorBoard folder, one column per tag, indexed by step."""
+def loaded_events(tensorboard: Path) -> EventAccumulator:
     events = EventAccumulator(str(tensorboard), size_guidance={"scalars": 0})  # 0: keep every point
     # TensorBoard's reader logs "No path found after <file>" at INFO for every folder it finishes: a report over a
     # study printed one such line per run, burying its own output. Quieted for this read only.
@@ -25,7 +24,15 @@ def event_scalars(tensorboard: Path) -> pd.DataFrame:
         events.Reload()
     finally:
         reader_log.setLevel(level)
-    series = {tag: pd.Series({e.step: e.value for e in events.Scalars(tag)}, dtype=float)
+    return events
+
+
+def event_scalars(tensorboard: Path, wall_time: bool = False) -> pd.DataFrame:
+    """Every scalar tag in a TensorBoard folder, one column per tag, indexed by step: the logged values, or with
+    `wall_time` the clock time (seconds since the epoch) at which each was logged, a run's pace."""
+    events = loaded_events(tensorboard)
+    series = {tag: pd.Series({e.step: e.wall_time if wall_time else e.value for e in events.Scalars(tag)},
+                             dtype=float)
               for tag in events.Tags()["scalars"]}
     frame = pd.DataFrame(series).sort_index()
     frame.index.name = "step"

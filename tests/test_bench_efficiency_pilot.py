@@ -40,7 +40,7 @@ def test_the_replication_seeds_are_refused(tmp_path, seed):
 
 
 def write_run(folder, margins: dict[int, float], baseline: float, finished: bool) -> None:
-    writer = SummaryWriter(str(folder / "electra" / "seed20" / "pretrain" / "tensorboard" / "version_0"))
+    writer = SummaryWriter(str(folder / "electra" / "seed20" / "pretrain" / "tensorboard"))  # where train.py logs
     for step in range(0, max(margins) + 1, 10):
         writer.add_scalar("train/loss", 1.0, step)
     for step, margin in margins.items():

@@ -27,6 +27,14 @@ def test_events_read_back_as_one_table_per_step(tmp_path: Path) -> None:
     assert frame["val/loss"].tolist() == pytest.approx([4.0, 3.5, 3.0])
 
 
+def test_events_read_back_the_clock_time_each_value_was_logged(tmp_path: Path) -> None:
+    write_events(tmp_path / "tensorboard")
+    values, times = event_scalars(tmp_path / "tensorboard"), event_scalars(tmp_path / "tensorboard", wall_time=True)
+    assert list(times.index) == list(values.index) and list(times.columns) == list(values.columns)
+    assert times["val/loss"].is_monotonic_increasing and times["val/loss"].iloc[0] > 1.7e9  # seconds since the epoch
+    assert pd.isna(times.loc[0, "train/loss"]) and times.loc[5, "train/loss"] >= times.loc[5, "val/loss"]
+
+
 def test_reading_events_logs_nothing_at_info_and_restores_the_level(tmp_path: Path,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     write_events(tmp_path / "tensorboard")
