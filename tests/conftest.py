@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.config import compose_config
 from common.vocabulary import Vocabulary
+from tests.findings_helpers import write_study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,6 +85,13 @@ def make_vocabulary(size: int = 50, seed: int = 0) -> Vocabulary:
 @pytest.fixture
 def vocab() -> Vocabulary:
     return make_vocabulary()
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    """A study folder of three seeds' fine-tuning scores and diagnostics (tests/findings_helpers.write_study),
+    which the findings, gate and report tests read (a module may override it with a study of its own)."""
+    return write_study(tmp_path)
 
 
 # A pretraining run of seconds: tiny model, small vocabulary, 8 steps on the embedded corpus (also given to

@@ -1,7 +1,6 @@
 """Findings read from a study folder: per-seed values of each side, paired differences and verdicts."""
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,13 +17,7 @@ from tests.findings_helpers import (
     registered,
     task_result,
     write,
-    write_study,
 )
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    return write_study(tmp_path)
 
 
 def test_verdicts_from_a_study_folder(study):

@@ -16,13 +16,7 @@ from tests.findings_helpers import (
     pretraining_summary,
     registered,
     write,
-    write_study,
 )
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    return write_study(tmp_path)
 
 
 def test_a_tie_at_the_majority_baseline_is_not_evidence(tmp_path):

@@ -1,18 +1,11 @@
 """The findings report: re-registered claims and checks marked, precision and wall time per seed, files written."""
 
 import json
-from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from analysis.findings_report import wall_time_note, write_findings
-from tests.findings_helpers import FINDINGS, pretraining_summary, registered, write, write_study
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    return write_study(tmp_path)
+from tests.findings_helpers import FINDINGS, pretraining_summary, registered, write
 
 
 def test_the_report_marks_re_registered_claims_and_lists_checks(study):

@@ -9,16 +9,11 @@ import pytest
 
 from analysis.findings_report import check_registrations
 from analysis.gate import coin_flip_p_value, paradigm_counts
-from tests.findings_helpers import FINDINGS, gate_report, judged, write, write_study
+from tests.findings_helpers import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = {"arms": {"mlm": {}, "ar": {}}, "gate": {"own_below_unigram": 0.5}}
 ROWS = {k: FINDINGS[k] for k in ("bidirectional", "backwards")}
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    return write_study(tmp_path)
 
 
 def own_summary(root: Path, arm: str, seed: int, margins: dict[str, float] | None, **written) -> None:
