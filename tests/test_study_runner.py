@@ -1,0 +1,103 @@
+"""studies/runner.py: folders run with other settings are refused before any work, stages run in dependency order
+(or only some kinds of them), a failed stage holds its dependants, and a launch cut with its driver is counted."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from studies.plan import plan
+from studies.run import run_study as run_study_in_process
+from studies.runner import RECORD, check_record, cut_launch_seconds, run_stages
+from tests.conftest import composed_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def study_config(*overrides: str):
+    return composed_config("study", overrides)
+
+
+def test_a_folder_run_with_other_settings_is_refused(tmp_path):
+    stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))
+    pretrain = stages[0]
+    pretrain.folder.mkdir(parents=True)
+    (pretrain.folder / RECORD).write_text(json.dumps({**pretrain.record(), "overrides": ["objective=ar"]}))
+    with pytest.raises(ValueError, match="was run with other settings"):
+        run_stages(stages)
+    (pretrain.folder / RECORD).unlink()
+    (pretrain.folder / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="not run by this study"):
+        run_stages(stages)
+
+
+def test_a_record_that_restates_null_budget_defaults_is_the_same_stage(tmp_path):
+    """Records written while plans spelled out max_flops=null and data_epochs=null (train.yaml's defaults) are
+    the same runs as today's plan, which leaves them out; any other difference still refuses."""
+    stage = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))[0]
+    assert not any(o.startswith(("max_flops=", "data_epochs=")) for o in stage.overrides)
+    stage.folder.mkdir(parents=True)
+    restated = {**stage.record(), "overrides": ["max_flops=null", "data_epochs=null", *stage.overrides]}
+    (stage.folder / RECORD).write_text(json.dumps(restated))
+    check_record(stage)
+    (stage.folder / RECORD).write_text(json.dumps({**restated, "overrides": ["max_flops=1e15", *stage.overrides]}))
+    with pytest.raises(ValueError, match="was run with other settings"):
+        check_record(stage)
+
+
+def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
+    stages = plan(study_config("scale=smoke", "seeds=1", f"root={tmp_path}"))
+    outcomes = run_stages(stages, prefix={"pretrain": ["srun", "--ntasks-per-node=4"]}, dry_run=True)
+    assert all(o.status == "planned" for o in outcomes)
+    pretraining_arms = len(study_config("scale=smoke").study.arms)  # ar_vs_mlm: every arm pretrains
+    assert [o.stage.kind for o in outcomes if o.detail.startswith("srun --ntasks-per-node=4 ")] == [
+        "pretrain"] * pretraining_arms
+    assert outcomes[-1].stage.name == "ar/seed1 diagnose"  # it reads mlm's diagnostics, so it goes after them
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_study_can_run_only_some_kinds_of_stage(tmp_path):
+    """More seeds for a fine-tuning finding alone: pretraining and fine-tuning, no diagnostics or scoring."""
+    outcomes = run_study_in_process(study_config("scale=smoke", "seeds=1", "first_seed=9", "arm=ar", f"root={tmp_path}",
+                                      "stages=[pretrain,finetune]", "dry_run=true", "report=false"))
+    kinds = [o.stage.kind for o in outcomes]
+    assert kinds[0] == "pretrain" and set(kinds) == {"pretrain", "finetune"}
+    assert {o.stage.seed for o in outcomes} == {9} and {o.stage.arm for o in outcomes} == {"ar"}
+    with pytest.raises(ValueError, match=r"stages=\['train'\]; choose some of"):
+        run_study_in_process(study_config("scale=smoke", "seeds=1", f"root={tmp_path}", "stages=[train]", "dry_run=true"))
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir):
+    root = tmp_path / "failing"
+    result = subprocess.run(
+        [sys.executable, "study.py", "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={root}",
+         'extra_pretrain=["objective.mask_rate=2"]'], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    log = result.stdout + result.stderr
+    assert "mlm/seed1 pretrain: failed" in log and "exit status 1" in log
+    assert "mlm/seed1 diagnose" in log and "waiting  " in log
+    record = json.loads((root / "mlm" / "seed1" / "pretrain" / RECORD).read_text())
+    assert record["launches"] == 1 and "objective.mask_rate=2" in record["overrides"]
+    assert record["seconds"] > 0  # the launch's wall time, failed or not
+
+
+
+def test_a_launch_killed_with_its_driver_is_counted_up_to_its_last_checkpoint(tmp_path):
+    class Stage:  # what cut_launch_seconds reads of a stage
+        folder = tmp_path
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert cut_launch_seconds({"started_at": 1000.0}, Stage) == 0.0  # no checkpoint: nothing of it is kept
+    last.parent.mkdir()
+    last.write_bytes(b"")
+    os.utime(last, (1600.0, 1600.0))
+    assert cut_launch_seconds({"started_at": 1000.0}, Stage) == 600.0
+    assert cut_launch_seconds({"started_at": None}, Stage) == 0.0  # that launch came back and counted itself
+    assert cut_launch_seconds({}, Stage) == 0.0  # a record from before the field
+    assert cut_launch_seconds({"started_at": 2000.0}, Stage) == 0.0  # a checkpoint older than the launch
+    os.utime(last, (time.time() + 3600, time.time() + 3600))  # stamped an hour ahead: read as written now
+    assert cut_launch_seconds({"started_at": time.time() - 60}, Stage) == pytest.approx(60, abs=5)
