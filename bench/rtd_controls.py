@@ -34,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common.scalars import run_scalars  # noqa: E402
 from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import Transformer  # noqa: E402
 from objectives.base import IGNORE_INDEX, Batch  # noqa: E402
@@ -87,15 +88,8 @@ CONTROLS = {
 
 
 def scalars(run: Path, tag: str) -> dict[int, float]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    values: dict[int, float] = {}
-    for events in sorted(run.glob("tensorboard/**/events.out.tfevents.*")):
-        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        if tag in accumulator.Tags()["scalars"]:
-            values.update({e.step: e.value for e in accumulator.Scalars(tag)})
-    return values
+    """`tag`'s logged values by step, read as every report reads a run (common.scalars)."""
+    return {int(step): float(value) for step, value in run_scalars(run)[tag].dropna().items()}
 
 
 def share_below(run: Path, loss: str, prior: str) -> dict[int, float]:

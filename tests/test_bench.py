@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.tensorboard import SummaryWriter
 
 import bench.conll_truncation as conll_truncation
 import bench.data_path as data_path
@@ -256,3 +257,16 @@ def test_the_trained_generator_control_trains_the_generator_and_discards_its_sam
     out = objective.loss(batch, model, torch.Generator().manual_seed(1))
     out.loss.backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in objective.generator.blocks.parameters())
+
+
+def test_the_controls_read_the_share_below_the_prior_at_the_steps_both_were_logged(tmp_path):
+    writer = SummaryWriter(str(tmp_path / "tensorboard"))  # where train.py logs
+    for step, (loss, prior) in {100: (0.60, 0.64), 200: (0.48, 0.64), 300: (None, 0.64)}.items():
+        writer.add_scalar("val/own_unigram", prior, step)
+        if loss is not None:
+            writer.add_scalar("val/rtd_loss", loss, step)
+    writer.add_scalar("val/rtd_loss", 0.5, 400)  # no prior logged at this step: no share
+    writer.close()
+    shares = rtd_controls.share_below(tmp_path, "val/rtd_loss", "val/own_unigram")
+    assert shares.keys() == {100, 200}
+    assert shares[100] == pytest.approx((0.64 - 0.60) / 0.64) and shares[200] == pytest.approx(0.25)
