@@ -19,7 +19,9 @@ The study config holds, beside its arms:
         test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # or non_inferiority /
                                                   # equivalence with margin:
         justification: one line from the anchor for the effect and the margin
-        registered: {date: 2026-11-24, commit: abc1234}
+        registered: {date: 2026-11-24, commit: abc1234,   # (analysis.registrations checks it)
+                     seeds: [1, 2, 3, 4, 5]}   # optional: the seeds its verdict is read on; until all are
+                                               # read the row is 'interim', and other seeds are left out
         superseded: [{test: {...}, registered: {...}, why: ...}]   # earlier registrations, kept when a claim
                                                                    # changed after data were seen
     checks:                           # reported with their interval, never judged (e.g. convergence)
@@ -39,8 +41,9 @@ from typing import Any
 import pandas as pd
 
 from analysis import study as S
-from analysis.findings import NotComparable, StudyRuns, describe, measure, quantity_of, values
-from analysis.gate import GATE_KEYS, MARGIN_KEYS, gate_description, gate_row
+from analysis.findings import NotComparable, StudyRuns, describe, measure, values
+from analysis.gate import gate_description, gate_row
+from analysis.registrations import at_registered_seeds, registered_claim, registration_text, superseded_text
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -55,8 +58,7 @@ from analysis.verdicts import (
 )
 from common.atomic import atomic_write_text
 
-FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded"}
-TEST_KEYS = {"kind", "direction", "smallest_effect", "margin"}
+INTERIM = "interim"  # not one of analysis.verdicts' verdicts: the absence of one until the registered seeds are read
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
                   "the registered claim's region (above 0, above -margin, or inside +-margin)",
@@ -68,52 +70,10 @@ VERDICT_MEANINGS = {
                     "targets in some seed (the row would measure how far that arm is from learning), a side scores "
                     "within the gate's floor of chance in some seed (it would compare guesses), or the row's "
                     "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
+    INTERIM: "the row's registration names pretraining seeds that have not all been read: its numbers are a look "
+             "at the seeds so far, and its verdict waits for the rest (a verdict at every look would spend the "
+             "error rate once per look)",
 }
-
-
-def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
-    """The finding's claim, after checking that everything the report needs was registered."""
-    unknown = set(finding) - FINDING_KEYS
-    missing = {"claim", "anchor", "a", "b", "test", "justification", "registered"} - set(finding)
-    if unknown or missing:
-        raise ValueError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
-                         f"has {sorted(FINDING_KEYS)} (superseded optional)")
-    for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
-        if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
-            raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
-                             "(and seen: <which seeds had run>, where some had)")
-    for side in ("a", "b"):
-        quantity_of(finding[side])
-    test = dict(finding["test"])
-    if set(test) - TEST_KEYS:
-        raise ValueError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
-    try:
-        return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
-    except (KeyError, ValueError) as err:
-        raise ValueError(f"finding {finding_id}: {err}") from err
-
-
-def check_registrations(study: dict[str, Any]) -> None:
-    """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
-    alpha = study.get("alpha", ALPHA)
-    if not 0 < float(alpha) < 1:
-        raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
-    gate = study.get("gate")
-    rule = (gate or {}).get("min_discrimination")
-    if gate is not None and (len(set(MARGIN_KEYS) & set(gate)) != 1 or set(gate) - GATE_KEYS
-                             or not all(float(v) >= 0 for k, v in gate.items() if k != "min_discrimination")
-                             or rule is not None and not (isinstance(rule, dict) and 0 < float(rule.get("alpha", 0)) < 1)):
-        raise ValueError(f"study.gate={gate}; give gate: {{one of own_below_unigram or min_below_unigram: <nats, >= 0> or "
-                         "own_share_below_unigram: <share of the baseline, >= 0>, "
-                         "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
-                         "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
-    for finding_id, finding in (study.get("findings") or {}).items():
-        registered_claim(finding_id, finding)
-    for check_id, check in (study.get("checks") or {}).items():
-        arm = (check.get("value") or {}).get("arm")
-        if arm not in study["arms"]:
-            raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
-        quantity_of(check["value"])
 
 
 def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
@@ -139,21 +99,23 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         row = {"finding": finding_id, "claim": finding.get("claim", ""), "anchor": finding.get("anchor", ""),
                "kind": claim.kind, "direction": claim.direction, "margin": claim.margin,
                "smallest_effect": claim.smallest_effect, "justification": finding.get("justification", ""),
-               "registered": _registration(finding["registered"]),
+               "registered": registration_text(finding["registered"]),
                "registered_after_data": bool(finding["registered"].get("seen")),
-               "superseded": "; ".join(_superseded(s) for s in finding.get("superseded") or []),
+               "superseded": "; ".join(superseded_text(s) for s in finding.get("superseded") or []),
                "a": describe(finding["a"]), "b": describe(finding["b"])}
         try:
             measured = measure(runs, finding["a"], finding["b"])
         except NotComparable as err:
             measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
-        seeds = measured["seeds"]
+        seeds, to_come, seeds_note = at_registered_seeds(finding["registered"], measured["seeds"])
         interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds], 1 - alpha)
         test = judge_claim(interval, claim)
         row.update(seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
                    b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=interval.low,
                    ci_high=interval.high, p=test.p,
-               note=measured.get("note", "") or ("" if seeds else "no seed has both sides"),
+                   seeds_to_come=to_come,
+                   note="; ".join(x for x in (measured.get("note", "") or ("" if seeds else "no seed has both sides"),
+                                              seeds_note) if x),
                    **gate_row(runs, study, finding, seeds),
                    **power_columns(claim, interval.sd, interval.n, alpha / max(1, len(findings))))
         rows.append(row)
@@ -163,24 +125,14 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
         table["verdict"] = verdicts(tests, gated, alpha, adjust)
+        # a gate failed at a seed already read stays final; otherwise a row waits for its registered seeds
+        waiting = table["seeds_to_come"].map(bool) & ~pd.Series(gated, index=table.index)
+        table.loc[waiting, "verdict"] = INTERIM
     return table
 
 
 def _mean(side: dict[int, float], seeds: list[int]) -> float:
     return sum(side[s] for s in seeds) / len(seeds) if seeds else math.nan
-
-
-def _registration(registered: dict[str, Any]) -> str:
-    # `seen`: what data the registration came after (a claim added once some seeds had run), printed so a
-    # reader can discount it; the claim stays pre-registered for the seeds run after it.
-    seen = f", after seeing {registered['seen']}" if registered.get("seen") else ""
-    return f"{registered.get('date')} at {registered.get('commit')}{seen}"
-
-
-def _superseded(entry: dict[str, Any]) -> str:
-    test = entry.get("test", {})
-    what = ", ".join(f"{k} {v}" for k, v in test.items())
-    return f"was {what or entry.get('claim', '?')} ({_registration(entry.get('registered', {}))}): {entry.get('why', '')}"
 
 
 def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
@@ -263,7 +215,8 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
              f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
              "data order and fine-tuning seeds), with its unadjusted 95 % Student-t interval over seeds.",
              (gate_description(study) if gate else "No learning gate is registered for this study."), ""]
-    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in VERDICTS]
+    shown = [*VERDICTS, *([INTERIM] if (table.get("verdict", pd.Series(dtype=object)) == INTERIM).any() else [])]
+    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in shown]
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
               "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
               "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
@@ -286,7 +239,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
     if withdrawn:
         lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
                   "|---|---|---|"]
-        lines += [f"| {fid} | {_registration(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
+        lines += [f"| {fid} | {registration_text(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
     if not checks.empty:
         lines += ["", "## Checks (reported, not judged)", "", "| check | what | value | per seed | mean [95 % CI] |",
                   "|---|---|---|---|---|"]

@@ -24,7 +24,8 @@ from typing import Any
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.findings_report import check_registrations, write_findings
+from analysis.findings_report import write_findings
+from analysis.registrations import check_registrations
 from common.atomic import atomic_write_text
 from common.commands import STAGE_COMMANDS
 from studies.plan import Stage, describe

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from analysis.findings import NotComparable, StudyRuns, _representation, values
-from analysis.findings_report import check_registrations, findings_table, write_findings
+from analysis.findings_report import findings_table, write_findings
+from analysis.registrations import check_registrations
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 from tests.findings_helpers import (
     FINDINGS,

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.findings_report import check_registrations, findings_table
+from analysis.findings_report import findings_table
+from analysis.registrations import check_registrations
 from tests.findings_helpers import (
     F1,
     FINDINGS,

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.findings_report import check_registrations
 from analysis.gate import coin_flip_p_value, paradigm_counts
+from analysis.registrations import check_registrations
 from tests.findings_helpers import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]
