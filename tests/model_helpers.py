@@ -1,0 +1,14 @@
+"""A tiny backbone for the model and attention tests, in each norm and position variant."""
+
+import torch
+
+from models.backbone import ModelConfig, Transformer
+
+VARIANTS = [("pre", "learned"), ("post", "learned"), ("pre", "rope"), ("post", "rope")]
+
+
+def tiny_model(norm: str = "pre", positions: str = "learned", **kw) -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=40, max_len=32, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                      norm_position=norm, positions=positions, **kw)
+    return Transformer(cfg).eval()
