@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common.scalars import event_scalars  # noqa: E402
+from common.scalars import loaded_events, scalar_frame  # noqa: E402
 
 REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
 
@@ -75,12 +75,13 @@ def read(pilot: Pilot) -> None:
     pilot.finished = run is not None and (run / "summary.json").is_file()
     if run is None or not (run / "tensorboard").is_dir():
         return
-    values = event_scalars(run / "tensorboard")
+    events = loaded_events(run / "tensorboard")  # read once, for the values and for when they were logged
+    values = scalar_frame(events)
     if {"val/own_below_unigram", "val/own_unigram"} <= set(values):
         shares = (values["val/own_below_unigram"] / values["val/own_unigram"]).dropna()
         pilot.shares = {int(step): float(share) for step, share in shares.items()}
     if "train/loss" in values:
-        logged = event_scalars(run / "tensorboard", wall_time=True)["train/loss"].dropna()
+        logged = scalar_frame(events, wall_time=True)["train/loss"].dropna()
         first, last = logged.index.min(), logged.index.max()
         pilot.steps = int(last)
         if last > first:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -87,15 +88,15 @@ CONTROLS = {
 }
 
 
-def scalars(run: Path, tag: str) -> dict[int, float]:
-    """`tag`'s logged values by step, read as every report reads a run (common.scalars)."""
-    return {int(step): float(value) for step, value in run_scalars(run)[tag].dropna().items()}
+def by_step(series: pd.Series) -> dict[int, float]:
+    """A column of a run's scalars (common.scalars.run_scalars) at the steps it has a value."""
+    return {int(step): float(value) for step, value in series.dropna().items()}
 
 
 def share_below(run: Path, loss: str, prior: str) -> dict[int, float]:
     """(prior - loss) / prior at every step both were logged."""
-    losses, priors = scalars(run, loss), scalars(run, prior)
-    return {step: (priors[step] - value) / priors[step] for step, value in losses.items() if step in priors}
+    frame = run_scalars(run)
+    return by_step((frame[prior] - frame[loss]) / frame[prior])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.run(command, cwd=REPO, check=True)
     columns = {f"{c} (held-out)": share_below(args.root / c, "val/rtd_loss", "val/own_unigram") for c in args.controls}
     if "overfit" in args.controls:
-        train = scalars(args.root / "overfit", "train/rtd_loss")
-        shares = scalars(args.root / "overfit", "train/replaced_share")
+        overfit = run_scalars(args.root / "overfit")
+        train, shares = by_step(overfit["train/rtd_loss"]), by_step(overfit["train/replaced_share"])
         entropy = {s: float(binary_entropy(torch.tensor(p))) for s, p in shares.items()}
         below = {s: (entropy[s] - v) / entropy[s] for s, v in train.items() if s in entropy}
         # each validation row gets the last training value logged at or before it

@@ -30,7 +30,11 @@ def loaded_events(tensorboard: Path) -> EventAccumulator:
 def event_scalars(tensorboard: Path, wall_time: bool = False) -> pd.DataFrame:
     """Every scalar tag in a TensorBoard folder, one column per tag, indexed by step: the logged values, or with
     `wall_time` the clock time (seconds since the epoch) at which each was logged, a run's pace."""
-    events = loaded_events(tensorboard)
+    return scalar_frame(loaded_events(tensorboard), wall_time)
+
+
+def scalar_frame(events: EventAccumulator, wall_time: bool = False) -> pd.DataFrame:
+    """event_scalars' table from a folder already loaded (loaded_events): values and times from one read."""
     series = {tag: pd.Series({e.step: e.wall_time if wall_time else e.value for e in events.Scalars(tag)},
                              dtype=float)
               for tag in events.Tags()["scalars"]}
