@@ -119,6 +119,11 @@ def composed_config(name: str, overrides: Sequence[str], **settings: object) -> 
     return cfg
 
 
+def study_config(*overrides: str) -> DictConfig:
+    """configs/study.yaml with the overrides (composed_config), as study.py would compose them."""
+    return composed_config("study", overrides)
+
+
 def tiny_config(out: Path, cache: Path, *overrides: str) -> DictConfig:
     """A pretraining config of seconds (TINY_OVERRIDES) writing to `out`."""
     return composed_config("train", [*TINY_OVERRIDES, *overrides], **{"data.cache_dir": str(cache),

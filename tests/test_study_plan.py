@@ -7,17 +7,13 @@ import pytest
 
 from common.config import compose_config
 from studies.plan import plan
-from tests.conftest import composed_config
+from tests.conftest import study_config
 from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 # Every preset of the pretrain -> fine-tune -> diagnose pipeline, discovered; a study with its own planner (the
 # embeddings study) is tested beside its planner (tests/test_embeddings_study.py).
 STUDIES = sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml") if "\nplanner:" not in p.read_text())
-
-
-def study_config(*overrides: str):
-    return composed_config("study", overrides)
 
 
 def stage_config(stage):

@@ -13,13 +13,9 @@ import pytest
 from studies.plan import plan
 from studies.run import run_study as run_study_in_process
 from studies.runner import RECORD, check_record, cut_launch_seconds, run_stages
-from tests.conftest import composed_config
+from tests.conftest import study_config
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def study_config(*overrides: str):
-    return composed_config("study", overrides)
 
 
 def test_a_folder_run_with_other_settings_is_refused(tmp_path):
