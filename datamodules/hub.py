@@ -7,14 +7,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from datamodules.corpora import (
-    Corpus,
-    Splits,
-    file_fingerprint,
-    in_validation,
-    split_by_document,
-    split_wikitext_articles,
-)
+from datamodules.corpora import Corpus, Splits, file_fingerprint, in_validation, split_by_document
+from datamodules.release_corpora import split_wikitext_articles
 
 
 class HuggingFaceCorpus(Corpus):

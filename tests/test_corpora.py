@@ -2,17 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.corpora import (
-    BrownCorpus,
-    EmbeddedWikipedia,
-    Mixture,
-    TextFiles,
-    WikiText,
-    brown_to_text,
-    split_by_document,
-    split_wikitext_articles,
-    tidy_wiki_text,
-)
+from datamodules.corpora import EmbeddedWikipedia, Mixture, TextFiles, split_by_document, tidy_wiki_text
 
 
 @pytest.fixture(scope="module")
@@ -53,36 +43,6 @@ def test_split_is_by_document_deterministic_and_order_independent(wiki_docs):
     assert len(a["train"]) + len(a["validation"]) == 106  # empty documents are dropped
 
 
-def test_brown_reader_strips_tags_and_keeps_every_word(data_dir):
-    corpus = BrownCorpus(str(data_dir / "brown"))
-    docs = corpus.read_documents()
-    assert len(docs) == 500
-    words = sum(len(text.split()) for _, text in docs)
-    sentences = sum(len(text.splitlines()) for _, text in docs)
-    assert (words, sentences) == (1_161_192, 57_340)  # NLTK's published figures
-    assert dict(docs)["ca01"].startswith('The Fulton County Grand Jury said Friday an investigation of')
-    splits = corpus.load()
-    assert len(splits["validation"]) == 25 and len(splits["train"]) == 475
-
-
-def test_brown_to_text_keeps_slashes_inside_words():
-    assert brown_to_text("\tand/cc 1/2/cd ``/`` hi/uh ''/''\n\n") == 'and 1/2 " hi "'
-
-
-def test_wikitext_articles_split_on_title_headings(data_dir):
-    corpus = WikiText(str(data_dir / "wikitext-2" / "wiki.valid.tokens"), val_fraction=0.1)
-    splits = corpus.load()
-    articles = splits["train"] + splits["validation"]
-    assert len(articles) == 60  # the valid split holds 60 articles
-    assert len(splits["validation"]) == 6
-    assert any(a.startswith("= Homarus gammarus =") for a in articles)
-
-
-def test_wikitext_subsections_stay_in_their_article():
-    lines = [" = A = ", " text a ", " = = Sub = = ", " more a ", " = B = ", " text b "]
-    assert split_wikitext_articles(lines) == ["= A = \n text a \n = = Sub = = \n more a", "= B = \n text b"]
-
-
 def test_text_files_one_document_per_file_or_per_blank_line(tmp_path: Path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.txt").write_text("first doc\nline two\n\nstill first")
@@ -100,8 +60,6 @@ def test_empty_and_missing_corpora_get_clear_errors(tmp_path: Path):
         TextFiles([str(tmp_path / "empty.txt")]).load()
     with pytest.raises(FileNotFoundError, match="does not exist"):
         TextFiles([str(tmp_path / "nope.txt")]).load()
-    with pytest.raises(FileNotFoundError, match="ARMLM_DATA_DIR"):
-        BrownCorpus(str(tmp_path / "no-brown")).load()
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(ValueError, match="not UTF-8"):
         TextFiles([str(tmp_path / "latin1.txt")]).load()

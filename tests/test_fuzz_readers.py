@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datamodules.conll import read_conll
-from datamodules.corpora import BrownCorpus, TextFiles, WikiText
+from datamodules.corpora import TextFiles
 from datamodules.glue import read_release_split
+from datamodules.release_corpora import BrownCorpus, WikiText
 from tests.test_finetune_data import glue_task
 
 EXAMPLES = int(os.environ.get("ARMLM_FUZZ_EXAMPLES", "300"))
