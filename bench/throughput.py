@@ -23,10 +23,8 @@ import contextlib
 import json
 import statistics
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -36,7 +34,8 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak, synchronize  # noqa: E402
+from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
+from bench.timed_steps import Contestant, inference_step, precision_context, summarise, timed, training_step  # noqa: E402
 from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import ModelConfig, Transformer  # noqa: E402
 from objectives.base import Objective  # noqa: E402
@@ -47,50 +46,11 @@ from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 N_SPECIAL = 6  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
 OBJECTIVE_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "objective"
 HF_REFERENCE = {"ar": "HF gpt2", "mlm": "HF bert"}  # the Hugging Face model each armlm objective is held against
-Step = Callable[[], None]
-
-
-@dataclass
-class Contestant:
-    name: str
-    objective: str  # the objective config's name (HF_REFERENCE pairs ar and mlm with a Hugging Face model)
-    train: Step
-    infer: Step
-    forward_flops_per_token: float
 
 
 def vocabulary(size: int) -> Vocabulary:
     return Vocabulary(size=size, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4, eod_id=5,
                       unigram_counts=np.ones(size, dtype=np.int64))
-
-
-def precision_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def training_step(module: nn.Module, loss_of_batch: Callable[[], Tensor], optimizer: torch.optim.Optimizer,
-                  autocast: Callable[[], contextlib.AbstractContextManager]) -> Step:
-    def step() -> None:
-        module.train()
-        with autocast():
-            loss = loss_of_batch()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
-
-
-def inference_step(module: nn.Module, loss_of_batch: Callable[[], Tensor],
-                   autocast: Callable[[], contextlib.AbstractContextManager]) -> Step:
-    def step() -> None:
-        module.eval()
-        with torch.inference_mode(), autocast():
-            loss_of_batch()
-
-    return step
 
 
 def objective_names() -> list[str]:
@@ -205,19 +165,6 @@ def hf_contestants(args: argparse.Namespace, shape: Shape, device: torch.device,
             forward_flops_per_token(shape, causal=causal, vocab_share=vocab_share, mlm_transform=transform),
         ))
     return contestants
-
-
-def timed(step: Step, steps: int, device: torch.device) -> float:
-    synchronize(device)
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    synchronize(device)
-    return time.perf_counter() - started
-
-
-def summarise(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def run(args: argparse.Namespace) -> dict:
