@@ -20,16 +20,7 @@ from filelock import FileLock
 from common.vocabulary import EOD
 from datamodules.corpora import EmbeddedWikipedia
 from datamodules.sampler import ResumableSampler
-from datamodules.shards import (
-    LOCK,
-    MANIFEST,
-    PLAN,
-    ShardedTokens,
-    encode_to_shards,
-    read_shards,
-    shard_paths,
-    split_words,
-)
+from datamodules.shards import LOCK, MANIFEST, PLAN, encode_to_shards, read_shards, shard_paths, split_words
 from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
 from tests.conftest import REPO
 
@@ -209,25 +200,6 @@ def test_the_tokenizer_sample_is_bounded_seeded_and_spread(documents):
     # Drawn from the whole stream, not its head: some piece comes from the last third of the documents.
     tail = "".join(documents[40:])
     assert any(piece in tail for piece in sample)
-
-
-def test_sharded_tokens_behave_like_an_array():
-    parts = [np.arange(0, 5, dtype=np.uint16), np.arange(5, 5, dtype=np.uint16), np.arange(5, 12, dtype=np.uint16)]
-    stream = ShardedTokens(parts)
-    flat = np.arange(12)
-    assert len(stream) == 12 and stream.shape == (12,)
-    for start in range(12):
-        for stop in range(start, 13):
-            assert np.array_equal(stream[start:stop], flat[start:stop])
-    assert stream[-1] == 11 and stream[7] == 7 and stream[np.uint64(7)] == 7 and stream[np.int32(-1)] == 11
-    for bad in (12, -13):
-        with pytest.raises(IndexError):
-            stream[bad]
-    with pytest.raises(IndexError):
-        stream.read(-2, 3)
-    with pytest.raises(TypeError):
-        stream[1.5]
-    assert len(stream.head(6)) == 6 and len(stream.head(100)) == 12
 
 
 @pytest.mark.slow
