@@ -21,8 +21,8 @@ STRICT_WORDS = 100_000_000  # BabyLM's strict track
 # these lines of this seed, against the release's 5-gram
 BUDGET_RULE_LINES = ("AutoregressiveLM · exact", "MaskedLM · pll")
 BUDGET_RULE_SEED = 1
-# An H100 SXM's dense bf16 datasheet peak. No run reaches a peak, and no GPU has measured armlm's throughput, so
-# hours at it are a lower bound on a GPU run, never an estimate of one.
+# An H100 SXM's dense bf16 datasheet peak. No run reaches a peak (a small model's steps are bound by kernel launches),
+# so hours at it are a lower bound on a GPU run, never an estimate of one.
 H100_PEAK_FLOPS = 989e12
 
 

@@ -205,8 +205,9 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
         parts += [f"## What one pass over {STRICT_WORDS / 1e6:.0f}M words (BabyLM's strict track) would cost", "",
                   "Each line's pretraining rate at its largest budget (wall time on this machine, validation and "
                   "checkpoints included, a branch with its share of the trunk) times the words. The GPU column is "
-                  "the training FLOPs at an H100's dense bf16 datasheet peak: a lower bound, not a measurement (no "
-                  "GPU has timed armlm; a model this small reaches a small share of that peak).", "",
+                  "the training FLOPs at an H100's dense bf16 datasheet peak: a lower bound no run of a model this "
+                  "small approaches (its steps are bound by kernel launches), not an estimate; an estimate needs a "
+                  "GPU's measured step time.", "",
                   "| line | rate read at | n | s per 1,000 words | hours here | training FLOPs per word | "
                   "H100 hours at peak (bound) |", "|---|---|---|---|---|---|---|"]
         parts += [f"| {r.line} | {r.at_words / 1e6:.2f}M | {int(r.n)} | {r.seconds_per_kword:.2f} | "
