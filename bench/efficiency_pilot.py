@@ -3,10 +3,16 @@ runs it, at several multiples of a base budget, on a seed no registered run uses
 each under a wall-clock limit; then read from their TensorBoard logs. Printed per run: steps logged, seconds a step
 (validation included), each arm's held-out own loss as a share below its context-free baseline (the study gate's
 quantity: `own_share_below_unigram`) at its last validation, the first step at which it reached the gate, and
-whether the finished run clears it. A run stopped at its wall limit keeps its trajectory and clears nothing.
+whether the finished run clears its arm's bar. A run stopped at its wall limit keeps its trajectory and clears nothing.
+
+Then the budget rule fixed before the ladder ran (docs/findings.md): over every run under `--root`, from this call or
+an earlier one, the smallest of `--rungs` at which every arm of the study has a finished run that clears its bar
+(`--bar arm=share`, the gate for the others). A rung where a finished run misses its bar is passed over; the first
+one still missing a run, or holding an unfinished one, leaves the choice open, naming what it waits for.
 
     python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
         --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json
+    python bench/efficiency_pilot.py --root /tmp/pilot          # read the ladder so far and apply the rule
 
 Several runs share one GPU as separate processes; the first starts alone until its token cache is written, so the
 others read that cache instead of building it each.
@@ -37,8 +43,8 @@ class Pilot:
     arm: str
     multiple: float
     root: Path
-    command: list[str]
-    wall_seconds: float = 0.0
+    command: list[str] = field(default_factory=list)  # empty for a run read from an earlier call
+    wall_seconds: float | None = None
     stopped_at_wall: bool = False
     finished: bool = False
     steps: int = 0
@@ -48,8 +54,16 @@ class Pilot:
     def first_step_at(self, gate: float) -> int | None:
         return next((step for step, share in sorted(self.shares.items()) if share >= gate), None)
 
-    def clears(self, gate: float) -> bool:
-        return self.finished and bool(self.shares) and self.shares[max(self.shares)] >= gate
+    def clears(self, bar: float) -> bool:
+        return self.finished and bool(self.shares) and self.shares[max(self.shares)] >= bar
+
+
+def parse_bar(spec: str) -> tuple[str, float]:
+    arm, _, share = spec.partition("=")
+    try:
+        return arm, float(share)
+    except ValueError:
+        raise SystemExit(f"--bar takes arm=share (e.g. electra=0.10), got {spec!r}") from None
 
 
 def parse_run(spec: str) -> tuple[str, float]:
@@ -67,6 +81,41 @@ def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
                f"budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
                "stages=[pretrain]", f"root={root}", "report=false", f"extra_pretrain={extra}"]
     return Pilot(arm, multiple, root, command)
+
+
+def pilots_under(root: Path) -> list[Pilot]:
+    """Every pilot folder (x<multiple>-<arm>) under root, ordered by multiple and arm."""
+    found = []
+    for folder in root.glob("x*-*"):
+        if not folder.is_dir():
+            continue  # a run's log sits beside its folder
+        multiple, _, arm = folder.name[1:].partition("-")
+        try:
+            found.append(Pilot(arm, float(multiple), folder))
+        except ValueError:
+            continue  # not a pilot folder
+    return sorted(found, key=lambda p: (p.multiple, p.arm))
+
+
+def chosen_multiple(pilots: list[Pilot], arms: list[str], bars: dict[str, float], gate: float,
+                    rungs: list[float]) -> tuple[float | None, str]:
+    """The rule: the smallest of `rungs` at which every arm's finished run clears its bar; a rung with a finished run
+    below its bar is passed over, and the first one missing a run (or with one unfinished) leaves the choice open."""
+    by_multiple: dict[float, dict[str, Pilot]] = {}
+    for pilot in pilots:
+        by_multiple.setdefault(pilot.multiple, {})[pilot.arm] = pilot
+    missed = []
+    for multiple in sorted(rungs):
+        runs = by_multiple.get(multiple, {})
+        failed = [a for a, p in runs.items() if a in arms and p.finished and not p.clears(bars.get(a, gate))]
+        if failed:
+            missed.append(f"{multiple:g} x missed ({', '.join(failed)})")
+            continue
+        waiting = [a for a in arms if a not in runs or not runs[a].finished]
+        if waiting:
+            return None, "; ".join(missed + [f"{multiple:g} x open: waiting for {', '.join(waiting)}"])
+        return multiple, "; ".join(missed + [f"{multiple:g} x: every arm clears its bar"])
+    return None, "; ".join(missed + ["no rung of the rule qualifies: it sets no budget"])
 
 
 def read(pilot: Pilot) -> None:
@@ -127,27 +176,44 @@ def run_all(pilots: list[Pilot], parallel: int, wall: float, log_dir: Path) -> N
                   f"{', stopped at the wall limit' if pilot.stopped_at_wall else ''})", flush=True)
 
 
-def table(pilots: list[Pilot], gate: float) -> str:
-    rows = ["| arm | budget | steps | s/step | wall s | own share below baseline, last | first step >= gate | "
-            "clears |", "|---|---|---|---|---|---|---|---|"]
+def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
+    rows = ["| arm | budget | steps | s/step | wall s | own share below baseline, last | bar | first step >= bar | "
+            "clears |", "|---|---|---|---|---|---|---|---|---|"]
     for p in pilots:
+        bar = bars.get(p.arm, gate)
         last = f"{p.shares[max(p.shares)]:.3f} (step {max(p.shares)})" if p.shares else "none logged"
         pace = f"{p.seconds_per_step:.4f}" if p.seconds_per_step else "-"
-        verdict = "yes" if p.clears(gate) else ("no" if p.finished else "unfinished")
-        rows.append(f"| {p.arm} | {p.multiple:g} x | {p.steps} | {pace} | {p.wall_seconds:.0f} | {last} | "
-                    f"{p.first_step_at(gate) or '-'} | {verdict} |")
+        wall = "-" if p.wall_seconds is None else f"{p.wall_seconds:.0f}"
+        verdict = "yes" if p.clears(bar) else ("no" if p.finished else "unfinished")
+        rows.append(f"| {p.arm} | {p.multiple:g} x | {p.steps} | {pace} | {wall} | {last} | {bar:g} | "
+                    f"{p.first_step_at(bar) or '-'} | {verdict} |")
     return "\n".join(rows)
+
+
+def study_arms(study: str) -> list[str]:
+    from omegaconf import OmegaConf
+
+    path = REPO / "configs" / "study" / f"{study}.yaml"
+    if not path.is_file():
+        raise SystemExit(f"no study config {path}; pass --study with a name in configs/study/")
+    return list(OmegaConf.load(path).arms)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, required=True, help="where the pilot runs are written")
-    parser.add_argument("--runs", nargs="+", required=True, help="arm:multiple of the base budget, e.g. electra:16")
+    parser.add_argument("--runs", nargs="*", default=[], help="arm:multiple of the base budget to run, e.g. electra:2 "
+                        "(none: only read the runs already under --root)")
     parser.add_argument("--study", default="efficiency")
-    parser.add_argument("--scale", default="cpu")
-    parser.add_argument("--base-budget", type=float, default=3.8e13, help="training FLOPs of one multiple")
+    parser.add_argument("--scale", default="gutenwiki")
+    parser.add_argument("--base-budget", type=float, default=2.93e14, help="training FLOPs of one multiple "
+                        "(gutenwiki: one MLM pass)")
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--gate", type=float, default=0.08, help="the study gate's own_share_below_unigram")
+    parser.add_argument("--bar", nargs="*", default=["electra=0.10", "all_tokens_mlm=0.10"],
+                        help="arm=share an arm must reach instead of the gate (default: the rule in docs/findings.md)")
+    parser.add_argument("--rungs", type=float, nargs="+", default=[1.0, 2.0],
+                        help="the multiples the rule chooses among, smallest first (default: the rule's 1 x and 2 x)")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once")
     parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
     parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")
@@ -157,21 +223,31 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"seed {args.seed} is kept for an independent replication; pilot on another (e.g. 20)")
     if args.parallel < 1:
         raise SystemExit(f"--parallel must be at least 1, got {args.parallel}")
+    arms = study_arms(args.study)
+    bars = dict(parse_bar(spec) for spec in args.bar)
+    if unknown := sorted(set(bars) - set(arms)):
+        raise SystemExit(f"--bar names {unknown}, not arms of study={args.study} ({', '.join(arms)})")
     args.root.mkdir(parents=True, exist_ok=True)
-    pilots = [pilot_of(args, *parse_run(spec)) for spec in args.runs]
-    run_all(pilots, args.parallel, args.wall, args.root)
+    launched = [pilot_of(args, *parse_run(spec)) for spec in args.runs]
+    run_all(launched, args.parallel, args.wall, args.root)
+    earlier = [p for p in pilots_under(args.root) if p.root not in {q.root for q in launched}]
+    pilots = sorted(launched + earlier, key=lambda p: (p.multiple, p.arm))
     for pilot in pilots:
         read(pilot)
+    multiple, reason = chosen_multiple(pilots, arms, bars, args.gate, args.rungs)
     print(f"seed {args.seed}, {args.study} at {args.scale}, base budget {args.base_budget:.3g} FLOPs, gate "
-          f"{args.gate:g}")
-    print(table(pilots, args.gate))
+          f"{args.gate:g}, bars {bars}")
+    print(table(pilots, bars, args.gate))
+    print(f"budget: {'none yet' if multiple is None else f'{multiple:g} x = {args.base_budget * multiple:.3g} FLOPs'}"
+          f" ({reason})")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        records = [{**asdict(p), "root": str(p.root), "first_step_at_gate": p.first_step_at(args.gate),
-                    "clears": p.clears(args.gate)} for p in pilots]
+        records = [{**asdict(p), "root": str(p.root), "bar": bars.get(p.arm, args.gate),
+                    "first_step_at_bar": p.first_step_at(bars.get(p.arm, args.gate)),
+                    "clears": p.clears(bars.get(p.arm, args.gate))} for p in pilots]
         args.out.write_text(json.dumps({"seed": args.seed, "study": args.study, "scale": args.scale,
-                                        "base_budget": args.base_budget, "gate": args.gate, "runs": records},
-                                       indent=1))
+                                        "base_budget": args.base_budget, "gate": args.gate, "bars": bars,
+                                        "chosen_multiple": multiple, "rule": reason, "runs": records}, indent=1))
 
 
 if __name__ == "__main__":

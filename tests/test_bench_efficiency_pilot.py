@@ -39,8 +39,9 @@ def test_the_replication_seeds_are_refused(tmp_path, seed):
         efficiency_pilot.main(["--root", str(tmp_path), "--runs", "mlm:1", "--seed", str(seed)])
 
 
-def write_run(folder, margins: dict[int, float], baseline: float, finished: bool) -> None:
-    writer = SummaryWriter(str(folder / "electra" / "seed20" / "pretrain" / "tensorboard"))  # where train.py logs
+def write_run(folder, margins: dict[int, float], baseline: float, finished: bool, arm: str = "electra") -> None:
+    run = folder / arm / "seed20" / "pretrain"
+    writer = SummaryWriter(str(run / "tensorboard"))  # where train.py logs
     for step in range(0, max(margins) + 1, 10):
         writer.add_scalar("train/loss", 1.0, step)
     for step, margin in margins.items():
@@ -48,7 +49,7 @@ def write_run(folder, margins: dict[int, float], baseline: float, finished: bool
         writer.add_scalar("val/own_unigram", baseline, step)
     writer.close()
     if finished:
-        (folder / "electra" / "seed20" / "pretrain" / "summary.json").write_text("{}")
+        (run / "summary.json").write_text("{}")
 
 
 @pytest.mark.parametrize("finished", [True, False])
@@ -61,4 +62,64 @@ def test_the_gate_is_read_from_the_logged_margins_and_only_a_finished_run_clears
     assert pilot.steps == 300 and pilot.seconds_per_step is not None
     assert pilot.clears(0.08) is finished  # a run stopped at its wall limit clears nothing
     assert not pilot.clears(0.2)
-    assert ("yes" if finished else "unfinished") in efficiency_pilot.table([pilot], 0.08)
+    assert ("yes" if finished else "unfinished") in efficiency_pilot.table([pilot], {}, 0.08)
+
+
+ARMS = ["mlm", "replace_mlm", "electra_15", "all_tokens_mlm", "electra"]
+BARS = {"electra": 0.10, "all_tokens_mlm": 0.10}
+
+
+def ladder(tmp_path, ends: dict[tuple[str, float], float | None]) -> list:
+    """Pilot folders whose runs end at the given share (baseline 1.0); None: the run stopped before its end."""
+    for (arm, multiple), share in ends.items():
+        folder = tmp_path / f"x{multiple:g}-{arm}"
+        write_run(folder, {100: 0.0, 200: share if share is not None else 0.5}, 1.0, share is not None, arm)
+        (tmp_path / f"{folder.name}.log").write_text("the run's output, beside its folder")
+    pilots = efficiency_pilot.pilots_under(tmp_path)
+    for pilot in pilots:
+        efficiency_pilot.read(pilot)
+    return pilots
+
+
+def choose(pilots):
+    return efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [1.0, 2.0])
+
+
+def test_the_rule_passes_over_a_missed_rung_and_picks_the_first_where_every_arm_clears_its_bar(tmp_path):
+    ends = {("electra", 1): 0.077, ("all_tokens_mlm", 1): 0.071}  # the CPU's 1 x: both under 0.10
+    ends |= {(arm, 2): 0.12 for arm in ("electra", "all_tokens_mlm")} | {(arm, 2): 0.3 for arm in ARMS[:3]}
+    pilots = ladder(tmp_path, ends)
+    assert [(p.arm, p.multiple) for p in pilots][:2] == [("all_tokens_mlm", 1.0), ("electra", 1.0)]
+    multiple, reason = choose(pilots)
+    assert multiple == 2.0 and "1 x missed (all_tokens_mlm, electra)" in reason
+
+
+@pytest.mark.parametrize("share", [0.095, None])
+def test_the_choice_stays_open_until_every_arm_of_the_rung_has_finished(tmp_path, share):
+    # ELECTRA at 0.095 clears the gate (0.08) but not its bar (0.10): the rung is missed, not chosen.
+    ends = {("electra", 1): share, ("all_tokens_mlm", 1): 0.2, ("mlm", 1): 0.3}
+    multiple, reason = choose(ladder(tmp_path, ends))
+    assert multiple is None
+    if share is None:  # ELECTRA stopped before its end: 1 x waits for it and for the two arms not run
+        assert reason == "1 x open: waiting for replace_mlm, electra_15, electra"
+    else:
+        assert reason == "1 x missed (electra); 2 x open: waiting for " + ", ".join(ARMS)
+
+
+def test_a_rung_outside_the_rule_is_shown_but_never_chosen(tmp_path):
+    ends = {(arm, 4): 0.3 for arm in ARMS} | {("electra", 1): 0.01, ("electra", 2): 0.05}
+    pilots = ladder(tmp_path, ends)
+    assert choose(pilots) == (None, "1 x missed (electra); 2 x missed (electra); no rung of the rule qualifies: it "
+                                    "sets no budget")
+    assert efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [4.0])[0] == 4.0
+
+
+def test_reading_the_root_alone_applies_the_rule_to_earlier_calls_runs(tmp_path, capsys):
+    ladder(tmp_path, {(arm, 1): 0.3 for arm in ARMS} | {("electra", 1): 0.101})
+    efficiency_pilot.main(["--root", str(tmp_path), "--out", str(tmp_path / "ladder.json")])
+    assert "budget: 1 x = 2.93e+14 FLOPs (1 x: every arm clears its bar)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "ladder.json").read_text())
+    assert saved["chosen_multiple"] == 1.0 and len(saved["runs"]) == 5
+    assert {r["arm"]: r["bar"] for r in saved["runs"]}["electra"] == 0.10
+    with pytest.raises(SystemExit, match="not arms of study=efficiency"):
+        efficiency_pilot.main(["--root", str(tmp_path), "--bar", "generator=0.1"])
