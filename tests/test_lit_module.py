@@ -7,6 +7,7 @@ import torch
 from common.seeding import VAL_CORRUPTION
 from datamodules.pretrain import PretrainDataModule
 from objectives.ar import AutoregressiveLM
+from objectives.electra import AllTokensMLM, Electra
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
 from tests.test_mixture import blocks, mixture
@@ -92,3 +93,35 @@ def test_masked_diffusion_is_gated_on_its_bound(vocab, monkeypatch):
     objective.set_vocabulary(vocab)
     _, logged = validated(objective, vocab, [blocks(vocab, rows=4, length=12)], monkeypatch)
     assert logged["val/own_below_unigram"] == pytest.approx(logged["val/own_unigram"] - logged["val/nelbo"], abs=1e-5)
+
+
+def electra_family(cls, vocab):
+    shape = {**{k: SETTINGS["model"][k] for k in ("d_model", "n_layers", "max_len")}, "positions": "learned",
+             "norm_position": "pre", "dropout": 0.0, "layer_norm_eps": 1e-5, "init_std": 0.02}
+    torch.manual_seed(0)
+    objective = cls(**shape)
+    objective.set_vocabulary(vocab)
+    return objective
+
+
+def test_electra_is_gated_on_its_detection_loss_against_the_binary_entropy_of_its_labels(vocab, monkeypatch):
+    _, logged = validated(electra_family(Electra, vocab), vocab, [blocks(vocab, rows=4, length=16)], monkeypatch)
+    share = logged["val/replaced_share"]
+    assert 0 < share < 1
+    entropy = -(share * np.log(share) + (1 - share) * np.log(1 - share))  # what ignoring the input scores at best
+    assert logged["val/own_unigram"] == pytest.approx(entropy, rel=1e-5)
+    # The detector's loss alone: not the generator's, not the lambda-weighted total.
+    assert logged["val/own_below_unigram"] == pytest.approx(entropy - logged["val/rtd_loss"], abs=1e-5)
+    assert logged["val/loss"] != pytest.approx(logged["val/rtd_loss"], abs=1e-3)
+
+
+def test_all_tokens_mlm_is_gated_on_its_selected_positions_against_their_unigram(vocab, monkeypatch):
+    objective = electra_family(AllTokensMLM, vocab)
+    batch = blocks(vocab, rows=4, length=16)
+    module, logged = validated(objective, vocab, [batch], monkeypatch)
+    corrupted = objective.replace({"input_ids": batch}, module.model, module.corruption_generator(VAL_CORRUPTION, 0))
+    selected = [int(t) for t in batch[corrupted.selected]]
+    assert 0 < len(selected) < batch.numel()
+    assert logged["val/own_unigram"] == pytest.approx(brute_unigram(vocab, selected), rel=1e-5)
+    assert logged["val/own_below_unigram"] == pytest.approx(logged["val/own_unigram"] - logged["val/selected_loss"],
+                                                            abs=1e-5)
