@@ -124,17 +124,26 @@ def read(pilot: Pilot) -> None:
     pilot.finished = run is not None and (run / "summary.json").is_file()
     if run is None or not (run / "tensorboard").is_dir():
         return
-    events = loaded_events(run / "tensorboard")  # read once, for the values and for when they were logged
-    values = scalar_frame(events)
+    values = scalar_frame(loaded_events(run / "tensorboard"))  # a resumed run's launches merged, as reports read it
     if {"val/own_below_unigram", "val/own_unigram"} <= set(values):
         shares = (values["val/own_below_unigram"] / values["val/own_unigram"]).dropna()
         pilot.shares = {int(step): float(share) for step, share in shares.items()}
     if "train/loss" in values:
-        logged = scalar_frame(events, wall_time=True)["train/loss"].dropna()
-        first, last = logged.index.min(), logged.index.max()
-        pilot.steps = int(last)
-        if last > first:
-            pilot.seconds_per_step = float((logged[last] - logged[first]) / (last - first))
+        pilot.steps = int(values["train/loss"].dropna().index.max())
+        pilot.seconds_per_step = pace(run / "tensorboard")
+
+
+def pace(tensorboard: Path) -> float | None:
+    """Seconds a training step, validation included, over a run's launches: each event file is one launch (a resumed
+    run adds one), so the time between a stop and its restart is never counted, while the merged series would."""
+    seconds = steps = 0.0
+    for file in sorted(tensorboard.glob("events.out.tfevents.*")):
+        wall = scalar_frame(loaded_events(file), wall_time=True)
+        if "train/loss" in wall:
+            logged = wall["train/loss"].dropna()
+            seconds += logged.iloc[-1] - logged.iloc[0]
+            steps += logged.index[-1] - logged.index[0]
+    return seconds / steps if steps > 0 else None
 
 
 def cache_written(root: Path) -> bool:

@@ -123,3 +123,22 @@ def test_reading_the_root_alone_applies_the_rule_to_earlier_calls_runs(tmp_path,
     assert {r["arm"]: r["bar"] for r in saved["runs"]}["electra"] == 0.10
     with pytest.raises(SystemExit, match="not arms of study=efficiency"):
         efficiency_pilot.main(["--root", str(tmp_path), "--bar", "generator=0.1"])
+
+
+def test_the_pace_counts_each_launch_and_never_the_time_between_a_stop_and_its_restart(tmp_path):
+    # Launch one: steps 0-1,000 at 0.2 s a step with a 30-s validation pause (150 times a 10-step interval).
+    # Launch two, an hour later, resumes from the step-800 checkpoint: steps 800-2,000 at 0.3 s a step.
+    run = tmp_path / "x1-electra" / "electra" / "seed20" / "pretrain" / "tensorboard"
+    launches = [(range(0, 1001, 10), 0.2, 1.8e9), (range(800, 2001, 10), 0.3, 1.8e9 + 3600 + 230)]
+    for steps, per_step, start in launches:
+        writer = SummaryWriter(str(run))
+        for step in steps:
+            pause = 30.0 if step > steps[0] + 500 else 0.0  # one validation pause in each launch
+            writer.add_scalar("train/loss", 1.0, step, walltime=start + per_step * (step - steps[0]) + pause)
+        writer.close()
+    assert len(list(run.glob("events.out.tfevents.*"))) == 2
+    [pilot] = efficiency_pilot.pilots_under(tmp_path)
+    efficiency_pilot.read(pilot)
+    assert pilot.steps == 2000
+    expected = (0.2 * 1000 + 30.0 + 0.3 * 1200 + 30.0) / (1000 + 1200)  # each launch's own clock, pauses included
+    assert pilot.seconds_per_step == pytest.approx(expected, rel=1e-6)
