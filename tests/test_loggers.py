@@ -54,7 +54,9 @@ def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
     wandb_keys = {k for k in wandb_history_keys(run_file) if not k.startswith("_")} - {"epoch", "trainer/global_step"}
     assert {"train/loss", "val/loss", "train/tokens_seen", "val/ppl"} <= tensorboard
-    assert tensorboard == columns == wandb_keys
+    # Two comparisons, each naming its difference: a chained `==` reports neither side when it fails.
+    assert columns == tensorboard, f"csv only {columns - tensorboard}, tensorboard only {tensorboard - columns}"
+    assert wandb_keys == tensorboard, f"wandb only {wandb_keys - tensorboard}, tensorboard only {tensorboard - wandb_keys}"
 
 
 @pytest.mark.slow
