@@ -51,3 +51,13 @@ def test_a_malformed_seed_list_is_refused_before_any_stage(seeds):
     check_registrations(good)
     with pytest.raises(ValueError, match=r"registered.seeds=.*give the distinct positive pretraining seeds"):
         check_registrations({**good, "findings": {"F": on_seeds(FINDINGS["bidirectional"], seeds)}})
+
+
+def test_under_holm_a_complete_row_stays_interim_while_another_row_of_its_family_waits(study):
+    rows = {"findings": {"done": on_seeds(FINDINGS["bidirectional"], [1, 2, 3]),
+                         "waits": on_seeds(FINDINGS["bidirectional"], [1, 2, 3, 4])}}
+    table = findings_table(study, rows, adjust=True).set_index("finding")
+    assert list(table["verdict"]) == ["interim", "interim"]
+    assert "the Holm family's are not" in table.loc["done", "note"]
+    separately = findings_table(study, rows, adjust=False)  # unadjusted rows do not depend on each other
+    assert list(separately["verdict"]) == ["reproduced", "interim"]
