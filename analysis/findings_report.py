@@ -126,11 +126,10 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
         table["verdict"] = verdicts(tests, gated, alpha, adjust)
         # a gate failed at a seed already read stays final; otherwise a row waits for its registered seeds
-        waiting = table["seeds_to_come"].map(bool)
-        if adjust:  # each row's Holm p depends on every row's p: no row of the family is final while one waits
-            waiting = pd.Series(bool(waiting.any()), index=table.index)
-        waiting &= ~pd.Series(gated, index=table.index)
-        family_only = waiting & ~table["seeds_to_come"].map(bool)
+        own_seeds_to_come = table["seeds_to_come"].map(bool)
+        # Holm: each row's adjusted p depends on every row's p, so no row of the family is final while one waits
+        waiting = (own_seeds_to_come.any() if adjust else own_seeds_to_come) & ~pd.Series(gated, index=table.index)
+        family_only = waiting & ~own_seeds_to_come
         table.loc[family_only, "note"] = [f"interim: its own seeds are read, the Holm family's are not{'; ' + n if n else ''}"
                                           for n in table.loc[family_only, "note"]]
         table.loc[waiting, "verdict"] = INTERIM

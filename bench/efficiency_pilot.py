@@ -58,20 +58,13 @@ class Pilot:
         return self.finished and bool(self.shares) and self.shares[max(self.shares)] >= bar
 
 
-def parse_bar(spec: str) -> tuple[str, float]:
-    arm, _, share = spec.partition("=")
+def parse_arm(spec: str, separator: str, option: str, number: str, example: str) -> tuple[str, float]:
+    """`arm<separator><number>` from the command line (--runs electra:2, --bar electra=0.10), or a one-line error."""
+    arm, _, value = spec.partition(separator)
     try:
-        return arm, float(share)
+        return arm, float(value)
     except ValueError:
-        raise SystemExit(f"--bar takes arm=share (e.g. electra=0.10), got {spec!r}") from None
-
-
-def parse_run(spec: str) -> tuple[str, float]:
-    arm, _, multiple = spec.partition(":")
-    try:
-        return arm, float(multiple)
-    except ValueError:
-        raise SystemExit(f"--runs takes arm:multiple (e.g. electra:16), got {spec!r}") from None
+        raise SystemExit(f"{option} takes arm{separator}{number} (e.g. {example}), got {spec!r}") from None
 
 
 def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
@@ -233,11 +226,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.parallel < 1:
         raise SystemExit(f"--parallel must be at least 1, got {args.parallel}")
     arms = study_arms(args.study)
-    bars = dict(parse_bar(spec) for spec in args.bar)
+    bars = dict(parse_arm(spec, "=", "--bar", "share", "electra=0.10") for spec in args.bar)
     if unknown := sorted(set(bars) - set(arms)):
         raise SystemExit(f"--bar names {unknown}, not arms of study={args.study} ({', '.join(arms)})")
     args.root.mkdir(parents=True, exist_ok=True)
-    launched = [pilot_of(args, *parse_run(spec)) for spec in args.runs]
+    launched = [pilot_of(args, *parse_arm(spec, ":", "--runs", "multiple", "electra:16")) for spec in args.runs]
     run_all(launched, args.parallel, args.wall, args.root)
     earlier = [p for p in pilots_under(args.root) if p.root not in {q.root for q in launched}]
     pilots = sorted(launched + earlier, key=lambda p: (p.multiple, p.arm))

@@ -30,7 +30,7 @@ def test_a_pilot_is_the_studys_pretraining_stage_at_a_multiple_of_the_budget(tmp
 @pytest.mark.parametrize("spec", ["electra", "electra:x", "electra:"])
 def test_a_run_without_a_numeric_multiple_is_refused(spec):
     with pytest.raises(SystemExit, match="arm:multiple"):
-        efficiency_pilot.parse_run(spec)
+        efficiency_pilot.parse_arm(spec, ":", "--runs", "multiple", "electra:16")
 
 
 @pytest.mark.parametrize("seed", [6, 7, 8])
@@ -123,6 +123,8 @@ def test_reading_the_root_alone_applies_the_rule_to_earlier_calls_runs(tmp_path,
     assert {r["arm"]: r["bar"] for r in saved["runs"]}["electra"] == 0.10
     with pytest.raises(SystemExit, match="not arms of study=efficiency"):
         efficiency_pilot.main(["--root", str(tmp_path), "--bar", "generator=0.1"])
+    with pytest.raises(SystemExit, match=r"--bar takes arm=share \(e.g. electra=0.10\), got 'electra'"):
+        efficiency_pilot.main(["--root", str(tmp_path), "--bar", "electra"])
 
 
 def test_the_pace_counts_each_launch_and_never_the_time_between_a_stop_and_its_restart(tmp_path):

@@ -10,6 +10,7 @@ from objectives.ar import AutoregressiveLM
 from objectives.electra import AllTokensMLM, Electra
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
+from tests.test_electra import SHAPE as ELECTRA_SHAPE
 from tests.test_mixture import blocks, mixture
 from training.lit_module import PretrainModule
 
@@ -96,8 +97,7 @@ def test_masked_diffusion_is_gated_on_its_bound(vocab, monkeypatch):
 
 
 def electra_family(cls, vocab):
-    shape = {**{k: SETTINGS["model"][k] for k in ("d_model", "n_layers", "max_len")}, "positions": "learned",
-             "norm_position": "pre", "dropout": 0.0, "layer_norm_eps": 1e-5, "init_std": 0.02}
+    shape = {**ELECTRA_SHAPE, **{k: SETTINGS["model"][k] for k in ("d_model", "n_layers", "max_len")}}
     torch.manual_seed(0)
     objective = cls(**shape)
     objective.set_vocabulary(vocab)
