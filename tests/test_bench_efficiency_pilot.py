@@ -127,6 +127,14 @@ def test_reading_the_root_alone_applies_the_rule_to_earlier_calls_runs(tmp_path,
         efficiency_pilot.main(["--root", str(tmp_path), "--bar", "electra"])
 
 
+def test_by_default_the_ladder_goes_on_to_4x_when_1x_and_2x_miss(tmp_path, capsys):
+    # The CPU ladder of 28 November: both arms under their bar at 1 x, ELECTRA under it at 2 x (0.083).
+    ladder(tmp_path, {("electra", 1): 0.077, ("all_tokens_mlm", 1): 0.071, ("electra", 2): 0.083})
+    efficiency_pilot.main(["--root", str(tmp_path)])
+    assert ("budget: none yet (1 x missed (all_tokens_mlm, electra); 2 x missed (electra); 4 x open: waiting for "
+            + ", ".join(ARMS) + ")") in capsys.readouterr().out
+
+
 def test_the_pace_counts_each_launch_and_never_the_time_between_a_stop_and_its_restart(tmp_path):
     # Launch one: steps 0-1,000 at 0.2 s a step with a 30-s validation pause (150 times a 10-step interval).
     # Launch two, an hour later, resumes from the step-800 checkpoint: steps 800-2,000 at 0.3 s a step.
