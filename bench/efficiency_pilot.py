@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bar", nargs="*", default=["electra=0.10", "all_tokens_mlm=0.10"],
                         help="arm=share an arm must reach instead of the gate (default: the rule in docs/findings.md)")
     parser.add_argument("--rungs", type=float, nargs="+", default=[1.0, 2.0, 4.0],
-                        help="the multiples the rule chooses among, smallest first (default: the rule's 1 x, 2 x and 4 x)")
+                        help="the multiples the rule chooses among, smallest first (default: the rule's rungs)")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once")
     parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
     parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")

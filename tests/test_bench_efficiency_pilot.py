@@ -82,7 +82,7 @@ def ladder(tmp_path, ends: dict[tuple[str, float], float | None]) -> list:
 
 
 def choose(pilots):
-    return efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [1.0, 2.0])
+    return efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [1.0, 2.0, 4.0])
 
 
 def test_the_rule_passes_over_a_missed_rung_and_picks_the_first_where_every_arm_clears_its_bar(tmp_path):
@@ -107,11 +107,11 @@ def test_the_choice_stays_open_until_every_arm_of_the_rung_has_finished(tmp_path
 
 
 def test_a_rung_outside_the_rule_is_shown_but_never_chosen(tmp_path):
-    ends = {(arm, 4): 0.3 for arm in ARMS} | {("electra", 1): 0.01, ("electra", 2): 0.05}
+    ends = {(arm, 8): 0.3 for arm in ARMS} | {("electra", 1): 0.01, ("electra", 2): 0.05, ("electra", 4): 0.07}
     pilots = ladder(tmp_path, ends)
-    assert choose(pilots) == (None, "1 x missed (electra); 2 x missed (electra); no rung of the rule qualifies: it "
-                                    "sets no budget")
-    assert efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [4.0])[0] == 4.0
+    assert choose(pilots) == (None, "1 x missed (electra); 2 x missed (electra); 4 x missed (electra); no rung of "
+                                    "the rule qualifies: it sets no budget")
+    assert efficiency_pilot.chosen_multiple(pilots, ARMS, BARS, 0.08, [8.0])[0] == 8.0
 
 
 def test_reading_the_root_alone_applies_the_rule_to_earlier_calls_runs(tmp_path, capsys):
