@@ -39,11 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, values
 from analysis.gate import gate_description, gate_row
 from analysis.registrations import at_registered_seeds, registered_claim, registration_text, superseded_text
+from analysis.study_plots import plot_findings
+from analysis.study_report import save_figure
 from analysis.verdicts import (
     ALPHA,
     MAX_SEEDS_REPORTED,
@@ -255,7 +258,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
 
 
 def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
-    """report/findings.md and report/findings.csv for the seeds present in the study folder."""
+    """report/findings.md, report/findings.csv and report/findings.png (the table as a picture) for the seeds present."""
     root = Path(root)
     runs = StudyRuns.read(root)  # every summary, result and report (and TensorBoard curves) read once
     table, checks = judge_family(runs, study), checks_table(runs, study)
@@ -266,7 +269,13 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     header = (f"# Findings: {root}\n\nPretraining seeds {seeds}. {precision_note(runs.pretraining)} "
               f"{wall_time_note(S.stage_seconds(root))} {S.code_note(runs.pretraining)}").rstrip()
     atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
-    return [out / "findings.md", out / "findings.csv"]
+    written = [out / "findings.md", out / "findings.csv"]
+    if "difference" in table and table["difference"].notna().any():
+        fig = Figure(figsize=(8, 1.2 + 0.45 * len(table)))
+        plot_findings(table, fig.subplots())
+        save_figure(fig, out / "findings.png")
+        written.append(out / "findings.png")
+    return written
 
 
 def main() -> None:

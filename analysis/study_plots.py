@@ -128,3 +128,35 @@ def plot_epochs(epochs: pd.DataFrame, ax: Axes, x: str) -> None:
     ax.set_xlabel("epochs over the unique tokens" if x == "epochs" else "training FLOPs")
     ax.set_ylabel("val NLL per target token (AR exact, MDLM bound)")
     ax.legend(fontsize=8)
+
+
+VERDICT_COLOURS = {"reproduced": "tab:green", "contradicted": "tab:red", "unresolved": "tab:gray",
+                   "not evidence": "tab:orange", "interim": "tab:blue"}
+
+
+def claim_bounds(kind: str, direction: str, margin: float, smallest_effect: float) -> list[float]:
+    """Where a registered claim's region ends, in A - B: -margin (non-inferiority of 'greater'), +-margin
+    (equivalence), the smallest effect (superiority), each mirrored for a claim that A is 'less' than B."""
+    sign = 1.0 if direction == "greater" else -1.0
+    if kind == "equivalence":
+        return [-margin, margin]
+    if kind == "non_inferiority":
+        return [-sign * margin]
+    return [sign * smallest_effect]
+
+
+def plot_findings(table: pd.DataFrame, ax: Axes) -> None:
+    """Each finding's A - B with its 95 % interval over seeds, a row each, coloured by verdict, beside the registered
+    claim's bounds (dotted): a picture of the findings table, so a reader sees how far each interval is from its line."""
+    rows = table.dropna(subset=["difference"]).reset_index(drop=True)
+    for y, row in rows.iterrows():
+        colour = VERDICT_COLOURS.get(str(row["verdict"]), "black")
+        low, high = row.get("ci_low"), row.get("ci_high")
+        err = None if pd.isna(low) or pd.isna(high) else [[row["difference"] - low], [high - row["difference"]]]
+        ax.errorbar(row["difference"], y, xerr=err, fmt="o", color=colour, capsize=3)
+        for bound in claim_bounds(row["kind"], row["direction"], float(row["margin"]), float(row["smallest_effect"])):
+            ax.plot([bound, bound], [y - 0.35, y + 0.35], color=colour, linestyle=":", linewidth=1.2)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [f"{f}: {v}" for f, v in zip(rows["finding"], rows["verdict"])])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the table's order, top to bottom
+    ax.set_xlabel("A - B, 95 % interval over seeds (dotted: the registered margin or smallest effect)")
