@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import NullFormatter
 
 from analysis.runs import curve_by_tokens
+from analysis.verdicts import Claim
 
 GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
             "self_similarity_different_types"]
@@ -134,15 +135,14 @@ VERDICT_COLOURS = {"reproduced": "tab:green", "contradicted": "tab:red", "unreso
                    "not evidence": "tab:orange", "interim": "tab:blue"}
 
 
-def claim_bounds(kind: str, direction: str, margin: float, smallest_effect: float) -> list[float]:
-    """Where a registered claim's region ends, in A - B: -margin (non-inferiority of 'greater'), +-margin
+def claim_bounds(claim: Claim) -> list[float]:
+    """The lines a registered claim is read against, in A - B: -margin (non-inferiority of 'greater'), +-margin
     (equivalence), the smallest effect (superiority), each mirrored for a claim that A is 'less' than B."""
-    sign = 1.0 if direction == "greater" else -1.0
-    if kind == "equivalence":
-        return [-margin, margin]
-    if kind == "non_inferiority":
-        return [-sign * margin]
-    return [sign * smallest_effect]
+    if claim.kind == "equivalence":
+        return [-claim.margin, claim.margin]
+    if claim.kind == "non_inferiority":
+        return [-claim.sign * claim.margin]
+    return [claim.sign * claim.smallest_effect]
 
 
 def plot_findings(table: pd.DataFrame, ax: Axes) -> None:
@@ -154,7 +154,8 @@ def plot_findings(table: pd.DataFrame, ax: Axes) -> None:
         low, high = row.get("ci_low"), row.get("ci_high")
         err = None if pd.isna(low) or pd.isna(high) else [[row["difference"] - low], [high - row["difference"]]]
         ax.errorbar(row["difference"], y, xerr=err, fmt="o", color=colour, capsize=3)
-        for bound in claim_bounds(row["kind"], row["direction"], float(row["margin"]), float(row["smallest_effect"])):
+        claim = Claim(row["kind"], row["direction"], float(row["smallest_effect"]), float(row["margin"]))
+        for bound in claim_bounds(claim):
             ax.plot([bound, bound], [y - 0.35, y + 0.35], color=colour, linestyle=":", linewidth=1.2)
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [f"{f}: {v}" for f, v in zip(rows["finding"], rows["verdict"])])

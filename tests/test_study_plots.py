@@ -5,6 +5,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from analysis.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
+from analysis.verdicts import Claim
 
 
 @pytest.mark.parametrize("kind, direction, bounds", [
@@ -13,7 +14,7 @@ from analysis.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
 ])
 def test_a_claims_bounds_are_where_its_region_ends(kind, direction, bounds):
     margin = 0.0 if kind == "superiority" else 0.02
-    assert claim_bounds(kind, direction, margin, 0.005 if kind == "superiority" else 0.02) == bounds
+    assert claim_bounds(Claim(kind, direction, 0.005 if kind == "superiority" else 0.02, margin)) == bounds
 
 
 def test_each_finding_is_a_row_with_its_interval_its_bounds_and_its_verdicts_colour():
@@ -30,7 +31,7 @@ def test_each_finding_is_a_row_with_its_interval_its_bounds_and_its_verdicts_col
     assert [t.get_text() for t in ax.get_yticklabels()] == ["Z1: contradicted", "Z2: reproduced"]
     bars = list(ax.containers)
     assert len(bars) == 2
-    (z1_point, z1_caps, (z1_bar,)), (z2_point, _, _) = [(c.lines[0], c.lines[1], c.lines[2]) for c in bars]
+    z1_point, _, (z1_bar,) = bars[0].lines  # the marker, its caps, its horizontal bar
     assert z1_point.get_xdata()[0] == pytest.approx(-0.052) and z1_point.get_color() == VERDICT_COLOURS["contradicted"]
     assert sorted(x for seg in z1_bar.get_segments() for x, _ in seg) == pytest.approx([-0.064, -0.041])
     dotted = sorted((line.get_xdata()[0], sum(line.get_ydata()) / 2) for line in ax.lines if line.get_linestyle() == ":")
