@@ -68,10 +68,12 @@ def parse_arm(spec: str, separator: str, option: str, number: str, example: str)
 
 
 def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
+    """The run of `arm` at `multiple` x the base budget: the study's own pretraining stage, its budget set as the
+    study's (study.budget), so a study that registered its budget still runs its pilot rungs."""
     root = args.root / f"x{multiple:g}-{arm}"
     extra = json.dumps(list(args.extra_pretrain))
     command = [sys.executable, str(REPO / "study.py"), f"study={args.study}", f"scale={args.scale}",
-               f"budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
+               f"++study.budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
                "stages=[pretrain]", f"root={root}", "report=false", f"extra_pretrain={extra}"]
     return Pilot(arm, multiple, root, command)
 

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.runs import FINETUNE_SEED_SUFFIX
 from common.commands import Command, stage_command
 from studies.branches import branch_overrides, check_branches, trunk_overrides
+from studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
@@ -146,89 +147,13 @@ def check_study(cfg: DictConfig) -> None:
                 if (key == "arm" or arm is not None) and arm not in study.arms:
                     raise ValueError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms "
                                      f"{list(study.arms)}")
-    for name, arm in study.arms.items():
-        if "epochs" not in arm:
-            if "unique_tokens" in arm:
-                raise ValueError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
-            continue
-        unique = unique_tokens(cfg, arm)
-        if unique is not None and (isinstance(unique, bool) or not isinstance(unique, int) or unique < 1):
-            raise ValueError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
-                             f"study's), which is {unique!r}; give a positive number of tokens, or null for the "
-                             "whole train split")
-        if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
-            raise ValueError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
-                             "budget_scale, not both")
-    kind = budget_kind(cfg)
-    if kind not in BUDGET_KEYS:
-        raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
-    if not float(cfg.budget) > 0:
-        raise ValueError(f"budget={cfg.budget}: give the pretraining budget per arm, in {kind}")
-    if kind != "tokens":
-        token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
-        if token_arms:
-            raise ValueError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
-                             "token count, passes over the data, or a share of the token budget such as equal "
-                             "predicted tokens), which a FLOPs budget would not keep; drop them (e.g. "
-                             f"'~study.arms.{token_arms[0]}') or use budget_kind=tokens")
-        if float(cfg.budget) < MIN_FLOPS_BUDGET:
-            raise ValueError(f"budget_kind={kind} with budget={cfg.budget}: {float(cfg.budget):g} FLOPs looks like a "
-                             "token count (a scale's budget); give budget= in training FLOPs (AR at the cpu scale's "
-                             "2.2M tokens spends 4.6e13)")
-
-
-# What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
-BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
-MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
+    check_budget(cfg)
 
 
 def corpus(cfg: DictConfig) -> str:
     """The data group a study's stages read: the study's own `corpus` where its design needs one (short documents
     for study=packing), else the scale's."""
     return str(cfg.study.get("corpus") or cfg.corpus)
-
-
-def budget_kind(cfg: DictConfig) -> str:
-    """What `budget` counts: the study's own `budget_kind` where it registers one (a comparison at equal compute),
-    else the command's, else input tokens. A command naming another kind than the study registered is refused."""
-    own, given = cfg.study.get("budget_kind"), cfg.get("budget_kind")
-    if own and given and own != given:
-        raise ValueError(f"budget_kind={given}, but study {cfg.study.name} is registered at an equal budget of {own}; "
-                         f"drop budget_kind= (and give budget= in {own})")
-    return str(own or given or "tokens")
-
-
-def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
-    return int(float(cfg.budget) * float(arm.get("budget_scale", 1.0)))
-
-
-def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
-    return arm.get("unique_tokens", cfg.study.get("unique_tokens"))
-
-
-def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
-    """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
-    token budget, as the study's budget_kind says."""
-    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives
-        unique = unique_tokens(cfg, arm)
-        return ["max_tokens=null", f"data_epochs={arm.epochs}",
-                *([] if unique is None else [f"data.max_train_tokens={int(unique)}"])]
-    key = BUDGET_KEYS[budget_kind(cfg)]
-    # Only what differs from train.yaml (max_flops and data_epochs default to null), so a stage's recorded
-    # overrides stay those of studies run before the FLOPs budget existed.
-    return ([] if key == "max_tokens" else ["max_tokens=null"]) + [f"{key}={arm_budget(cfg, arm)}"]
-
-
-def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:
-    """The input tokens at which an arm with `from_arm` and `checkpoint_fraction` reads its source's run."""
-    return int(arm_budget(cfg, cfg.study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
-
-
-def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
-    """The token counts at which `arm_name`'s pretraining must leave a checkpoint for the arms that
-    fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
-    return sorted({part_way_point(cfg, a) for a in cfg.study.arms.values()
-                   if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
 
 
 def plan(cfg: DictConfig) -> list[Stage]:

@@ -21,7 +21,7 @@ def test_a_pilot_is_the_studys_pretraining_stage_at_a_multiple_of_the_budget(tmp
     pilot = efficiency_pilot.pilot_of(args_of(tmp_path), "electra", 16)
     command = pilot.command[1:]
     assert command[0].endswith("study.py")
-    assert "budget=4e+14" in command and "arm=electra" in command and "first_seed=20" in command
+    assert "++study.budget=4e+14" in command and "arm=electra" in command and "first_seed=20" in command
     assert "stages=[pretrain]" in command and f"root={tmp_path / 'x16-electra'}" in command
     extra = next(c for c in command if c.startswith("extra_pretrain="))
     assert json.loads(extra.partition("=")[2]) == ["trainer=gpu", "trainer.val_check_interval=1000"]

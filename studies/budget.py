@@ -1,0 +1,111 @@
+"""What each arm of a study pretrains for: input tokens (the scale's budget, or passes over the data) or training
+FLOPs (budget_kind: flops, every objective at equal compute), the train.py settings that become, and the checks
+made before any stage runs. A FLOPs study may register its budget (`budget:` in its config) once a pilot has fixed
+it: the command then need not give it, and one that gives another is refused."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from omegaconf import DictConfig
+
+# What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
+BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
+MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
+
+
+def budget_kind(cfg: DictConfig) -> str:
+    """What `budget` counts: the study's own `budget_kind` where it registers one (a comparison at equal compute),
+    else the command's, else input tokens. A command naming another kind than the study registered is refused."""
+    own, given = cfg.study.get("budget_kind"), cfg.get("budget_kind")
+    if own and given and own != given:
+        raise ValueError(f"budget_kind={given}, but study {cfg.study.name} is registered at an equal budget of {own}; "
+                         f"drop budget_kind= (and give budget= in {own})")
+    return str(own or given or "tokens")
+
+
+def study_budget(cfg: DictConfig) -> float:
+    """Each arm's budget before its budget_scale: the study's registered `budget` where it has one, else the
+    command's (or the scale's) `budget`. Every scale's budget is a token count, below MIN_FLOPS_BUDGET, so a FLOPs
+    budget there was given by the command; one that is not the registered budget is refused."""
+    own, given = cfg.study.get("budget"), float(cfg.budget)
+    if own is None:
+        return given
+    if given >= MIN_FLOPS_BUDGET and not math.isclose(given, float(own), rel_tol=1e-6):
+        raise ValueError(f"budget={cfg.budget}, but study {cfg.study.name} registers its budget: {float(own):g} "
+                         "training FLOPs (study.budget); drop budget=, or set study.budget= for a run outside the "
+                         "registration (a pilot)")
+    return float(own)
+
+
+def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
+    return int(study_budget(cfg) * float(arm.get("budget_scale", 1.0)))
+
+
+def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
+    return arm.get("unique_tokens", cfg.study.get("unique_tokens"))
+
+
+def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
+    """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
+    token budget, as the study's budget_kind says."""
+    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives
+        unique = unique_tokens(cfg, arm)
+        return ["max_tokens=null", f"data_epochs={arm.epochs}",
+                *([] if unique is None else [f"data.max_train_tokens={int(unique)}"])]
+    key = BUDGET_KEYS[budget_kind(cfg)]
+    # Only what differs from train.yaml (max_flops and data_epochs default to null), so a stage's recorded
+    # overrides stay those of studies run before the FLOPs budget existed.
+    return ([] if key == "max_tokens" else ["max_tokens=null"]) + [f"{key}={arm_budget(cfg, arm)}"]
+
+
+def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:
+    """The input tokens at which an arm with `from_arm` and `checkpoint_fraction` reads its source's run."""
+    return int(arm_budget(cfg, cfg.study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
+
+
+def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
+    """The token counts at which `arm_name`'s pretraining must leave a checkpoint for the arms that
+    fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
+    return sorted({part_way_point(cfg, a) for a in cfg.study.arms.values()
+                   if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
+
+
+def check_budget(cfg: DictConfig) -> None:
+    """The arms' budgets, checked before any stage runs."""
+    study = cfg.study
+    for name, arm in study.arms.items():
+        if "epochs" not in arm:
+            if "unique_tokens" in arm:
+                raise ValueError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
+            continue
+        unique = unique_tokens(cfg, arm)
+        if unique is not None and (isinstance(unique, bool) or not isinstance(unique, int) or unique < 1):
+            raise ValueError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
+                             f"study's), which is {unique!r}; give a positive number of tokens, or null for the "
+                             "whole train split")
+        if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
+            raise ValueError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
+                             "budget_scale, not both")
+    kind = budget_kind(cfg)
+    if kind not in BUDGET_KEYS:
+        raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
+    if study.get("budget") is not None and kind != "flops":
+        raise ValueError(f"study {study.name} registers budget={study.budget} in {kind}; a study registers only a "
+                         "budget in training FLOPs (budget_kind: flops): a token budget is the scale's")
+    budget = study_budget(cfg)
+    if not budget > 0:
+        raise ValueError(f"budget={budget:g}: give the pretraining budget per arm, in {kind}")
+    if kind != "tokens":
+        token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
+        if token_arms:
+            raise ValueError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
+                             "token count, passes over the data, or a share of the token budget such as equal "
+                             "predicted tokens), which a FLOPs budget would not keep; drop them (e.g. "
+                             f"'~study.arms.{token_arms[0]}') or use budget_kind=tokens")
+        if budget < MIN_FLOPS_BUDGET:
+            raise ValueError(f"budget_kind={kind} with budget={budget:g}: {budget:g} FLOPs looks like a "
+                             "token count (a scale's budget); give budget= in training FLOPs (AR at the cpu scale's "
+                             "2.2M tokens spends 4.6e13)")
+

@@ -1,0 +1,39 @@
+"""studies.budget: a FLOPs study's registered budget reaches every arm without the command giving it, and a command
+that gives another budget, or a registration in tokens, is refused before any work."""
+
+import pytest
+
+from studies.plan import plan
+from tests.conftest import study_config
+
+REGISTERED = "++study.budget=1.172e15"  # as a study config's `budget:` registers it, added here to the preset
+
+
+def pretraining_flops(*overrides: str) -> set[str]:
+    stages = plan(study_config("study=efficiency", "scale=gutenwiki", "seeds=1", *overrides))
+    return {o for s in stages if s.kind == "pretrain" for o in s.overrides if o.startswith("max_flops=")}
+
+
+def test_a_registered_budget_reaches_every_arm_without_the_command_giving_it(tmp_path):
+    assert pretraining_flops(f"root={tmp_path}", REGISTERED) == {"max_flops=1172000000000000"}
+    # the command may repeat it; the scale's token count (15.3M) is not read as FLOPs
+    assert pretraining_flops(f"root={tmp_path}", REGISTERED, "budget=1.172e15") == {"max_flops=1172000000000000"}
+
+
+def test_a_command_budget_other_than_the_registered_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"registers its budget: 1.172e\+15 training FLOPs \(study.budget\)"):
+        pretraining_flops(f"root={tmp_path}", REGISTERED, "budget=5.86e14")
+
+
+def test_a_pilot_sets_the_studys_budget_itself(tmp_path):
+    # bench/efficiency_pilot.py's rungs: the study's budget replaced, registered or not
+    assert pretraining_flops(f"root={tmp_path}", "++study.budget=5.86e14") == {"max_flops=586000000000000"}
+    assert pretraining_flops(f"root={tmp_path}", REGISTERED, "++study.budget=5.86e14") == {
+        "max_flops=586000000000000"}
+
+
+def test_only_a_flops_budget_is_registered(tmp_path):
+    with pytest.raises(ValueError, match="registers only a budget in training FLOPs"):
+        plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "++study.budget=2e13"))
+    with pytest.raises(ValueError, match="looks like a token count"):
+        pretraining_flops(f"root={tmp_path}", "++study.budget=2200000")
