@@ -95,8 +95,9 @@ def check_budget(cfg: DictConfig) -> None:
         raise ValueError(f"study {study.name} registers budget={study.budget} in {kind}; a study registers only a "
                          "budget in training FLOPs (budget_kind: flops): a token budget is the scale's")
     budget = study_budget(cfg)
+    key = "budget" if study.get("budget") is None else "study.budget"  # where the fix goes: command or registration
     if not budget > 0:
-        raise ValueError(f"budget={budget:g}: give the pretraining budget per arm, in {kind}")
+        raise ValueError(f"{key}={budget:g}: give the pretraining budget per arm, in {kind}")
     if kind != "tokens":
         token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
         if token_arms:
@@ -105,7 +106,7 @@ def check_budget(cfg: DictConfig) -> None:
                              "predicted tokens), which a FLOPs budget would not keep; drop them (e.g. "
                              f"'~study.arms.{token_arms[0]}') or use budget_kind=tokens")
         if budget < MIN_FLOPS_BUDGET:
-            raise ValueError(f"budget_kind={kind} with budget={budget:g}: {budget:g} FLOPs looks like a "
-                             "token count (a scale's budget); give budget= in training FLOPs (AR at the cpu scale's "
-                             "2.2M tokens spends 4.6e13)")
+            raise ValueError(f"budget_kind={kind} with {key}={budget:g}: {budget:g} FLOPs looks like a token count "
+                             f"(a scale's budget); give {key}= in training FLOPs (AR at the cpu scale's 2.2M tokens "
+                             "spends 4.6e13)")
 

@@ -9,15 +9,19 @@ from tests.conftest import study_config
 REGISTERED = "++study.budget=1.172e15"  # as a study config's `budget:` registers it, added here to the preset
 
 
-def pretraining_flops(*overrides: str) -> set[str]:
+def pretraining_flops(*overrides: str) -> list[str]:
+    """Each pretraining stage's FLOPs budget, one entry per arm (every one must carry exactly one)."""
     stages = plan(study_config("study=efficiency", "scale=gutenwiki", "seeds=1", *overrides))
-    return {o for s in stages if s.kind == "pretrain" for o in s.overrides if o.startswith("max_flops=")}
+    budgets = [[o for o in s.overrides if o.startswith("max_flops=")] for s in stages if s.kind == "pretrain"]
+    assert all(len(b) == 1 for b in budgets)
+    return [b[0] for b in budgets]
 
 
 def test_a_registered_budget_reaches_every_arm_without_the_command_giving_it(tmp_path):
-    assert pretraining_flops(f"root={tmp_path}", REGISTERED) == {"max_flops=1172000000000000"}
-    # the command may repeat it; the scale's token count (15.3M) is not read as FLOPs
-    assert pretraining_flops(f"root={tmp_path}", REGISTERED, "budget=1.172e15") == {"max_flops=1172000000000000"}
+    # the scale's token count (15.3M) is not read as the command's FLOPs budget
+    assert pretraining_flops(f"root={tmp_path}", REGISTERED) == ["max_flops=1172000000000000"] * 5
+    # the command may repeat it
+    assert pretraining_flops(f"root={tmp_path}", REGISTERED, "budget=1.172e15") == ["max_flops=1172000000000000"] * 5
 
 
 def test_a_command_budget_other_than_the_registered_one_is_refused(tmp_path):
@@ -27,13 +31,12 @@ def test_a_command_budget_other_than_the_registered_one_is_refused(tmp_path):
 
 def test_a_pilot_sets_the_studys_budget_itself(tmp_path):
     # bench/efficiency_pilot.py's rungs: the study's budget replaced, registered or not
-    assert pretraining_flops(f"root={tmp_path}", "++study.budget=5.86e14") == {"max_flops=586000000000000"}
-    assert pretraining_flops(f"root={tmp_path}", REGISTERED, "++study.budget=5.86e14") == {
-        "max_flops=586000000000000"}
+    assert pretraining_flops(f"root={tmp_path}", "++study.budget=5.86e14") == ["max_flops=586000000000000"] * 5
 
 
 def test_only_a_flops_budget_is_registered(tmp_path):
     with pytest.raises(ValueError, match="registers only a budget in training FLOPs"):
         plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "++study.budget=2e13"))
-    with pytest.raises(ValueError, match="looks like a token count"):
+    # a registered budget that is a token count: the registration is named as what to fix, not the command
+    with pytest.raises(ValueError, match=r"study.budget=2\.2e\+06: .* looks like a token count.*give study.budget="):
         pretraining_flops(f"root={tmp_path}", "++study.budget=2200000")
