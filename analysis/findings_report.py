@@ -270,8 +270,9 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
               f"{wall_time_note(S.stage_seconds(root))} {S.code_note(runs.pretraining)}").rstrip()
     atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
     written = [out / "findings.md", out / "findings.csv"]
-    if "difference" in table and table["difference"].notna().any():
-        fig = Figure(figsize=(8, 1.2 + 0.45 * len(table)))
+    drawn = int(table["difference"].notna().sum()) if "difference" in table else 0  # rows with seeds (plot_findings)
+    if drawn:
+        fig = Figure(figsize=(8, 1.2 + 0.45 * drawn))
         plot_findings(table, fig.subplots())
         save_figure(fig, out / "findings.png")
         written.append(out / "findings.png")

@@ -91,11 +91,12 @@ def check_budget(cfg: DictConfig) -> None:
     kind = budget_kind(cfg)
     if kind not in BUDGET_KEYS:
         raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
-    if study.get("budget") is not None and kind != "flops":
+    registered = study.get("budget") is not None
+    if registered and kind != "flops":
         raise ValueError(f"study {study.name} registers budget={study.budget} in {kind}; a study registers only a "
                          "budget in training FLOPs (budget_kind: flops): a token budget is the scale's")
     budget = study_budget(cfg)
-    key = "budget" if study.get("budget") is None else "study.budget"  # where the fix goes: command or registration
+    key = "study.budget" if registered else "budget"  # where the fix goes: the registration or the command
     if not budget > 0:
         raise ValueError(f"{key}={budget:g}: give the pretraining budget per arm, in {kind}")
     if kind != "tokens":
