@@ -12,7 +12,7 @@ one still missing a run, or holding an unfinished one, leaves the choice open, n
 
     python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
         --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json
-    python bench/efficiency_pilot.py --root /tmp/pilot          # read the ladder so far and apply the rule
+    python bench/efficiency_pilot.py --root /tmp/pilot --plot ladder.png  # read the ladder so far, apply the rule
 
 Several runs share one GPU as separate processes; the first starts alone until its token cache is written, so the
 others read that cache instead of building it each.
@@ -33,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from common.atomic import atomic_file  # noqa: E402
 from common.scalars import loaded_events, scalar_frame  # noqa: E402
 
 REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
@@ -194,6 +195,30 @@ def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
     return "\n".join(rows)
 
 
+def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float):  # -> matplotlib Figure
+    """One panel per arm: each rung's share below the baseline against the step (dotted while unfinished), and the
+    arm's bar dashed, so where a rung crosses the bar, and whether it stays above it, is seen at once."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(dict.fromkeys(p.arm for p in pilots if p.shares))
+    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(3.4 * max(len(arms), 1), 3.2), sharey=True, squeeze=False)
+    for ax, arm in zip(axes[0], arms):
+        for p in (p for p in pilots if p.arm == arm and p.shares):
+            steps = sorted(p.shares)
+            ax.plot(steps, [p.shares[s] for s in steps], marker=".", linestyle="-" if p.finished else ":",
+                    label=f"{p.multiple:g} x" + ("" if p.finished else " (unfinished)"))
+        ax.axhline(bars.get(arm, gate), color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{arm} (bar {bars.get(arm, gate):g})", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("own loss below baseline (share)")
+    fig.tight_layout()
+    return fig
+
+
 def study_arms(study: str) -> list[str]:
     from omegaconf import OmegaConf
 
@@ -222,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
     parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")
     parser.add_argument("--out", type=Path, default=None, help="write every run's figures here as JSON")
+    parser.add_argument("--plot", type=Path, default=None, help="draw every run's shares against its steps here (PNG)")
     args = parser.parse_args(argv)
     if args.seed in REPLICATION_SEEDS:
         raise SystemExit(f"seed {args.seed} is kept for an independent replication; pilot on another (e.g. 20)")
@@ -244,6 +270,14 @@ def main(argv: list[str] | None = None) -> None:
     print(table(pilots, bars, args.gate))
     print(f"budget: {'none yet' if multiple is None else f'{multiple:g} x = {args.base_budget * multiple:.3g} FLOPs'}"
           f" ({reason})")
+    if args.plot is not None:
+        import matplotlib.pyplot as plt
+
+        fig = ladder_figure(pilots, bars, args.gate)
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(args.plot, "wb") as f:
+            fig.savefig(f, format="png", dpi=120)
+        plt.close(fig)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         records = [{**asdict(p), "root": str(p.root), "bar": bars.get(p.arm, args.gate),

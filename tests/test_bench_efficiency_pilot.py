@@ -152,3 +152,23 @@ def test_the_pace_counts_each_launch_and_never_the_time_between_a_stop_and_its_r
     assert pilot.steps == 2000
     expected = (0.2 * 1000 + 30.0 + 0.3 * 1200 + 30.0) / (1000 + 1200)  # each launch's own clock, pauses included
     assert pilot.seconds_per_step == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_ladder_figure_draws_each_rung_of_each_arm_against_its_bar(tmp_path):
+    pilots = ladder(tmp_path, {("electra", 1): 0.077, ("electra", 2): 0.083, ("electra", 4): None, ("mlm", 4): 0.3})
+    figure = efficiency_pilot.ladder_figure(pilots, BARS, 0.08)
+    panels = {ax.get_title(): ax for ax in figure.axes}
+    assert sorted(panels) == ["electra (bar 0.1)", "mlm (bar 0.08)"]
+    electra = panels["electra (bar 0.1)"]
+    runs = [line for line in electra.get_lines() if line.get_label() and not line.get_label().startswith("_")]
+    assert [line.get_label() for line in runs] == ["1 x", "2 x", "4 x (unfinished)"]
+    assert [line.get_linestyle() for line in runs] == ["-", "-", ":"]
+    assert list(runs[1].get_ydata()) == pytest.approx([0.0, 0.083])  # the run's shares at its validations
+    bar = [line for line in electra.get_lines() if line.get_linestyle() == "--"]
+    assert len(bar) == 1 and list(bar[0].get_ydata()) == [0.10, 0.10]
+
+
+def test_plot_writes_the_ladder_figure_as_a_png(tmp_path):
+    ladder(tmp_path, {("electra", 1): 0.077, ("mlm", 1): 0.3})
+    efficiency_pilot.main(["--root", str(tmp_path), "--plot", str(tmp_path / "out" / "ladder.png")])
+    assert (tmp_path / "out" / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
