@@ -144,14 +144,19 @@ def _mean(side: dict[int, float], seeds: list[int]) -> float:
 
 
 def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
-    """Quantities reported with their 95 % interval over seeds but never judged (convergence checks)."""
+    """Quantities reported with their 95 % interval over seeds but never judged (convergence checks), each beside
+    the study's gate over the arms it reads: a value from a run that did not learn is printed, and marked."""
     rows = []
     for check_id, check in (study.get("checks") or {}).items():
-        per_seed = values(runs, dict(check["value"]))
+        value = dict(check["value"])
+        per_seed = values(runs, value)
         interval = paired_interval(list(per_seed.values()))
-        rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(dict(check["value"])),
+        gate = gate_row(runs, study, {"a": value, "b": value}, sorted(per_seed))
+        rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(value),
                      "per_seed": [round(per_seed[s], 4) for s in sorted(per_seed)], "mean": interval.mean,
-                     "ci_low": interval.low, "ci_high": interval.high, "n": interval.n})
+                     "ci_low": interval.low, "ci_high": interval.high, "n": interval.n,
+                     "gate": "-" if not study.get("gate") else
+                     f"**failed**: {gate['gate_note']}" if gate["gate_failed"] else "passed"})
     return pd.DataFrame(rows)
 
 
@@ -249,11 +254,11 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
                   "|---|---|---|"]
         lines += [f"| {fid} | {registration_text(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
     if not checks.empty:
-        lines += ["", "## Checks (reported, not judged)", "", "| check | what | value | per seed | mean [95 % CI] |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "## Checks (reported, not judged)", "",
+                  "| check | what | value | per seed | mean [95 % CI] | gate of the arms read |", "|---|---|---|---|---|---|"]
         for c in checks.to_dict("records"):
             lines.append(f"| {c['check']} | {c['what']} | {c['value']} | {c['per_seed']} "
-                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] |")
+                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] | {c['gate']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -119,6 +119,7 @@ def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], se
     failing += chance_failures(runs, finding, float(gate.get("min_above_chance", math.nan)))
     failing += majority_failures(runs, finding, float(gate.get("min_above_majority", math.nan)))
     failing += discrimination_failures(runs, finding, gate.get("min_discrimination"))
+    failing = list(dict.fromkeys(failing))  # a check passes its one value as both sides: each failure once
     return {"gate": lowest if lowest < math.inf else math.nan, "gate_failed": bool(failing),
             "gate_note": "; ".join(failing)}
 

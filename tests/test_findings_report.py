@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from analysis.findings_report import wall_time_note, write_findings
-from tests.findings_helpers import FINDINGS, pretraining_summary, registered, write
+from tests.findings_helpers import F1, FINDINGS, pretraining_summary, registered, write
 
 
 def test_the_report_marks_re_registered_claims_and_lists_checks(study):
@@ -27,6 +27,35 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
     write_findings(study, {"findings": {"nsp": late}})
     text = (study / "report" / "findings.md").read_text()
     assert "nsp (registered after data)" in text and "abc1234, after seeing seed 1 of both arms" in text
+
+
+def test_a_check_is_printed_beside_the_gate_of_the_arms_it_reads(study):
+    """A descriptive value from a run that did not learn its objective is shown, and marked as such."""
+    for seed in (1, 2, 3):
+        for arm, below in (("mlm", 2.1), ("ar", 0.02 if seed == 2 else 0.05)):  # ar seed 2: 5.7 % of 0.35
+            write(study / arm / f"seed{seed}" / "pretrain" / "summary.json", {
+                "objective": "X", "steps": 10, "tokens_seen": 1000, "pred_tokens_seen": 900, "val_loss": 4.0,
+                "val_loss_kind": "masked_token", "wall_seconds": 1.0,
+                "unigram_baseline": 6.0, "own_below_unigram": {"all": below},
+                "metrics": {"val/own_unigram": 5.8 if arm == "mlm" else 0.35}})
+    checks = {"ar_minus_mlm": {"what": "descriptive", "value": {**F1, "arm": "ar", "relative_to": "mlm"}},
+              "mlm_f1": {"what": "descriptive", "value": F1}}
+    gated = {"arms": {"mlm": {}, "ar": {}}, "gate": {"own_share_below_unigram": 0.08}, "checks": checks}
+    write_findings(study, gated)
+    rows = {line.split(" | ")[0][2:]: line for line in (study / "report" / "findings.md").read_text().splitlines()
+            if line.startswith(("| ar_minus_mlm", "| mlm_f1"))}
+    assert rows["ar_minus_mlm"].endswith("| **failed**: ar seed 2 is 5.7% of its baseline below it by its own loss "
+                                         "(gate 0.08) |")
+    assert "[-0.1, -0.13, -0.11]" in rows["ar_minus_mlm"]  # still printed: ar - mlm in each seed
+    assert rows["mlm_f1"].endswith("| passed |")
+    write_findings(study, {**gated, "gate": {**gated["gate"], "min_above_majority": 0.71}})  # mlm seed 1: 0.70
+    mlm_row = next(line for line in (study / "report" / "findings.md").read_text().splitlines()
+                   if line.startswith("| mlm_f1"))
+    assert mlm_row.count("majority baseline") == 1  # a check's value is read as both sides: its failure said once
+    assert "**failed**: " in mlm_row and "in seeds 1 (+0.700 above it)" in mlm_row
+    write_findings(study, {"checks": checks})  # a study without a gate
+    assert "| [0.7, 0.75, 0.72] | 0.723 [" in (text := (study / "report" / "findings.md").read_text())
+    assert all(line.endswith("| - |") for line in text.splitlines() if line.startswith(("| ar_minus_mlm", "| mlm_f1")))
 
 
 def test_the_report_says_which_precision_pretraining_ran_at_and_flags_a_mix(study):
