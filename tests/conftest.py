@@ -213,3 +213,11 @@ def untrained(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: str) -> 
     for name in names:
         pretraining_checkpoint(root / name, tokenizer_json, name)
     return {name: root / name for name in names}
+
+
+@pytest.fixture(scope="session")
+def sentences(data_dir: Path) -> list[str]:
+    """Real sentences of different lengths (a batch of them pads): SST-2's dev split, cut to the words that fit the
+    32 positions the test checkpoints were trained on (an export holds only those)."""
+    lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
+    return [" ".join(line.split("\t")[0].split()[:3 + k]) for k, line in enumerate(lines[:6])]

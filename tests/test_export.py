@@ -1,7 +1,7 @@
 """Export to Hugging Face transformers (interchange/): every objective and both position kinds load with the Auto
 classes and give armlm's logits (max |delta| < 1e-4, fp32) on real sentences, with and without padding; the
-tokenizer gives armlm's ids; fill-mask and generate() agree with armlm; fine-tuned heads export with their labels;
-what cannot be exported says why."""
+tokenizer gives armlm's ids; fill-mask and generate() agree with armlm; what cannot be exported says why
+(fine-tuned heads: test_export_finetuned.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import ast
 import json
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,30 +18,18 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from common.vocabulary import CLS, MASK
-from datamodules.encoding import encode_pair, encode_words
-from finetune.module import FinetuneModule
-from finetune.static import StaticTagger
 from interchange import modeling_armlm
-from interchange.export import AUTO_CLASSES, export_checkpoint, run_export
+from interchange.export import export_checkpoint, run_export
 from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
 from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
 from interchange.source import read_source
 from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig
 from objectives.base import NOT_A_LANGUAGE_MODEL
-from tests.conftest import REPO, perturbed, pretraining_checkpoint
+from tests.conftest import REPO, pretraining_checkpoint
 from training.pretrained import load_pretrained
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 POSITIONS = ("learned", "rope")
-
-
-@pytest.fixture(scope="module")
-def sentences(data_dir: Path) -> list[str]:
-    """Real sentences of different lengths (a batch of them pads): SST-2's dev split, cut to the words that fit the
-    32 positions the test checkpoints were trained on (an export holds only those)."""
-    lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
-    return [" ".join(line.split("\t")[0].split()[:3 + k]) for k, line in enumerate(lines[:6])]
 
 
 @pytest.mark.parametrize("positions", POSITIONS)
@@ -180,63 +167,6 @@ def test_modeling_file_does_not_import_armlm():
     assert imported <= {"__future__", "torch", "transformers"}, imported
 
 
-def finetuned_checkpoint(folder: Path, tokenizer_json: str, name: str, kind: str, labels: tuple[str, ...],
-                         settings: dict) -> Path:
-    """A fine-tuning checkpoint as train.py task=... writes it, random weights."""
-    vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
-    model = asdict(ModelConfig(vocab_size=vocab_size, d_model=32, n_layers=3, n_heads=2, d_ff=64, dropout=0.0))
-    task = {"name": name, "kind": kind, "labels": list(labels), "eval_splits": ["validation"]}
-    optim = {"lr": 1e-3, "weight_decay": 0.0, "betas": [0.9, 0.999], "eps": 1e-6, "warmup_ratio": 0.0}
-    module = FinetuneModule(model=model, task=task, settings={"head_dropout": 0.1, "feature_layers": 2, **settings},
-                            optim=optim, pretrained={"checkpoint": "outputs/mlm/x", "objective": "MaskedLM"})
-    perturbed(module.backbone, seed=3)
-    path = folder / "checkpoints" / "last.ckpt"
-    path.parent.mkdir(parents=True)
-    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
-                "tokenizer_json": tokenizer_json}, path)
-    return path
-
-
-@pytest.mark.parametrize("name, kind, labels, settings", [
-    ("sst2", "classification", ("negative", "positive"), {"mode": "full", "attention": "bidirectional", "pooling": "first"}),
-    ("mnli", "classification", ("entailment", "neutral", "contradiction"),
-     {"mode": "full", "attention": "causal", "pooling": "last"}),
-    ("stsb", "regression", (), {"mode": "features", "attention": "bidirectional", "pooling": "mean"}),
-    ("conll2003", "tagging", ("O", "B-PER", "I-PER"), {"mode": "features", "attention": "bidirectional", "pooling": "first"}),
-    ("conll2003", "tagging", ("O", "B-LOC"), {"mode": "full", "attention": "causal", "pooling": "first"}),
-])
-def test_finetuned_heads_export_with_their_labels(name, kind, labels, settings, tmp_path, tokenizer_json, sentences):
-    ckpt = finetuned_checkpoint(tmp_path / "run", tokenizer_json, name, kind, labels, settings)
-    result = export_checkpoint(ckpt, tmp_path / "hf")
-    assert not result.native and result.ids_equal and result.parity.max_abs_logit_diff < PARITY_TOLERANCE
-    tagging = kind == "tagging"
-    auto = AUTO_CLASSES["ArmlmForTokenClassification" if tagging else "ArmlmForSequenceClassification"]
-    hf = auto.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
-    assert hf.config.num_labels == max(len(labels), 1)
-    if labels:
-        assert [hf.config.id2label[i] for i in range(len(labels))] == list(labels)
-    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=True)
-    module = FinetuneModule(**torch.load(ckpt, weights_only=True)["hyper_parameters"])
-    module.load_state_dict(torch.load(ckpt, weights_only=True)["state_dict"])
-    for texts in (sentences[:1], sentences[:4], list(zip(sentences[:3], sentences[3:6]))):
-        batch = tokenizer([t[0] for t in texts], [t[1] for t in texts], padding=True, return_tensors="pt") \
-            if isinstance(texts[0], tuple) else tokenizer(texts, padding=True, return_tensors="pt")
-        with torch.no_grad():
-            ours, theirs = module.eval()(dict(batch)), hf(**batch).logits
-        if tagging:
-            ours, theirs = ours[batch["attention_mask"].bool()], theirs[batch["attention_mask"].bool()]
-        assert (ours - theirs).abs().max() < PARITY_TOLERANCE
-    # Pairs and NER words give the ids and segment types fine-tuning's encoders give.
-    raw = Tokenizer.from_str(tokenizer_json)
-    for a, b in zip(sentences[:3], [None, *sentences[3:5]]):
-        ours = encode_pair(raw, a, b, 0, 128)
-        theirs = tokenizer(a) if b is None else tokenizer(a, b)
-        assert theirs["input_ids"] == ours.input_ids and theirs["token_type_ids"] == ours.token_type_ids
-    words = sentences[0].split()
-    ours = encode_words(raw, words, [0] * len(words), 128)
-    assert tokenizer(words, is_split_into_words=True)["input_ids"] == ours.input_ids
-
-
 @pytest.mark.slow
 def test_fill_mask_and_generate_agree_with_armlm(tmp_path, tiny_pretrained, sentences):
     """On trained checkpoints: the fill-mask pipeline's top tokens are armlm's, and greedy generate() (the folder's
@@ -299,18 +229,3 @@ def test_clients_read_an_export_right_by_default(tmp_path, tiny_pretrained):
     doubled = torch.tensor([[tokenizer.cls_token_id, *tokenizer("the city")["input_ids"]]])
     with pytest.raises(ValueError, match=r"starts with \[CLS\] \[CLS\].*add_bos_token=False"):
         hf(input_ids=doubled)
-
-
-def test_fine_tunes_the_modelling_file_cannot_express_are_refused_naming_what_to_do(tmp_path, tokenizer_json):
-    mixed = finetuned_checkpoint(tmp_path / "mix", tokenizer_json, "conll2003", "tagging", ("O", "B-PER", "I-PER"),
-                                 {"mode": "features", "attention": "bidirectional", "pooling": "first",
-                                  "features": "scalar_mix"})
-    with pytest.raises(ValueError, match="finetune.features=concat"):
-        read_source(mixed)
-    task = {"name": "conll2003", "kind": "tagging", "labels": ["O", "B-PER", "I-PER"], "eval_splits": ["validation"]}
-    static = StaticTagger(task, words=3, dim=4, optim={}, vectors={"folder": "x", "method": "Word2VecMethod"})
-    path = tmp_path / "static.ckpt"
-    torch.save({"hyper_parameters": dict(static.hparams), "state_dict": static.state_dict(),
-                "tokenizer_json": tokenizer_json}, path)
-    with pytest.raises(ValueError, match="vectors.txt"):
-        read_source(path)
