@@ -202,6 +202,7 @@ def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float):  # 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     arms = list(dict.fromkeys(p.arm for p in pilots if p.shares))
     fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(3.4 * max(len(arms), 1), 3.2), sharey=True, squeeze=False)
@@ -213,6 +214,7 @@ def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float):  # 
         ax.axhline(bars.get(arm, gate), color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(f"{arm} (bar {bars.get(arm, gate):g})", fontsize=9)
         ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # step counts of five digits collide at the default
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("own loss below baseline (share)")
     fig.tight_layout()
