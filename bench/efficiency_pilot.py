@@ -1,18 +1,19 @@
 """The pilot ladder of a FLOPs-budgeted study (study=efficiency): each arm's pretraining stage, exactly as the study
 runs it, at several multiples of a base budget, on a seed no registered run uses (20 by default), several at once,
-each under a wall-clock limit; then read from their TensorBoard logs. Printed per run: steps logged, seconds a step
+each under a wall-clock limit; then read from their TensorBoard logs (bench/pilot_ladder.py). Printed per run: steps logged, seconds a step
 (validation included), each arm's held-out own loss as a share below its context-free baseline (the study gate's
 quantity: `own_share_below_unigram`) at its last validation, the first step at which it reached the gate, and
 whether the finished run clears its arm's bar. A run stopped at its wall limit keeps its trajectory and clears nothing.
 
 Then the budget rule fixed before the ladder ran (docs/findings.md): over every run under `--root`, from this call or
-an earlier one, the smallest of `--rungs` at which every arm of the study has a finished run that clears its bar
+an earlier one, and every run in `--earlier` JSON files whose logs are gone, the smallest of `--rungs` at which every arm of the study has a finished run that clears its bar
 (`--bar arm=share`, the gate for the others). A rung where a finished run misses its bar is passed over; the first
 one still missing a run, or holding an unfinished one, leaves the choice open, naming what it waits for.
 
     python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
         --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json
     python bench/efficiency_pilot.py --root /tmp/pilot --plot ladder.png  # read the ladder so far, apply the rule
+    python bench/efficiency_pilot.py --root /tmp/new --earlier docs/pilots/efficiency-cpu/*.json  # logs gone: --out's
 
 Several runs share one GPU as separate processes; the first starts alone until its token cache is written, so the
 others read that cache instead of building it each.
@@ -27,36 +28,16 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.pilot_ladder import Pilot, chosen_multiple, ladder_figure, pilots_recorded, pilots_under, read, table  # noqa: E402
 from common.atomic import atomic_file  # noqa: E402
-from common.scalars import loaded_events, scalar_frame  # noqa: E402
 
 REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
-
-
-@dataclass
-class Pilot:
-    arm: str
-    multiple: float
-    root: Path
-    command: list[str] = field(default_factory=list)  # empty for a run read from an earlier call
-    wall_seconds: float | None = None
-    stopped_at_wall: bool = False
-    finished: bool = False
-    steps: int = 0
-    seconds_per_step: float | None = None
-    shares: dict[int, float] = field(default_factory=dict)  # validation step -> own loss below baseline, a share
-
-    def first_step_at(self, gate: float) -> int | None:
-        return next((step for step, share in sorted(self.shares.items()) if share >= gate), None)
-
-    def clears(self, bar: float) -> bool:
-        return self.finished and bool(self.shares) and self.shares[max(self.shares)] >= bar
 
 
 def parse_arm(spec: str, separator: str, option: str, number: str, example: str) -> tuple[str, float]:
@@ -77,69 +58,6 @@ def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
                f"++study.budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
                "stages=[pretrain]", f"root={root}", "report=false", f"extra_pretrain={extra}"]
     return Pilot(arm, multiple, root, command)
-
-
-def pilots_under(root: Path) -> list[Pilot]:
-    """Every pilot folder (x<multiple>-<arm>) under root, ordered by multiple and arm."""
-    found = []
-    for folder in root.glob("x*-*"):
-        if not folder.is_dir():
-            continue  # a run's log sits beside its folder
-        multiple, _, arm = folder.name[1:].partition("-")
-        try:
-            found.append(Pilot(arm, float(multiple), folder))
-        except ValueError:
-            continue  # not a pilot folder
-    return sorted(found, key=lambda p: (p.multiple, p.arm))
-
-
-def chosen_multiple(pilots: list[Pilot], arms: list[str], bars: dict[str, float], gate: float,
-                    rungs: list[float]) -> tuple[float | None, str]:
-    """The rule: the smallest of `rungs` at which every arm's finished run clears its bar; a rung with a finished run
-    below its bar is passed over, and the first one missing a run (or with one unfinished) leaves the choice open."""
-    by_multiple: dict[float, dict[str, Pilot]] = {}
-    for pilot in pilots:
-        by_multiple.setdefault(pilot.multiple, {})[pilot.arm] = pilot
-    missed = []
-    for multiple in sorted(rungs):
-        runs = by_multiple.get(multiple, {})
-        failed = [a for a, p in runs.items() if a in arms and p.finished and not p.clears(bars.get(a, gate))]
-        if failed:
-            missed.append(f"{multiple:g} x missed ({', '.join(failed)})")
-            continue
-        waiting = [a for a in arms if a not in runs or not runs[a].finished]
-        if waiting:
-            return None, "; ".join(missed + [f"{multiple:g} x open: waiting for {', '.join(waiting)}"])
-        return multiple, "; ".join(missed + [f"{multiple:g} x: every arm clears its bar"])
-    return None, "; ".join(missed + ["no rung of the rule qualifies: it sets no budget"])
-
-
-def read(pilot: Pilot) -> None:
-    """Fill in what the run logged: its steps, their pace, and its own-loss shares at each validation."""
-    run = next(pilot.root.glob("*/seed*/pretrain"), None)  # the study's one pretraining folder
-    pilot.finished = run is not None and (run / "summary.json").is_file()
-    if run is None or not (run / "tensorboard").is_dir():
-        return
-    values = scalar_frame(loaded_events(run / "tensorboard"))  # a resumed run's launches merged, as reports read it
-    if {"val/own_below_unigram", "val/own_unigram"} <= set(values):
-        shares = (values["val/own_below_unigram"] / values["val/own_unigram"]).dropna()
-        pilot.shares = {int(step): float(share) for step, share in shares.items()}
-    if "train/loss" in values:
-        pilot.steps = int(values["train/loss"].dropna().index.max())
-        pilot.seconds_per_step = pace(run / "tensorboard")
-
-
-def pace(tensorboard: Path) -> float | None:
-    """Seconds a training step, validation included, over a run's launches: each event file is one launch (a resumed
-    run adds one), so the time between a stop and its restart is never counted, while the merged series would."""
-    seconds = steps = 0.0
-    for file in sorted(tensorboard.glob("events.out.tfevents.*")):
-        wall = scalar_frame(loaded_events(file), wall_time=True)
-        if "train/loss" in wall:
-            logged = wall["train/loss"].dropna()
-            seconds += logged.iloc[-1] - logged.iloc[0]
-            steps += logged.index[-1] - logged.index[0]
-    return seconds / steps if steps > 0 else None
 
 
 def cache_written(root: Path) -> bool:
@@ -181,46 +99,6 @@ def run_all(pilots: list[Pilot], parallel: int, wall: float, log_dir: Path) -> N
                   f"{', stopped at the wall limit' if pilot.stopped_at_wall else ''})", flush=True)
 
 
-def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
-    rows = ["| arm | budget | steps | s/step | wall s | own share below baseline, last | bar | first step >= bar | "
-            "clears |", "|---|---|---|---|---|---|---|---|---|"]
-    for p in pilots:
-        bar = bars.get(p.arm, gate)
-        last = f"{p.shares[max(p.shares)]:.3f} (step {max(p.shares)})" if p.shares else "none logged"
-        pace = f"{p.seconds_per_step:.4f}" if p.seconds_per_step else "-"
-        wall = "-" if p.wall_seconds is None else f"{p.wall_seconds:.0f}"
-        verdict = "yes" if p.clears(bar) else ("no" if p.finished else "unfinished")
-        rows.append(f"| {p.arm} | {p.multiple:g} x | {p.steps} | {pace} | {wall} | {last} | {bar:g} | "
-                    f"{p.first_step_at(bar) or '-'} | {verdict} |")
-    return "\n".join(rows)
-
-
-def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float):  # -> matplotlib Figure
-    """One panel per arm: each rung's share below the baseline against the step (dotted while unfinished), and the
-    arm's bar dashed, so where a rung crosses the bar, and whether it stays above it, is seen at once."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    arms = list(dict.fromkeys(p.arm for p in pilots if p.shares))
-    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(3.4 * max(len(arms), 1), 3.2), sharey=True, squeeze=False)
-    for ax, arm in zip(axes[0], arms):
-        for p in (p for p in pilots if p.arm == arm and p.shares):
-            steps = sorted(p.shares)
-            ax.plot(steps, [p.shares[s] for s in steps], marker=".", linestyle="-" if p.finished else ":",
-                    label=f"{p.multiple:g} x" + ("" if p.finished else " (unfinished)"))
-        ax.axhline(bars.get(arm, gate), color="grey", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{arm} (bar {bars.get(arm, gate):g})", fontsize=9)
-        ax.set_xlabel("training step")
-        ax.xaxis.set_major_locator(MaxNLocator(4))  # step counts of five digits collide at the default
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("own loss below baseline (share)")
-    fig.tight_layout()
-    return fig
-
-
 def study_arms(study: str) -> list[str]:
     from omegaconf import OmegaConf
 
@@ -248,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=1, help="runs at once")
     parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
     parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")
+    parser.add_argument("--earlier", type=Path, nargs="*", default=[], help="JSON files an earlier call wrote with "
+                        "--out: their runs count as read then, unless --root holds the same run's logs")
     parser.add_argument("--out", type=Path, default=None, help="write every run's figures here as JSON")
     parser.add_argument("--plot", type=Path, default=None, help="draw every run's shares against its steps here (PNG)")
     args = parser.parse_args(argv)
@@ -262,10 +142,12 @@ def main(argv: list[str] | None = None) -> None:
     args.root.mkdir(parents=True, exist_ok=True)
     launched = [pilot_of(args, *parse_arm(spec, ":", "--runs", "multiple", "electra:16")) for spec in args.runs]
     run_all(launched, args.parallel, args.wall, args.root)
-    earlier = [p for p in pilots_under(args.root) if p.root not in {q.root for q in launched}]
-    pilots = sorted(launched + earlier, key=lambda p: (p.multiple, p.arm))
-    for pilot in pilots:
+    logged = launched + [p for p in pilots_under(args.root) if p.root not in {q.root for q in launched}]
+    for pilot in logged:
         read(pilot)
+    recorded = [p for p in pilots_recorded(args.earlier, args)
+                if (p.multiple, p.arm) not in {(q.multiple, q.arm) for q in logged}]
+    pilots = sorted(logged + recorded, key=lambda p: (p.multiple, p.arm))
     multiple, reason = chosen_multiple(pilots, arms, bars, args.gate, args.rungs)
     print(f"seed {args.seed}, {args.study} at {args.scale}, base budget {args.base_budget:.3g} FLOPs, gate "
           f"{args.gate:g}, bars {bars}")
