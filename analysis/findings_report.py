@@ -155,8 +155,8 @@ def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
         rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(value),
                      "per_seed": [round(per_seed[s], 4) for s in sorted(per_seed)], "mean": interval.mean,
                      "ci_low": interval.low, "ci_high": interval.high, "n": interval.n,
-                     "gate": "-" if not study.get("gate") else
-                     f"**failed**: {gate['gate_note']}" if gate["gate_failed"] else "passed"})
+                     "gate": "-" if not study.get("gate") else f"**failed**: {gate['gate_note']}"
+                     if gate["gate_failed"] else "passed" if per_seed else "no run read"})  # never a vacuous pass
     return pd.DataFrame(rows)
 
 

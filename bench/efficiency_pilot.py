@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wall", type=float, default=float("inf"), help="seconds a run may take before it is stopped")
     parser.add_argument("--extra-pretrain", nargs="*", default=[], help="more settings for every pretraining stage")
     parser.add_argument("--earlier", type=Path, nargs="*", default=[], help="JSON files an earlier call wrote with "
-                        "--out: their runs count as read then, unless --root holds the same run's logs")
+                        "--out: their runs count as read then, unless --root holds the same run with something logged")
     parser.add_argument("--out", type=Path, default=None, help="write every run's figures here as JSON")
     parser.add_argument("--plot", type=Path, default=None, help="draw every run's shares against its steps here (PNG)")
     args = parser.parse_args(argv)
@@ -139,15 +139,17 @@ def main(argv: list[str] | None = None) -> None:
     bars = dict(parse_arm(spec, "=", "--bar", "share", "electra=0.10") for spec in args.bar)
     if unknown := sorted(set(bars) - set(arms)):
         raise SystemExit(f"--bar names {unknown}, not arms of study={args.study} ({', '.join(arms)})")
+    recorded = pilots_recorded(args.earlier, args)  # a bad file is refused before any run, not hours after
     args.root.mkdir(parents=True, exist_ok=True)
     launched = [pilot_of(args, *parse_arm(spec, ":", "--runs", "multiple", "electra:16")) for spec in args.runs]
     run_all(launched, args.parallel, args.wall, args.root)
     logged = launched + [p for p in pilots_under(args.root) if p.root not in {q.root for q in launched}]
     for pilot in logged:
         read(pilot)
-    recorded = [p for p in pilots_recorded(args.earlier, args)
-                if (p.multiple, p.arm) not in {(q.multiple, q.arm) for q in logged}]
-    pilots = sorted(logged + recorded, key=lambda p: (p.multiple, p.arm))
+    # A folder that logged nothing (a launch that failed at once) does not hide the run a file recorded.
+    logged = [p for p in logged if p.finished or p.steps or p.shares or any(p is q for q in launched)]
+    pilots = sorted(logged + [p for p in recorded if (p.multiple, p.arm) not in {(q.multiple, q.arm) for q in logged}],
+                    key=lambda p: (p.multiple, p.arm))
     multiple, reason = chosen_multiple(pilots, arms, bars, args.gate, args.rungs)
     print(f"seed {args.seed}, {args.study} at {args.scale}, base budget {args.base_budget:.3g} FLOPs, gate "
           f"{args.gate:g}, bars {bars}")
@@ -155,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"budget: {'none yet' if multiple is None else f'{multiple:g} x = {args.base_budget * multiple:.3g} FLOPs'}"
           f" ({reason})")
     if args.plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")  # a file, never a window
         import matplotlib.pyplot as plt
 
         fig = ladder_figure(pilots, bars, args.gate)

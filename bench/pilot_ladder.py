@@ -9,8 +9,12 @@ import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.scalars import loaded_events, scalar_frame
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -49,22 +53,41 @@ def pilots_under(root: Path) -> list[Pilot]:
 
 def pilots_recorded(paths: list[Path], args: argparse.Namespace) -> list[Pilot]:
     """Runs read back from the JSON an earlier call wrote (--out), for runs whose logs are gone: the same seed, study,
-    scale and base budget as this call, or a one-line error. A later file's reading of a run replaces an earlier's."""
-    found: dict[tuple[float, str], Pilot] = {}
+    scale and base budget as this call, or a one-line error. A run in several files is merged where one file lacks a
+    field (a run read from its logs keeps no command); two values of one field are refused, naming both files."""
+    found: dict[tuple[float, str], tuple[Pilot, Path]] = {}
     for path in paths:
         try:
             saved = json.loads(path.read_text())
             setting = tuple(saved[key] for key in ("seed", "study", "scale", "base_budget"))
-            runs = [Pilot(r["arm"], float(r["multiple"]), Path(r["root"]), [], r["wall_seconds"], r["stopped_at_wall"],
-                          r["finished"], r["steps"], r["seconds_per_step"],
+            runs = [Pilot(r["arm"], float(r["multiple"]), Path(r["root"]), list(r["command"]), r["wall_seconds"],
+                          r["stopped_at_wall"], r["finished"], r["steps"], r["seconds_per_step"],
                           {int(step): float(share) for step, share in r["shares"].items()}) for r in saved["runs"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise SystemExit(f"--earlier {path}: not a pilot JSON written by --out ({error!r})") from None
         if setting != (args.seed, args.study, args.scale, args.base_budget):
             raise SystemExit(f"--earlier {path} holds seed, study, scale, base budget {setting}, not this call's "
                              f"{(args.seed, args.study, args.scale, args.base_budget)}: give the same settings")
-        found |= {(run.multiple, run.arm): run for run in runs}
-    return list(found.values())
+        for run in runs:
+            key = (run.multiple, run.arm)
+            found[key] = (merged(found[key][0], run, found[key][1], path) if key in found else run, path)
+    return [run for run, _ in found.values()]
+
+
+def merged(first: Pilot, second: Pilot, first_file: Path, second_file: Path) -> Pilot:
+    """One run read in two files: each field from whichever file has it (an empty command or a missing wall time
+    is no value); two different values are an error that says which file to leave out."""
+    fields = {}
+    for name, one in vars(first).items():
+        other = getattr(second, name)
+        if one in (None, []) or one == other or name == "root":
+            fields[name] = other if one in (None, []) else one
+        elif other in (None, []):
+            fields[name] = one
+        else:
+            raise SystemExit(f"--earlier: {first.arm} at {first.multiple:g} x has {name} {one!r} in {first_file} and "
+                             f"{other!r} in {second_file}; give only the file whose reading you keep")
+    return Pilot(**fields)
 
 
 def chosen_multiple(pilots: list[Pilot], arms: list[str], bars: dict[str, float], gate: float,
@@ -130,12 +153,9 @@ def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
     return "\n".join(rows)
 
 
-def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float):  # -> matplotlib Figure
+def ladder_figure(pilots: list[Pilot], bars: dict[str, float], gate: float) -> Figure:
     """One panel per arm: each rung's share below the baseline against the step (dotted while unfinished), and the
     arm's bar dashed, so where a rung crosses the bar, and whether it stays above it, is seen at once."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 

@@ -4,7 +4,7 @@ margins), the pace over a run's launches, runs read back from an earlier reading
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 from torch.utils.tensorboard import SummaryWriter
@@ -91,16 +91,25 @@ def saved_ladder(path, pilots, **settings) -> None:
     path.write_text(json.dumps(SETTINGS | settings | {"gate": 0.08, "runs": runs}))
 
 
-def test_runs_read_back_from_an_earlier_json_equal_their_first_reading_and_a_later_file_replaces_an_earlier(tmp_path):
+def test_runs_read_back_from_an_earlier_json_equal_their_first_reading(tmp_path):
     pilots = ladder(tmp_path / "logged", {("electra", 1): 0.077, ("electra", 4): 0.121, ("mlm", 4): None})
     saved_ladder(tmp_path / "a.json", pilots)
     recorded = pilot_ladder.pilots_recorded([tmp_path / "a.json"], reading())
     assert recorded == pilots  # steps, pace, shares (integer steps again), finished, all as first read
-    later = ladder(tmp_path / "later", {("electra", 4): 0.2})
-    saved_ladder(tmp_path / "b.json", later)
-    both = pilot_ladder.pilots_recorded([tmp_path / "a.json", tmp_path / "b.json"], reading())
-    assert {(p.arm, p.multiple): p.shares[max(p.shares)] for p in both}[("electra", 4.0)] == pytest.approx(0.2)
-    assert len(both) == 3
+
+
+def test_a_run_in_two_files_takes_each_field_from_the_file_that_has_it_and_refuses_two_values(tmp_path):
+    [run] = ladder(tmp_path / "logged", {("electra", 1): 0.077})
+    saved_ladder(tmp_path / "read.json", [run])  # read from its logs: no command, no wall time
+    launched = replace(run, command=["study.py", "arm=electra"], wall_seconds=1216.2)
+    saved_ladder(tmp_path / "launched.json", [launched])
+    for files in (["read.json", "launched.json"], ["launched.json", "read.json"]):
+        [both] = pilot_ladder.pilots_recorded([tmp_path / f for f in files], reading())
+        assert both.command == ["study.py", "arm=electra"] and both.wall_seconds == 1216.2 and both.shares == run.shares
+    saved_ladder(tmp_path / "old_reader.json", [replace(run, seconds_per_step=1.571)])  # a pace counted otherwise
+    with pytest.raises(SystemExit, match=r"electra at 1 x has seconds_per_step .* in .*read.json and 1.571 in "
+                                         r".*old_reader.json; give only the file whose reading you keep"):
+        pilot_ladder.pilots_recorded([tmp_path / "read.json", tmp_path / "old_reader.json"], reading())
 
 
 def test_an_earlier_json_of_other_settings_or_of_another_shape_is_refused(tmp_path):

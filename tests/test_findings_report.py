@@ -48,6 +48,10 @@ def test_a_check_is_printed_beside_the_gate_of_the_arms_it_reads(study):
                                          "(gate 0.08) |")
     assert "[-0.1, -0.13, -0.11]" in rows["ar_minus_mlm"]  # still printed: ar - mlm in each seed
     assert rows["mlm_f1"].endswith("| passed |")
+    unread = {"electra_f1": {"what": "descriptive", "value": {**F1, "arm": "electra"}}}  # an arm not run yet
+    write_findings(study, {**gated, "arms": {**gated["arms"], "electra": {}}, "checks": unread})
+    assert next(line for line in (study / "report" / "findings.md").read_text().splitlines()
+                if line.startswith("| electra_f1")).endswith("| no run read |")
     write_findings(study, {**gated, "gate": {**gated["gate"], "min_above_majority": 0.71}})  # mlm seed 1: 0.70
     mlm_row = next(line for line in (study / "report" / "findings.md").read_text().splitlines()
                    if line.startswith("| mlm_f1"))

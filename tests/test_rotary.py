@@ -1,5 +1,7 @@
-"""models.rotary: the rotate-half form is RoFormer's rotation of complex pairs, and rotated queries and keys score
-by their relative position only."""
+"""models.rotary: the rotate-half form is RoFormer's rotation of complex pairs (GPT-NeoX's pairing of dimension i with
+i + d/2; RoFormer's eq. 34 pairs neighbours 2i, 2i+1, the same up to a fixed permutation of dimensions, so the oracle
+checks the angles and the turn, not the pairing), and rotated queries and keys score by their relative position
+only."""
 
 import torch
 
@@ -7,7 +9,8 @@ from models.rotary import Rotary
 
 
 def complex_oracle(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """Su et al. (2021) eq. 34 as complex arithmetic: pair i is (x_i, x_{i+d/2}), turned by angle m * base^(-2i/d)."""
+    """Su et al. (2021) eq. 34 as complex arithmetic, in the rotate-half pairing: pair i is (x_i, x_{i+d/2}), turned
+    by angle m * base^(-2i/d)."""
     half = x.shape[-1] // 2
     theta = base ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
     turned = torch.complex(x[..., :half].double(), x[..., half:].double()) * torch.polar(
