@@ -30,7 +30,9 @@ KEPT = {"findings": ["study=findings_v1", "scale=cpu", "record=records/findings-
         # issue 47's registered zero-shot findings at 20.05M words, seeds 2-5 then seed 9 (LAUNCHES), kept unit by
         # unit: the golden tables are rebuilt as units land
         "zeroshot-gutenwiki": ["study=zeroshot_gutenwiki", "scale=gutenwiki", "record=records/zeroshot-gutenwiki-cpu",
-                               "first_seed=2", "seeds=4"]}
+                               "first_seed=2", "seeds=4"],
+        # issue 48's packing study, seeds 1-5, kept unit by unit: the golden tables are rebuilt as units land
+        "packing": ["study=packing", "scale=cpu", "record=records/packing-cpu", "seeds=5"]}
 LAUNCHES = {"zeroshot-gutenwiki": [[], ["first_seed=9", "seeds=1"]]}  # settings each launch adds to KEPT's
 
 
