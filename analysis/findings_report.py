@@ -271,7 +271,7 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "findings.csv", table.to_csv(index=False))
     seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
-    header = (f"# Findings: {root}\n\nPretraining seeds {seeds}. {precision_note(runs.pretraining)} "
+    header = (f"# Findings: {root}\n\nPretraining seeds paired by a row: {seeds}. {precision_note(runs.pretraining)} "
               f"{wall_time_note(S.stage_seconds(root))} {S.code_note(runs.pretraining)}").rstrip()
     atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
     written = [out / "findings.md", out / "findings.csv"]

@@ -101,6 +101,6 @@ def test_findings_files_are_written(study):
     written = write_findings(study, {"findings": {k: registered(FINDINGS[k]) for k in ("bidirectional", "nsp", "local_ar")}})
     text = (study / "report" / "findings.md").read_text()
     assert "**reproduced**" in text and "**unresolved**" in text and "BERT Table 5" in text
-    assert "Pretraining seeds [1, 2, 3]" in text
+    assert "Pretraining seeds paired by a row: [1, 2, 3]" in text
     assert len(pd.read_csv(written[1])) == 3
     assert written[2] == study / "report" / "findings.png" and written[2].read_bytes()[:4] == b"\x89PNG"
