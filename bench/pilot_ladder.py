@@ -29,6 +29,9 @@ class Pilot:
     steps: int = 0
     seconds_per_step: float | None = None
     shares: dict[int, float] = field(default_factory=dict)  # validation step -> own loss below baseline, a share
+    # The finished run's trainer precision (its summary.json): a CPU without bf16 units trains in fp32, so rungs
+    # run on different machines can differ in numerics as well as pace. None where not recorded.
+    precision: str | None = None
 
     def first_step_at(self, gate: float) -> int | None:
         return next((step for step, share in sorted(self.shares.items()) if share >= gate), None)
@@ -62,7 +65,8 @@ def pilots_recorded(paths: list[Path], args: argparse.Namespace) -> list[Pilot]:
             setting = tuple(saved[key] for key in ("seed", "study", "scale", "base_budget"))
             runs = [Pilot(r["arm"], float(r["multiple"]), Path(r["root"]), list(r["command"]), r["wall_seconds"],
                           r["stopped_at_wall"], r["finished"], r["steps"], r["seconds_per_step"],
-                          {int(step): float(share) for step, share in r["shares"].items()}) for r in saved["runs"]]
+                          {int(step): float(share) for step, share in r["shares"].items()}, r.get("precision"))
+                    for r in saved["runs"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise SystemExit(f"--earlier {path}: not a pilot JSON written by --out ({error!r})") from None
         if setting != (args.seed, args.study, args.scale, args.base_budget):
@@ -115,6 +119,8 @@ def read(pilot: Pilot) -> None:
     """Fill in what the run logged: its steps, their pace, and its own-loss shares at each validation."""
     run = next(pilot.root.glob("*/seed*/pretrain"), None)  # the study's one pretraining folder
     pilot.finished = run is not None and (run / "summary.json").is_file()
+    if pilot.finished:
+        pilot.precision = json.loads((run / "summary.json").read_text()).get("precision")
     if run is None or not (run / "tensorboard").is_dir():
         return
     values = scalar_frame(loaded_events(run / "tensorboard"))  # a resumed run's launches merged, as reports read it
@@ -141,7 +147,7 @@ def pace(tensorboard: Path) -> float | None:
 
 def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
     rows = ["| arm | budget | steps | s/step | wall s | own share below baseline, last | bar | first step >= bar | "
-            "clears |", "|---|---|---|---|---|---|---|---|---|"]
+            "clears | precision |", "|---|---|---|---|---|---|---|---|---|---|"]
     for p in pilots:
         bar = bars.get(p.arm, gate)
         last = f"{p.shares[max(p.shares)]:.3f} (step {max(p.shares)})" if p.shares else "none logged"
@@ -149,7 +155,7 @@ def table(pilots: list[Pilot], bars: dict[str, float], gate: float) -> str:
         wall = "-" if p.wall_seconds is None else f"{p.wall_seconds:.0f}"
         verdict = "yes" if p.clears(bar) else ("no" if p.finished else "unfinished")
         rows.append(f"| {p.arm} | {p.multiple:g} x | {p.steps} | {pace} | {wall} | {last} | {bar:g} | "
-                    f"{p.first_step_at(bar) or '-'} | {verdict} |")
+                    f"{p.first_step_at(bar) or '-'} | {verdict} | {p.precision or '-'} |")
     return "\n".join(rows)
 
 
