@@ -13,7 +13,8 @@ from common.vocabulary import Vocabulary
 
 def document_ids(block: np.ndarray, eod_id: int) -> np.ndarray:
     """Each position's document within a packed block: the number of [EOD]s strictly before it, so an [EOD] belongs
-    to the document it ends and the leading [CLS] to the first."""
+    to the document it ends and the leading [CLS] to the first (attention within documents lets every document see
+    that [CLS] and the [CLS] only itself: models.attention)."""
     ends = block == eod_id
     return np.cumsum(ends) - ends
 

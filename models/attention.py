@@ -7,7 +7,11 @@ arguments in one place.
     Attention.explicit(m)     m (B, T, T) bool, True where query t may attend to key s (any other pattern)
 
 Any of them `.within(documents)` ((B, T) document ids, data.cross_document_attention=false): a position also attends
-only to positions of its own document, as if each document of a packed block were alone.
+only to positions of its own document, and to the block's first position, its [CLS] (every packed block starts with
+one), as if each document of a packed block were alone behind a [CLS]. The [CLS] then attends to itself alone, so
+nothing passes through it from one document to another. Without it, every document but a block's first would
+pretrain with no [CLS] to attend to (which a model trained across documents leans on: docs/findings.md, packing),
+while every fine-tuning input starts with one.
 """
 
 from __future__ import annotations
@@ -169,7 +173,9 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
         documents = attention.documents.to(device)
         if documents.shape[-1] != length:
             raise ValueError(f"document ids {tuple(documents.shape)} do not fit {length}-token inputs")
-        allowed = allowed & (documents[:, :, None] == documents[:, None, :])  # (B, T, T)
+        start = positions == 0  # the block's [CLS]: every document's, and itself no document's
+        allowed = allowed & (((documents[:, :, None] == documents[:, None, :]) & ~start[None, :, None])
+                             | start[None, None, :])  # (B, T, T)
     if padding is not None:
         allowed = allowed & padding.bool()[:, None, :]  # keys at padding: (B, 1, T)
     if allowed.shape[-2] == length:  # per-query rows: none may be empty

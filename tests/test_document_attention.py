@@ -1,12 +1,12 @@
 """Document-masked packing (data.cross_document_attention=false): each position of a packed block attends only to
-its own document, which a loop that runs every document alone reproduces."""
+its own document and the block's [CLS], which a loop that runs every document alone behind a [CLS] reproduces."""
 
 import numpy as np
 import pytest
 import torch
 
 from datamodules.blocks import PackedBlocks, document_ids
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention, sdpa_arguments
 from models.backbone import ModelConfig, Transformer
 from objectives.ar import next_token_loss
 from objectives.mlm import MaskedLM
@@ -38,12 +38,20 @@ def model_of(vocab, positions, device="cpu"):
 
 
 def alone(model, ids, documents, attention):
-    """(B, T, d): every document run by itself, at the positions it has in its block: the oracle."""
+    """(B, T, d): every document run by itself behind the block's [CLS], at the positions it has in its block, the
+    [CLS] attending to itself alone: the oracle. The [CLS]'s own states are those of the block's first document."""
     out = torch.zeros(*ids.shape, model.config.d_model, device=ids.device)
     for r in range(ids.shape[0]):
-        for doc in documents[r].unique():
-            where = (documents[r] == doc).nonzero().squeeze(1)
-            out[r, where] = model(ids[r:r + 1, where], attention=attention, position_ids=where[None])[0]
+        for doc in documents[r].unique().flip(0):  # the first document last: its run writes the [CLS]'s states
+            where = torch.cat([torch.zeros(1, dtype=torch.long, device=ids.device),
+                               (documents[r] == doc).nonzero().squeeze(1)]).unique()
+            n = len(where)
+            allowed = torch.ones(n, n, dtype=torch.bool, device=ids.device)
+            if attention.kind == "causal":
+                allowed = allowed.tril()
+            allowed[0, 1:] = False  # the [CLS] sees itself alone
+            out[r, where] = model(ids[r:r + 1, where], attention=Attention.explicit(allowed[None]),
+                                  position_ids=where[None])[0]
     return out
 
 
@@ -66,21 +74,20 @@ def test_each_document_reads_as_if_it_were_alone(vocab, positions, kind, device)
         oracle = alone(model, ids, documents, static)
         across = model(ids, attention=static)
     assert torch.allclose(within, oracle, atol=1e-5)
-    assert torch.allclose(within[2], across[2], atol=1e-5)  # a row that is one document is unchanged
+    if kind == "causal":  # a row that is one document is unchanged (its [CLS] saw only itself already)
+        assert torch.allclose(within[2], across[2], atol=1e-5)
     assert not torch.allclose(within[0], across[0], atol=1e-3)  # the others are not
 
 
-def test_under_rotary_positions_a_document_also_reads_as_if_it_started_the_block(vocab):
-    """Rotary attention scores depend on relative positions only, so keeping a document's place in the block (what
-    the option does) equals restarting its positions at 0, up to rounding."""
-    model = model_of(vocab, "rope")
-    ids = block_with_documents(vocab)
-    documents = documents_of(ids)
-    with torch.no_grad():
-        within = model(ids, attention=BIDIRECTIONAL.within(documents))
-        where = (documents[0] == 1).nonzero().squeeze(1)
-        restarted = model(ids[0:1, where], attention=BIDIRECTIONAL)[0]
-    assert torch.allclose(within[0, where], restarted, atol=1e-4)
+def test_every_document_attends_to_the_blocks_cls_which_attends_to_itself_alone(vocab):
+    ids = block_with_documents(vocab)[:1]
+    documents = documents_of(ids)  # row 0: documents 0 (positions 0-7), 1 (8-19), 2 (20-29)
+    mask, is_causal = sdpa_arguments(BIDIRECTIONAL.within(documents), None, 1, ids.shape[1], ids.device)
+    allowed = mask[0, 0]
+    assert not is_causal and allowed[:, 0].all()  # every position sees the [CLS]
+    assert allowed[0].tolist() == [True] + [False] * (ids.shape[1] - 1)  # which sees only itself
+    same = documents[0][:, None] == documents[0][None, :]
+    assert torch.equal(allowed[1:, 1:], same[1:, 1:])  # otherwise its own document, every token of it
 
 
 def test_ar_losses_equal_the_per_document_loop(vocab):
