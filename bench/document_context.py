@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,14 +33,16 @@ from training.setup import build  # noqa: E402
 READ = ("val/loss", "val/own_below_unigram")  # the LM NLL per predicted token, and its margin below unigram
 
 
-def held_out(run: Path, across: bool, batches: int | None) -> dict[str, float]:
-    """The run's last checkpoint validated on its own validation split, with or without document attention."""
-    config_file = run / ".hydra" / "config.yaml"
-    checkpoint = run / "checkpoints" / "last.ckpt"
-    if not config_file.is_file() or not checkpoint.is_file():
+def run_config(run: Path) -> DictConfig:
+    """The pretraining run's own settings (Hydra's .hydra/config.yaml), or a one-line error."""
+    if not (run / ".hydra" / "config.yaml").is_file() or not (run / "checkpoints" / "last.ckpt").is_file():
         raise SystemExit(f"{run}: no .hydra/config.yaml or checkpoints/last.ckpt; give a pretraining run folder")
-    cfg = OmegaConf.load(config_file)
-    cfg.data.cross_document_attention = across
+    return OmegaConf.load(run / ".hydra" / "config.yaml")
+
+
+def held_out(run: Path, cfg: DictConfig, across: bool, batches: int | None) -> dict[str, float]:
+    """The run's last checkpoint validated on its own validation split, with or without document attention."""
+    cfg = OmegaConf.merge(cfg, {"data": {"cross_document_attention": across}})  # a new config: the run's is kept
     objective, model_config = check_config(cfg)
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
@@ -50,8 +52,8 @@ def held_out(run: Path, across: bool, batches: int | None) -> dict[str, float]:
                             built_objective=objective)
     trainer = L.Trainer(accelerator="cpu", devices=1, precision="32-true", logger=False, enable_progress_bar=False,
                         enable_model_summary=False, limit_val_batches=batches or 1.0)
-    [metrics] = trainer.validate(module, datamodule=datamodule, ckpt_path=str(checkpoint), weights_only=True,
-                                 verbose=False)
+    [metrics] = trainer.validate(module, datamodule=datamodule, ckpt_path=str(run / "checkpoints" / "last.ckpt"),
+                                 weights_only=True, verbose=False)
     return {name: float(metrics[name]) for name in READ if name in metrics}
 
 
@@ -65,9 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     print("| run | trained | loss across | loss within | within - across | below unigram across | within |")
     print("|---|---|---|---|---|---|---|")
     for run in args.runs:
-        across, within = held_out(run, True, args.batches), held_out(run, False, args.batches)
-        trained_across = bool(OmegaConf.load(run / ".hydra" / "config.yaml").data.get("cross_document_attention",
-                                                                                       True))
+        cfg = run_config(run)
+        across, within = held_out(run, cfg, True, args.batches), held_out(run, cfg, False, args.batches)
+        trained_across = bool(cfg.data.get("cross_document_attention", True))
         rows.append({"run": str(run), "trained_across": trained_across, "across": across, "within": within})
         print(f"| {run} | {'across' if trained_across else 'within'} | {across['val/loss']:.4f} | "
               f"{within['val/loss']:.4f} | {within['val/loss'] - across['val/loss']:+.4f} | "

@@ -1,19 +1,20 @@
 """The pilot ladder of a FLOPs-budgeted study (study=efficiency): each arm's pretraining stage, exactly as the study
 runs it, at several multiples of a base budget, on a seed no registered run uses (20 by default), several at once,
-each under a wall-clock limit; then read from their TensorBoard logs (bench/pilot_ladder.py). Printed per run: steps logged, seconds a step
-(validation included), each arm's held-out own loss as a share below its context-free baseline (the study gate's
-quantity: `own_share_below_unigram`) at its last validation, the first step at which it reached the gate, and
-whether the finished run clears its arm's bar. A run stopped at its wall limit keeps its trajectory and clears nothing.
+each under a wall-clock limit; then read from their TensorBoard logs (bench/pilot_ladder.py). Printed per run: steps
+logged, seconds a step (validation included), each arm's held-out own loss as a share below its context-free baseline
+(the study gate's quantity: `own_share_below_unigram`) at its last validation, the first step at which it reached the
+gate, and whether the finished run clears its arm's bar. A run stopped at its wall limit keeps its trajectory and
+clears nothing.
 
 Then the budget rule fixed before the ladder ran (docs/findings.md): over every run under `--root`, from this call or
-an earlier one, and every run in `--earlier` JSON files whose logs are gone, the smallest of `--rungs` at which every arm of the study has a finished run that clears its bar
-(`--bar arm=share`, the gate for the others). A rung where a finished run misses its bar is passed over; the first
+an earlier one, and every run in `--earlier` JSON files whose logs are gone, the smallest of `--rungs` at which every
+arm of the study has a finished run that clears its bar (`--bar arm=share`, the gate for the others). A rung where a finished run misses its bar is passed over; the first
 one still missing a run, or holding an unfinished one, leaves the choice open, naming what it waits for.
 
     python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
         --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json
     python bench/efficiency_pilot.py --root /tmp/pilot --plot ladder.png  # read the ladder so far, apply the rule
-    python bench/efficiency_pilot.py --root /tmp/new --earlier docs/pilots/efficiency-cpu/*.json  # logs gone: --out's
+    python bench/efficiency_pilot.py --root /tmp/new --earlier a.json b.json  # logs gone: what --out wrote of them
 
 Several runs share one GPU as separate processes; the first starts alone until its token cache is written, so the
 others read that cache instead of building it each.

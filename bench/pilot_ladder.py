@@ -84,9 +84,9 @@ def merged(first: Pilot, second: Pilot, first_file: Path, second_file: Path) -> 
     fields = {}
     for name, one in vars(first).items():
         other = getattr(second, name)
-        if one in (None, []) or one == other or name == "root":
-            fields[name] = other if one in (None, []) else one
-        elif other in (None, []):
+        if one in (None, []):
+            fields[name] = other
+        elif other in (None, []) or one == other or name == "root":  # where it was read is no reading
             fields[name] = one
         else:
             raise SystemExit(f"--earlier: {first.arm} at {first.multiple:g} x has {name} {one!r} in {first_file} and "

@@ -25,8 +25,9 @@ def tiny_ar_run(tmp_path_factory, cache_dir):
 @pytest.mark.slow  # a tiny pretraining run (about 20 s on 2 cores)
 def test_read_across_documents_a_run_gives_back_its_own_last_validation_and_the_mask_changes_it(tiny_ar_run):
     folder, summary = tiny_ar_run
-    across = document_context.held_out(folder, across=True, batches=2)  # as it trained: the same 2 batches
-    within = document_context.held_out(folder, across=False, batches=2)
+    cfg = document_context.run_config(folder)
+    across = document_context.held_out(folder, cfg, across=True, batches=2)  # as it trained: the same 2 batches
+    within = document_context.held_out(folder, cfg, across=False, batches=2)
     assert across["val/loss"] == pytest.approx(summary["val_loss"], rel=1e-5)
     assert abs(within["val/loss"] - across["val/loss"]) > 1e-4  # the same targets, other attention
 

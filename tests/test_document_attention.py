@@ -39,10 +39,10 @@ def model_of(vocab, positions, device="cpu"):
 
 def alone(model, ids, documents, attention):
     """(B, T, d): every document run by itself behind the block's [CLS], at the positions it has in its block, the
-    [CLS] attending to itself alone: the oracle. The [CLS]'s own states are those of the block's first document."""
+    [CLS] attending to itself alone (so its states are the same in every document's run): the oracle."""
     out = torch.zeros(*ids.shape, model.config.d_model, device=ids.device)
     for r in range(ids.shape[0]):
-        for doc in documents[r].unique().flip(0):  # the first document last: its run writes the [CLS]'s states
+        for doc in documents[r].unique():
             where = torch.cat([torch.zeros(1, dtype=torch.long, device=ids.device),
                                (documents[r] == doc).nonzero().squeeze(1)]).unique()
             n = len(where)
