@@ -18,6 +18,7 @@ from models.attention import (
     uses_explicit_kernel,
 )
 from models.backbone import Transformer
+from tests.lanes import fast_lane_keeps
 from tests.model_helpers import tiny_model
 
 
@@ -180,8 +181,9 @@ def test_the_flops_count_halves_attention_only_where_the_chosen_kernel_skips_the
                            dropout=dropout) == share
 
 
-@pytest.mark.parametrize("kind", ["causal", "bidirectional", "prefix"])
-@pytest.mark.parametrize("norm,positions", [("pre", "learned"), ("post", "rope")])
+@pytest.mark.parametrize("norm,positions,kind", fast_lane_keeps(
+    [(norm, positions, kind) for norm, positions in [("pre", "learned"), ("post", "rope")]
+     for kind in ["causal", "bidirectional", "prefix"]], keep=[("post", "rope", "prefix")]))
 def test_a_bf16_forward_and_backward_with_the_explicit_kernel_equals_sdpas_within_bf16(monkeypatch, kind, norm,
                                                                                         positions):
     """The whole backbone under bf16 autocast, padded: the explicit kernel against SDPA on the same bf16

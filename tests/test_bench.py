@@ -50,6 +50,7 @@ def test_benchmark_prints_a_table_and_a_json_line_for_every_model(capsys, tmp_pa
     assert "| armlm mlm | train |" in out
 
 
+@pytest.mark.slow
 def test_flop_count_matches_torch_flop_counter():
     """torch's counter sees every matmul (it does not count the CPU flash-attention kernel, so the attention
     term is left out of the comparison). armlm's MLM and masked diffusion count their own, varying rows

@@ -11,6 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.conftest import shared_across_workers, tiny_config
+from tests.lanes import fast_lane_keeps
 from training.optim import decay_start, warmup_then_linear_decay
 from training.run import run_pretraining
 
@@ -97,7 +98,7 @@ def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_star
                                     f"max_tokens={16 * STEP_TOKENS}"))
 
 
-@pytest.mark.parametrize("overrides, message", [
+@pytest.mark.parametrize("overrides, message", fast_lane_keeps([
     (("branch_from=somewhere", "optim.decay_fraction=null"), r"branch_from needs a stable learning rate"),
     (("branch_budgets=[512]", "optim.decay_fraction=null"), r"branch_budgets needs a stable learning rate"),
     (("branch_from=somewhere", "max_tokens=null", "max_flops=1e10"), r"a FLOPs budget's are an estimate"),
@@ -106,7 +107,7 @@ def test_a_branch_refuses_a_trunk_that_trained_otherwise_or_never_saved_its_star
     (("branch_from=somewhere", "init_from=elsewhere"), r"branch_from with init_from"),
     (("branch_budgets=[512]", "init_from=elsewhere"), r"branch_budgets with init_from"),
     (("branch_from=somewhere", "objective=hybrid"), r"follows its budget .* train each budget from scratch"),
-])
+], every=4))
 def test_branch_settings_that_cannot_be_honoured_are_refused(tmp_path, cache_dir, overrides, message):
     cfg = tiny_config(tmp_path, cache_dir, *WSD, "max_tokens=2048", *overrides)
     with pytest.raises(ValueError, match=message):
@@ -114,6 +115,7 @@ def test_branch_settings_that_cannot_be_honoured_are_refused(tmp_path, cache_dir
 
 
 
+@pytest.mark.slow
 def test_a_budget_with_no_stable_phase_cannot_branch(tmp_path, cache_dir):
     """Warmup as long as the run: its decay would start at its last step, with nothing to share before it."""
     cfg = tiny_config(tmp_path, cache_dir, *WSD, "optim.warmup_steps=8", f"max_tokens={16 * STEP_TOKENS}",

@@ -15,6 +15,7 @@ from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig
 from objectives.base import Objective
 from tests.conftest import composed_config
+from tests.lanes import fast_lane_keeps
 from tests.test_finetune_data import word_tokenizer_json
 from training.run import check_config, run_pretraining
 from training.setup import build_model_config
@@ -175,7 +176,7 @@ def test_a_run_without_any_end_is_rejected():
         check_config(composed("max_tokens=null"))
 
 
-@pytest.mark.parametrize("override,named", [
+@pytest.mark.parametrize("override,named", fast_lane_keeps([
     ("seed=-1", "seed=-1: expected an integer >= 0"),
     ("seed=abc", "seed='abc': expected an integer"),
     ("max_tokens=0", "max_tokens=0: expected a positive integer"),
@@ -209,7 +210,7 @@ def test_a_run_without_any_end_is_rejected():
     ("model.dropout=some", "model.dropout='some' must be a number"),
     ("objective.mask_rate=lots", "objective.mask_rate='lots' must be a number in [0, 1]"),
     ("data.tokenizer.vocab_size=big", "data.tokenizer.vocab_size='big' must be an integer"),
-])
+], every=4))
 def test_every_numeric_run_setting_is_checked_at_startup(override, named):
     with pytest.raises(ValueError) as err:
         check_config(composed(override))
@@ -230,7 +231,7 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
                           "data.corpus.blank_line_documents=true"))
 
 
-@pytest.mark.parametrize("override,named", [
+@pytest.mark.parametrize("override,named", fast_lane_keeps([
     ("task.epochs=0", "task.epochs=0: expected an integer >= 1"),
     ("task.data.batch_size=many", "task.data.batch_size='many'"),
     ("task.data.max_length=2", "task.data.max_length=2"),
@@ -240,7 +241,7 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
     ("task.optim.betas=[0.9]", "task.optim.betas="),
     ("finetune.dropout=1", "finetune.dropout=1"),
     ("finetune.feature_layers=0", "finetune.feature_layers=0"),
-])
+], every=4))
 def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named):
     from finetune.run import run_finetune
 

@@ -18,6 +18,7 @@ def test_files_parse_to_the_documented_counts(data_dir, name):
     assert len({s.document for s in sentences}) == docs
 
 
+@pytest.mark.slow
 def test_converted_tags_are_valid_iob2_and_keep_every_entity(data_dir):
     sentences = read_conll(data_dir / "conll2003" / "eng.train")
     iob1 = []

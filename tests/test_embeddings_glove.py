@@ -1,6 +1,7 @@
 """GloVe's weighting and loss against a direct computation, and its fit recovering a planted structure."""
 
 import numpy as np
+import pytest
 import torch
 from scipy import sparse
 
@@ -26,6 +27,7 @@ def test_loss_equals_the_sum_over_entries_computed_one_by_one():
     assert abs(float(model.loss(rows, cols, counts).detach()) - direct) < 1e-12
 
 
+@pytest.mark.slow
 def test_training_recovers_a_planted_low_rank_log_count_matrix():
     rng = np.random.default_rng(0)
     size, rank = 40, 3

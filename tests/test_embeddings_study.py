@@ -23,6 +23,7 @@ def stage_config(stage):
     return compose_config(stage.command.config, list(stage.overrides))
 
 
+@pytest.mark.slow
 def test_static_arms_train_then_tag_and_checkpoint_arms_wait_for_the_other_studys_runs(tmp_path):
     source = tmp_path / "findings"
     cfg = study_config("seeds=2", f"root={tmp_path / 'study'}", f"checkpoints_from={source}")
@@ -127,6 +128,7 @@ def test_the_gate_judges_the_checkpoint_arms_and_leaves_static_arms_out(study_fo
     assert "mlm seed 2" in table.loc["E1", "gate_note"] and "word2vec" not in table.loc["E1", "gate_note"]
 
 
+@pytest.mark.slow
 def test_the_table_has_every_representation_with_intervals_over_seeds(study_folder):
     table = embeddings_table(study_folder)
     text = markdown(table)

@@ -83,6 +83,7 @@ def test_evaluate_writes_the_same_tags_for_ar_and_mlm(tiny_pretrained, tmp_path)
     assert mlm["forward_passes"] == 3 * (4 + 2 * 5) and 3 * 7 <= ar["forward_passes"] <= 3 * (7 + 36)
 
 
+@pytest.mark.slow  # extracts the embedded Wikipedia and counts its train split: seconds
 @pytest.mark.parametrize("objective", ["ar", "mlm"])
 def test_the_likelihood_section_reads_the_model_against_the_train_unigram_of_the_same_targets(objective, tmp_path):
     """An untrained checkpoint whose word vocabulary is the validation split's repeated words (so some held-out

@@ -21,6 +21,7 @@ from interchange.parity import PARITY_TOLERANCE
 from interchange.source import read_source
 from models.backbone import ModelConfig
 from tests.conftest import perturbed
+from tests.lanes import fast_lane_keeps
 
 
 def finetuned_checkpoint(folder: Path, tokenizer_json: str, name: str, kind: str, labels: tuple[str, ...],
@@ -40,14 +41,14 @@ def finetuned_checkpoint(folder: Path, tokenizer_json: str, name: str, kind: str
     return path
 
 
-@pytest.mark.parametrize("name, kind, labels, settings", [
+@pytest.mark.parametrize("name, kind, labels, settings", fast_lane_keeps([
     ("sst2", "classification", ("negative", "positive"), {"mode": "full", "attention": "bidirectional", "pooling": "first"}),
     ("mnli", "classification", ("entailment", "neutral", "contradiction"),
      {"mode": "full", "attention": "causal", "pooling": "last"}),
     ("stsb", "regression", (), {"mode": "features", "attention": "bidirectional", "pooling": "mean"}),
     ("conll2003", "tagging", ("O", "B-PER", "I-PER"), {"mode": "features", "attention": "bidirectional", "pooling": "first"}),
     ("conll2003", "tagging", ("O", "B-LOC"), {"mode": "full", "attention": "causal", "pooling": "first"}),
-])
+], every=3))
 def test_finetuned_heads_export_with_their_labels(name, kind, labels, settings, tmp_path, tokenizer_json, sentences):
     ckpt = finetuned_checkpoint(tmp_path / "run", tokenizer_json, name, kind, labels, settings)
     result = export_checkpoint(ckpt, tmp_path / "hf")

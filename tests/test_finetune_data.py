@@ -17,6 +17,7 @@ from datamodules.conll import CONLL2003_TAGS, read_conll
 from datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
 from datamodules.glue import GlueTask, read_release_split
 from tests.conftest import composed_config
+from tests.lanes import fast_lane_keeps
 from training.setup import build
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -107,7 +108,7 @@ def test_a_missing_split_names_the_file(tmp_path, tokenizer_json):
         dm.setup()
 
 
-@pytest.mark.parametrize("subword", ["first", "last"])
+@pytest.mark.parametrize("subword", fast_lane_keeps(["first", "last"], keep=["first"]))
 def test_conll_word_views_for_scoring(data_dir, tokenizer_json, subword):
     dm = task_datamodule("conll2003", tokenizer_json, source=str(data_dir / "conll2003"), max_length=8,
                          max_train_examples=40, max_eval_examples=40)

@@ -5,6 +5,7 @@ import pytest
 from datamodules.release_corpora import BrownCorpus, WikiText, brown_to_text, split_wikitext_articles
 
 
+@pytest.mark.slow
 def test_brown_reader_strips_tags_and_keeps_every_word(data_dir):
     corpus = BrownCorpus(str(data_dir / "brown"))
     docs = corpus.read_documents()

@@ -249,6 +249,7 @@ def brute_force_self_similarity(states, types, context) -> float:
     return sum(per_type) / len(per_type)
 
 
+@pytest.mark.slow
 def test_self_similarity_averages_every_type_equally_over_all_cross_context_pairs():
     """A skewed type distribution (one type holds half the tokens) with far more same-type pairs than the
     old 20,000-pair cap: the figure must equal the per-type mean over every cross-context pair."""

@@ -43,6 +43,7 @@ def one_shot(tokenizer, documents: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([np.asarray(i) for i in ids]), np.concatenate([[0], np.cumsum([len(i) for i in ids])])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_shards_equal_the_one_shot_encoding(tmp_path, tokenizer, documents, workers):
     docs = [*documents[:5], "", "   ", *documents[5:]]  # empty documents are dropped, as before
@@ -121,6 +122,7 @@ def test_a_killed_encode_resumes_without_re_encoding_finished_shards(tmp_path, t
     assert np.array_equal(np.asarray(tokens), expected_tokens) and np.array_equal(offsets, expected_offsets)
 
 
+@pytest.mark.slow
 def test_a_run_waits_for_another_encoding_the_folder_then_reads_its_shards(tmp_path, tokenizer, documents):
     done, shared = tmp_path / "done", tmp_path / "shared"
     encode_to_shards(tokenizer, iter(documents), done, shard_chars=300_000)

@@ -46,6 +46,7 @@ def test_a_split_folder_without_a_split_is_refused_by_name(tmp_path: Path):
         SplitTextFolder(str(tmp_path)).load()
 
 
+@pytest.mark.slow
 def test_gutenwiki_keeps_every_document_in_exactly_one_split(data_dir):
     """The staged corpus as its README counts it: documents per split from the title lists, whitespace words."""
     folder = data_dir / "gutenwiki-10m"

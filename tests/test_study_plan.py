@@ -8,6 +8,7 @@ import pytest
 from common.config import compose_config
 from studies.plan import plan
 from tests.conftest import study_config
+from tests.lanes import fast_lane_keeps
 from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,8 +22,7 @@ def stage_config(stage):
     return compose_config(stage.command.config, list(stage.overrides))
 
 
-# The fast lane composes every preset at the CPU scale; the other scales run with the slow tests.
-# The headline study composes in the fast lane (about 6 s); every other preset and scale with the slow tests (CI).
+# The headline study composes in the fast lane; every other preset and scale with the slow tests (CI).
 PRESETS = [pytest.param(study, scale, id=f"{study}-{scale}",
                         marks=() if (study, scale) == ("findings", "cpu") else pytest.mark.slow)
            for study in STUDIES for scale in ("smoke", "cpu", "gpu")]
@@ -53,6 +53,7 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
             assert config.seed == 1 and config.data.corpus._target_
 
 
+@pytest.mark.slow
 def test_a_study_registered_at_equal_flops_budgets_every_arm_in_flops_and_refuses_tokens(tmp_path):
     cfg = study_config("study=efficiency", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget=3.8e13")
     pretraining = [s for s in plan(cfg) if s.kind == "pretrain"]
@@ -115,6 +116,7 @@ def test_equal_predicted_tokens_arm_and_shared_candidates(tmp_path):
     assert "finetune.attention=bidirectional" in stages["ar/seed1 finetune rte-bidirectional"].overrides
 
 
+@pytest.mark.slow
 def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_path):
     at_flops = ("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops")
     cfg = study_config(*at_flops, "budget=2e13", "~study.arms.ar_pred")
@@ -166,6 +168,7 @@ def test_curve_arms_pass_over_the_whole_split(tmp_path):
     assert kinds.count("finetune") == kinds.count("zeroshot") == kinds.count("diagnose") == 12
 
 
+@pytest.mark.slow
 def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
     cfg = study_config("study=data_constrained", "scale=cpu", "seeds=1", f"root={tmp_path}")
     stages = {s.name: s for s in plan(cfg) if s.kind == "pretrain"}
@@ -190,6 +193,7 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
                           "study.findings.F7_diffusion_pays_less.b.relative_to=ar_e5"))
 
 
+@pytest.mark.slow
 def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_seed(tmp_path):
     cfg = study_config("study=findings_v1", "scale=cpu", "first_seed=4", "seeds=2", "study.finetune_seeds=3",
                        f"root={tmp_path}")
@@ -229,7 +233,7 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
         plan(study_config("study=findings", "scale=cpu", f"root={tmp_path}", "study.findings.F1.b.arm=bert"))
 
 
-@pytest.mark.parametrize("overrides,match", [
+@pytest.mark.parametrize("overrides,match", fast_lane_keeps([
     (["arm=bert"], "arm='bert' is not in study ar_vs_mlm"),
     (["seeds=0"], "seeds=0"),
     (["first_seed=0"], "first_seed=0"),
@@ -246,7 +250,7 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     (["study=curves", "study.arms.ar_w5m.branch_of=ar_w2m5"], "must name an earlier pretraining arm"),
     (["study=curves", "study.arms.ar_w5m.epochs=3"], r"fewer epochs than its trunk ar_w10m \(1\)"),
     (["study=curves", "study.arms.ar_w5m.pretrain=[\"objective=mlm\"]"], "may differ only in epochs"),
-])
+], every=4))
 def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         plan(study_config("scale=smoke", f"root={tmp_path}", *overrides))

@@ -150,6 +150,7 @@ def test_a_unit_kept_in_part_is_kept_again_whole_from_one_run(tmp_path):
         assert json.loads((record / stage.done_file.relative_to(root)).read_text())["run"] == 2
 
 
+@pytest.mark.slow
 def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_path, monkeypatch):
     """study.py with arm=: mlm alone is not its unit (mlm_sentence reads its checkpoint), so it is kept only
     once mlm_sentence has run too, and a fresh machine's arm=mlm_sentence restores the unit whole."""
@@ -220,6 +221,7 @@ def test_a_restore_cut_short_never_leaves_a_done_file(tmp_path, monkeypatch):
                                                                      "diagnostics.json", "zeroshot.json"}]
 
 
+@pytest.mark.slow
 def test_a_required_file_too_large_stops_the_recording_and_an_optional_one_is_left_out(tmp_path, monkeypatch):
     root, record = tmp_path / "root", tmp_path / "record"
     stages, ar = finished_unit(root)
@@ -248,6 +250,7 @@ def test_a_broken_kept_file_names_the_fix(tmp_path):
         restore_recorded(findings_stages(tmp_path / "fresh"), tmp_path / "fresh", record)
 
 
+@pytest.mark.slow
 def test_report_only_restores_the_record_and_reports_without_running_a_stage(tmp_path, monkeypatch):
     root, record, fresh = tmp_path / "root", tmp_path / "record", tmp_path / "fresh"
     stages = findings_stages(root)

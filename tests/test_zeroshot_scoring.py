@@ -114,6 +114,7 @@ def every_order_bound(model: Transformer, ids: tuple[int, ...], first: int = 1) 
     return total / math.factorial(len(positions))
 
 
+@pytest.mark.slow
 def test_the_per_sentence_bound_agrees_with_enumeration_over_orders(model):
     short = [s for s in SENTENCES if len(s.ids) <= 5]
     scorer = SentenceScorer(model, MaskedDiffusionLM, MASK_ID, bound_draws=200, seed=3)
