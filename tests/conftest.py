@@ -15,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.config import compose_config
 from common.vocabulary import Vocabulary
-from tests.findings_helpers import write_study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,6 +90,10 @@ def vocab() -> Vocabulary:
 def study(tmp_path: Path) -> Path:
     """A study folder of three seeds' fine-tuning scores and diagnostics (tests/findings_helpers.write_study),
     which the findings, gate and report tests read (a module may override it with a study of its own)."""
+    # Imported here, not at the top: pandas and the report's scipy would load in every process that reads this
+    # conftest, xdist's controller included, which runs no test (about 2 s of imports before the workers start).
+    from tests.findings_helpers import write_study
+
     return write_study(tmp_path)
 
 
