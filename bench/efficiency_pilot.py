@@ -8,8 +8,9 @@ clears nothing.
 
 Then the budget rule fixed before the ladder ran (docs/findings.md): over every run under `--root`, from this call or
 an earlier one, and every run in `--earlier` JSON files whose logs are gone, the smallest of `--rungs` at which every
-arm of the study has a finished run that clears its bar (`--bar arm=share`, the gate for the others). A rung where a finished run misses its bar is passed over; the first
-one still missing a run, or holding an unfinished one, leaves the choice open, naming what it waits for.
+arm of the study has a finished run that clears its bar (`--bar arm=share`, the gate for the others). A rung where a
+finished run misses its bar is passed over; the first one still missing a run, or holding an unfinished one, leaves
+the choice open, naming what it waits for.
 
     python bench/efficiency_pilot.py --root /tmp/pilot --runs electra:16 all_tokens_mlm:16 --parallel 2 \
         --wall 600 --extra-pretrain trainer=gpu --out /tmp/pilot.json

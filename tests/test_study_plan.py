@@ -23,9 +23,8 @@ def stage_config(stage):
 
 
 # The headline study composes in the fast lane; every other preset and scale with the slow tests (CI).
-PRESETS = [pytest.param(study, scale, id=f"{study}-{scale}",
-                        marks=() if (study, scale) == ("findings", "cpu") else pytest.mark.slow)
-           for study in STUDIES for scale in ("smoke", "cpu", "gpu")]
+PRESETS = fast_lane_keeps([(study, scale) for study in STUDIES for scale in ("smoke", "cpu", "gpu")],
+                          keep=[("findings", "cpu")])
 
 
 @pytest.mark.parametrize(("study", "scale"), PRESETS)
