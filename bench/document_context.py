@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common.atomic import atomic_file  # noqa: E402
+from common.provenance import armlm_commit  # noqa: E402
 from training.lit_module import PretrainModule  # noqa: E402
 from training.run import check_config  # noqa: E402
 from training.setup import build  # noqa: E402
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{within.get('val/own_below_unigram', float('nan')):.4f} |", flush=True)
     if args.out is not None:
         with atomic_file(args.out, "w") as f:
-            json.dump({"batches": args.batches, "runs": rows}, f, indent=1)
+            json.dump({"batches": args.batches, "commit": armlm_commit(), "runs": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

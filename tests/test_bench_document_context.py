@@ -7,6 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import bench.document_context as document_context
+from common.provenance import armlm_commit
 from tests.conftest import tiny_config
 from training.run import run_pretraining
 
@@ -39,6 +40,7 @@ def test_the_table_and_json_name_each_run_with_how_it_trained(tiny_ar_run, tmp_p
     assert f"| {folder} | across | " in capsys.readouterr().out
     saved = OmegaConf.load(tmp_path / "context.json")
     assert saved.batches == 1 and saved.runs[0].trained_across and set(saved.runs[0].within) == set(document_context.READ)
+    assert saved.commit == armlm_commit()  # which code read the checkpoints, kept beside the figures
 
 
 def test_a_folder_that_is_not_a_pretraining_run_is_refused(tmp_path):
