@@ -30,6 +30,8 @@ from common.vocabulary import MASK  # noqa: E402
 from datamodules.encoding import token_id  # noqa: E402
 from objectives.ar import AutoregressiveLM  # noqa: E402
 from objectives.mlm import MaskedLM  # noqa: E402
+from sources.armlm import armlm_special_tokens  # noqa: E402
+from sources.base import Reading  # noqa: E402
 from training.pretrained import load_pretrained  # noqa: E402
 from zeroshot.blimp import read_blimp  # noqa: E402
 from zeroshot.scoring import METHODS, SentenceScorer, encode_sentences  # noqa: E402
@@ -54,9 +56,10 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
     texts = sorted({s for p in read_blimp(blimp_dir) for s in (*p.good, *p.bad)})
     step = max(1, len(texts) // args.sentences)
-    sample = encode_sentences(tokenizer, texts[::step][:args.sentences])  # spread over the paradigms
+    sample = encode_sentences(tokenizer, texts[::step][:args.sentences], armlm_special_tokens(tokenizer))
     mask_id = token_id(tokenizer, MASK)
-    scorers = {m: SentenceScorer(model, AutoregressiveLM if m == "exact" else MaskedLM, mask_id,
+    readings = {m: Reading.of_objective(AutoregressiveLM if m == "exact" else MaskedLM) for m in args.methods}
+    scorers = {m: SentenceScorer(model, readings[m], mask_id,
                                  tokens_per_pass=args.tokens_per_pass) for m in args.methods}
     rates: dict[str, list[float]] = {m: [] for m in args.methods}
     with torch.inference_mode():

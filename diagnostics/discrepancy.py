@@ -13,21 +13,24 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
+from torch import Tensor
 
 from common.vocabulary import SPECIAL_TOKENS
 from diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
 from models.attention import Attention
-from models.backbone import Transformer
+from sources.base import Backbone
 
 
-def representation_report(model: Transformer, sentences: list[list[int]], attention: Attention, mask_id: int,
-                          cfg: DictConfig) -> dict[str, Any]:
+def representation_report(model: Backbone, sentences: list[list[int]], attention: Attention, mask_id: int | None,
+                          cfg: DictConfig, ordinary: Tensor | None = None) -> dict[str, Any]:
     """`representations.sentences` of the held-out `sentences`, drawn with the run's seed; each rate k in
     `representations.mask_rates` replaces k of every sentence's other tokens by [MASK]. `attention`: how the
-    checkpoint's backbone attends when diagnosed."""
+    checkpoint's backbone attends when diagnosed. `ordinary`: (V,) bool, the ids the random control draws from
+    (default armlm's: every id after its special tokens). A model without a mask token (`mask_id` None) gets the
+    geometry only: there is no [MASK] to shift it."""
     started = time.perf_counter()
     settings = cfg.representations
-    rates = [float(k) for k in settings.mask_rates]
+    rates = [float(k) for k in settings.mask_rates] if mask_id is not None else []
     if any(not 0 < k < 1 for k in rates):
         raise ValueError(f"representations.mask_rates={rates}; every rate must be in (0, 1)")
     count = min(int(settings.sentences), len(sentences))
@@ -42,9 +45,10 @@ def representation_report(model: Transformer, sentences: list[list[int]], attent
         left = {f"{k:g}": sentence_shift_left(model, chosen, attention=attention, mask_id=mask_id, rate=k,
                                               seed=int(cfg.seed)) for k in rates}
         # The control: random ordinary tokens at the same positions, corruption every reader has seen in text
-        ordinary = range(len(SPECIAL_TOKENS), model.config.vocab_size)
+        random_ids = (torch.arange(len(SPECIAL_TOKENS), model.config.vocab_size) if ordinary is None
+                      else torch.nonzero(ordinary).squeeze(-1))
         random_left = {f"{k:g}": sentence_shift_left(model, chosen, attention=attention, mask_id=mask_id, rate=k,
-                                                     seed=int(cfg.seed), random_ids=ordinary) for k in rates}
+                                                     seed=int(cfg.seed), random_ids=random_ids) for k in rates}
         geometry = [{"layer": layer, **row} for layer, row in enumerate(
             embedding_geometry(model, chosen, attention=attention, seed=int(cfg.seed)), 1)]
     return {"sentences": count, "tokens": sum(len(ids) - 1 for ids in chosen), "shift": shift,
@@ -54,4 +58,5 @@ def representation_report(model: Transformer, sentences: list[list[int]], attent
                                   for k, r in random_left.items()},
             "shift_left_read_tokens": {k: r.read_tokens for k, r in left.items()},
             "shift_left_masks_seen": {k: r.masks_seen for k, r in left.items()},
-            "geometry": geometry, "seconds": round(time.perf_counter() - started, 2)}
+            "geometry": geometry, "seconds": round(time.perf_counter() - started, 2),
+            **({} if mask_id is not None else {"shift_skipped": "the tokenizer has no mask token"})}

@@ -65,13 +65,14 @@ class LikelihoodResult:
 
 
 def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, count: int,
-                    split: str = "validation") -> Tensor:
+                    split: str = "validation", start: int | None = None, document_end: int | None = None) -> Tensor:
     """`count` blocks `[CLS] + block_size - 1 tokens` of the split's document stream ([EOD] after each document),
-    as the pretraining DataModule packs them, spread evenly over the split."""
+    as the pretraining DataModule packs them, spread evenly over the split. `start` and `document_end`: another
+    tokenizer's ids in those roles (a Hugging Face model's BOS or [CLS], its EOS or [SEP]: sources.SpecialTokens)."""
     documents = corpus.load().get(split)
     if documents is None:
         raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
-    tokens, _ = encode_documents(tokenizer, documents, desc=f"{split} blocks")
+    tokens, _ = encode_documents(tokenizer, documents, desc=f"{split} blocks", eod=document_end)
     span = block_size - 1
     available = len(tokens) // span
     if available < 1 or count < 1:
@@ -79,7 +80,7 @@ def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, co
                          f"blocks of {block_size} tokens; lower likelihood.blocks or likelihood.block_size")
     chosen = np.unique(np.linspace(0, available - 1, num=min(count, available)).round().astype(np.int64))
     rows = np.stack([tokens[i * span:(i + 1) * span] for i in chosen]).astype(np.int64)
-    cls = np.full((len(rows), 1), token_id(tokenizer, CLS), dtype=np.int64)
+    cls = np.full((len(rows), 1), token_id(tokenizer, CLS) if start is None else start, dtype=np.int64)
     return torch.from_numpy(np.concatenate([cls, rows], axis=1))
 
 
@@ -89,11 +90,11 @@ def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, co
 UNIGRAM_EXCLUDED = (PAD, CLS, SEP, MASK, EOD)
 
 
-def train_unigram_counts(corpus: Corpus, tokenizer: Tokenizer) -> np.ndarray:
+def train_unigram_counts(corpus: Corpus, tokenizer: Tokenizer, document_end: int | None = None) -> np.ndarray:
     """(V,) int64: how often each id occurs in the corpus's train split, tokenized as pretraining's cache is
     (encode_documents, [EOD] after each document). The whole split: a run of data.max_train_tokens trained on a
     slice of it, whose counts the checkpoint does not record."""
-    tokens, _ = encode_documents(tokenizer, list(corpus.documents("train")), desc="train unigram")
+    tokens, _ = encode_documents(tokenizer, list(corpus.documents("train")), desc="train unigram", eod=document_end)
     return np.bincount(tokens.astype(np.int64), minlength=tokenizer.get_vocab_size())
 
 

@@ -22,7 +22,8 @@ from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.scoring import Scorer
 from diagnostics.sentences import Pair
 from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
-from objectives.base import Objective, refuse_unless_language_model
+from objectives.base import Objective
+from sources.base import Reading, as_reading
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,15 @@ METHODS = {
 }
 
 
-def scoring_method(objective: type[Objective]) -> ScoringMethod:
-    refuse_unless_language_model(objective, "the diagnostics (evaluate.py)")
-    method = METHODS.get(getattr(objective, "scoring", None))
+def scoring_method(reading: Reading | type[Objective]) -> ScoringMethod:
+    reading = as_reading(reading)
+    reading.refuse_unless_language_model("the diagnostics (evaluate.py)")
+    method = METHODS.get(reading.scoring)
     if method is None:
-        raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, which the "
-                         f"diagnostics do not implement ({sorted(METHODS)}); add its ScoringMethod to "
-                         "diagnostics/methods.py")
-    if method.name == "conditionals" and objective.masked_prediction_offset:
-        raise ValueError(f"{objective.__name__} predicts a masked token {objective.masked_prediction_offset} place(s) "
+        raise ValueError(f"{reading.name} declares scoring={reading.scoring!r}, which the diagnostics do not implement "
+                         f"({sorted(METHODS)}); add its ScoringMethod to diagnostics/methods.py")
+    if method.name == "conditionals" and reading.masked_prediction_offset:
+        raise ValueError(f"{reading.name} predicts a masked token {reading.masked_prediction_offset} place(s) "
                          "before it; the MLM joint constructions read it in place. Score it by the chain rule, or "
                          "zero-shot (zeroshot.py), which reads it where it was trained")
     return method

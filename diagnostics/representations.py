@@ -145,7 +145,7 @@ class LeftShift:
 
 @torch.no_grad()
 def sentence_shift_left(model: Transformer, sentences: list[list[int]], *, attention: Attention, mask_id: int,
-                        rate: float, seed: int = 0, random_ids: range | None = None) -> LeftShift:
+                        rate: float, seed: int = 0, random_ids: Tensor | None = None) -> LeftShift:
     """The shift with every [MASK] left of every token read (`draw_left_masks`). A causal reader sees all
     positions before it, so it sees the same masks, as many and at the same positions, as a bidirectional
     one: the comparison of AR and MLM is no longer confounded by how many masks attention lets through
@@ -161,8 +161,8 @@ def sentence_shift_left(model: Transformer, sentences: list[list[int]], *, atten
         if draw is None:
             continue
         corrupted = torch.tensor(ids)
-        corrupted[draw.masked] = mask_id if random_ids is None else torch.randint(
-            random_ids.start, random_ids.stop, (len(draw.masked),), generator=generator)
+        corrupted[draw.masked] = mask_id if random_ids is None else random_ids[torch.randint(
+            len(random_ids), (len(draw.masked),), generator=generator)]
         read = torch.arange(len(ids)) >= draw.cut
         inputs.append((ids, corrupted, read))
         masks_seen += len(draw.masked) * (len(ids) - draw.cut)

@@ -27,25 +27,18 @@ from tqdm import tqdm
 from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
 from common.migrations import migrate_summary
-from common.vocabulary import EOD, MASK
-from datamodules.encoding import token_id
+from common.units import likelihood_units, text_units
 from diagnostics.discrepancy import representation_report
-from diagnostics.likelihood import (
-    UNIGRAM_EXCLUDED,
-    blocks_fingerprint,
-    held_out_blocks,
-    train_unigram_counts,
-    unigram_nll_without_eod,
-)
+from diagnostics.likelihood import blocks_fingerprint, held_out_blocks, train_unigram_counts, unigram_nll_without_eod
 from diagnostics.methods import ScoringMethod, scoring_method
 from diagnostics.pairwise import PairwiseResult
 from diagnostics.report import markdown_report, tensorboard_scalars
 from diagnostics.scoring import Scorer, ordinary_tokens
-from diagnostics.sentences import PAIR_KINDS, Pair, load_sentences, sample_pairs, special_token_ids
+from diagnostics.sentences import PAIR_KINDS, Pair, sample_pairs, sentence_texts
 from diagnostics.tables import Candidates
 from models.attention import Attention
-from models.backbone import Transformer
-from training.pretrained import Pretrained, load_pretrained
+from sources import ModelSource, open_source
+from sources.base import Backbone
 
 log = logging.getLogger("armlm.diagnostics")
 PAIR_CONTEXTS = ("sentence", "prefix")
@@ -58,7 +51,8 @@ def evaluate_config(overrides: list[str]) -> DictConfig:
 
 def check_settings(cfg: DictConfig) -> None:
     if not cfg.get("checkpoint"):
-        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
+        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder, a Hugging Face "
+                         "model folder or hf:<hub id>")
     unknown = sorted(set(cfg.kinds) - set(PAIR_KINDS))
     if unknown or not cfg.kinds:
         raise ValueError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
@@ -95,57 +89,64 @@ def check_affordable(cfg: DictConfig, method: ScoringMethod, vocab_size: int) ->
                          "(restricted, not comparable across checkpoints)")
 
 
-def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringMethod, mask_id: int) -> dict[str, Any]:
-    """Chain rule: exact log-likelihood and perplexity. Conditionals: pseudo-log-likelihood and pseudo-perplexity."""
+def sequence_scores(scorer: Scorer, sentences: list[list[int]], method: ScoringMethod, mask_id: int | None,
+                    texts: list[str] | None = None) -> dict[str, Any]:
+    """Chain rule: exact log-likelihood and perplexity. Conditionals: pseudo-log-likelihood and pseudo-perplexity.
+    With the sentences' `texts`, the sum per token, per word and per byte too (`units`: common.units)."""
     total, tokens = 0.0, 0
     for ids in tqdm(sentences, desc="sequence scores", unit="sentence"):
         scores = method.sequence(scorer, ids, mask_id)
         total += scores.sum().item()
         tokens += len(scores)
-    return {"sentences": len(sentences), "tokens": tokens, method.sequence_name: total,
-            method.perplexity_name: math.exp(-total / tokens), "perplexity_kind": method.perplexity_name}
-
-
-def load_model(path: str, device: str) -> tuple[Transformer, Pretrained, Tokenizer]:
-    pretrained = load_pretrained(path)
-    return pretrained.backbone(device), pretrained, Tokenizer.from_str(pretrained.tokenizer_json)
+    result = {"sentences": len(sentences), "tokens": tokens, method.sequence_name: total,
+              method.perplexity_name: math.exp(-total / tokens), "perplexity_kind": method.perplexity_name}
+    if texts is not None:
+        result["units"] = {"kind": method.sequence_name, **likelihood_units(total, tokens, *text_units(texts))}
+    return result
 
 
 @dataclass
 class Setup:
     """Everything a diagnostic needs, built once from the evaluate config."""
 
-    model: Transformer
-    pretrained: Pretrained
-    method: ScoringMethod  # how the objective's checkpoints are scored (its class says)
+    model: Backbone
+    source: ModelSource
+    method: ScoringMethod  # how the model is scored (its source's reading says)
     corpus: Any
     sentences: list[list[int]]
+    texts: list[str]  # each sentence's text, for the likelihood per word and per byte
     scorer: Scorer
-    mask_id: int
+    mask_id: int | None  # None: the tokenizer has no mask token (a decoder's): the [MASK] shift is not measured
     ordinary: Tensor
     candidates: int | None
     tokenizer: Tokenizer
 
     @property
     def attention(self) -> Attention:
-        """How the backbone attends when diagnosed: as its objective's class says it does when fine-tuned."""
-        return Attention.named(self.pretrained.objective_class.finetune_attention)
+        """How the backbone attends when diagnosed: as its source says it does when fine-tuned."""
+        return Attention.named(self.source.reading.finetune_attention)
 
 
 def setup(cfg: DictConfig) -> Setup:
     check_settings(cfg)
-    model, pretrained, tokenizer = load_model(cfg.checkpoint, cfg.device)
+    source = open_source(cfg.checkpoint, cfg.device, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
+    model, tokenizer, special = source.backbone, source.tokenizer, source.special
     corpus = instantiate(cfg.data.corpus)
-    method = scoring_method(pretrained.objective_class)
-    check_affordable(cfg, method, model.config.vocab_size)
-    sentences = load_sentences(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
-                               max_tokens=cfg.sentences.max_tokens, split=cfg.split)
-    mask_id = token_id(tokenizer, MASK)
-    next_states = partial(pretrained.objective_class.next_token_states, model, mask_id=mask_id)
-    return Setup(model, pretrained, method, corpus, sentences,
+    method = scoring_method(source.reading)
+    check_affordable(cfg, method, source.vocab_size)
+    found = sentence_texts(corpus, tokenizer, min_tokens=cfg.sentences.min_tokens,
+                           max_tokens=min(int(cfg.sentences.max_tokens), source.longest_input - 1), split=cfg.split,
+                           start=special.start, specials=special.specials)
+    mask_id = special.mask
+    if method.name == "conditionals":
+        special.require_mask(source.origin, "the masked-conditional diagnostics")
+    next_states = partial(source.reading.next_token_states, model, mask_id=mask_id)
+    # ids past the tokenizer's own (a vocabulary padded for speed) are no token at all
+    ordinary = ordinary_tokens(source.vocab_size, list(special.specials))
+    ordinary[tokenizer.get_vocab_size():] = False
+    return Setup(model, source, method, corpus, [ids for _, ids in found], [text for text, _ in found],
                  Scorer(model, batch_size=cfg.batch_size, next_states=next_states,
-                        excluded=None if pretrained.objective_class.mask_in_support else mask_id), mask_id,
-                 ordinary_tokens(model.config.vocab_size, special_token_ids(tokenizer)),
+                        excluded=None if source.reading.mask_in_support else mask_id), mask_id, ordinary,
                  None if cfg.candidates is None else int(cfg.candidates), tokenizer)
 
 
@@ -202,7 +203,8 @@ def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
         log.info("%s pairs: %.1f s, %d forward passes", kind, results[kind].seconds, results[kind].passes)
     sequence_started = time.perf_counter()
     with torch.inference_mode():
-        sequence = sequence_scores(s.scorer, [s.sentences[i] for i in sorted(used)], s.method, s.mask_id)
+        sequence = sequence_scores(s.scorer, [s.sentences[i] for i in sorted(used)], s.method, s.mask_id,
+                                   [s.texts[i] for i in sorted(used)])
     sequence["seconds"] = round(time.perf_counter() - sequence_started, 2)
     return {"sequence": sequence,
             "pairwise": {kind: r.summary(s.method.headline_joint) for kind, r in results.items()}}
@@ -212,18 +214,23 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says,
     and the train split's unigram NLL of the same non-[EOD] targets (below_unigram: unigram minus model)."""
     started = time.perf_counter()
-    block_size = cfg.likelihood.block_size or s.pretrained.trained_length
+    source, special = s.source, s.source.special
+    block_size = cfg.likelihood.block_size or source.trained_length
     if block_size is None:
-        raise ValueError(f"{s.pretrained.path} does not record its pretraining block size; give likelihood.block_size")
-    if not 2 <= int(block_size) <= s.model.config.max_len:
-        raise ValueError(f"likelihood.block_size={block_size}; use 2..model.max_len={s.model.config.max_len}")
+        raise ValueError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size")
+    if not 2 <= int(block_size) <= source.longest_input:
+        raise ValueError(f"likelihood.block_size={block_size}; use 2..{source.longest_input} (the positions "
+                         f"{source.origin} takes)")
+    eod_id = special.document_end
+    if eod_id is None:
+        raise ValueError(f"{source.origin}'s tokenizer has no token that ends a document (EOS, [SEP] or [EOD]) to "
+                         "pack held-out blocks with; set likelihood.enabled=false")
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
-                             split=cfg.split)
-    eod_id = token_id(s.tokenizer, EOD)
+                             split=cfg.split, start=special.start, document_end=eod_id)
     # The train split's unigram on the same non-[EOD] targets: "nats below unigram" is a learning scale shared
     # by every objective (AR exact, a bidirectional model's bound).
-    unigram = unigram_nll_without_eod(blocks, train_unigram_counts(s.corpus, s.tokenizer),
-                                      [token_id(s.tokenizer, t) for t in UNIGRAM_EXCLUDED], eod_id)
+    excluded = [t for t in special.specials if t != special.unknown]  # [UNK] is a target every model is scored on
+    unigram = unigram_nll_without_eod(blocks, train_unigram_counts(s.corpus, s.tokenizer, eod_id), excluded, eod_id)
     with torch.inference_mode():
         result = s.method.likelihood(s.scorer, blocks, s.mask_id, eod_id, cfg)
     # Reports compare only on the same blocks: the fingerprint says whether two did (corpus, tokenizer, size).
@@ -247,13 +254,13 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.output_dir)
     s = setup(cfg)
-    model, pretrained, corpus, k = s.model, s.pretrained, s.corpus, s.candidates
+    source, corpus, k = s.source, s.corpus, s.candidates
     log.info("%s checkpoint %s (%s): %d qualifying sentences, %d pairs per kind, candidates %s", s.method.name,
-             pretrained.path, pretrained.objective_name, len(s.sentences), cfg.pairs, k or "all (exact)")
+             source.origin, source.name, len(s.sentences), cfg.pairs, k or "all (exact)")
 
     report: dict[str, Any] = {
-        "checkpoint": str(pretrained.path), "objective": pretrained.objective_name, "scoring": s.method.name,
-        "vocab_size": model.config.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
+        "checkpoint": source.origin, "objective": source.name, "scoring": s.method.name, "source": source.kind,
+        "vocab_size": source.vocab_size, "candidates": k, "candidates_from": cfg.candidates_from,
         "pair_context": cfg.pair_context,
         # Exact tables (every ordinary token a candidate) are the checkpoint's own figures; restricted ones
         # depend on the candidate sets and flatter the gold pair, so they do not compare across checkpoints.
@@ -262,14 +269,15 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
         "settings": OmegaConf.to_container(cfg, resolve=True),
         # how well the checkpoint learned its own objective (its run's summary): a study's learning gate reads it
         # here where the pretraining run lives in another study's folder (study=embeddings)
-        "pretraining": own_margins_of(pretrained.path),
+        "pretraining": own_margins_of(Path(source.origin)) if source.kind == "armlm" else None,
     }
     if cfg.independence:
         report.update(independence(s, cfg))
     if cfg.likelihood.enabled:
         report["likelihood"] = likelihood(s, cfg)
     if cfg.representations.enabled:
-        report["representations"] = representation_report(s.model, s.sentences, s.attention, s.mask_id, cfg)
+        report["representations"] = representation_report(s.model, s.sentences, s.attention, s.mask_id, cfg,
+                                                           s.ordinary)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_artefact(out / "diagnostics.json", report)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from models.attention import BIDIRECTIONAL, CAUSAL, Attention
@@ -57,7 +56,6 @@ class Scorer:
                   attention: Attention = BIDIRECTIONAL) -> Tensor:
         """Logits at `positions[r]` of row r: over the whole vocabulary (R, V), or only for the token ids
         `candidates[r]` (R, K), which is all a K-restricted table needs."""
-        weight, bias = self.model.token_embedding.weight, self.model.lm_bias
         out = []
         for start in range(0, input_ids.shape[0], self.batch_size):
             rows = slice(start, start + self.batch_size)
@@ -65,7 +63,7 @@ class Scorer:
             at = hidden[torch.arange(hidden.shape[0], device=self.device), positions[rows].to(self.device)]
             # One position per row: the full projection costs little beside the forward pass, and gathering
             # from it avoids materialising a (rows, K, d) copy of the embedding in the exact mode.
-            logits = F.linear(at, weight, bias).float()
+            logits = self.model.logits(at).float()
             if candidates is not None:
                 logits = logits.gather(-1, candidates[rows].to(self.device))
             out.append(logits.cpu())

@@ -8,6 +8,7 @@ block begins, for AR and MLM alike.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,18 +40,28 @@ def load_sentences(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max
                    split: str = "validation") -> list[list[int]]:
     """Token ids (`[CLS]` first) of every sentence of the split with `min_tokens`..`max_tokens` subwords,
     none of them special (an [UNK] would be a position no construction can score honestly)."""
+    return [ids for _, ids in sentence_texts(corpus, tokenizer, min_tokens=min_tokens, max_tokens=max_tokens,
+                                             split=split)]
+
+
+def sentence_texts(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max_tokens: int,
+                   split: str = "validation", start: int | None = None,
+                   specials: Sequence[int] | None = None) -> list[tuple[str, list[int]]]:
+    """`load_sentences` with each sentence's text beside its ids. `start` and `specials`: another tokenizer's start
+    token and special ids (sources.SpecialTokens); default armlm's [CLS] and special tokens."""
     if not 2 <= min_tokens <= max_tokens:
         raise ValueError(f"sentences.min_tokens={min_tokens}, max_tokens={max_tokens}: need 2 <= min <= max")
     documents = corpus.load().get(split)
     if documents is None:
         raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
-    cls_id, special = token_id(tokenizer, CLS), set(special_token_ids(tokenizer))
+    cls_id = token_id(tokenizer, CLS) if start is None else start
+    special = set(special_token_ids(tokenizer) if specials is None else specials)
     sentences = []
     for document in tqdm(documents, desc=f"tokenizing {split} sentences", unit="doc"):
         for text in split_sentences(document):
             ids = tokenizer.encode(text, add_special_tokens=False).ids
             if min_tokens <= len(ids) <= max_tokens and not special.intersection(ids):
-                sentences.append([cls_id, *ids])
+                sentences.append((text, [cls_id, *ids]))
     if not sentences:
         raise ValueError(f"no {split} sentence of {corpus.describe()} has {min_tokens}-{max_tokens} tokens; "
                          "lower sentences.min_tokens or raise sentences.max_tokens")

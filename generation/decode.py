@@ -14,7 +14,8 @@ from torch import Tensor
 from generation.sampling import SamplingSettings, sample
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
-from objectives.base import Objective, refuse_unless_language_model
+from objectives.base import Objective
+from sources.base import Reading, as_reading, causal_next_token_states
 
 UNMASKING_ORDERS = ("confidence", "random")
 
@@ -27,22 +28,23 @@ class Request:
     sampling: SamplingSettings
     banned: Tensor  # ids never generated (special tokens but [EOD])
     eod_id: int
-    mask_id: int
+    mask_id: int | None  # None: the tokenizer has none (a decoder), so only left-to-right sampling
     steps: int | None = None  # unmasking steps (None: one position revealed per step)
     order: str = "confidence"  # which masked positions are revealed first
 
 
 @torch.no_grad()
 def left_to_right(model: Transformer, request: Request, generator: torch.Generator,
-                  objective: type[Objective] = Objective) -> Tensor:
-    """(samples, P + n) ids: each next token drawn given the ones before it, from `objective`'s left-to-right
-    states (Objective.next_token_states: causal attention, or a PLM's query stream); a row that draws [EOD]
+                  reading: Reading | None = None) -> Tensor:
+    """(samples, P + n) ids: each next token drawn given the ones before it, from the left-to-right states the
+    model's reading gives (Reading.next_token_states: causal attention, the default, or a PLM's query stream); a row that draws [EOD]
     stops there (the rest of it is [EOD])."""
     device = next(model.parameters()).device
+    next_states = causal_next_token_states if reading is None else reading.next_token_states
     ids = request.prompt.to(device).repeat(request.samples, 1)
     done = torch.zeros(request.samples, dtype=torch.bool, device=device)
     for _ in range(request.new_tokens):
-        hidden = objective.next_token_states(model, ids, request.mask_id)[:, -1]
+        hidden = next_states(model, ids, request.mask_id)[:, -1]
         drawn, _ = sample(model.logits(hidden), request.sampling, generator, request.banned)
         drawn = torch.where(done, torch.full_like(drawn, request.eod_id), drawn)
         ids = torch.cat([ids, drawn[:, None]], dim=1)
@@ -54,11 +56,11 @@ def left_to_right(model: Transformer, request: Request, generator: torch.Generat
 
 @torch.no_grad()
 def iterative_unmasking(model: Transformer, request: Request, generator: torch.Generator,
-                        objective: type[Objective] = Objective) -> Tensor:
+                        reading: Reading | None = None) -> Tensor:
     """(samples, P + n) ids: the n positions after the prompt start as [MASK]; each of `steps` steps draws a token
     at every masked position (given everything visible) and keeps ceil(masked / steps left) of them, the most
-    probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again. `objective`:
-    the samplers' common signature; every objective sampled this way reads the same bidirectional conditionals."""
+    probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again. `reading`:
+    the samplers' common signature; every model sampled this way reads the same bidirectional conditionals."""
     if request.order not in UNMASKING_ORDERS:
         raise ValueError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
     device = next(model.parameters()).device
@@ -90,18 +92,19 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     return ids.cpu()
 
 
-# Every sampler: (model, request, generator, objective class) -> (samples, P + n) ids.
-Sampler = Callable[[Transformer, Request, torch.Generator, type[Objective]], Tensor]
+# Every sampler: (model, request, generator, reading) -> (samples, P + n) ids.
+Sampler = Callable[[Transformer, Request, torch.Generator, Reading | None], Tensor]
 GENERATORS: dict[str, Sampler] = {
     "chain_rule": left_to_right,
     "conditionals": iterative_unmasking,
 }
 
 
-def generator_for(objective: type[Objective]) -> Sampler:
-    refuse_unless_language_model(objective, "sampling (generate.py)")
-    method = GENERATORS.get(getattr(objective, "scoring", None))
+def generator_for(reading: Reading | type[Objective]) -> Sampler:
+    reading = as_reading(reading)
+    reading.refuse_unless_language_model("sampling (generate.py)")
+    method = GENERATORS.get(reading.scoring)
     if method is None:
-        raise ValueError(f"{objective.__name__} declares scoring={getattr(objective, 'scoring', None)!r}, for which "
+        raise ValueError(f"{reading.name} declares scoring={reading.scoring!r}, for which "
                          f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
     return method

@@ -18,6 +18,7 @@ from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from datamodules.encoding import token_id
 from generation.decode import Request, generator_for
 from generation.sampling import SamplingSettings
+from sources.base import Reading
 from training.pretrained import load_pretrained
 
 log = logging.getLogger("armlm.generate")
@@ -53,9 +54,9 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     banned = banned_tokens(tokenizer)
     request = Request(prompt, int(cfg.new_tokens), int(cfg.samples), sampling, banned, eod,
                       token_id(tokenizer, MASK), None if cfg.steps is None else int(cfg.steps), str(cfg.order))
-    generate = generator_for(pretrained.objective_class)
-    ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)),
-                   pretrained.objective_class)
+    reading = Reading.of_objective(pretrained.objective_class)
+    generate = generator_for(reading)
+    ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)), reading)
     texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
     result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
               "method": generate.__name__, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),

@@ -7,6 +7,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # Bottom first; packages on one line share a layer and may not import each other.
 LAYERS = [("common",), ("models",), ("objectives",), ("datamodules",), ("training",),
+          ("sources",),  # a model to read: an armlm checkpoint (training.pretrained) or a Hugging Face one
           ("embeddings",),  # static vectors and word splitting, which NER on static vectors (finetune) reads
           ("finetune", "diagnostics", "generation"),
           ("zeroshot",),  # sentence scores build on the diagnostics' scorers and likelihood bound

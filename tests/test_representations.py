@@ -173,7 +173,7 @@ def test_left_shift_matches_a_brute_force_oracle_under_both_attentions():
 def test_the_random_token_control_corrupts_the_same_positions_with_ordinary_tokens():
     sentences = random_sentences([5, 9, 12, 16], seed=11)
     ordinary = range(6, tiny_model().config.vocab_size)
-    result, draws, inputs = watched_left_shift(sentences, 3, BIDIRECTIONAL, random_ids=ordinary)
+    result, draws, inputs = watched_left_shift(sentences, 3, BIDIRECTIONAL, random_ids=torch.tensor(ordinary))
     replaced = []
     for ids, d, (clean, corrupted) in zip(sentences, draws, inputs):
         assert clean.tolist() == ids and corrupted[d.cut:].tolist() == ids[d.cut:]

@@ -121,7 +121,7 @@ def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrain
     prompt = encode_prompt(ours.tokenizer, "the city of")
     greedy = Request(prompt, 8, 1, SamplingSettings(temperature=0.0), torch.tensor([0, 1, 2, 3, 4]), ours.eod_id,
                      ours.mask_id)
-    row = left_to_right(ours.model, greedy, torch.Generator(), ours.objective)[0, len(prompt):].tolist()
+    row = left_to_right(ours.model, greedy, torch.Generator(), ours.reading)[0, len(prompt):].tolist()
     row = row[:row.index(ours.eod_id)] if ours.eod_id in row else row
     assert free == ours.tokenizer.decode(row) and free
     stop = free[-1]  # whatever the tiny model wrote, cut at the first occurrence of its last character

@@ -22,6 +22,7 @@ from objectives.hybrid import HybridLM
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
 from objectives.plm import PermutationLM
+from sources.armlm import armlm_special_tokens
 from zeroshot.scoring import (
     EncodedSentence,
     SentenceScorer,
@@ -148,14 +149,14 @@ def test_methods_are_asked_of_the_objective_class_and_others_are_refused(model):
 def test_sentences_are_encoded_as_blocks_begin_with_word_ids():
     text = "the cat sat on the mat, and the dog slept. cats and dogs sleep unbelievably well. "
     tokenizer = train_tokenizer([text * 20], TokenizerSettings(vocab_size=40, min_frequency=1))
-    (s,) = encode_sentences(tokenizer, ["The cats, unbelievably, slept."])
+    (s,) = encode_sentences(tokenizer, ["The cats, unbelievably, slept."], armlm_special_tokens(tokenizer))
     assert s.ids[0] == tokenizer.token_to_id("[CLS]") and tokenizer.token_to_id("[SEP]") not in s.ids
     assert s.word_ids[0] == -1 and len(s.word_ids) == len(s.ids)
     pieces = [tokenizer.id_to_token(i) for i in s.ids[1:]]
     for piece, word, before in zip(pieces[1:], s.word_ids[2:], s.word_ids[1:-1]):
         assert (word == before) == piece.startswith("##")  # a word's later pieces are its ## subwords
     with pytest.raises(ValueError, match="no tokens"):
-        encode_sentences(tokenizer, ["   "])
+        encode_sentences(tokenizer, ["   "], armlm_special_tokens(tokenizer))
 
 
 def in_context(*tokens: int, context: int) -> EncodedSentence:

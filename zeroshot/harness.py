@@ -1,9 +1,11 @@
-"""lm-evaluation-harness's `armlm` model type: any pretraining checkpoint, scored the way its objective allows.
+"""lm-evaluation-harness's `armlm` model type: any model source (an armlm run or checkpoint, a Hugging Face folder
+or hf:<id>), scored the way it allows.
 
     python harness.py --model armlm --model_args checkpoint=<run folder>,method=pll --tasks blimp_local
 
 (`harness.py` is lm-eval's own command line with this module imported, so `--model armlm` is registered.)
-- `loglikelihood(context, continuation)`: `[CLS]`, the context's tokens, then the continuation's, scored by the
+- `loglikelihood(context, continuation)`: the start token ([CLS]; a Hugging Face model's own), the context's tokens,
+  the continuation's, and the model's end tokens (BERT's [SEP]; none for armlm or a decoder), scored by the
   checkpoint's method (zeroshot.scoring): `exact` for chain-rule readers; `pll` / `pll_word_l2r` (each
   continuation token masked in turn, the context always visible) or `bound` (minus the any-order bound over the
   continuation given the context) for checkpoints trained on masked conditionals. `is_greedy`: every continuation
@@ -26,43 +28,44 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
-from tokenizers import Tokenizer
 
-from common.vocabulary import CLS, EOD, MASK
-from datamodules.encoding import token_id
 from generation.decode import Request, generator_for
-from generation.run import banned_tokens
 from generation.sampling import SamplingSettings
-from training.pretrained import load_pretrained
-from zeroshot.scoring import EncodedSentence, SentenceScorer
+from sources import open_source
+from zeroshot.scoring import EncodedSentence, SentenceScorer, word_boundaries_known
 
 DEFAULT_MAX_GEN_TOKS = 32
 
 
 @register_model("armlm")
 class ArmlmLM(LM):
-    """`checkpoint`: a pretraining run folder or checkpoint file; `method`: one of the checkpoint's scoring
-    methods (default its first: `exact` for a chain-rule reader, else `pll`). lm-eval's `batch_size` is accepted
-    and not used: passes are sized by `tokens_per_pass`, as in zeroshot.py."""
+    """`checkpoint`: a model source (sources.open_source); `method`: one of its scoring methods (default its first:
+    `exact` for a chain-rule reader, else `pll`). lm-eval's `batch_size` is accepted and not used: passes are sized
+    by `tokens_per_pass`, as in zeroshot.py. `trust_remote_code`: run a Hugging Face folder's own modelling file."""
 
     def __init__(self, checkpoint: str, method: str | None = None, device: str = "cpu",
                  tokens_per_pass: int = 16384, bound_draws: int = 2, seed: int = 1,
-                 batch_size: Any = None, max_batch_size: Any = None) -> None:
+                 batch_size: Any = None, max_batch_size: Any = None, trust_remote_code: bool = False) -> None:
         super().__init__()
         if str(device).startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device={device} (lm-eval's default) but this torch has no CUDA device; add --device cpu")
-        pretrained = load_pretrained(checkpoint)
-        self.objective = pretrained.objective_class
-        self.model = pretrained.backbone(device)
-        self.tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
-        self.cls_id, self.eod_id = token_id(self.tokenizer, CLS), token_id(self.tokenizer, EOD)
-        self.mask_id = token_id(self.tokenizer, MASK)
-        self.scorer = SentenceScorer(self.model, self.objective, self.mask_id, tokens_per_pass=int(tokens_per_pass),
-                                     bound_draws=int(bound_draws), seed=int(seed))
+        source = open_source(checkpoint, device, trust_remote_code=str(trust_remote_code).lower() in ("true", "1"))
+        self.reading, self.model, self.tokenizer = source.reading, source.backbone, source.tokenizer
+        self.special = source.special
+        self.cls_id, self.eod_id, self.mask_id = source.special.start, source.special.document_end, source.special.mask
+        self.scorer = SentenceScorer(self.model, self.reading, self.mask_id, tokens_per_pass=int(tokens_per_pass),
+                                     bound_draws=int(bound_draws), seed=int(seed),
+                                     word_boundaries=word_boundaries_known(self.tokenizer))
         self.method = str(method) if method is not None else self.scorer.methods[0]
         self.scorer.check_method(self.method)
-        self.window = int(pretrained.trained_length or pretrained.model["max_len"])  # positions ever trained
+        # positions for the start token and the text: what the model takes, less its end tokens
+        self.window = source.longest_input - len(source.special.end)
         self.seed, self.torch_device = int(seed), device
+
+    def _framed(self, ids: Sequence[int], words: Sequence[int], first_target: int) -> EncodedSentence:
+        end = self.special.end
+        return EncodedSentence((self.cls_id, *ids, *end), (-1, *words, *[-1] * len(end)), first_target=first_target,
+                               trailing=len(end))
 
     # -- encoding ---------------------------------------------------------------------------------------------
 
@@ -86,7 +89,7 @@ class ArmlmLM(LM):
                              f"checkpoint was trained on {self.window} positions. Use loglikelihood_rolling for "
                              "long texts, or a task with shorter continuations")
         cut = max(0, len(ids) - (self.window - 1))
-        return EncodedSentence((self.cls_id, *ids[cut:]), (-1, *words[cut:]), first_target=1 + first - cut)
+        return self._framed(ids[cut:], words[cut:], 1 + first - cut)
 
     def rolling_windows(self, text: str) -> list[EncodedSentence]:
         """lm-eval's disjoint rolling windows over the text's tokens, each led by `[CLS]` as every pretraining
@@ -101,8 +104,7 @@ class ArmlmLM(LM):
         for context, targets in map(make_disjoint_window, get_rolling_token_windows(
                 list(range(len(ids))), prefix_token=-1, max_seq_len=self.window - 2, context_len=1)):
             kept = [i for i in context if i >= 0] + targets
-            windows.append(EncodedSentence((self.cls_id, *(ids[i] for i in kept)), (-1, *(words[i] for i in kept)),
-                                           first_target=1 + len(kept) - len(targets)))
+            windows.append(self._framed([ids[i] for i in kept], [words[i] for i in kept], 1 + len(kept) - len(targets)))
         return windows
 
     # -- lm-eval's requests -----------------------------------------------------------------------------------
@@ -132,8 +134,9 @@ class ArmlmLM(LM):
         return totals
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
-        generate = generator_for(self.objective)
-        banned = banned_tokens(self.tokenizer)
+        generate = generator_for(self.reading)
+        # a sampler never proposes a special token but the document end, where a sample stops
+        banned = torch.tensor([t for t in self.special.specials if t != self.eod_id])
         texts = []
         for k, request in enumerate(requests):
             context, settings = request.args
@@ -151,7 +154,7 @@ class ArmlmLM(LM):
             prompt = torch.tensor([self.cls_id, *(ids[len(ids) - room:] if room else [])])
             request_ = Request(prompt, new_tokens, 1, sampling, banned, self.eod_id, self.mask_id)
             generator = torch.Generator(device=self.torch_device).manual_seed(self.seed * 1_000_003 + k)
-            row = generate(self.model, request_, generator, self.objective)[0, len(prompt):].tolist()
+            row = generate(self.model, request_, generator, self.reading)[0, len(prompt):].tolist()
             if self.eod_id in row:
                 row = row[:row.index(self.eod_id)]
             text = self.tokenizer.decode(row)

@@ -20,9 +20,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
-from common.vocabulary import MASK
-from datamodules.encoding import token_id
-from training.pretrained import load_pretrained
+from common.units import likelihood_units, text_units
+from sources import ModelSource, SpecialTokens, open_source
+from sources.armlm import armlm_special_tokens
 from zeroshot.blimp import (
     PUBLISHED_ALL_67,
     Paradigm,
@@ -32,7 +32,7 @@ from zeroshot.blimp import (
     read_blimp,
     read_published,
 )
-from zeroshot.scoring import EncodedSentence, SentenceScorer, after_context, encode_sentences
+from zeroshot.scoring import EncodedSentence, SentenceScorer, after_context, encode_sentences, word_boundaries_known
 
 log = logging.getLogger("armlm.zeroshot")
 IN_CONTEXT = "@context"  # a method's results with every sentence read after the fixed context block
@@ -52,10 +52,22 @@ def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
     return methods
 
 
-def encode_paradigms(tokenizer: Tokenizer, paradigms: Sequence[Paradigm]) -> dict[str, EncodedSentence]:
-    """Every distinct sentence of the paradigms, encoded once (a sentence shared by pairs is scored once)."""
+def encode_paradigms(tokenizer: Tokenizer, paradigms: Sequence[Paradigm],
+                     special: SpecialTokens | None = None) -> dict[str, EncodedSentence]:
+    """Every distinct sentence of the paradigms, encoded once in its model's frame (`special`: a source's; default an
+    armlm tokenizer's), so a sentence shared by pairs is scored once."""
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
-    return dict(zip(texts, encode_sentences(tokenizer, texts), strict=True))
+    frame = armlm_special_tokens(tokenizer) if special is None else special
+    return dict(zip(texts, encode_sentences(tokenizer, texts, frame), strict=True))
+
+
+def open_scorer(cfg: DictConfig) -> tuple[ModelSource, SentenceScorer]:
+    """The model `checkpoint=` names (sources.open_source) and its sentence scorer."""
+    source = open_source(cfg.checkpoint, cfg.device, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
+    scorer = SentenceScorer(source.backbone, source.reading, source.special.mask,
+                            tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
+                            seed=int(cfg.seed), word_boundaries=word_boundaries_known(source.tokenizer))
+    return source, scorer
 
 
 def context_block(tokenizer: Tokenizer, file: str | None, tokens: int) -> tuple[int, ...]:
@@ -77,8 +89,8 @@ def context_block(tokenizer: Tokenizer, file: str | None, tokens: int) -> tuple[
 
 def within_length(paradigms: Sequence[Paradigm], encoded: Mapping[str, EncodedSentence], trained: int | None
                   ) -> tuple[list[Paradigm], int, list[str]]:
-    """The paradigms without the pairs that have a sentence longer than the positions the checkpoint was trained
-    on (positions past them never learned anything); how many pairs that left out; and the paradigms it emptied,
+    """The paradigms without the pairs that have a sentence longer than the positions the model takes (an armlm
+    checkpoint's trained ones: positions past them never learned anything); how many pairs that left out; and the paradigms it emptied,
     which leave the macro averages (both said in the report). Every arm of a study shares the tokenizer, so every
     arm leaves out the same pairs."""
     if trained is None:
@@ -125,7 +137,8 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
                 methods: Sequence[str], resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
     sentences = [encoded[t] for t in texts]
-    results, timing, per_token = {}, {}, {}
+    results, timing, per_token, units = {}, {}, {}, {}
+    words, n_bytes = text_units(texts)
     for method in methods:
         started = time.perf_counter()
         scores = scorer.score(sentences, method)
@@ -134,12 +147,13 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
         if not np.isfinite(per_token[method]):
             raise ValueError(f"{method} scores are not finite ({per_token[method]}): the checkpoint's weights hold "
                              "NaN or inf; score another checkpoint")
+        units[method] = likelihood_units(float(scores.log_prob.sum()), int(scores.tokens.sum()), words, n_bytes)
         outcomes = pair_outcomes(paradigms, dict(zip(texts, scores.log_prob.tolist(), strict=True)))
         results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed)
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
                  len(paradigms), timing[method], len(texts) / timing[method])
-    info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 for s in sentences)),
-            "log_prob_per_token": per_token, "seconds": timing, "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}}
+    info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 - s.trailing for s in sentences)),
+            "log_prob_per_token": per_token, "units": units, "seconds": timing, "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}}
     return results, info
 
 
@@ -153,39 +167,34 @@ def write_scalars(folder: Path, results: Mapping[str, list[dict]]) -> None:
 
 
 def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
-    pretrained = load_pretrained(cfg.checkpoint)
-    model = pretrained.backbone(cfg.device)
-    tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
-    scorer = SentenceScorer(model, pretrained.objective_class, token_id(tokenizer, MASK),
-                            tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
-                            seed=int(cfg.seed))
+    source, scorer = open_scorer(cfg)
     methods = chosen_methods(cfg, scorer)
     paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
-    encoded = encode_paradigms(tokenizer, paradigms)
-    block = context_block(tokenizer, cfg.blimp.context.file, int(cfg.blimp.context.tokens))
+    encoded = encode_paradigms(source.tokenizer, paradigms, source.special)
+    block = context_block(source.tokenizer, cfg.blimp.context.file, int(cfg.blimp.context.tokens))
     in_context = {text: after_context(sentence, block) for text, sentence in encoded.items()}
-    # Both readings score the same pairs: those that fit the trained positions after the block.
-    paradigms, left_out, emptied = within_length(paradigms, in_context, pretrained.trained_length)
-    log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s%s", pretrained.path, pretrained.objective_name,
+    # Both readings score the same pairs: those that fit the positions after the block.
+    paradigms, left_out, emptied = within_length(paradigms, in_context, source.longest_input)
+    log.info("%s (%s): BLiMP, %d paradigms from %s, methods %s%s", source.origin, source.name,
              len(paradigms), cfg.blimp.dir, methods, f", also after a {len(block)}-token context" if block else "")
     results, info = score_blimp(scorer, encoded, paradigms, methods, int(cfg.bootstrap.resamples), int(cfg.seed))
     if block:
         more, more_info = score_blimp(scorer, in_context, paradigms, methods, int(cfg.bootstrap.resamples),
                                       int(cfg.seed))
         results |= {f"{method}{IN_CONTEXT}": rows for method, rows in more.items()}
-        for key in ("log_prob_per_token", "seconds", "sentences_per_second"):
+        for key in ("log_prob_per_token", "units", "seconds", "sentences_per_second"):
             info[key] |= {f"{method}{IN_CONTEXT}": value for method, value in more_info[key].items()}
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    report = {"checkpoint": pretrained.summary(), "blimp": {"dir": str(cfg.blimp.dir), "paradigms": len(paradigms),
+    report = {"checkpoint": source.summary(), "blimp": {"dir": str(cfg.blimp.dir), "paradigms": len(paradigms),
               "max_pairs": cfg.blimp.max_pairs, "pairs_left_out_too_long": left_out,
               "paradigms_left_out": emptied, **info, "results": results,
               "published": [{"level": k[0], "name": k[1], **v} for k, v in beside.items()]},
               "settings": {"methods": methods, "bound_draws": int(cfg.bound.draws), "seed": int(cfg.seed),
                            "context": {"file": cfg.blimp.context.file, "tokens": len(block)}}}
-    header = f"# BLiMP: {pretrained.objective_name} ({pretrained.path})" + (
-        f"\n\n{left_out} pairs left out, a sentence longer than the {pretrained.trained_length} positions trained "
+    header = f"# BLiMP: {source.name} ({source.origin})" + (
+        f"\n\n{left_out} pairs left out, a sentence longer than the {source.longest_input} positions it takes "
         f"(paradigms left out: {', '.join(emptied) or 'none'})" if left_out else "")
     atomic_write_text(folder / "zeroshot.md", markdown(results, beside, header))
     write_scalars(folder, results)

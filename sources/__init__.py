@@ -1,0 +1,30 @@
+"""Model sources: an armlm run or checkpoint, a Hugging Face folder or `hf:<id>[@revision]`, opened as one
+`ModelSource` that every instrument asks how to read (sources.base)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from sources.armlm import open_armlm
+from sources.base import ModelSource, Reading, SpecialTokens
+from sources.huggingface import HUB_PREFIX, is_huggingface_folder, open_huggingface
+
+__all__ = ["ModelSource", "Reading", "SpecialTokens", "open_source"]
+
+
+def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
+    """`spec`: an armlm checkpoint file or run folder (its checkpoints/last.ckpt), a Hugging Face model folder (its
+    config.json), or hf:<hub id>[@revision]. `trust_remote_code`: run a folder's own modelling file (armlm's
+    exports of objectives GPT-2 cannot hold ship one)."""
+    text = str(spec)
+    if text.startswith(HUB_PREFIX):
+        return open_huggingface(text, device, trust_remote_code=trust_remote_code)
+    path = Path(text)
+    if path.is_dir() and not (path / "checkpoints" / "last.ckpt").is_file():
+        if is_huggingface_folder(path):
+            return open_huggingface(text, device, trust_remote_code=trust_remote_code)
+        raise ValueError(f"{path} is neither an armlm run (no checkpoints/last.ckpt) nor a Hugging Face model (no "
+                         "config.json); give a run folder, a checkpoint file, a Hugging Face folder or hf:<hub id>")
+    return open_armlm(path, device)
