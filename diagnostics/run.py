@@ -217,7 +217,8 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     source, special = s.source, s.source.special
     block_size = cfg.likelihood.block_size or source.trained_length
     if block_size is None:
-        raise ValueError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size")
+        raise ValueError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size "
+                         f"(2..{source.longest_input}, the positions it takes)")
     if not 2 <= int(block_size) <= source.longest_input:
         raise ValueError(f"likelihood.block_size={block_size}; use 2..{source.longest_input} (the positions "
                          f"{source.origin} takes)")

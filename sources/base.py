@@ -137,11 +137,6 @@ class ModelSource:
         """A text's tokens as the model reads a whole text: start token, the tokens, the template's end tokens."""
         return (self.special.start, *ids, *self.special.end)
 
-    def check_length(self, length: int, what: str) -> None:
-        if length > self.longest_input:
-            raise ValueError(f"{what} is {length} tokens, longer than the {self.longest_input} positions {self.origin} "
-                             "takes; shorten it (or choose shorter sentences or blocks)")
-
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": self.origin, "source": self.kind, "objective": self.name,
                 "finetune_attention": self.reading.finetune_attention, "scoring": self.reading.scoring,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,9 @@ class HuggingFaceBackbone(nn.Module):
     def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
              token_type_ids: Tensor | None, hidden_states: bool) -> Any:
         self._check(attention)
+        if input_ids.shape[1] > self.config.max_len:
+            raise ValueError(f"an input of {input_ids.shape[1]} tokens is longer than the {self.config.max_len} positions "
+                             f"{type(self.lm).__name__} takes; shorten it")
         kwargs: dict[str, Any] = {"attention_mask": attention_mask, "output_hidden_states": hidden_states}
         if self._takes_types and token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
@@ -150,8 +153,10 @@ def _is_masked(config: Any) -> bool:
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
-    masked = MODEL_FOR_MASKED_LM_MAPPING_NAMES.get(config.model_type)
-    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    # a folder with its own modelling file names its classes in auto_map ("module.ClassName")
+    auto_map = {k: str(v).rpartition(".")[2] for k, v in (getattr(config, "auto_map", None) or {}).items()}
+    masked = MODEL_FOR_MASKED_LM_MAPPING_NAMES.get(config.model_type, auto_map.get("AutoModelForMaskedLM"))
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type, auto_map.get("AutoModelForCausalLM"))
     saved_as = set(getattr(config, "architectures", None) or [])
     if masked in saved_as or (causal is None and masked is not None):
         return True
@@ -190,9 +195,10 @@ def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin:
                          separator=hf_tokenizer.sep_token_id, unknown=hf_tokenizer.unk_token_id)
 
 
-def _longest_input(hf_tokenizer: Any, shape: BackboneShape) -> int:
+def _longest_input(hf_tokenizer: Any, positions: int) -> int:
+    """The tokenizer's model_max_length where it sets one (RoBERTa's 512 of 514 position rows), else the config's."""
     declared = int(hf_tokenizer.model_max_length or 0)
-    return min(declared, shape.max_len) if 0 < declared < UNSET_MAX_LENGTH else shape.max_len
+    return min(declared, positions) if 0 < declared < UNSET_MAX_LENGTH else positions
 
 
 def _probe(backbone: HuggingFaceBackbone, source: str, start: int) -> None:
@@ -203,7 +209,11 @@ def _probe(backbone: HuggingFaceBackbone, source: str, start: int) -> None:
     attention = Attention.named(backbone.attention_kind)
     with torch.no_grad():
         own = backbone.lm(input_ids=ids).logits
-        split = backbone.logits(backbone(ids, attention=attention))
+        try:
+            split = backbone.logits(backbone(ids, attention=attention))
+        except TypeError as err:  # a base model that does not take transformers' arguments (input_ids=, ...)
+            raise ValueError(f"{source}: its base model ({type(backbone.base).__name__}) does not take transformers' "
+                             f"arguments ({err}); armlm reads a model as a transformers base model and a head") from err
     gap = float((own - split).abs().max())
     if gap > PROBE_TOLERANCE:
         raise ValueError(f"{source}: its logits differ from its head applied to its base model's states by {gap:.2e}; "
@@ -233,12 +243,13 @@ def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_rem
     backend.no_truncation()
     backend.no_padding()
     special = _special_tokens(hf_tokenizer, backend, masked, spec)
+    backbone.config = replace(backbone.config, max_len=_longest_input(hf_tokenizer, backbone.config.max_len))
     _probe(backbone, spec, special.start)
     name = type(lm).__name__
     reading = Reading(name, scoring="conditionals" if masked else "chain_rule", masked_conditionals=masked and
                       special.mask is not None, finetune_attention=backbone.attention_kind,
                       attentions=(backbone.attention_kind,), next_token_states=causal_next_token_states)
     return ModelSource(origin=spec, kind="huggingface", backbone=backbone, reading=reading, tokenizer=backend,
-                       special=special, longest_input=_longest_input(hf_tokenizer, backbone.config),
+                       special=special, longest_input=backbone.config.max_len,
                        details={"model": backbone.config.to_dict(), "revision": revision,
                                 "model_type": config.model_type})

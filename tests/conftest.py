@@ -68,6 +68,14 @@ def shared_across_workers(tmp_path_factory: pytest.TempPathFactory, name: str,
 
 
 @pytest.fixture(scope="session")
+def hf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A folder per model family the installed transformers has (tests.helpers.hf_models): a tiny random model and a
+    tokenizer trained here, saved once per test run and read back by path."""
+    from tests.helpers.hf_models import FAMILIES
+    return {name: shared_across_workers(tmp_path_factory, f"hf-{name}", build) for name, build in FAMILIES.items()}
+
+
+@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One token cache for the whole run, shared by the workers (a cache folder has its own writer lock,
     datamodules.shards), so tests that share corpus settings tokenize once."""

@@ -100,7 +100,8 @@ FAMILIES: dict[str, Callable[[Path], None]] = {
     "distilbert": _bert_like("DistilBertConfig", "DistilBertForMaskedLM", dim=32, n_layers=2, n_heads=2,
                              hidden_dim=64, max_position_embeddings=POSITIONS),
     "modernbert": _bert_like("ModernBertConfig", "ModernBertForMaskedLM", max_position_embeddings=POSITIONS,
-                             global_attn_every_n_layers=1, **SIZE),
+                             global_attn_every_n_layers=1, bos_token_id=2, cls_token_id=2, eos_token_id=3,
+                             sep_token_id=3, **SIZE),
     "roberta": _bpe_like("RobertaConfig", "RobertaForMaskedLM", template=True, mask=True,
                          max_position_embeddings=POSITIONS + 2, **SIZE),
     "gpt2": _bpe_like("GPT2Config", "GPT2LMHeadModel", template=False, mask=False, n_embd=32, n_layer=2, n_head=2,
@@ -109,7 +110,7 @@ FAMILIES: dict[str, Callable[[Path], None]] = {
                        max_position_embeddings=POSITIONS, num_key_value_heads=1, **SIZE),
     "modernbert_decoder": _bpe_like("ModernBertDecoderConfig", "ModernBertDecoderForCausalLM", template=False,
                                     mask=False, max_position_embeddings=POSITIONS, global_attn_every_n_layers=1,
-                                    **SIZE),
+                                    cls_token_id=0, sep_token_id=2, **SIZE),
 }
 MASKED = ("bert", "distilbert", "modernbert", "roberta")
 CAUSAL = ("gpt2", "llama", "modernbert_decoder")
