@@ -1,8 +1,8 @@
 """Type-level vectors from a contextual checkpoint, one set per layer (Bommasani, Davis & Cardie 2020): a word's
 vector is the mean, over its first `max_contexts` occurrences in the corpus, of the mean of its subwords' states.
 Layer 0 is the embedding layer's output; layers 1..L the blocks'. The backbone reads each line as fine-tuning
-does: `[CLS] subwords [SEP]` in its objective's own attention, lines longer than the trained positions cut at
-word boundaries."""
+does: its start token, the subwords and its task end (armlm's `[CLS] subwords [SEP]`; a transformers model's own
+template) in its own attention, lines longer than the positions it takes cut at word boundaries."""
 
 from __future__ import annotations
 
@@ -14,27 +14,29 @@ import torch
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from common.vocabulary import CLS, SEP
 from models.attention import Attention
-from models.backbone import Transformer
+from sources.armlm import armlm_special_tokens
+from sources.base import Backbone, SpecialTokens
 
 
 @dataclass
 class Segment:
-    ids: list[int]  # [CLS] subwords [SEP]
+    ids: list[int]  # start token, subwords, end tokens
     token_word: list[int]  # per token: the row of its word in the vocabulary, -1 for specials and unselected words
     occurrence: list[int]  # per token: which occurrence (counted over the segment's words) it belongs to, -1 else
 
 
 def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str], max_contexts: int,
-             max_length: int) -> list[Segment]:
-    """The lines cut to `max_length` tokens at word boundaries, keeping only those holding an occurrence still
-    wanted (each word's first `max_contexts`, in corpus order). A word longer than the window is skipped."""
+             max_length: int, special: SpecialTokens | None = None) -> list[Segment]:
+    """The lines cut to `max_length` tokens (the frame's start and end tokens included: `special`, default an armlm
+    tokenizer's) at word boundaries, keeping only those holding an occurrence still wanted (each word's first
+    `max_contexts`, in corpus order). A word longer than the window is skipped."""
+    special = armlm_special_tokens(tokenizer) if special is None else special
+    start, end = special.start, special.task_end
     index = {w: i for i, w in enumerate(words)}
     seen: Counter[int] = Counter()
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
     kept = []
-    budget = max_length - 2
+    budget = max_length - 1 - len(end)
     for sentence in sentences:
         encoding = tokenizer.encode(sentence, is_pretokenized=True, add_special_tokens=False)
         spans: dict[int, list[int]] = {}
@@ -47,7 +49,7 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
             if current is None or len(current.ids) - 1 + len(positions) > budget:
                 if current is not None:
                     kept.append(current)
-                current = Segment([cls_id], [-1], [-1])
+                current = Segment([start], [-1], [-1])
             row = index.get(sentence[word_no], -1)
             wanted = row >= 0 and seen[row] < max_contexts
             if wanted:
@@ -61,21 +63,24 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
             kept.append(current)
     finished = []
     for segment in kept:
-        segment.ids.append(sep_id)
-        segment.token_word.append(-1)
-        segment.occurrence.append(-1)
+        segment.ids.extend(end)
+        segment.token_word.extend([-1] * len(end))
+        segment.occurrence.extend([-1] * len(end))
         if max(segment.occurrence) >= 0:
             finished.append(segment)
     return finished
 
 
 @torch.no_grad()
-def type_vectors(backbone: Transformer, attention: Attention, tokenizer: Tokenizer, sentences: list[list[str]],
-                 words: list[str], max_contexts: int, max_length: int, batch_size: int = 64) -> np.ndarray:
-    """(layers + 1, len(words), d): every word's pooled vector at every layer; NaN rows for words never seen."""
+def type_vectors(backbone: Backbone, attention: Attention, tokenizer: Tokenizer, sentences: list[list[str]],
+                 words: list[str], max_contexts: int, max_length: int, batch_size: int = 64, *,
+                 special: SpecialTokens | None = None) -> np.ndarray:
+    """(layers + 1, len(words), d): every word's pooled vector at every layer; NaN rows for words never seen.
+    `special`: the source's frame (default an armlm tokenizer's: `[CLS] subwords [SEP]`)."""
     backbone.eval()
-    pieces = sorted(segments(tokenizer, sentences, words, max_contexts, max_length), key=lambda s: len(s.ids))
-    pad = tokenizer.token_to_id("[PAD]")
+    special = armlm_special_tokens(tokenizer) if special is None else special
+    pieces = sorted(segments(tokenizer, sentences, words, max_contexts, max_length, special), key=lambda s: len(s.ids))
+    pad = 0 if special.pad is None else special.pad  # padded positions are never attended nor read
     n_layers, d = backbone.config.n_layers + 1, backbone.config.d_model
     sums = torch.zeros(n_layers, len(words), d, dtype=torch.float64)
     contexts = torch.zeros(len(words), dtype=torch.float64)

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from tokenizers import Tokenizer
 
 from common.atomic import atomic_write_artefact
 from embeddings.benchmarks import score
@@ -23,7 +22,7 @@ from embeddings.methods import StaticMethod, keyed
 from embeddings.store import save_vectors
 from embeddings.words import WordSplitter
 from models.attention import Attention
-from training.pretrained import load_pretrained
+from sources import open_source
 from training.setup import build
 
 log = logging.getLogger("armlm.embeddings")
@@ -66,18 +65,18 @@ def run_static(cfg: DictConfig) -> dict[str, Any]:
 
 def run_contextual(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    pretrained = load_pretrained(cfg.checkpoint)
-    splitter, sentences, counts = train_split_words(cfg, pretrained.tokenizer_json)
+    source = open_source(cfg.checkpoint, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
+    splitter, sentences, counts = train_split_words(cfg, source.tokenizer.to_str())
     words = vocabulary(sentences, int(cfg.contextual.min_count))
-    attention = Attention.named(pretrained.objective_class.finetune_attention)
-    max_length = pretrained.trained_length or pretrained.model["max_len"]
-    layers = type_vectors(pretrained.backbone(), attention, Tokenizer.from_str(pretrained.tokenizer_json), sentences,
-                          words, int(cfg.contextual.max_contexts), max_length, int(cfg.contextual.batch_size))
+    attention = Attention.named(source.reading.finetune_attention)
+    layers = type_vectors(source.backbone, attention, source.tokenizer, sentences, words,
+                          int(cfg.contextual.max_contexts), source.longest_input, int(cfg.contextual.batch_size),
+                          special=source.special)
     seen = [i for i in range(len(words)) if not np.isnan(layers[0, i, 0])]  # NaN: no context fitted the window
     scores = {str(layer): score(keyed([words[i] for i in seen], vectors[seen]), splitter, counts,
                                 int(cfg.benchmarks.rare_below))
               for layer, vectors in enumerate(layers)}
-    summary = {"kind": "contextual", "checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
+    summary = {"kind": "contextual", "checkpoint": source.origin, "objective": source.name, "source": source.kind,
                "attention": attention.kind, "seed": int(cfg.seed), "max_contexts": int(cfg.contextual.max_contexts),
                "vocabulary": len(seen), "train_words": sum(counts.values()), "layers": scores,
                "wall_seconds": round(time.perf_counter() - started, 1)}

@@ -16,8 +16,9 @@ class WordSplitter:
         tokenizer = Tokenizer.from_str(tokenizer_json)
         if tokenizer.pre_tokenizer is None or isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel):
             # Byte-level pieces carry a space marker ('Ġword'), so they are not words a benchmark names.
-            raise ValueError("word-level embeddings need a tokenizer that splits words on whitespace and punctuation; "
-                             "use data.tokenizer.kind=wordpiece (the default)")
+            raise ValueError("word-level embeddings need a tokenizer that splits words on whitespace and punctuation, "
+                             "not a byte-level BPE's (GPT-2's, RoBERTa's: their pieces carry the space); train armlm "
+                             "runs with data.tokenizer.kind=wordpiece (the default), or use a WordPiece model")
         self.normalizer, self.pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
 
     def split(self, text: str) -> list[str]:

@@ -102,6 +102,9 @@ class SpecialTokens:
     specials: tuple[int, ...]  # every special id: never a target, a candidate or a masked position
     separator: int | None = None  # between the two texts of a pair ([SEP]); None: the template has none
     unknown: int | None = None  # [UNK]: special, yet a target every model is scored on
+    # what ends a text a task reads (fine-tuning, type-level vectors): armlm's [SEP] (its `[CLS] A [SEP]`); a
+    # transformers model's own template end
+    task_end: tuple[int, ...] = ()
 
     def require_mask(self, origin: str, what: str) -> int:
         if self.mask is None:

@@ -206,3 +206,18 @@ def test_an_armlm_checkpoint_and_its_export_give_the_same_numbers(untrained, tmp
     # the last layer is the same state; a transformers model's earlier layers come before its final norm
     assert a["representations"]["geometry"][-1] == pytest.approx(b["representations"]["geometry"][-1], abs=1e-4)
 
+
+
+@pytest.mark.slow
+def test_type_level_vectors_come_from_every_layer_of_a_wordpiece_model_and_a_byte_level_one_is_refused(hf_models,
+                                                                                                     tmp_path):
+    from embeddings.run import run_embeddings
+    from tests.test_embeddings_run import config
+    summary = run_embeddings(config("embeddings", tmp_path / "bert", f"checkpoint={hf_models['bert']}",
+                                    "contextual.max_contexts=1", "contextual.min_count=20"))
+    assert summary["source"] == "huggingface" and summary["attention"] == "bidirectional"
+    assert list(summary["layers"]) == ["0", "1", "2"]  # the embeddings, then the two layers
+    assert summary["vocabulary"] > 50
+    with pytest.raises(ValueError, match="not a byte-level BPE's"):
+        run_embeddings(config("embeddings", tmp_path / "gpt2", f"checkpoint={hf_models['gpt2']}"))
+    assert not (tmp_path / "gpt2").exists()
