@@ -1,8 +1,9 @@
-"""Encode fine-tuning examples with a pretrained checkpoint's tokenizer, in the layout pretraining used.
+"""Encode fine-tuning examples with a pretrained model's tokenizer, in the layout its pretraining used (`TaskFrame`).
 
-Sentence pairs become `[CLS] A [SEP] B [SEP]` with segment ids 0 / 1 (as in mlm_nsp pretraining), single
-sentences `[CLS] A [SEP]`; NER sentences are encoded from their words, and one subword of each word (the first,
-or the last for a causal reader) carries the word's label.
+For an armlm checkpoint, sentence pairs become `[CLS] A [SEP] B [SEP]` with segment ids 0 / 1 (as in mlm_nsp
+pretraining), single sentences `[CLS] A [SEP]`; a transformers model uses its own tokenizer's template (RoBERTa's
+`<s> A </s></s> B </s>`, GPT-2's BOS and no separator). NER sentences are encoded from their words, and one subword
+of each word (the first, or the last for a causal reader) carries the word's label.
 """
 
 from __future__ import annotations
@@ -34,8 +35,23 @@ def token_id(tokenizer: Tokenizer, token: str) -> int:
     return found
 
 
-def _special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
-    return token_id(tokenizer, CLS), token_id(tokenizer, SEP)
+@dataclass(frozen=True)
+class TaskFrame:
+    """Where a task's text sits among special tokens: `start` A `between` B `end`, B's segment id, the padding id,
+    and what a word is prefixed with when a sentence is encoded from its words (a byte-level BPE's space, so a word
+    gets the pieces it has inside running text)."""
+
+    start: int
+    between: tuple[int, ...]
+    end: tuple[int, ...]
+    second_type: int
+    pad: int
+    word_prefix: str = ""
+
+    @classmethod
+    def of_armlm(cls, tokenizer: Tokenizer) -> TaskFrame:
+        sep = token_id(tokenizer, SEP)
+        return cls(token_id(tokenizer, CLS), (sep,), (sep,), 1, token_id(tokenizer, PAD))
 
 
 def truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -47,27 +63,30 @@ def truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[lis
 
 
 def encode_pair(tokenizer: Tokenizer, text_a: str, text_b: str | None, label: int | float,
-                max_length: int) -> Encoded:
-    cls_id, sep_id = _special_ids(tokenizer)
+                max_length: int, frame: TaskFrame | None = None) -> Encoded:
+    f = TaskFrame.of_armlm(tokenizer) if frame is None else frame
     a = tokenizer.encode(text_a, add_special_tokens=False).ids
     if text_b is None:
-        a = a[: max_length - 2]
-        return Encoded([cls_id, *a, sep_id], [0] * (len(a) + 2), label)
+        a = a[: max_length - 1 - len(f.end)]
+        return Encoded([f.start, *a, *f.end], [0] * (len(a) + 1 + len(f.end)), label)
     b = tokenizer.encode(text_b, add_special_tokens=False).ids
-    a, b = truncate_longest_first(a, b, max_length - 3)
-    return Encoded([cls_id, *a, sep_id, *b, sep_id], [0] * (len(a) + 2) + [1] * (len(b) + 1), label)
+    a, b = truncate_longest_first(a, b, max_length - 1 - len(f.between) - len(f.end))
+    first = [f.start, *a, *f.between]
+    return Encoded([*first, *b, *f.end], [0] * len(first) + [f.second_type] * (len(b) + len(f.end)), label)
 
 
 def encode_words(tokenizer: Tokenizer, words: list[str], word_labels: list[int], max_length: int,
-                 word_subword: str = "first") -> Encoded:
-    """`[CLS] subwords [SEP]`, cut to `max_length`; labels on the subword each word is read at (`word_subword`:
-    first or last), IGNORE_INDEX elsewhere."""
-    cls_id, sep_id = _special_ids(tokenizer)
-    encoding = tokenizer.encode(words, is_pretokenized=True, add_special_tokens=False)
-    ids, word_ids = encoding.ids[: max_length - 2], encoding.word_ids[: max_length - 2]
-    word_ids = [None, *word_ids, None]
+                 word_subword: str = "first", frame: TaskFrame | None = None) -> Encoded:
+    """`[CLS] subwords [SEP]` (the frame's start and end), cut to `max_length`; labels on the subword each word is
+    read at (`word_subword`: first or last), IGNORE_INDEX elsewhere."""
+    f = TaskFrame.of_armlm(tokenizer) if frame is None else frame
+    pieces = [f.word_prefix + w if k else w for k, w in enumerate(words)] if f.word_prefix else words
+    encoding = tokenizer.encode(pieces, is_pretokenized=True, add_special_tokens=False)
+    room = max_length - 1 - len(f.end)
+    ids, word_ids = encoding.ids[:room], encoding.word_ids[:room]
+    word_ids = [None, *word_ids, *[None] * len(f.end)]
     labels = subword_labels(word_ids, word_labels, word_subword)
-    return Encoded([cls_id, *ids, sep_id], [0] * len(word_ids), labels, word_ids, list(word_labels), tuple(words))
+    return Encoded([f.start, *ids, *f.end], [0] * len(word_ids), labels, word_ids, list(word_labels), tuple(words))
 
 
 def pad_batch(examples: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:

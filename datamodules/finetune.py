@@ -21,9 +21,9 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
 from common.seeding import derived_seed
-from common.vocabulary import IGNORE_INDEX
+from common.vocabulary import CLS, IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS, WORD_SUBWORDS, Sentence, read_conll, read_hub_conll, word_subwords
-from datamodules.encoding import Encoded, encode_pair, encode_words, pad_batch, pad_id_of
+from datamodules.encoding import Encoded, TaskFrame, encode_pair, encode_words, pad_batch
 from datamodules.glue import GlueTask, read_hub_split, read_release_split
 from datamodules.sampler import ResumableSampler
 
@@ -101,12 +101,20 @@ class FinetuneDataModule(L.LightningDataModule):
         if max_length < 4:
             raise ValueError(f"task.data.max_length={max_length} leaves no room for text; use at least 4")
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
-        self.pad_id = pad_id_of(self.tokenizer)
+        self.frame = TaskFrame.of_armlm(self.tokenizer) if self.tokenizer.token_to_id(CLS) is not None else None
+        self.pad_id = None if self.frame is None else self.frame.pad
         self.max_length, self.batch_size, self.eval_batch_size = max_length, batch_size, eval_batch_size
         self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
         self.group_by_length, self.num_workers, self.seed = group_by_length, num_workers, seed
         self.encoded: dict[str, list[Encoded]] = {}
         self.word_subword = "first"
+
+    def use_frame(self, frame: TaskFrame) -> None:
+        """Lay the texts out in another model's frame (sources.SpecialTokens.task_frame: a transformers tokenizer's
+        template). Set before `setup`."""
+        if self.encoded:
+            raise RuntimeError("use_frame after setup: the splits are already encoded; call it first")
+        self.frame, self.pad_id = frame, frame.pad
 
     def read_words_at(self, subword: str) -> None:
         """Which subword of a word a word-level task labels and scores: `first`, or `last`, the one a causal
@@ -127,6 +135,9 @@ class FinetuneDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.encoded:
             return
+        if self.frame is None:
+            raise ValueError("the tokenizer lacks [CLS]; a tokenizer that is not armlm's needs its model's frame "
+                             "(FinetuneDataModule.use_frame) before setup")
         limits = {"train": self.max_train_examples}
         for split in ("train", *self.info.eval_splits):
             examples = self.read_split(split)[: limits.get(split, self.max_eval_examples)]
@@ -197,7 +208,7 @@ class GlueDataModule(FinetuneDataModule):
         return read_hub_split(self.task, split, self.source)
 
     def encode(self, example: Any) -> Encoded:
-        return encode_pair(self.tokenizer, example.text_a, example.text_b, example.label, self.max_length)
+        return encode_pair(self.tokenizer, example.text_a, example.text_b, example.label, self.max_length, self.frame)
 
 
 class ConllDataModule(FinetuneDataModule):
@@ -239,7 +250,8 @@ class ConllDataModule(FinetuneDataModule):
 
     def encode(self, sentence: Sentence) -> Encoded:
         tag_ids = [CONLL2003_TAGS.index(tag) for tag in sentence.tags]
-        return encode_words(self.tokenizer, list(sentence.words), tag_ids, self.max_length, self.word_subword)
+        return encode_words(self.tokenizer, list(sentence.words), tag_ids, self.max_length, self.word_subword,
+                            self.frame)
 
     def collate(self, examples: list[Encoded]) -> dict[str, torch.Tensor]:
         """Adds the word-level view scoring needs: the position of the subword each word is read at (-1 when the

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from common.migrations import FINETUNE_FEATURES_BEFORE
 from finetune.task_module import TaskModule, metric_tag
 from models.attention import Attention
-from models.backbone import ModelConfig, Transformer
 from models.heads import POOLINGS, ClassificationHead, ScalarMix, TaggingHead, pool
+from sources import backbone_for
 
 MODES = ("full", "features")
 FEATURES = ("concat", "scalar_mix")
@@ -36,7 +36,7 @@ class FinetuneModule(TaskModule):
         self.features = settings.get("features", FINETUNE_FEATURES_BEFORE)  # common.migrations
         self.attention = Attention.named(settings["attention"])
         self.check(settings)
-        self.backbone = Transformer(ModelConfig(**model))
+        self.backbone = backbone_for(model)
         d_model, dropout = self.backbone.config.d_model, float(settings["head_dropout"])
         self.mix: ScalarMix | None = None
         if self.info.kind == "tagging":

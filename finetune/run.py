@@ -16,14 +16,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from common.migrations import migrate_finetune_hparams
-from common.vocabulary import MASK
-from datamodules.encoding import token_id
 from datamodules.finetune import FinetuneDataModule, TaskInfo
 from finetune.metrics import task_metrics
 from finetune.module import FinetuneModule
 from models.backbone import ModelConfig
 from models.checkpoint import load_weights, read_hyperparameters
-from training.pretrained import Pretrained, load_pretrained
+from sources import SOURCE_KEY, ModelSource, open_source
 from training.setup import build, choose_cpu_precision, differences
 from training.trainer import build_trainer, checkpoints, write_result
 from training.validate import check_finetune_settings
@@ -32,12 +30,13 @@ log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
 
 
-def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
-    """The module's settings: `attention: pretrained` becomes the objective's own mode, `pooling: auto`
-    the state that sees the whole input in that mode."""
+def resolve_settings(cfg: DictConfig, source: ModelSource) -> dict[str, Any]:
+    """The module's settings: `attention: pretrained` becomes the source's own mode, `pooling: auto`
+    the state that sees the whole input in that mode. An attention the backbone cannot run is refused."""
     if cfg.attention not in ATTENTION_MODES:
         raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
-    attention = pretrained.objective_class.finetune_attention if cfg.attention == "pretrained" else cfg.attention
+    attention = source.reading.finetune_attention if cfg.attention == "pretrained" else cfg.attention
+    source.reading.refuse_attention(attention, f"finetune.attention={attention}")
     # A causal reader's state sees the whole input (pooling) or the whole word (tagging) only at its end.
     seen_whole = "last" if attention == "causal" else "first"
     pooling = seen_whole if cfg.pooling == "auto" else cfg.pooling
@@ -47,19 +46,20 @@ def resolve_settings(cfg: DictConfig, pretrained: Pretrained) -> dict[str, Any]:
             "feature_layers": int(cfg.feature_layers), "features": str(cfg.features)}
 
 
-def trained_max_length(requested: int, pretrained: Pretrained) -> int:
-    """The input length fine-tuning uses: the task's, cut to the positions pretraining trained. Learned
-    position rows beyond the pretraining block keep their initial values, and even rotary attention never
-    saw those distances, so reading them would measure initialisation, not pretraining."""
-    trained = pretrained.trained_length
+def trained_max_length(requested: int, source: ModelSource) -> int:
+    """The input length fine-tuning uses: the task's, cut to the positions pretraining trained (a transformers
+    model's: the positions it takes). Learned position rows beyond the pretraining block keep their initial values,
+    and even rotary attention never saw those distances, so reading them would measure initialisation, not
+    pretraining."""
+    trained = source.trained_length if source.kind == "armlm" else source.longest_input
     if trained is None:
         log.warning("%s does not record its pretraining block size (written before armlm kept it): positions "
-                    "up to task.data.max_length=%d are used, some perhaps untrained", pretrained.path, requested)
+                    "up to task.data.max_length=%d are used, some perhaps untrained", source.origin, requested)
         return requested
     if requested > trained:
         log.warning("task.data.max_length=%d exceeds the %d positions %s was pretrained on: inputs are cut to %d "
                     "tokens (results.json records the share of examples that reach the cut); pretrain with "
-                    "data.block_size=%d to use them all", requested, trained, pretrained.path, trained, requested)
+                    "data.block_size=%d to use them all", requested, trained, source.origin, trained, requested)
         return trained
     return requested
 
@@ -70,16 +70,18 @@ def at_length_cap(datamodule: FinetuneDataModule) -> dict[str, float]:
             for split, examples in datamodule.encoded.items()}
 
 
-def check_fit(datamodule: FinetuneDataModule, config: ModelConfig, origin: Path, requested: int) -> None:
-    """The checkpoint's model must take the task's inputs (`requested`: task.data.max_length as given, before
-    the cut to the trained length); name the keys that disagree."""
-    if requested > config.max_len:  # the length used is never above the one requested
-        raise ValueError(f"task.data.max_length={requested} exceeds the checkpoint's "
-                         f"model.max_len={config.max_len} ({origin}); lower task.data.max_length")
+def check_fit(datamodule: FinetuneDataModule, source: ModelSource, requested: int) -> None:
+    """The model must take the task's inputs (`requested`: task.data.max_length as given, before the cut to the
+    trained length) and every id of its tokenizer; name the keys that disagree."""
+    positions = int(source.backbone.config.max_len)
+    if requested > positions:  # the length used is never above the one requested
+        raise ValueError(f"task.data.max_length={requested} exceeds the checkpoint's model.max_len={positions} "
+                         f"({source.origin}); lower task.data.max_length")
     vocab = datamodule.tokenizer.get_vocab_size()
-    if vocab != config.vocab_size:
-        raise ValueError(f"{origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
-                         f"{config.vocab_size}; the checkpoint is inconsistent, re-save it from its run")
+    # armlm's embedding has one row per token; a transformers one may be padded past its tokenizer
+    if vocab != source.vocab_size if source.kind == "armlm" else vocab > source.vocab_size:
+        raise ValueError(f"{source.origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
+                         f"{source.vocab_size}; the checkpoint is inconsistent, re-save it from its run")
 
 
 def majority_baseline(datamodule: FinetuneDataModule, info: TaskInfo) -> dict[str, dict[str, float | None]]:
@@ -118,10 +120,11 @@ def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
                          "with the settings it was started with, or start afresh without ckpt_path")
 
 
-def input_mask_share(datamodule: FinetuneDataModule) -> float:
+def input_mask_share(datamodule: FinetuneDataModule, mask_id: int | None) -> float:
     """The share of [MASK] among the training inputs' tokens: zero for natural text, against the
     objective's share in pretraining (val/mask_share), which is the [MASK] pretrain-finetune discrepancy."""
-    mask_id = token_id(datamodule.tokenizer, MASK)
+    if mask_id is None:  # a tokenizer without a mask token
+        return 0.0
     examples = datamodule.encoded["train"]
     masks = sum(example.input_ids.count(mask_id) for example in examples)
     return masks / max(1, sum(len(example.input_ids) for example in examples))
@@ -133,15 +136,20 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.pretrained:
         raise ValueError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")
-    pretrained = load_pretrained(cfg.pretrained)
-    settings = resolve_settings(cfg.finetune, pretrained)
-    model_config = ModelConfig(**{**pretrained.model, "dropout": float(cfg.finetune.dropout)})
+    trust = bool(cfg.get("trust_remote_code", False))
+    source = open_source(cfg.pretrained, trust_remote_code=trust)
+    settings = resolve_settings(cfg.finetune, source)
+    # armlm's backbone is rebuilt at the fine-tuning dropout; a transformers model keeps its own config's
+    model = (asdict(ModelConfig(**{**source.details["model"], "dropout": float(cfg.finetune.dropout)}))
+             if source.kind == "armlm" else {SOURCE_KEY: source.origin, "trust_remote_code": trust})
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)
     requested_length = int(cfg.task.data.max_length)
-    datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=pretrained.tokenizer_json, seed=cfg.seed,
-                                           max_length=trained_max_length(requested_length, pretrained))
-    check_fit(datamodule, model_config, pretrained.path, requested_length)
+    tokenizer_json = source.tokenizer.to_str()
+    datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=tokenizer_json, seed=cfg.seed,
+                                           max_length=trained_max_length(requested_length, source))
+    check_fit(datamodule, source, requested_length)
+    datamodule.use_frame(source.special.task_frame())
     datamodule.read_words_at(settings["word_subword"])
     datamodule.setup("fit")
     info = datamodule.info
@@ -149,10 +157,11 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     features_lr = optim.pop("features_lr")
     if settings["mode"] == "features":
         optim["lr"] = features_lr
-    module = FinetuneModule(model=asdict(model_config), task=asdict(info), settings=settings, optim=optim,
-                            pretrained=pretrained.summary(), seed=int(cfg.seed))
-    load_weights(module.backbone, pretrained.weights, pretrained.path)
-    module.tokenizer_json = pretrained.tokenizer_json
+    module = FinetuneModule(model=model, task=asdict(info), settings=settings, optim=optim,
+                            pretrained=source.summary(), seed=int(cfg.seed))
+    if source.kind == "armlm":  # a transformers backbone was reopened with its weights
+        load_weights(module.backbone, source.backbone.state_dict(), source.origin)
+    module.tokenizer_json = tokenizer_json
     if cfg.ckpt_path:
         check_finetune_resumable(Path(cfg.ckpt_path), dict(module.hparams))
 
@@ -161,15 +170,15 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     trainer = build_trainer(cfg.trainer, out, [checkpoints(out)], cfg.get("logger"), max_epochs=int(cfg.task.epochs),
                             val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
                             limit_val_batches=1.0)
-    log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", pretrained.path,
+    log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", source.origin,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
 
     results = {
         "task": info.name,
         "primary_metric": info.primary_metric,  # the value plots and findings read (task.primary_metric)
-        "pretrained": pretrained.summary(),
-        "objective": pretrained.objective_name,
+        "pretrained": source.summary(),
+        "objective": source.name,
         "seed": int(cfg.seed),
         "mode": settings["mode"],
         "attention": settings["attention"],
@@ -181,13 +190,13 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "batch_size": datamodule.batch_size,
         "max_length": datamodule.max_length,
         "requested_max_length": requested_length,
-        "trained_length": pretrained.trained_length,
+        "trained_length": source.trained_length,
         "at_length_cap": at_length_cap(datamodule),
         "examples": {split: len(e) for split, e in datamodule.encoded.items()},
         "metrics": {split: {k: finite_or_none(v) for k, v in scores.items()}
                     for split, scores in module.final_scores.items()},
         "majority_baseline": majority_baseline(datamodule, info),
-        "input_mask_share": input_mask_share(datamodule),
+        "input_mask_share": input_mask_share(datamodule, source.special.mask),
         # ELMo's mix as learned (softmax weights, layer 0 the embeddings, and gamma): how far it moved from uniform
         "scalar_mix": None if module.mix is None else {
             "weights": [round(float(w), 4) for w in module.mix.weights.detach().softmax(0)],

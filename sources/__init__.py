@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
+from models.backbone import ModelConfig, Transformer
 from sources.armlm import open_armlm
 from sources.base import ModelSource, Reading, SpecialTokens
 from sources.huggingface import HUB_PREFIX, is_huggingface_folder, open_huggingface
 
-__all__ = ["ModelSource", "Reading", "SpecialTokens", "open_source"]
+__all__ = ["ModelSource", "Reading", "SpecialTokens", "backbone_for", "open_source"]
 
 
 def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
@@ -28,3 +31,15 @@ def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_r
         raise ValueError(f"{path} is neither an armlm run (no checkpoints/last.ckpt) nor a Hugging Face model (no "
                          "config.json); give a run folder, a checkpoint file, a Hugging Face folder or hf:<hub id>")
     return open_armlm(path, device)
+
+
+SOURCE_KEY = "source"  # in a fine-tuning checkpoint's `model` hyperparameters: a transformers model's origin
+
+
+def backbone_for(model: dict[str, Any]) -> nn.Module:
+    """The backbone a fine-tuning checkpoint's `model` hyperparameters describe: armlm's Transformer from its config
+    fields (weights loaded by the caller), or a transformers model reopened from `source` (its own weights, which a
+    fine-tuned checkpoint's state dict then replaces)."""
+    if SOURCE_KEY in model:
+        return open_source(model[SOURCE_KEY], trust_remote_code=bool(model.get("trust_remote_code", False))).backbone
+    return Transformer(ModelConfig(**model))

@@ -19,7 +19,8 @@ def armlm_special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
                          pad=token_id(tokenizer, PAD), document_end=token_id(tokenizer, EOD),
                          specials=tuple(token_id(tokenizer, t) for t in SPECIAL_TOKENS),
                          separator=token_id(tokenizer, SEP), unknown=token_id(tokenizer, UNK),
-                         task_end=(token_id(tokenizer, SEP),))
+                         task_end=(token_id(tokenizer, SEP),), task_between=(token_id(tokenizer, SEP),),
+                         second_type=1)
 
 
 def open_armlm(path: str | Path, device: str | torch.device = "cpu") -> ModelSource:

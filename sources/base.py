@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from datamodules.encoding import TaskFrame
 from models.attention import CAUSAL, Attention
 from objectives.base import NOT_A_LANGUAGE_MODEL, Objective
 
@@ -105,6 +106,14 @@ class SpecialTokens:
     # what ends a text a task reads (fine-tuning, type-level vectors): armlm's [SEP] (its `[CLS] A [SEP]`); a
     # transformers model's own template end
     task_end: tuple[int, ...] = ()
+    task_between: tuple[int, ...] = ()  # between the two texts of a task's pair: armlm's [SEP], RoBERTa's </s></s>
+    second_type: int = 0  # the second text's segment id (BERT's 1; 0 where the model has one segment row)
+    word_prefix: str = ""  # what a word encoded on its own is prefixed with (a byte-level BPE's space)
+
+    def task_frame(self) -> TaskFrame:
+        """Where fine-tuning lays out a task's texts (datamodules.encoding)."""
+        pad = self.pad if self.pad is not None else (self.document_end if self.document_end is not None else 0)
+        return TaskFrame(self.start, self.task_between, self.task_end, self.second_type, pad, self.word_prefix)
 
     def require_mask(self, origin: str, what: str) -> int:
         if self.mask is None:

@@ -3,7 +3,9 @@
 What it declares is read from transformers and the tokenizer, never from a model's name:
 - masked or causal: the class it was saved as (`config.architectures`), looked up in transformers' own masked-LM and
   causal-LM registries; a config without one reads as the masked LM its type has, else as its causal LM;
-- attention: a masked LM attends bidirectionally, a causal LM causally; neither can be switched;
+- attention: a masked LM attends bidirectionally, a causal LM causally; the other kind too where the model takes a
+  4D attention mask and a probe at load shows it obeys one (a decoder read with its causal mask removed, as
+  F1_mask needs), else it is refused;
 - scoring: a masked LM's conditionals (PLL, the bound, the MLM joints), a causal LM's chain rule;
 - special tokens: the tokenizer's own template (what `add_special_tokens=True` puts around a text) and its mask, pad,
   BOS/EOS tokens. A decoder whose template adds nothing (GPT-2) starts each text with its BOS (else EOS), as
@@ -71,7 +73,8 @@ class _Handoff(nn.Module):
 class HuggingFaceBackbone(nn.Module):
     """A transformers masked or causal LM behind the backbone interface (sources.base.Backbone): `forward` gives the
     base model's last hidden states, `layer_states` every layer's (the embeddings first when asked), `logits` the
-    model's own head on given states. It attends only as its class does (`attentions`)."""
+    model's own head on given states. It attends as its class does, and in the other static kind only where
+    `switched_attention` proved the model obeys a 4D mask (`attentions`)."""
 
     def __init__(self, lm: nn.Module, attention_kind: str) -> None:
         super().__init__()
@@ -83,6 +86,7 @@ class HuggingFaceBackbone(nn.Module):
         self._handoff = _Handoff(getattr(lm, prefix))
         setattr(lm, prefix, self._handoff)
         self.attention_kind = attention_kind
+        self.attentions: tuple[str, ...] = (attention_kind,)
         self.base = self._handoff.inner
         self._takes_types = "token_type_ids" in inspect.signature(self.base.forward).parameters
         config = lm.config
@@ -92,10 +96,23 @@ class HuggingFaceBackbone(nn.Module):
                                     n_layers=int(text.num_hidden_layers), d_model=int(text.hidden_size))
 
     def _check(self, attention: Attention) -> None:
-        if attention.kind != self.attention_kind or attention.documents is not None:
-            raise ValueError(f"{type(self.lm).__name__} attends {self.attention_kind} only (its transformers class fixes "
-                             f"its mask), not {attention.kind}" + (" within documents" if attention.documents is not None
-                                                                   else ""))
+        if attention.kind not in self.attentions or attention.documents is not None:
+            raise ValueError(f"{type(self.lm).__name__} attends {' or '.join(self.attentions)} only (its transformers "
+                             f"class fixes its mask), not {attention.kind}"
+                             + (" within documents" if attention.documents is not None else ""))
+
+    def _mask(self, attention: Attention, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
+        """The model's own 2D padding mask under its native attention; otherwise a (B, 1, T, T) bool mask, True
+        where a query may read a key, padding folded in."""
+        if attention.kind == self.attention_kind:
+            return attention_mask
+        b, t = input_ids.shape
+        allowed = torch.ones(b, 1, t, t, dtype=torch.bool, device=input_ids.device)
+        if attention.kind == "causal":
+            allowed = allowed.tril()
+        if attention_mask is not None:
+            allowed = allowed & attention_mask.bool()[:, None, None, :]
+        return allowed
 
     def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
              token_type_ids: Tensor | None, hidden_states: bool) -> Any:
@@ -103,8 +120,11 @@ class HuggingFaceBackbone(nn.Module):
         if input_ids.shape[1] > self.config.max_len:
             raise ValueError(f"an input of {input_ids.shape[1]} tokens is longer than the {self.config.max_len} positions "
                              f"{type(self.lm).__name__} takes; shorten it")
-        kwargs: dict[str, Any] = {"attention_mask": attention_mask, "output_hidden_states": hidden_states}
-        if self._takes_types and token_type_ids is not None:
+        kwargs: dict[str, Any] = {"attention_mask": self._mask(attention, input_ids, attention_mask),
+                                  "output_hidden_states": hidden_states}
+        # Segment ids go in only where the template uses them: GPT-2 adds wte[type] to every position when given
+        # any, so all-zero ids would not be its default.
+        if self._takes_types and token_type_ids is not None and bool(token_type_ids.any()):
             kwargs["token_type_ids"] = token_type_ids
         return self.base(input_ids=input_ids, return_dict=True, **kwargs)
 
@@ -176,7 +196,31 @@ def _offline_hint(ref: str, err: Exception) -> ValueError:
                       "checkpoint=<folder>, or point HF_HOME at a cache that holds it and set HF_HUB_OFFLINE=1")
 
 
-def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin: str) -> SpecialTokens:
+def _pair_template(backend: Tokenizer, segment_types: bool) -> tuple[tuple[int, ...], int]:
+    """The tokens the template puts between two texts (BERT's [SEP], RoBERTa's </s></s>) and the second text's
+    segment id: the template's where the model has a segment embedding of more than one row, else 0 (RoBERTa's one
+    row; GPT-2 would add a token embedding for any id it is given)."""
+    pair = backend.encode("a", "b", add_special_tokens=True)
+    sequence = pair.sequence_ids
+    last_a = max(k for k, q in enumerate(sequence) if q == 0)
+    first_b = min(k for k, q in enumerate(sequence) if q == 1)
+    return tuple(pair.ids[last_a + 1:first_b]), pair.type_ids[first_b] if segment_types else 0
+
+
+def _word_prefix(backend: Tokenizer) -> str:
+    """What a word encoded on its own needs in front to get the pieces it has in running text: nothing for a
+    tokenizer that splits words first (WordPiece), a space for a byte-level BPE, whose pieces carry it."""
+    text, words = "the cat sat on it", ["the", "cat", "sat", "on", "it"]
+    running = backend.encode(text, add_special_tokens=False).ids
+    for prefix in ("", " "):
+        pieces = [prefix + w if k else w for k, w in enumerate(words)]
+        if backend.encode(pieces, is_pretokenized=True, add_special_tokens=False).ids == running:
+            return prefix
+    return ""
+
+
+def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin: str,
+                    segment_types: bool) -> SpecialTokens:
     framed = backend.encode("a", add_special_tokens=True)
     ids, special_mask = framed.ids, framed.special_tokens_mask
     first_plain = special_mask.index(0) if 0 in special_mask else len(ids)
@@ -188,11 +232,13 @@ def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin:
     if start is None:
         raise ValueError(f"{origin}'s tokenizer has no start token (BOS, CLS or EOS) to begin a text with; a text's "
                          "first token would have nothing to be predicted from")
+    between, second_type = _pair_template(backend, segment_types)
     document_end = hf_tokenizer.eos_token_id if not masked else (hf_tokenizer.sep_token_id or hf_tokenizer.eos_token_id)
     return SpecialTokens(start=start, end=suffix if masked else (), mask=hf_tokenizer.mask_token_id,
                          pad=hf_tokenizer.pad_token_id, document_end=document_end,
                          specials=tuple(sorted(set(hf_tokenizer.all_special_ids) | {start})),
-                         separator=hf_tokenizer.sep_token_id, unknown=hf_tokenizer.unk_token_id, task_end=suffix)
+                         separator=hf_tokenizer.sep_token_id, unknown=hf_tokenizer.unk_token_id, task_end=suffix,
+                         task_between=between, second_type=second_type, word_prefix=_word_prefix(backend))
 
 
 def _longest_input(hf_tokenizer: Any, positions: int) -> int:
@@ -220,6 +266,31 @@ def _probe(backbone: HuggingFaceBackbone, source: str, start: int) -> None:
                          "armlm cannot read its states apart from its head")
 
 
+def switched_attention(backbone: HuggingFaceBackbone, start: int) -> tuple[str, ...]:
+    """The static attention kinds the backbone obeys, probed on 8 tokens: the native one, and the other where a 4D
+    mask of it is taken and followed (bidirectional: the first state moves when the last token changes; causal: it
+    does not, and equals the state without that token)."""
+    other = "causal" if backbone.attention_kind == "bidirectional" else "bidirectional"
+    device = next(backbone.parameters()).device
+    ids = torch.tensor([[start] + [7 + i % (backbone.config.vocab_size - 7) for i in range(7)]], device=device)
+    changed = ids.clone()
+    changed[0, -1] = 7 + (int(ids[0, -1]) - 6) % (backbone.config.vocab_size - 7)
+    backbone.attentions = (backbone.attention_kind, other)
+    attention = Attention.named(other)
+    try:
+        with torch.no_grad():
+            first, moved = (backbone(x, attention=attention)[0, 0] for x in (ids, changed))
+            shorter = backbone(ids[:, :-1], attention=attention)[0, 0]
+    except (TypeError, ValueError, RuntimeError):  # a model that takes no 4D mask
+        backbone.attentions = (backbone.attention_kind,)
+        return backbone.attentions
+    gap = float((first - moved).abs().max())
+    obeys = gap > PROBE_TOLERANCE if other == "bidirectional" else (
+        gap <= PROBE_TOLERANCE and float((first - shorter).abs().max()) <= PROBE_TOLERANCE)
+    backbone.attentions = (backbone.attention_kind, other) if obeys else (backbone.attention_kind,)
+    return backbone.attentions
+
+
 def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
     """A Hugging Face folder, or `hf:<id>[@revision]` from the hub (or its local cache)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
@@ -242,13 +313,15 @@ def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_rem
     backend = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
     backend.no_truncation()
     backend.no_padding()
-    special = _special_tokens(hf_tokenizer, backend, masked, spec)
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    special = _special_tokens(hf_tokenizer, backend, masked, spec, int(getattr(text_config, "type_vocab_size", 1)) > 1)
     backbone.config = replace(backbone.config, max_len=_longest_input(hf_tokenizer, backbone.config.max_len))
     _probe(backbone, spec, special.start)
+    switched_attention(backbone, special.start)
     name = type(lm).__name__
     reading = Reading(name, scoring="conditionals" if masked else "chain_rule", masked_conditionals=masked and
                       special.mask is not None, finetune_attention=backbone.attention_kind,
-                      attentions=(backbone.attention_kind,), next_token_states=causal_next_token_states)
+                      attentions=backbone.attentions, next_token_states=causal_next_token_states)
     return ModelSource(origin=spec, kind="huggingface", backbone=backbone, reading=reading, tokenizer=backend,
                        special=special, longest_input=backbone.config.max_len,
                        details={"model": backbone.config.to_dict(), "revision": revision,

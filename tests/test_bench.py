@@ -15,6 +15,7 @@ import bench.document_attention as document_attention
 import bench.likelihood_table as likelihood_table
 import bench.loop as loop
 import bench.objective_flops as objective_flops
+import bench.pll_minicons as pll_minicons
 import bench.rtd_controls as rtd_controls
 import bench.rtd_plateau as rtd_plateau
 import bench.throughput as throughput
@@ -141,6 +142,39 @@ def test_zeroshot_speed_times_every_method_on_one_backbone(capsys, tiny_pretrain
     assert result["rows"]["exact"]["cost_over_exact"]["median"] == 1.0
     assert result["rows"]["pll"]["cost_over_exact"]["median"] > 1.0  # one pass per token against one per sentence
     assert "| pll |" in out and out.strip().splitlines()[-1].startswith("{")
+
+
+BLIMP_PAIRS = [("Who should Derek hug after shocking Richard?", "Who should Derek hug Richard after shocking?"),
+               ("These waitresses were complaining about themselves.",
+                "These waitresses was complaining about themselves."),
+               ("Many teenagers have noticed that lamp.", "Many teenagers has noticed that lamp."),
+               ("The doctors who Rebecca praised fainted.", "The doctors who Rebecca praised Vanessa fainted."),
+               ("Every girl hasn't hidden herself.", "Every girl hasn't hidden himself."),
+               ("Kristin wasn't scaring Tamara.", "Kristin wasn't scaring.")]
+
+
+@pytest.mark.slow
+def test_pll_of_a_random_bert_equals_minicons_for_both_methods(capsys, tmp_path):
+    pytest.importorskip("minicons", reason="minicons is not installed (pip install minicons, in the dev extra): "
+                                           "the bench holds armlm's PLL to its MaskedLMScorer")
+    blimp = tmp_path / "blimp"
+    blimp.mkdir()
+    for uid, pairs in (("agreement", BLIMP_PAIRS[:3]), ("islands", BLIMP_PAIRS[3:])):
+        (blimp / f"{uid}.jsonl").write_text("".join(json.dumps({"sentence_good": g, "sentence_bad": b, "UID": uid,
+                                                                "field": "syntax", "linguistics_term": uid}) + "\n"
+                                                    for g, b in pairs))
+    # A vocabulary of 120 on these 12 sentences splits most words, so PLL-word-l2r masks more than PLL does
+    result = pll_minicons.main(["--size", "tiny", "--sentences", "12", "--rounds", "1", "--blimp-dir", str(blimp),
+                                "--out", str(tmp_path / "model"), "--vocab-size", "120"])
+    out = capsys.readouterr().out
+    assert result["sentences"] == 12 and result["n_layers"] == 2 and result["d_model"] == 64
+    for method in ("pll", "pll_word_l2r"):
+        assert result["equality"][method]["max_abs_difference"] <= 1e-5, result["equality"][method]
+        assert result["equality"][method]["equal"]
+        assert result["rows"][method]["armlm"]["min"] > 0 and result["rows"][method]["minicons"]["min"] > 0
+    # the two methods differ by far more than the tolerance, so matching minicons' l2r is not matching its PLL
+    assert result["methods_apart"] > 10 * pll_minicons.TOLERANCE
+    assert "| pll_word_l2r |" in out and out.strip().splitlines()[-1].startswith("{")
 
 
 @pytest.mark.slow

@@ -168,8 +168,9 @@ def test_conll_errors_name_the_fix(tmp_path, tokenizer_json):
 
 def test_a_tokenizer_without_armlm_specials_is_refused():
     plain = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).to_str()
-    with pytest.raises(ValueError, match=r"lacks \[PAD\]"):
-        task_datamodule("cola", plain, source="unused")
+    datamodule = task_datamodule("cola", plain, source="unused")  # a tokenizer of another model: its frame is set
+    with pytest.raises(ValueError, match=r"lacks \[CLS\].*use_frame"):   # before setup, or nothing is encoded
+        datamodule.setup("fit")
 
 
 def test_unknown_glue_task_lists_the_tasks():

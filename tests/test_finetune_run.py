@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,9 +12,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from common.migrations import migrate_finetune_hparams
 from finetune.run import resolve_settings, run_finetune, trained_max_length
-from objectives.mlm import MaskedLM
+from sources.base import Reading
 from tests.conftest import composed_config
-from training.pretrained import Pretrained, load_pretrained
+from training.pretrained import load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -165,8 +166,8 @@ def test_bad_fine_tuning_commands_name_the_fix(tmp_path, tiny_pretrained):
 
 @pytest.mark.parametrize("trained,requested,used", [(64, 128, 64), (64, 48, 48), (None, 128, 128)])
 def test_inputs_are_cut_to_the_positions_pretraining_trained(trained, requested, used, caplog):
-    pretrained = Pretrained(Path("x.ckpt"), {}, {}, MaskedLM, "{}", {}, trained_length=trained)
-    assert trained_max_length(requested, pretrained) == used
+    source = SimpleNamespace(kind="armlm", origin="x.ckpt", trained_length=trained, longest_input=512)
+    assert trained_max_length(requested, source) == used
     assert ("exceeds the 64 positions" in caplog.text) == (requested > 64 and trained == 64)
     assert ("does not record its pretraining block size" in caplog.text) == (trained is None)
 
@@ -194,6 +195,6 @@ def test_a_tagger_reads_each_word_where_its_reader_has_seen_all_of_it(objective_
     bidirectional one at its first; an explicit first or last is kept."""
     cfg = composed_config("finetune", ["task=conll2003", f"finetune.attention={attention}",
                                        f"finetune.word_subword={word_subword}"]).finetune
-    pretrained = type("Stub", (), {"objective_class": type("Objective", (), {"finetune_attention": objective_attention})})
-    settings = resolve_settings(cfg, pretrained)
+    reading = Reading("Stub", "chain_rule", False, objective_attention)
+    settings = resolve_settings(cfg, type("Source", (), {"reading": reading}))
     assert (settings["attention"], settings["word_subword"]) == expected
