@@ -116,7 +116,17 @@ def build_model(size: str, corpus: Sequence[str], folder: Path, vocab_size: int,
     tok.normalizer = normalizers.BertNormalizer(lowercase=False)  # bert-base-cased's
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()  # words, so PLL-word-l2r knows where they end
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS))
+    # The trainer numbers each "##" piece as it first meets it in a hash map's order, which changes from process to
+    # process, and breaks ties between merges by those numbers: the vocabulary would change from run to run
+    # (huggingface/tokenizers#1794). Handing it every piece first, in sorted order, fixes their numbers; they then
+    # leave the added tokens (still in the vocabulary), so they are not matched in raw text as special tokens are.
+    pieces = sorted({"##" + ch for text in corpus
+                     for word, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))
+                     for ch in word[1:]})
+    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS + pieces))
+    saved = json.loads(tok.to_str())
+    saved["added_tokens"] = [t for t in saved["added_tokens"] if t["content"] in SPECIALS]
+    tok = Tokenizer.from_str(json.dumps(saved))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
                                                        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])

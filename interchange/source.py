@@ -13,6 +13,7 @@ from common.migrations import migrate_finetune_hparams
 from models.backbone import ModelConfig
 from models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
 from objectives.base import refuse_unless_language_model
+from sources import SOURCE_KEY
 from training.pretrained import load_pretrained
 
 HEAD_PREFIX = "head."
@@ -93,6 +94,10 @@ def _finetuned(ckpt_path: Path, ckpt: dict[str, Any], hparams: dict[str, Any]) -
     if (hparams.get("settings") or {}).get("features") == "scalar_mix":
         raise ValueError(f"{ckpt_path} reads ELMo's learned mix of every layer (finetune.features=scalar_mix), which "
                          "armlm's modelling file does not implement; export a run fine-tuned with finetune.features=concat")
+    if SOURCE_KEY in (hparams.get("model") or {}):
+        raise ValueError(f"{ckpt_path} fine-tuned the transformers model {hparams['model'][SOURCE_KEY]}, which export "
+                         "does not rewrite (it maps armlm backbones); share the fine-tuned checkpoint, or fine-tune with "
+                         "transformers' own classes to get a transformers folder")
     missing = [k for k in ("model", "task", "settings") if k not in hparams]
     if missing or not ckpt.get("tokenizer_json"):
         raise ValueError(f"{ckpt_path} lacks {missing or ['tokenizer_json']}; export a checkpoint armlm's fine-tuning "
