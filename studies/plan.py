@@ -27,8 +27,11 @@ from studies.budget import budget_overrides, check_budget, part_way_point, part_
 # the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split),
 # diagnose (default true), and, in a study with a `zeroshot:` section, zeroshot (default: the pretraining arms)
 # with its zeroshot_settings; branch_of: an arm with more epochs whose run it branches off (studies.branches).
+# model: a published model (a model source: a Hugging Face folder, hf:<id>[@revision] or an armlm run) that the arm
+# reads as it is, with no pretraining stage; trust_remote_code for a folder that ships its own modelling file.
 ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings", "branch_of"}
+            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings", "branch_of", "model",
+            "trust_remote_code"}
 
 
 @dataclass(frozen=True)
@@ -125,9 +128,11 @@ def check_study(cfg: DictConfig) -> None:
                              f"study.finetune_variants ({list(variants)})")
         if not float(arm.get("budget_scale", 1.0)) > 0:
             raise ValueError(f"arm {name}: budget_scale must be > 0")
-        if ("from_arm" in arm) == ("pretrain" in arm) or ("checkpoint_fraction" in arm and "from_arm" not in arm):
-            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]) or reads another arm's "
-                             "checkpoint (from_arm, with checkpoint_fraction for one part-way through its budget)")
+        if sum(key in arm for key in ("pretrain", "from_arm", "model")) != 1 or (
+                "checkpoint_fraction" in arm and "from_arm" not in arm):
+            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]), reads another arm's "
+                             "checkpoint (from_arm, with checkpoint_fraction for one part-way through its budget) or "
+                             "reads a published model (model: <Hugging Face folder, hf:<id> or run>)")
         if "from_arm" in arm and (arm.from_arm not in study.arms or study.arms[arm.from_arm].get("from_arm")
                                   or not 0 < float(arm.get("checkpoint_fraction", 0.5)) < 1):
             raise ValueError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
@@ -166,10 +171,14 @@ def plan(cfg: DictConfig) -> list[Stage]:
         for arm_name, arm in arms_of(cfg).items():
             base = seed_folder(cfg, arm_name, seed)
             run = seed_folder(cfg, arm.get("from_arm", arm_name), seed) / "pretrain"  # the run this arm reads
-            needs, pretrained = run / done_file("pretrain"), run
+            needs, pretrained = (run / done_file("pretrain"),), run
             if "checkpoint_fraction" in arm:
                 pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm)}.ckpt"
-            if not arm.get("from_arm"):
+            reading = ([f"trust_remote_code={str(bool(arm.trust_remote_code)).lower()}"]
+                       if "trust_remote_code" in arm else [])
+            if "model" in arm:  # a published model: read as it is, nothing to wait for
+                needs, pretrained = (), str(arm.model)
+            elif not arm.get("from_arm"):
                 points = part_way_tokens(cfg, arm_name)
                 trunk = seed_folder(cfg, arm.get("branch_of") or arm_name, seed) / "pretrain"
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
@@ -183,30 +192,31 @@ def plan(cfg: DictConfig) -> list[Stage]:
                     for folder, finetune_seed in finetune_runs(f"{task}-{variant}", seed, finetune_seeds_of(cfg)):
                         stages.append(Stage("finetune", arm_name, seed, f"finetune {folder}",
                                             base / "finetune" / folder, tuple(
-                            [f"task={task}", f"pretrained={pretrained}", f"seed={finetune_seed}",
+                            [f"task={task}", f"pretrained={pretrained}", f"seed={finetune_seed}", *reading,
                              *_strings(study.finetune_variants[variant]), *_strings(cfg.finetune),
                              *_strings(study.get("finetune_settings")),
                              *_strings((study.get("task_settings") or {}).get(task)), *_strings(cfg.extra_finetune)]),
-                            needs=(needs,)))
+                            needs=needs))
             # Pretraining arms are diagnosed unless they say not; an arm that reads another's checkpoint only
             # when it asks (diagnose: true), e.g. to score it in another context (diagnose_settings).
             if arm.get("diagnose", not arm.get("from_arm")):
                 stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained, needs,
-                                             _strings(arm.get("diagnose_settings"))))
+                                             [*reading, *_strings(arm.get("diagnose_settings"))]))
             # Zero-shot scoring (zeroshot.py, BLiMP), in a study that asks for it: every pretraining arm unless
             # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
             if study.get("zeroshot") is not None and arm.get("zeroshot", not arm.get("from_arm")):
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
-                    [f"checkpoint={pretrained}", f"seed={seed}", *_strings(study.zeroshot.get("settings")),
-                     *_strings(arm.get("zeroshot_settings"))]), needs=(needs,)))
+                    [f"checkpoint={pretrained}", f"seed={seed}", *reading, *_strings(study.zeroshot.get("settings")),
+                     *_strings(arm.get("zeroshot_settings"))]), needs=needs))
     return stages
 
 
-def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path, run_done: Path,
-                   arm_settings: list[str]) -> Stage:
+def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | str,
+                   run_done: tuple[Path, ...], arm_settings: list[str]) -> Stage:
     """Every arm but the reference one scores the reference arm's candidate sets (same seed), so the
     independence diagnostics of different checkpoints compare on the same K x K tables. `checkpoint` (a
-    pretraining run folder or file, whose run writes `run_done`) and `arm_settings` (the arm's
+    pretraining run folder or file, whose run writes `run_done`; or a published model, with nothing to wait for) and
+    `arm_settings` (the arm's
     `diagnose_settings`, last) let an arm diagnose another arm's checkpoint another way."""
     diagnose = cfg.study.diagnose
     overrides = [f"checkpoint={checkpoint}", f"data={corpus(cfg)}", f"seed={seed}",
@@ -214,7 +224,7 @@ def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkp
                  f"representations.enabled={str(bool(diagnose.representations)).lower()}",
                  *_strings(cfg.diagnose), *_strings(diagnose.get("settings")), *_strings(arm_settings),
                  *_strings(cfg.extra_diagnose)]
-    needs = [run_done]
+    needs = list(run_done)
     reference = diagnose.candidates_arm
     if diagnose.independence and reference is not None and reference != arm_name:
         reference_folder = seed_folder(cfg, reference, seed) / "diagnostics"

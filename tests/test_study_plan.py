@@ -36,7 +36,7 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
     arms = cfg.study.arms
     tasks = cfg.tasks or cfg.study.tasks
     finetune_seeds = cfg.study.get("finetune_seeds", 1)
-    own = [arm for arm in arms.values() if not arm.get("from_arm")]  # arms that pretrain
+    own = [arm for arm in arms.values() if "pretrain" in arm]  # arms that pretrain (not from_arm, not a model)
     diagnosed = [arm for arm in arms.values() if arm.get("diagnose", not arm.get("from_arm"))]
     scored = [arm for arm in arms.values() if cfg.study.get("zeroshot") is not None
               and arm.get("zeroshot", not arm.get("from_arm"))]
