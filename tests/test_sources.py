@@ -221,3 +221,22 @@ def test_type_level_vectors_come_from_every_layer_of_a_wordpiece_model_and_a_byt
     with pytest.raises(ValueError, match="not a byte-level BPE's"):
         run_embeddings(config("embeddings", tmp_path / "gpt2", f"checkpoint={hf_models['gpt2']}"))
     assert not (tmp_path / "gpt2").exists()
+
+
+def test_the_lm_eval_model_type_scores_a_continuation_by_the_models_own_logits(hf_models):
+    from zeroshot.harness import ArmlmLM
+
+    class Request:  # what lm-eval hands a model type: args = (context, continuation)
+        def __init__(self, *args: str) -> None:
+            self.args = args
+
+    lm = ArmlmLM(str(hf_models["gpt2"]))
+    (log_prob, _), = lm.loglikelihood([Request("The cat", " sat on the mat.")])
+    tokenizer = AutoTokenizer.from_pretrained(hf_models["gpt2"])
+    context = tokenizer("The cat")["input_ids"]
+    ids = torch.tensor([tokenizer.bos_token_id, *tokenizer("The cat sat on the mat.")["input_ids"]])
+    with torch.no_grad():
+        log_probs = lm.model.lm(input_ids=ids[None]).logits[0].double().log_softmax(-1)
+    chain = sum(float(log_probs[t - 1, ids[t]]) for t in range(1 + len(context), len(ids)))
+    assert log_prob == pytest.approx(chain, abs=TOLERANCE)
+    assert ArmlmLM(str(hf_models["bert"])).method == "pll"  # an encoder's first method
