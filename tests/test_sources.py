@@ -52,7 +52,8 @@ def test_every_family_loads_by_path_and_declares_how_it_reads(hf_models, family)
     masked = family in MASKED_FAMILIES
     assert source.kind == "huggingface" and source.longest_input == POSITIONS
     assert source.reading.scoring == ("conditionals" if masked else "chain_rule")
-    assert source.reading.attentions == (("bidirectional",) if masked else ("causal",))
+    native = "bidirectional" if masked else "causal"  # first; the other where the model obeys a 4D mask (all here)
+    assert source.reading.attentions == (native, "causal" if masked else "bidirectional")
     assert source.special.mask == (tokenizer.mask_token_id if masked else None)
     assert source.special.start == (tokenizer.cls_token_id or tokenizer.bos_token_id)
     assert source.special.end == ((tokenizer.sep_token_id or tokenizer.eos_token_id,) if masked else ())
@@ -142,15 +143,20 @@ def test_zeroshot_and_evaluate_run_on_a_hugging_face_folder_with_units_that_comp
     assert (tmp_path / "ev" / "diagnostics.md").is_file()
 
 
-def test_a_decoder_is_refused_what_needs_a_mask_or_bidirectional_attention(hf_models, blimp_dir, tmp_path):
+def test_a_decoder_is_refused_what_needs_a_mask_and_reads_both_ways_as_its_mask_says(hf_models, blimp_dir, tmp_path):
     source, scorer = zeroshot_scorer(hf_models["gpt2"])
     with pytest.raises(ValueError, match="has no mask token, so it cannot be scored by 'pll'"):
         scorer.check_method("pll")
-    with pytest.raises(ValueError, match="attends causal only"):
-        source.backbone(torch.tensor([[0, 5, 6]]), attention=BIDIRECTIONAL)
-    encoder = open_source(hf_models["bert"])
-    with pytest.raises(ValueError, match="attends bidirectional only"):
-        encoder.backbone(torch.tensor([[2, 5, 6]]), attention=CAUSAL)
+    ids = torch.tensor([[0, 5, 6, 7]])
+    changed = torch.tensor([[0, 5, 6, 9]])
+    with torch.no_grad():
+        for attention, moves in ((CAUSAL, False), (BIDIRECTIONAL, True)):  # the first state sees the last token?
+            first = [source.backbone(x, attention=attention)[0, 0] for x in (ids, changed)]
+            assert bool((first[0] - first[1]).abs().max() > 1e-6) == moves, attention.kind
+        own = source.backbone.lm(input_ids=ids).logits
+        assert torch.allclose(source.backbone.logits(source.backbone(ids, attention=CAUSAL)), own, atol=1e-5)
+    with pytest.raises(ValueError, match="within documents"):
+        source.backbone(ids, attention=CAUSAL.within(torch.zeros_like(ids)))
     out = tmp_path / "zs"
     with pytest.raises(ValueError, match="no mask token"):
         run_zeroshot(zeroshot_config([f"checkpoint={hf_models['gpt2']}", f"blimp.dir={blimp_dir}", "methods=[bound]",

@@ -18,7 +18,7 @@ from finetune.run import resolve_settings, run_finetune
 from interchange.export import export_checkpoint
 from models.attention import BIDIRECTIONAL, CAUSAL
 from sources import open_source
-from sources.huggingface import switched_attention
+from sources.hf_backbone import switched_attention
 from tests.conftest import composed_config
 from tests.test_finetune_run import QUICK
 
