@@ -246,3 +246,18 @@ def test_the_lm_eval_model_type_scores_a_continuation_by_the_models_own_logits(h
     chain = sum(float(log_probs[t - 1, ids[t]]) for t in range(1 + len(context), len(ids)))
     assert log_prob == pytest.approx(chain, abs=TOLERANCE)
     assert ArmlmLM(str(hf_models["bert"])).method == "pll"  # an encoder's first method
+
+
+def test_a_long_input_is_scored_in_passes_of_bounded_size_with_the_same_result(hf_models):
+    """Every masked copy of a sentence at once is T rows of T tokens (minicons #46 runs out of memory at 512); armlm
+    runs about `tokens_per_pass` tokens a pass, down to one row, and the sums do not move."""
+    source = open_source(hf_models["bert"])
+    long = " ".join(["the cat sat on the mat and looked at the dog"] * 4)  # 60 positions with the frame
+    (sentence,) = encode_sentences(source.tokenizer, [long], source.special)
+    assert len(sentence.ids) > 50
+    scores = {}
+    for tokens_per_pass in (len(sentence.ids), 16384):  # one row a pass, then every row in one
+        from zeroshot.scoring import SentenceScorer
+        scorer = SentenceScorer(source.backbone, source.reading, source.special.mask, tokens_per_pass=tokens_per_pass)
+        scores[tokens_per_pass] = float(scorer.score([sentence], "pll", progress=False).log_prob[0])
+    assert scores[len(sentence.ids)] == pytest.approx(scores[16384], abs=TOLERANCE)

@@ -105,3 +105,18 @@ def test_a_checkpoint_fine_tuned_from_a_hugging_face_model_is_not_exported(hf_mo
     with pytest.raises(ValueError, match="fine-tuned the transformers model .* which export does not rewrite"):
         export_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt", tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.slow
+def test_a_hugging_face_model_fine_tunes_on_a_glue_pair_task(hf_models, tmp_path, data_dir):
+    root = tmp_path / "glue"
+    (root / "RTE").mkdir(parents=True)
+    lines = (data_dir / "glue" / "RTE" / "train.tsv").read_text(encoding="utf-8").splitlines()[:33]
+    for split in ("train", "dev"):
+        (root / "RTE" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = composed_config("finetune", [*QUICK, "task=rte", f"pretrained={hf_models['roberta']}",
+                                       f"task.data.source={root}", "task.epochs=1", "task.data.max_length=64"],
+                          output_dir=str(tmp_path / "run"))
+    results = run_finetune(cfg)
+    assert results["task"] == "rte" and results["pooling"] == "first" and results["examples"]["train"] == 32
+    assert 0.0 <= results["metrics"]["dev"]["accuracy"] <= 1.0
