@@ -117,7 +117,8 @@ def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin:
         raise ValueError(f"{origin}'s tokenizer has no start token (BOS, CLS or EOS) to begin a text with; a text's "
                          "first token would have nothing to be predicted from")
     between, second_type = _pair_template(backend, segment_types)
-    document_end = hf_tokenizer.eos_token_id if not masked else (hf_tokenizer.sep_token_id or hf_tokenizer.eos_token_id)
+    sep, eos = hf_tokenizer.sep_token_id, hf_tokenizer.eos_token_id
+    document_end = sep if masked and sep is not None else eos  # an id of 0 is an id
     return SpecialTokens(start=start, end=suffix if masked else (), mask=hf_tokenizer.mask_token_id,
                          pad=hf_tokenizer.pad_token_id, document_end=document_end,
                          specials=tuple(sorted(set(hf_tokenizer.all_special_ids) | {start})),
