@@ -113,7 +113,7 @@ def blimp_dir(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt2"])
+@pytest.mark.parametrize("family", fast_lane_keeps(["bert", "gpt2"], keep=["gpt2"]))
 def test_zeroshot_and_evaluate_run_on_a_hugging_face_folder_with_units_that_compare(hf_models, family, blimp_dir,
                                                                                      tmp_path):
     report = run_zeroshot(zeroshot_config([f"checkpoint={hf_models[family]}", f"blimp.dir={blimp_dir}",
@@ -187,6 +187,7 @@ def test_bad_sources_and_inputs_end_in_one_line(hf_models, blimp_dir, tmp_path):
     assert zeroshot_scorer(unsplit)[1].methods == ("pll", "pll_word_l2r", "bound")  # the check is per method
 
 
+@pytest.mark.slow
 def test_an_armlm_checkpoint_and_its_export_give_the_same_numbers(untrained, tmp_path, blimp_dir):
     """An AR checkpoint exports as a plain GPT2LMHeadModel: read back through the Hugging Face path, every figure
     it shares with the checkpoint is the same (fp32)."""
