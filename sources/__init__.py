@@ -19,8 +19,8 @@ __all__ = ["ModelSource", "Reading", "SpecialTokens", "backbone_for", "open_sour
 
 def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
     """`spec`: an armlm checkpoint file or run folder (its checkpoints/last.ckpt), a Hugging Face model folder (its
-    config.json), or hf:<hub id>[@revision]. `trust_remote_code`: run a folder's own modelling file (armlm's
-    exports of objectives GPT-2 cannot hold ship one)."""
+    config.json), or hf:<hub id>[@revision]. `trust_remote_code`: run a folder's own modelling file (some hub
+    models ship one; armlm's own remote-code exports are refused at load: sources.hf_backbone.probe_head)."""
     text = str(spec)
     if text.startswith(HUB_PREFIX):
         return open_huggingface(text, device, trust_remote_code=trust_remote_code)

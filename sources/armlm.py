@@ -18,7 +18,7 @@ def armlm_special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
     return SpecialTokens(start=token_id(tokenizer, CLS), end=(), mask=token_id(tokenizer, MASK),
                          pad=token_id(tokenizer, PAD), document_end=token_id(tokenizer, EOD),
                          specials=tuple(token_id(tokenizer, t) for t in SPECIAL_TOKENS),
-                         separator=token_id(tokenizer, SEP), unknown=token_id(tokenizer, UNK),
+                         unknown=token_id(tokenizer, UNK),
                          task_end=(token_id(tokenizer, SEP),), task_between=(token_id(tokenizer, SEP),),
                          second_type=1)
 

@@ -45,7 +45,7 @@ def causal_next_token_states(model: Backbone, input_ids: Tensor, mask_id: int | 
 class Reading:
     """How a model may be read: the declarations an armlm objective makes (objectives.base.Objective), for any
     source. `attentions`: the attention kinds its backbone can run under (an armlm backbone takes any; a
-    transformers encoder only its bidirectional one, a decoder its causal one)."""
+    transformers model its own, and the other static kind where it obeys a 4D mask: sources.hf_backbone)."""
 
     name: str  # the objective's class, or the transformers class, for reports and messages
     scoring: str  # "chain_rule", "conditionals" or "none" (diagnostics.methods)
@@ -101,7 +101,6 @@ class SpecialTokens:
     pad: int | None
     document_end: int | None  # between documents of a held-out stream: armlm's [EOD], a decoder's EOS, BERT's [SEP]
     specials: tuple[int, ...]  # every special id: never a target, a candidate or a masked position
-    separator: int | None = None  # between the two texts of a pair ([SEP]); None: the template has none
     unknown: int | None = None  # [UNK]: special, yet a target every model is scored on
     # what ends a text a task reads (fine-tuning, type-level vectors): armlm's [SEP] (its `[CLS] A [SEP]`); a
     # transformers model's own template end
@@ -144,10 +143,6 @@ class ModelSource:
     @property
     def vocab_size(self) -> int:
         return int(self.backbone.config.vocab_size)
-
-    def frame(self, ids: list[int] | tuple[int, ...]) -> tuple[int, ...]:
-        """A text's tokens as the model reads a whole text: start token, the tokens, the template's end tokens."""
-        return (self.special.start, *ids, *self.special.end)
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": self.origin, "source": self.kind, "objective": self.name,

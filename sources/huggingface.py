@@ -122,7 +122,7 @@ def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin:
     return SpecialTokens(start=start, end=suffix if masked else (), mask=hf_tokenizer.mask_token_id,
                          pad=hf_tokenizer.pad_token_id, document_end=document_end,
                          specials=tuple(sorted(set(hf_tokenizer.all_special_ids) | {start})),
-                         separator=hf_tokenizer.sep_token_id, unknown=hf_tokenizer.unk_token_id, task_end=suffix,
+                         unknown=hf_tokenizer.unk_token_id, task_end=suffix,
                          task_between=between, second_type=second_type, word_prefix=_word_prefix(backend))
 
 
