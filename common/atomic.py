@@ -36,7 +36,9 @@ def atomic_write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def atomic_write_artefact(path: Path, artefact: dict[str, Any], sort_keys: bool = False) -> None:
+def atomic_write_artefact(path: Path, artefact: dict[str, Any], sort_keys: bool = False, compact: bool = False) -> None:
     """A JSON artefact (a summary, results, a report, a stage record), atomically, with the schema version it is
-    written in first (common.migrations reads older ones)."""
-    atomic_write_text(path, json.dumps(versioned(artefact), indent=2, sort_keys=sort_keys))
+    written in first (common.migrations reads older ones). `compact`: one line, for long lists of numbers."""
+    text = (json.dumps(versioned(artefact), separators=(",", ":"), sort_keys=sort_keys) if compact
+            else json.dumps(versioned(artefact), indent=2, sort_keys=sort_keys))
+    atomic_write_text(path, text)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from seqeval.metrics.sequence_labeling import get_entities
 from torch import Tensor
 from torchmetrics import Accuracy, F1Score, Metric, MetricCollection, PearsonCorrCoef, SpearmanCorrCoef
 from torchmetrics.classification import BinaryMatthewsCorrCoef
@@ -92,12 +93,34 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str
     return {k: float(v) for k, v in scores.items()}
 
 
+# What one dev sentence contributes to entity-level micro F1: entities found (true positives), predicted but not
+# gold (false positives), gold but missed (false negatives). Summed over any set of sentences they give that set's
+# F1, 2 tp / (2 tp + fp + fn): what a bootstrap over dev sentences recomputes (analysis.items).
+ITEM_STATISTICS = ("tp", "fp", "fn")
+ITEMS_FILE = "items.json"  # beside a fine-tuning run's results.json
+
+
+def entity_counts(gold: list[list[str]], predicted: list[list[str]]) -> list[list[int]]:
+    """[tp, fp, fn] of each sentence, entities matched exactly (type, first word, last word) as seqeval does."""
+    if len(gold) != len(predicted):
+        raise ValueError("gold and predicted tag sequences must have the same sentences")
+    counts = []
+    for g, p in zip(gold, predicted):
+        gold_spans, predicted_spans = set(get_entities(g)), set(get_entities(p))
+        found = len(gold_spans & predicted_spans)
+        counts.append([found, len(predicted_spans) - found, len(gold_spans) - found])
+    return counts
+
+
 class EntityF1(Metric):
+
     """seqeval entity scores as a torchmetrics Metric, so DDP ranks gather their sentences before scoring.
 
     Update with word-level tag ids (B, W), predicted and gold; gold IGNORE_INDEX marks padding words."""
 
     full_state_update = False
+    item_statistics = ITEM_STATISTICS  # per dev sentence (item_counts), from which the score below is recomputed
+    item_score = "f1"
 
     def __init__(self, tags: tuple[str, ...]) -> None:
         super().__init__()
@@ -112,17 +135,21 @@ class EntityF1(Metric):
         self.gold.append(gold[real])
         self.lengths.append(real.sum(dim=1))
 
-    def compute(self) -> dict[str, Tensor]:
-        def sentences(flat: list[Tensor] | Tensor) -> list[list[str]]:
-            ids = (torch.cat(flat) if isinstance(flat, list) else flat).tolist()
-            out, start = [], 0
-            for n in lengths:
-                out.append([self.tags[i] for i in ids[start:start + n]])
-                start += n
-            return out
-
+    def _sentences(self, flat: list[Tensor] | Tensor) -> list[list[str]]:
         lengths = (torch.cat(self.lengths) if isinstance(self.lengths, list) else self.lengths).tolist()
-        scores = entity_scores(sentences(self.gold), sentences(self.predicted))
+        ids = (torch.cat(flat) if isinstance(flat, list) else flat).tolist()
+        out, start = [], 0
+        for n in lengths:
+            out.append([self.tags[i] for i in ids[start:start + n]])
+            start += n
+        return out
+
+    def item_counts(self) -> list[list[int]]:
+        """Each sentence's [tp, fp, fn] (ITEM_STATISTICS), in dev-set order: the F1 of any resample of sentences."""
+        return entity_counts(self._sentences(self.gold), self._sentences(self.predicted))
+
+    def compute(self) -> dict[str, Tensor]:
+        scores = entity_scores(self._sentences(self.gold), self._sentences(self.predicted))
         # Every tag type is reported, found or not, so runs always log the same set of tags.
         types = sorted({t[2:] for t in self.tags if t != "O"})
         return {name: torch.tensor(scores.get(name, 0.0)) for name in
@@ -133,3 +160,15 @@ def task_metrics(info: TaskInfo) -> MetricCollection:
     """The task's metrics, in the order its config lists them; a metric that computes several values (EntityF1)
     logs them under their own names (f1, precision, ...)."""
     return MetricCollection({name: build_metric(spec, info.labels) for name, spec in info.metrics.items()})
+
+
+def item_record(info: TaskInfo, module: Any) -> dict[str, Any]:
+    """items.json: for each metric that gives per-item statistics, their names and the score they give; for each
+    dev split, one list per evaluation (after each epoch) of every dev item's values, in dev-set order. Empty
+    where no metric gives any."""
+    if not module.item_scores:
+        return {}
+    metrics = {name: {"statistics": list(metric.item_statistics), "score": metric.item_score}
+               for collection in module.val_metrics for name, metric in collection.items()
+               if hasattr(metric, "item_statistics")}
+    return {"task": info.name, "metrics": metrics, "splits": module.item_scores}

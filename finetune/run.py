@@ -17,13 +17,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.migrations import migrate_finetune_hparams
 from datamodules.finetune import FinetuneDataModule, TaskInfo
-from finetune.metrics import task_metrics
+from finetune.metrics import ITEMS_FILE, item_record, task_metrics
 from finetune.module import FinetuneModule
 from models.backbone import ModelConfig
 from models.checkpoint import load_weights, read_hyperparameters
 from sources import SOURCE_KEY, ModelSource, open_source
 from training.setup import build, choose_cpu_precision, differences
-from training.trainer import build_trainer, checkpoints, write_result
+from training.trainer import build_trainer, checkpoints, write_items, write_result
 from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
@@ -205,6 +205,8 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "wall_seconds": round(time.perf_counter() - started, 1),
         "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),
     }
+    # Each dev item's statistics after every epoch (a bootstrap over dev items reads them), before the done file
+    write_items(trainer, out / ITEMS_FILE, item_record(info, module))
     write_result(trainer, out / "results.json", results)
     log.info("%s dev scores: %s (majority baseline %s), %.0f s", info.name, results["metrics"],
              results["majority_baseline"], results["wall_seconds"])

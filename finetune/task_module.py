@@ -36,6 +36,9 @@ class TaskModule(L.LightningModule):
         self.val_metrics = nn.ModuleList(task_metrics(self.info) for _ in self.info.eval_splits)
         self.tokenizer_json: str | None = None
         self.final_scores: dict[str, dict[str, float]] = {}  # the last evaluation, per dev split
+        # split -> metric -> one list per evaluation (epoch) of each dev item's statistics, for the metrics that
+        # give them (EntityF1.item_counts): what a bootstrap over dev items resamples (items.json)
+        self.item_scores: dict[str, dict[str, list[list[list[int]]]]] = {}
         self.optim_settings, self.seed = optim, seed
 
     @abstractmethod
@@ -76,6 +79,9 @@ class TaskModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         for split, metrics in zip(self.info.eval_splits, self.val_metrics):
             scores = metrics.compute()
+            for name, metric in metrics.items():
+                if hasattr(metric, "item_counts"):
+                    self.item_scores.setdefault(split, {}).setdefault(name, []).append(metric.item_counts())
             for name, value in scores.items():
                 self.log(metric_tag(self.info.name, split, name), value, add_dataloader_idx=False)
             self.final_scores[split] = {name: float(value) for name, value in scores.items()}
@@ -84,12 +90,14 @@ class TaskModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokenizer_json"] = self.tokenizer_json  # a fine-tuned model can then encode new text
         checkpoint["final_scores"] = self.final_scores  # a run resumed after its last epoch still reports them
+        checkpoint["item_scores"] = self.item_scores
         checkpoint["armlm_commit"] = armlm_commit()
         checkpoint["schema_version"] = SCHEMA_VERSION
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
         self.final_scores = checkpoint.get("final_scores", {})
+        self.item_scores = checkpoint.get("item_scores", {})
 
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.optim_settings

@@ -1,7 +1,8 @@
 """What each arm of a study pretrains for: input tokens (the scale's budget, or passes over the data) or training
 FLOPs (budget_kind: flops, every objective at equal compute), the train.py settings that become, and the checks
-made before any stage runs. A FLOPs study may register its budget (`budget:` in its config) once a pilot has fixed
-it: the command then need not give it, and one that gives another is refused."""
+made before any stage runs. A study may register its budget (`budget:` in its config, in its budget kind): a FLOPs
+study once a pilot has fixed it (the command then need not give it, and one that gives another is refused), a token
+study where its registration fixes another budget than its scale's (that budget replaces the scale's)."""
 
 from __future__ import annotations
 
@@ -92,9 +93,6 @@ def check_budget(cfg: DictConfig) -> None:
     if kind not in BUDGET_KEYS:
         raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
     registered = study.get("budget") is not None
-    if registered and kind != "flops":
-        raise ValueError(f"study {study.name} registers budget={study.budget} in {kind}; a study registers only a "
-                         "budget in training FLOPs (budget_kind: flops): a token budget is the scale's")
     budget = study_budget(cfg)
     key = "study.budget" if registered else "budget"  # where the fix goes: the registration or the command
     if not budget > 0:

@@ -6,7 +6,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from datamodules.conll import IGNORE_INDEX, subword_labels, word_predictions, word_subwords
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from finetune.metrics import entity_scores, task_metrics
+from finetune.metrics import EntityF1, entity_counts, entity_scores, task_metrics
 from tests.test_finetune_data import task_config
 from tests.test_task_contract import task_info
 
@@ -74,6 +74,32 @@ def test_entity_scores_count_whole_entities():
     assert partial["f1"] == 0.0
     with pytest.raises(ValueError, match="same sentences"):
         entity_scores([["O"]], [["O", "O"]])
+
+
+def random_tags(n_sentences: int, types=("PER", "LOC", "ORG")) -> list[list[str]]:
+    tags = ["O", *(f"{p}-{t}" for t in types for p in "BI")]  # stray I- tags too: seqeval starts an entity there
+    return [[tags[i] for i in rng.integers(0, len(tags), rng.integers(1, 9))] for _ in range(n_sentences)]
+
+
+def test_sentence_counts_give_seqeval_micro_f1_on_any_subset_of_sentences():
+    """Brute-force oracle: seqeval rescoring the chosen sentences themselves."""
+    gold = random_tags(300)
+    predicted = [[t if rng.random() < 0.7 else random_tags(1)[0][0] for t in g] for g in gold]
+    counts = np.asarray(entity_counts(gold, predicted))
+    for _ in range(5):
+        chosen = rng.integers(0, len(gold), len(gold))  # a bootstrap draw, repeats included
+        tp, fp, fn = counts[chosen].sum(axis=0)
+        expected = entity_scores([gold[i] for i in chosen], [predicted[i] for i in chosen])["f1"]
+        assert 2 * tp / (2 * tp + fp + fn) == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_metric_gives_its_sentences_counts_in_dev_order():
+    tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    metric = EntityF1(tags)
+    gold = torch.tensor([[1, 2, 0, IGNORE_INDEX], [3, 0, 0, 0]])
+    predicted = torch.tensor([[1, 2, 0, 0], [0, 0, 3, 4]])
+    metric.update(predicted, gold)
+    assert metric.item_counts() == [[1, 0, 0], [0, 1, 1]]
 
 
 def split_sentence():

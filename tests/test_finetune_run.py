@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -88,6 +89,12 @@ def test_conll_slice_beats_the_all_o_baseline_on_held_out_sentences(tmp_path, ti
     assert {"f1_PER", "f1_LOC", "f1_ORG", "f1_MISC", "precision", "recall"} <= scores.keys()
     assert results["attention"] == "bidirectional" and results["mode"] == "full"
     assert results["word_subword"] == "first"  # auto, for a bidirectional reader
+    items = json.loads((tmp_path / "items.json").read_text())  # each dev sentence's counts after every epoch
+    assert items["metrics"] == {"entities": {"statistics": ["tp", "fp", "fn"], "score": "f1"}}
+    per_epoch = items["splits"]["validation"]["entities"]
+    assert len(per_epoch) == 6 and all(len(counts) == results["examples"]["validation"] for counts in per_epoch)
+    tp, fp, fn = np.asarray(per_epoch[-1]).sum(axis=0)
+    assert 2 * tp / (2 * tp + fp + fn) == pytest.approx(scores["f1"], abs=1e-6)
 
 
 def test_feature_based_ner_fits_a_slice_with_the_backbone_frozen(tmp_path, tiny_pretrained, conll_slice):

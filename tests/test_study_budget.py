@@ -34,9 +34,13 @@ def test_a_pilot_sets_the_studys_budget_itself(tmp_path):
     assert pretraining_flops(f"root={tmp_path}", "++study.budget=5.86e14") == ["max_flops=586000000000000"] * 5
 
 
-def test_only_a_flops_budget_is_registered(tmp_path):
-    with pytest.raises(ValueError, match="registers only a budget in training FLOPs"):
-        plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "++study.budget=2e13"))
+def test_a_registered_token_budget_replaces_the_scales(tmp_path):
+    stages = plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "++study.budget=1100000"))
+    ar = [s for s in stages if s.kind == "pretrain" and s.arm == "ar"]
+    assert len(ar) == 1 and "max_tokens=1100000" in ar[0].overrides
+
+
+def test_a_flops_study_refuses_a_registered_token_count(tmp_path):
     # a registered budget that is a token count: the registration is named as what to fix, not the command
     with pytest.raises(ValueError, match=r"study.budget=2\.2e\+06: .* looks like a token count.*give study.budget="):
         pretraining_flops(f"root={tmp_path}", "++study.budget=2200000")

@@ -73,6 +73,13 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
     )
 
 
+def write_items(trainer: L.Trainer, path: Path, items: dict[str, Any]) -> None:
+    """Per-item statistics of a run's evaluations (one line of JSON; they run to thousands of numbers), by one
+    process, atomically; nothing where the run's metrics give none."""
+    if trainer.is_global_zero and items:
+        atomic_write_artefact(path, items, compact=True)
+
+
 def write_result(trainer: L.Trainer, path: Path, result: dict[str, Any]) -> None:
     """The run's summary as JSON, written atomically by one process (every DDP rank holds the same reduced
     figures), with the precision it trained at: train.py picks fp32 on a CPU without bf16 units, so two machines
