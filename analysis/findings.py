@@ -11,7 +11,8 @@ A finding (in the study config, `study.findings.<id>`) reads:
 
 A side names its arm and one quantity (QUANTITIES); its value for a seed comes from that seed's runs:
 
-    finetune: <task>-<variant>, metric[, split]    dev score, median over fine-tuning seeds
+    finetune: <task>-<variant>, metric[, split][, epoch]  dev score, median over fine-tuning seeds; with epoch: k,
+                                                   the score logged after the run's k-th epoch (its scalars)
     features_gap: <task>, metric[, split]          fine-tuned minus feature-based score of the same checkpoint
     finetune_mean: {variant, metrics: {task: metric}}  the mean of several tasks' dev scores (a GLUE-style score),
                                                    over the seeds every task has
@@ -38,10 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analysis import study as S
-from analysis.runs import curve_by_steps
+from analysis.runs import FINETUNE_SEED_SUFFIX, curve_by_steps
+from common.scalars import run_scalars
+from finetune.task_module import metric_tag
 
 QUANTITIES = ("finetune", "features_gap", "finetune_mean", "pairwise", "gap", "representation", "likelihood",
               "pretraining", "past_exit", "zeroshot", "words")
@@ -59,11 +63,12 @@ class StudyRuns:
     reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
     zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
     words: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # words.json per arm and seed
+    root: Path | None = None  # the study folder, where sides read per-run files (epoch scores, items.json)
 
     @staticmethod
     def read(root: Path) -> StudyRuns:
         return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
-                         S.diagnostic_reports(root), S.zeroshot_reports(root), S.word_reports(root))
+                         S.diagnostic_reports(root), S.zeroshot_reports(root), S.word_reports(root), root)
 
 
 class NotComparable(ValueError):
@@ -95,6 +100,34 @@ def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str
     elif rows["split"].nunique() > 1:
         raise ValueError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
     return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column])}
+
+
+def epoch_scores(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None,
+                 epoch: int) -> dict[int, float]:
+    """seed -> the dev score logged at the end of fine-tuning epoch `epoch` (1-based), the median over the
+    checkpoint's fine-tuning runs: read from each run's scalars (TensorBoard, or a record's scalars.csv)."""
+    if runs.root is None:
+        raise ValueError("a side that reads an epoch (epoch:) needs the study folder's runs")
+    task = task_variant.partition("-")[0]
+    tag = metric_tag(task, split or "validation", metric)
+    out = {}
+    for seed_folder in sorted(runs.root.glob(f"{arm}/seed*")):
+        scores = []
+        for folder in sorted((seed_folder / "finetune").glob(f"{task_variant}*")):
+            if folder.name != task_variant and not folder.name.startswith(task_variant + FINETUNE_SEED_SUFFIX):
+                continue
+            frame = run_scalars(folder)
+            if tag not in frame or "epoch" not in frame:
+                raise ValueError(f"{folder} logged no {tag!r} by epoch; its tags are {sorted(frame.columns)}")
+            logged = frame[tag].dropna()
+            at = logged[frame["epoch"].reindex(logged.index).to_numpy() == epoch - 1]
+            if at.empty:
+                raise ValueError(f"{folder} has no {tag} after epoch {epoch} (it logged epochs "
+                                 f"{sorted({int(e) + 1 for e in frame['epoch'].reindex(logged.index).dropna()})})")
+            scores.append(float(at.iloc[-1]))
+        if scores:
+            out[int(seed_folder.name.removeprefix("seed"))] = float(np.median(scores))
+    return out
 
 
 def above_majority(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float] | None:
@@ -196,6 +229,8 @@ def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
     quantity, arm = quantity_of(side), side["arm"]
     spec = side[quantity]
     if quantity == "finetune":
+        if side.get("epoch") is not None:
+            return epoch_scores(runs, arm, spec, side["metric"], side.get("split"), int(side["epoch"]))
         return _score(runs, arm, spec, side["metric"], side.get("split"))
     if quantity == "features_gap":
         full = _score(runs, arm, f"{spec}-full", side["metric"], side.get("split"))
@@ -228,7 +263,8 @@ def describe(side: dict[str, Any]) -> str:
     if quantity == "finetune_mean":
         tasks = ", ".join(f"{task} {metric}" for task, metric in spec["metrics"].items())
         return f"{side['arm']}: fine-tuned, mean of {tasks} ({spec['variant']}){since}"
-    detail = (f"{spec} {side['metric']}" if quantity in ("finetune", "features_gap") else
+    after = f" after epoch {side['epoch']}" if side.get("epoch") is not None else ""
+    detail = (f"{spec} {side['metric']}{after}" if quantity in ("finetune", "features_gap") else
               ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec))
     return f"{side['arm']}: {quantity.replace('_', ' ')} {detail}{since}"
 

@@ -43,40 +43,24 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 
 from analysis import study as S
 from analysis.findings import NotComparable, StudyRuns, describe, measure, values
-from analysis.gate import gate_description, gate_row
+from analysis.findings_markdown import INTERIM, WITHDRAWN, findings_markdown, precision_note, wall_time_note
+from analysis.gate import gate_row
+from analysis.items import combined_verdict, item_columns, item_verdicts
 from analysis.registrations import at_registered_seeds, registered_claim, registration_text, superseded_text
 from analysis.study_plots import plot_findings
 from analysis.study_report import save_figure
 from analysis.verdicts import (
     ALPHA,
-    MAX_SEEDS_REPORTED,
-    VERDICTS,
     Claim,
     holm,
     judge_claim,
     paired_interval,
     sd_upper_limit,
     seeds_for,
+    sign_flip_test,
     verdicts,
 )
 from common.atomic import atomic_write_text
-
-INTERIM = "interim"  # not one of analysis.verdicts' verdicts: the absence of one until the registered seeds are read
-VERDICT_MEANINGS = {
-    "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
-                  "the registered claim's region (above 0, above -margin, or inside +-margin)",
-    "contradicted": "the Holm-adjusted p-value is below alpha and the interval lies in the region that refutes "
-                    "the claim (below 0, below -margin, or wholly beyond one margin)",
-    "unresolved": "every arm the row reads passed the gate, but the evidence reaches neither region at the "
-                  "family's error rate",
-    "not evidence": "an arm the row reads is less than the gate's nats below the unigram NLL of the same held-out "
-                    "targets in some seed (the row would measure how far that arm is from learning), a side scores "
-                    "within the gate's floor of chance in some seed (it would compare guesses), or the row's "
-                    "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
-    INTERIM: "the row's registration names pretraining seeds that have not all been read: its numbers are a look "
-             "at the seeds so far, and its verdict waits for the rest (a verdict at every look would spend the "
-             "error rate once per look)",
-}
 
 
 def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
@@ -95,7 +79,8 @@ def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True)
 def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
     findings = study.get("findings") or {}
     alpha = float(study.get("alpha", ALPHA))
-    rows, tests, gated = [], [], []
+    item_settings = study.get("item_test") or {}
+    rows, tests, gated, item_tests = [], [], [], []
     for finding_id, finding in findings.items():
         finding = dict(finding)
         claim = registered_claim(finding_id, finding)
@@ -113,7 +98,11 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         seeds, to_come, seeds_note = at_registered_seeds(finding["registered"], measured["seeds"])
         interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds], 1 - alpha)
         test = judge_claim(interval, claim)
-        row.update(seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
+        flips = sign_flip_test([measured["a_values"][s] - measured["b_values"][s] for s in seeds], claim)
+        items, item = item_columns(runs, finding, claim, seeds, alpha, item_settings)
+        item_tests.append(item)
+        row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,
+                   seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
                    b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=interval.low,
                    ci_high=interval.high, p=test.p,
                    seeds_to_come=to_come,
@@ -136,6 +125,18 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         table.loc[family_only, "note"] = [f"interim: its own seeds are read, the Holm family's are not{'; ' + n if n else ''}"
                                           for n in table.loc[family_only, "note"]]
         table.loc[waiting, "verdict"] = INTERIM
+        table["seed_verdict"] = table["verdict"]
+        table["item_p_holm"], table["item_verdict"] = item_verdicts(item_tests, alpha)
+        # the registered rule, or where a study registered none (those before issue 72): both tests must agree
+        decided = [combined_verdict(v, i, str(item_settings.get("decides", "both")))
+                   for v, i in zip(table["verdict"], table["item_verdict"])]
+        table["verdict"] = [v for v, _ in decided]
+        table["note"] = ["; ".join(x for x in (held, note) if x) for (_, held), note in zip(decided, table["note"])]
+        for i, finding in enumerate(findings.values()):  # judged with the family, read as no claim
+            if finding.get("withdrawn_after_data"):
+                table.loc[i, "verdict"] = WITHDRAWN
+                table.loc[i, "note"] = (f"withdrawn {finding['withdrawn_after_data']['date']}: "
+                                        f"{finding['withdrawn_after_data']['why']}")
     return table
 
 
@@ -158,108 +159,6 @@ def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
                      "gate": "-" if not study.get("gate") else f"**failed**: {gate['gate_note']}"
                      if gate["gate_failed"] else "passed" if per_seed else "no run read"})  # never a vacuous pass
     return pd.DataFrame(rows)
-
-
-def _number(x: Any, digits: int = 3) -> str:
-    return "-" if x is None or x != x else f"{x:.{digits}f}"
-
-
-def _p(x: Any) -> str:
-    return "-" if x is None or x != x else (f"{x:.2g}" if x < 0.001 else f"{x:.3f}")
-
-
-def _test_text(r: dict[str, Any]) -> str:
-    sign = ">" if r["direction"] == "greater" else "<"
-    if r["kind"] == "superiority":
-        return f"superiority, A - B {sign} 0; SESOI {r['smallest_effect']:g}"
-    if r["kind"] == "non_inferiority":
-        return f"non-inferiority, A - B {sign} {'-' if sign == '>' else '+'}{r['margin']:g}; SESOI {r['smallest_effect']:g}"
-    return f"equivalence, \\|A - B\\| < {r['margin']:g}"
-
-
-def _power_text(r: dict[str, Any]) -> str:
-    if r["verdict"] != "unresolved":
-        return ""
-    observed, upper = r.get("seeds_needed"), r.get("seeds_needed_sd_upper")
-    if observed is None or observed != observed:
-        return "needs two seeds or more"
-
-    def seeds(n: float) -> str:
-        return f"~{int(n)} seeds" if n <= MAX_SEEDS_REPORTED else f"over {MAX_SEEDS_REPORTED:,} seeds: not at this scale"
-
-    return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
-
-
-def precision_note(pretraining: pd.DataFrame) -> str:
-    """Which precision the pretraining runs trained at. A study resumed on another machine can train one config
-    in bf16 where the CPU has bf16 units and in fp32 where not: a paired difference would then mix numerics."""
-    if pretraining.empty or "precision" not in pretraining:
-        return ""
-    known = pretraining.dropna(subset=["precision"])
-    by_precision = known.groupby("precision")[["arm", "seed"]].apply(
-        lambda g: ", ".join(f"{a}/seed{s}" for a, s in zip(g["arm"], g["seed"], strict=True)))
-    unknown = len(pretraining) - len(known)
-    unrecorded = f" ({unknown} runs did not record it)" if unknown else ""
-    if len(by_precision) <= 1:
-        return f"Pretraining precision: {by_precision.index[0] if len(by_precision) else 'not recorded'}{unrecorded}."
-    return ("**Mixed precision: paired differences across these runs mix numerics**: "
-            + "; ".join(f"{p}: {runs}" for p, runs in by_precision.items()) + f"{unrecorded}.")
-
-
-def wall_time_note(seconds: pd.DataFrame) -> str:
-    """Minutes per seed: the sum of its stages' wall seconds over their launches (pauses and a busy machine
-    included), with how many stages kept no time and how many are still running (counted so far)."""
-    if seconds.empty:
-        return ""
-    parts = []
-    for seed, rows in seconds.groupby("seed"):
-        notes = [f"{k} of {len(rows)} stages {what}" for k, what in
-                 ((int(rows["seconds"].isna().sum()), "untimed"), (int(rows["running"].sum()), "running, counted so far"))
-                 if k]
-        parts.append(f"seed {seed}: {rows['seconds'].sum() / 60:.0f}" + (f" ({'; '.join(notes)})" if notes else ""))
-    return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
-
-
-def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
-    alpha = float(study.get("alpha", ALPHA))
-    gate = study.get("gate")
-    lines = [header, "",
-             f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
-             f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
-             "data order and fine-tuning seeds), with its unadjusted 95 % Student-t interval over seeds.",
-             (gate_description(study) if gate else "No learning gate is registered for this study."), ""]
-    shown = [*VERDICTS, *([INTERIM] if (table.get("verdict", pd.Series(dtype=object)) == INTERIM).any() else [])]
-    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in shown]
-    lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
-              "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
-              "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
-              "| finding | claim | registered test | A | B | A - B [95 % CI] | seeds | p | p (Holm) | gate | verdict "
-              "| what would resolve it / note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in table.to_dict("records"):
-        interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
-        note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
-        marked = (" (re-registered after data)" if r.get("superseded")
-                  else " (registered after data)" if r.get("registered_after_data") else "")
-        lines.append(f"| {r['finding']}{marked} | {r['claim']} | {_test_text(r)} | {_number(r['a_mean'])} "
-                     f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
-                     f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")
-    lines += ["", "## Registrations", "", "| finding | sides | anchor | justification of the margin or effect "
-              "| registered | earlier registrations |", "|---|---|---|---|---|---|"]
-    for r in table.to_dict("records"):
-        lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
-                     f"| {r['registered']} | {r['superseded'] or '-'} |")
-    withdrawn = study.get("withdrawn") or {}
-    if withdrawn:
-        lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
-                  "|---|---|---|"]
-        lines += [f"| {fid} | {registration_text(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
-    if not checks.empty:
-        lines += ["", "## Checks (reported, not judged)", "",
-                  "| check | what | value | per seed | mean [95 % CI] | gate of the arms read |", "|---|---|---|---|---|---|"]
-        for c in checks.to_dict("records"):
-            lines.append(f"| {c['check']} | {c['what']} | {c['value']} | {c['per_seed']} "
-                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] | {c['gate']} |")
-    return "\n".join(lines) + "\n"
 
 
 def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:

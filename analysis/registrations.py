@@ -11,7 +11,10 @@ from analysis.findings import quantity_of
 from analysis.gate import GATE_KEYS, MARGIN_KEYS
 from analysis.verdicts import ALPHA, Claim
 
-FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded"}
+# withdrawn_after_data: {date, why}: a row found, after its data, not to test its claim. It stays in its family
+# (Holm counts it, so no other row gains from its leaving) and its verdict reads "withdrawn".
+FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded", "withdrawn_after_data"}
+ITEM_TEST_KEYS = {"items", "draws", "seed", "decides"}
 TEST_KEYS = {"kind", "direction", "smallest_effect", "margin"}
 
 
@@ -21,7 +24,10 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
     missing = {"claim", "anchor", "a", "b", "test", "justification", "registered"} - set(finding)
     if unknown or missing:
         raise ValueError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
-                         f"has {sorted(FINDING_KEYS)} (superseded optional)")
+                         f"has {sorted(FINDING_KEYS)} (superseded and withdrawn_after_data optional)")
+    withdrawn = finding.get("withdrawn_after_data")
+    if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
+        raise ValueError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, why: ...}}")
     for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
         if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
             raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
@@ -56,6 +62,12 @@ def check_registrations(study: dict[str, Any]) -> None:
                          "own_share_below_unigram: <share of the baseline, >= 0>, "
                          "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
                          "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
+    item_test = study.get("item_test")
+    if item_test is not None and (not isinstance(item_test, dict) or set(item_test) - ITEM_TEST_KEYS
+                                  or item_test.get("decides", "both") not in ("both", "seeds", "items")
+                                  or int(item_test.get("draws", 10_000)) < 1_000):
+        raise ValueError(f"study.item_test={item_test}; give item_test: {{decides: both | seeds | items, draws: "
+                         "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")
     for finding_id, finding in (study.get("findings") or {}).items():
         registered_claim(finding_id, finding)
     for check_id, check in (study.get("checks") or {}).items():

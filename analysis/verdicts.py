@@ -135,6 +135,39 @@ def judge_claim(interval: PairedInterval, claim: Claim) -> ClaimTest:
                 interval.n)
 
 
+MAX_EXACT_SIGN_FLIPS = 20  # 2^20 sign patterns; beyond, the sign-flip test is not computed
+
+
+def sign_flip_test(differences: list[float] | np.ndarray, claim: Claim) -> ClaimTest | None:
+    """The exact sign-flip (permutation) test of `claim` over paired seeds, beside the t-test: under the null the
+    differences are symmetric about the claim's threshold, so each of the 2^n sign patterns of (d - threshold) is
+    equally likely. Each one-sided p (the share of patterns whose mean is at least as extreme, the observed one
+    included) is doubled as in judge_claim. With n seeds no p can fall below 2 / 2^n (0.0625 at 5 seeds). None
+    with fewer than two differences or more than MAX_EXACT_SIGN_FLIPS."""
+    d = claim.sign * np.asarray([x for x in differences if x == x], dtype=float)
+    n = len(d)
+    if n < 2 or n > MAX_EXACT_SIGN_FLIPS:
+        return None
+    signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)  # every pattern of +-1, identity first
+
+    def at_least(threshold: float) -> float:  # share of patterns with mean >= observed, about threshold
+        centred = d - threshold
+        return float(((signs * np.abs(centred)).mean(axis=1) >= centred.mean() - 1e-12).mean())
+
+    def at_most(threshold: float) -> float:
+        centred = d - threshold
+        return float(((signs * np.abs(centred)).mean(axis=1) <= centred.mean() + 1e-12).mean())
+
+    def doubled(p: float) -> float:
+        return min(1.0, 2 * p)
+
+    if claim.kind == "equivalence":
+        m = claim.margin
+        return ClaimTest(doubled(max(at_least(-m), at_most(m))), doubled(min(at_most(-m), at_least(m))), n)
+    threshold = -claim.margin
+    return ClaimTest(doubled(at_least(threshold)), doubled(at_most(threshold)), n)
+
+
 def holm(p_values: list[float]) -> list[float]:
     """Holm's step-down adjusted p-values: sorted ascending, p_(i) * (m - i + 1), made monotone, capped at 1."""
     m = len(p_values)

@@ -66,6 +66,15 @@ class FinetuneModule(TaskModule):
             raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
                              "use pooling=last or mean, or finetune.attention=bidirectional")
 
+    def own_rates(self) -> list[dict[str, Any]]:
+        """ELMo's mix at task.optim.mix_lr where it is set: from equal weights, at the head's rate over a short
+        fine-tuning a weight moves by at most about the rate times the steps, too little to prefer a layer
+        (tests/test_scalar_mix.py)."""
+        mix_lr = self.optim_settings.get("mix_lr")
+        if self.mix is None or mix_lr is None:
+            return []
+        return [{"params": list(self.mix.parameters()), "lr": float(mix_lr)}]
+
     def train(self, mode: bool = True) -> FinetuneModule:
         super().train(mode)
         if self.mode == "features":

@@ -105,5 +105,9 @@ class TaskModule(L.LightningModule):
         return adamw_with_schedule(
             self, lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]), betas=tuple(cfg["betas"]),
             eps=float(cfg["eps"]), warmup_steps=round(float(cfg["warmup_ratio"]) * total), total_steps=total,
-            min_lr_ratio=0.0, fused=fused_adamw_allowed(self),
+            min_lr_ratio=0.0, fused=fused_adamw_allowed(self), own_rates=self.own_rates(),
         )
+
+    def own_rates(self) -> list[dict[str, Any]]:
+        """Parameter groups that learn at a rate of their own (none here; FinetuneModule: ELMo's mix)."""
+        return []

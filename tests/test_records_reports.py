@@ -32,7 +32,11 @@ KEPT = {"findings": ["study=findings_v1", "scale=cpu", "record=records/findings-
         "zeroshot-gutenwiki": ["study=zeroshot_gutenwiki", "scale=gutenwiki", "record=records/zeroshot-gutenwiki-cpu",
                                "first_seed=2", "seeds=4"],
         # issue 48's packing study, seeds 1-5, kept unit by unit: the golden tables are rebuilt as units land
-        "packing": ["study=packing", "scale=cpu", "record=records/packing-cpu", "seeds=5"]}
+        "packing": ["study=packing", "scale=cpu", "record=records/packing-cpu", "seeds=5"],
+        # issue 72's decomposition on gutenwiki-10m, seeds 14-21 registered, kept seed by seed: the golden tables are
+        # rebuilt as seeds land (first_seed and seeds: those kept)
+        "decomposition-gutenwiki": ["study=decomposition_gutenwiki", "scale=gutenwiki",
+                                    "record=records/decomposition-gutenwiki-cpu", "first_seed=14", "seeds=3"]}
 LAUNCHES = {"zeroshot-gutenwiki": [[], ["first_seed=9", "seeds=1"]]}  # settings each launch adds to KEPT's
 
 

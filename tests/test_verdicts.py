@@ -1,5 +1,6 @@
 """Claims, Holm's adjustment, power and the family-wise error of the full verdict procedure."""
 
+import itertools
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from analysis.verdicts import (
     paired_interval,
     sd_upper_limit,
     seeds_for,
+    sign_flip_test,
     verdicts,
 )
 
@@ -146,3 +148,32 @@ def test_a_null_study_keeps_the_family_wise_error_with_holm_and_not_without():
     with_holm, without = null_study_false_reproductions(rng, True), null_study_false_reproductions(rng, False)
     assert with_holm <= 0.05  # measured 0.022 with this seed (0.351 without)
     assert without > 0.25  # 1 - 0.975^20 = 0.40 for 20 independent one-sided 2.5 % tests
+
+
+def test_the_sign_flip_test_gives_the_exact_p_of_small_cases():
+    superiority = Claim("superiority", "greater", 0.01)
+    # five positive differences: only the identity pattern is as extreme, p = 2 x 1/32, its floor at 5 seeds
+    assert sign_flip_test([1, 2, 3, 4, 5], superiority).claim_p == pytest.approx(0.0625)
+    # one negative: patterns whose flipped |d| sum to at most 2 ({}, {1}, {2}) are as extreme: 2 x 3/32
+    assert sign_flip_test([1, -2, 3, 4, 5], superiority).claim_p == pytest.approx(0.1875)
+    assert sign_flip_test([1.0], superiority) is None
+
+
+def test_the_sign_flip_test_matches_brute_force_enumeration_for_every_claim_kind():
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.01, 0.02, 7)
+    for claim in (Claim("superiority", "less", 0.01), Claim("non_inferiority", "greater", 0.02, margin=0.02),
+                  Claim("equivalence", "greater", 0.02, margin=0.02)):
+        oriented = claim.sign * d
+
+        def share(threshold: float, greater: bool) -> float:
+            centred = oriented - threshold
+            means = [np.mean(np.array(signs) * np.abs(centred)) for signs in itertools.product((1, -1), repeat=7)]
+            return np.mean([m >= centred.mean() - 1e-12 if greater else m <= centred.mean() + 1e-12 for m in means])
+
+        test = sign_flip_test(d, claim)
+        if claim.kind == "equivalence":
+            expected = min(1, 2 * max(share(-0.02, True), share(0.02, False)))
+        else:
+            expected = min(1, 2 * share(-claim.margin, True))
+        assert test.claim_p == pytest.approx(expected)

@@ -35,17 +35,23 @@ def warmup_then_linear_decay(step: int, warmup_steps: int, total_steps: int, min
 
 def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple[float, float],
                         eps: float, warmup_steps: int, total_steps: int, min_lr_ratio: float,
-                        fused: bool | None = None, decay_start: int | None = None) -> dict[str, Any]:
+                        fused: bool | None = None, decay_start: int | None = None,
+                        own_rates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Lightning's optimiser dict. Only matrices decay; biases, norms and the LM bias are left alone (as in
     BERT and GPT-2). Frozen parameters are left out, so a feature-based run optimises its head only.
+    `own_rates`: parameter groups ({"params": [...], "lr": ...}) with a rate of their own and no weight decay
+    (ELMo's scalar mix), on the same schedule.
     `fused` (default: wherever torch has the kernel, CPU and CUDA) updates every parameter in one kernel, several
     times faster per step than foreach on a CPU (bench/README.md, "What makes armlm faster")."""
-    params = [p for p in module.parameters() if p.requires_grad]
+    own = [{**group, "params": list(group["params"]), "weight_decay": 0.0} for group in own_rates or []]
+    taken = {id(p) for group in own for p in group["params"]}
+    params = [p for p in module.parameters() if p.requires_grad and id(p) not in taken]
     if fused is None:
         fused = all(p.device.type in FUSED_ADAMW_DEVICES for p in params)
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        *own,
     ]
     optimizer = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
     schedule = LambdaLR(optimizer, lambda step: warmup_then_linear_decay(step, warmup_steps, total_steps, min_lr_ratio,

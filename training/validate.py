@@ -83,6 +83,7 @@ FINETUNE_RULES = (
     Rule("task.data.num_workers", (int,), at_least(0), "an integer >= 0"),
     Rule("task.optim.lr", NUMBER, above(0), "a number > 0"),
     Rule("task.optim.features_lr", NUMBER, above(0), "a number > 0"),
+    Rule("task.optim.mix_lr", NUMBER, above(0), "a number > 0, or null (the head's rate)", optional=True),
     Rule("task.optim.weight_decay", NUMBER, at_least(0), "a number >= 0"),
     Rule("task.optim.warmup_ratio", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     Rule("task.optim.eps", NUMBER, above(0), "a number > 0"),

@@ -137,7 +137,7 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
                 methods: Sequence[str], resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
     sentences = [encoded[t] for t in texts]
-    results, timing, per_token, units = {}, {}, {}, {}
+    results, timing, per_token, units, kept = {}, {}, {}, {}, {}
     words, n_bytes = text_units(texts)
     for method in methods:
         started = time.perf_counter()
@@ -150,10 +150,13 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
         units[method] = likelihood_units(float(scores.log_prob.sum()), int(scores.tokens.sum()), words, n_bytes)
         outcomes = pair_outcomes(paradigms, dict(zip(texts, scores.log_prob.tolist(), strict=True)))
         results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed)
+        # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.items)
+        kept[method] = {uid: "".join("1" if x else "0" for x in won) for uid, won in outcomes.items()}
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
                  len(paradigms), timing[method], len(texts) / timing[method])
     info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 - s.trailing for s in sentences)),
-            "log_prob_per_token": per_token, "units": units, "seconds": timing, "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}}
+            "log_prob_per_token": per_token, "units": units, "seconds": timing,
+            "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}, "pair_outcomes": kept}
     return results, info
 
 
@@ -182,7 +185,7 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
         more, more_info = score_blimp(scorer, in_context, paradigms, methods, int(cfg.bootstrap.resamples),
                                       int(cfg.seed))
         results |= {f"{method}{IN_CONTEXT}": rows for method, rows in more.items()}
-        for key in ("log_prob_per_token", "units", "seconds", "sentences_per_second"):
+        for key in ("log_prob_per_token", "units", "seconds", "sentences_per_second", "pair_outcomes"):
             info[key] |= {f"{method}{IN_CONTEXT}": value for method, value in more_info[key].items()}
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)

@@ -1,0 +1,156 @@
+"""The findings report as Markdown: the family's table (seed and item intervals, tests, gate, verdict), the
+registrations, withdrawn rows and checks (analysis.findings_report judges them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from analysis.gate import gate_description
+from analysis.registrations import registration_text
+from analysis.verdicts import ALPHA, MAX_SEEDS_REPORTED, VERDICTS
+
+WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
+INTERIM = "interim"  # not one of analysis.verdicts' verdicts: the absence of one until the registered seeds are read
+VERDICT_MEANINGS = {
+    "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
+                  "the registered claim's region (above 0, above -margin, or inside +-margin)",
+    "contradicted": "the Holm-adjusted p-value is below alpha and the interval lies in the region that refutes "
+                    "the claim (below 0, below -margin, or wholly beyond one margin)",
+    "unresolved": "every arm the row reads passed the gate, but the evidence reaches neither region at the "
+                  "family's error rate",
+    "not evidence": "an arm the row reads is less than the gate's nats below the unigram NLL of the same held-out "
+                    "targets in some seed (the row would measure how far that arm is from learning), a side scores "
+                    "within the gate's floor of chance in some seed (it would compare guesses), or the row's "
+                    "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
+    WITHDRAWN: "found after its data not to test its registered claim (the note says why); it stays in the "
+               "family, so Holm still counts it and no other row gains from its leaving",
+    INTERIM: "the row's registration names pretraining seeds that have not all been read: its numbers are a look "
+             "at the seeds so far, and its verdict waits for the rest (a verdict at every look would spend the "
+             "error rate once per look)",
+}
+
+
+def _number(x: Any, digits: int = 3) -> str:
+    return "-" if x is None or x != x else f"{x:.{digits}f}"
+
+
+def _p(x: Any) -> str:
+    return "-" if x is None or x != x else (f"{x:.2g}" if x < 0.001 else f"{x:.3f}")
+
+
+def _test_text(r: dict[str, Any]) -> str:
+    sign = ">" if r["direction"] == "greater" else "<"
+    if r["kind"] == "superiority":
+        return f"superiority, A - B {sign} 0; SESOI {r['smallest_effect']:g}"
+    if r["kind"] == "non_inferiority":
+        return f"non-inferiority, A - B {sign} {'-' if sign == '>' else '+'}{r['margin']:g}; SESOI {r['smallest_effect']:g}"
+    return f"equivalence, \\|A - B\\| < {r['margin']:g}"
+
+
+def _power_text(r: dict[str, Any]) -> str:
+    if r["verdict"] != "unresolved":
+        return ""
+    observed, upper = r.get("seeds_needed"), r.get("seeds_needed_sd_upper")
+    if observed is None or observed != observed:
+        return "needs two seeds or more"
+
+    def seeds(n: float) -> str:
+        return f"~{int(n)} seeds" if n <= MAX_SEEDS_REPORTED else f"over {MAX_SEEDS_REPORTED:,} seeds: not at this scale"
+
+    return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
+
+
+def precision_note(pretraining: pd.DataFrame) -> str:
+    """Which precision the pretraining runs trained at. A study resumed on another machine can train one config
+    in bf16 where the CPU has bf16 units and in fp32 where not: a paired difference would then mix numerics."""
+    if pretraining.empty or "precision" not in pretraining:
+        return ""
+    known = pretraining.dropna(subset=["precision"])
+    by_precision = known.groupby("precision")[["arm", "seed"]].apply(
+        lambda g: ", ".join(f"{a}/seed{s}" for a, s in zip(g["arm"], g["seed"], strict=True)))
+    unknown = len(pretraining) - len(known)
+    unrecorded = f" ({unknown} runs did not record it)" if unknown else ""
+    if len(by_precision) <= 1:
+        return f"Pretraining precision: {by_precision.index[0] if len(by_precision) else 'not recorded'}{unrecorded}."
+    return ("**Mixed precision: paired differences across these runs mix numerics**: "
+            + "; ".join(f"{p}: {runs}" for p, runs in by_precision.items()) + f"{unrecorded}.")
+
+
+def wall_time_note(seconds: pd.DataFrame) -> str:
+    """Minutes per seed: the sum of its stages' wall seconds over their launches (pauses and a busy machine
+    included), with how many stages kept no time and how many are still running (counted so far)."""
+    if seconds.empty:
+        return ""
+    parts = []
+    for seed, rows in seconds.groupby("seed"):
+        notes = [f"{k} of {len(rows)} stages {what}" for k, what in
+                 ((int(rows["seconds"].isna().sum()), "untimed"), (int(rows["running"].sum()), "running, counted so far"))
+                 if k]
+        parts.append(f"seed {seed}: {rows['seconds'].sum() / 60:.0f}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
+
+
+def item_rule_text(study: dict[str, Any], alpha: float) -> str:
+    """What the item columns are and which test decides a row (analysis.items)."""
+    decides = (study.get("item_test") or {}).get("decides")
+    rule = {"both": "the registration says both must agree", "seeds": "the registration says the seed test decides",
+            "items": "the registration says the item test decides",
+            None: "this study registered no rule, so both must agree (the rule since 2 December 2026)"}[decides]
+    return (f"Items: where both sides kept their items, A - B is also resampled over them, the seeds held (BLiMP's "
+            f"paradigms and the pairs within them where kept, CoNLL's dev sentences), with its {100 * (1 - alpha):g} "
+            f"% percentile interval and a bootstrap p Holm-adjusted over the rows that have one. A row is "
+            f"reproduced or contradicted only where the seed test and the item test say so: {rule}.")
+
+
+def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
+    alpha = float(study.get("alpha", ALPHA))
+    gate = study.get("gate")
+    lines = [header, "",
+             f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
+             f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
+             "data order and fine-tuning seeds), with its unadjusted "
+             f"{100 * (1 - alpha):g} % Student-t interval over seeds and the exact sign-flip test's p beside the "
+             "t-test's (reported, not judged: with n seeds it cannot fall below 2 / 2^n).",
+             item_rule_text(study, alpha),
+             (gate_description(study) if gate else "No learning gate is registered for this study."), ""]
+    found = table.get("verdict", pd.Series(dtype=object))
+    shown = [*VERDICTS, *(v for v in (WITHDRAWN, INTERIM) if (found == v).any())]
+    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in shown]
+    lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
+              "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
+              "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
+              "| finding | claim | registered test | A | B | A - B [95 % CI] | seeds | p | p (Holm) | p (sign-flip) "
+              "| items: A - B [95 %] | p (items, Holm) | gate | verdict | what would resolve it / note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
+        over_items = (f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}]" if r.get("items")
+                      else "-")
+        note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
+        marked = (" (re-registered after data)" if r.get("superseded")
+                  else " (registered after data)" if r.get("registered_after_data") else "")
+        lines.append(f"| {r['finding']}{marked} | {r['claim']} | {_test_text(r)} | {_number(r['a_mean'])} "
+                     f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
+                     f"| {_p(r['p_sign_flip'])} | {over_items} | {_p(r['item_p_holm'])} "
+                     f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")
+    lines += ["", "## Registrations", "", "| finding | sides | anchor | justification of the margin or effect "
+              "| registered | earlier registrations |", "|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
+                     f"| {r['registered']} | {r['superseded'] or '-'} |")
+    withdrawn = study.get("withdrawn") or {}
+    if withdrawn:
+        lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
+                  "|---|---|---|"]
+        lines += [f"| {fid} | {registration_text(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
+    if not checks.empty:
+        lines += ["", "## Checks (reported, not judged)", "",
+                  "| check | what | value | per seed | mean [95 % CI] | gate of the arms read |", "|---|---|---|---|---|---|"]
+        for c in checks.to_dict("records"):
+            lines.append(f"| {c['check']} | {c['what']} | {c['value']} | {c['per_seed']} "
+                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] | {c['gate']} |")
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,232 @@
+"""Intervals over items beside intervals over seeds: a finding's difference resampled over the fixed items it was
+measured on (BLiMP's paradigms and the pairs within them, CoNLL-2003's dev sentences), the seeds held as they are.
+
+A seed interval (analysis.verdicts) answers "would other pretraining seeds give the same difference?" on these
+items; an item interval answers "would other items of the same kind give it?" on these seeds. One draw resamples
+the items with replacement, the same draw for every seed and both sides (each seed's pairing kept), recomputes
+every side's value per seed on the drawn items and takes the mean over seeds of A - B:
+
+- BLiMP (a `zeroshot` side at level overall): the release's macro average over paradigms. A draw picks the
+  paradigms and, where zeroshot.json keeps each pair's outcome (`pair_outcomes`), the pairs within each paradigm.
+  The pair draw of a paradigm is shared by the slots that pick it twice in one draw (a vectorised nested
+  bootstrap; it narrows the within-paradigm part a little). Reports written before pair outcomes were kept
+  resample paradigms only, with their pairs as they are.
+- CoNLL-2003 (a `finetune` side with an entity F1): micro F1 from each dev sentence's [tp, fp, fn] (items.json,
+  after the epoch the side reads, else the last), 2 tp / (2 tp + fp + fn) over the drawn sentences.
+
+The item test is calibrated as the seed test: its p-value is twice the share of draws on the wrong side of the
+claim's threshold (with the add-one correction), so it is below alpha exactly when the percentile (1 - alpha)
+interval lies in the claim's region.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.findings import StudyRuns, quantity_of
+from analysis.verdicts import Claim, ClaimTest, holm
+
+ITEM_DRAWS = 10_000
+DECIDES = ("both", "seeds", "items")  # which test a study's registration says decides a row (item_test.decides)
+
+
+@dataclass(frozen=True)
+class BlimpItems:
+    """One side's BLiMP outcomes in one seed: per paradigm, its accuracy and (where kept) each pair's outcome."""
+
+    accuracy: dict[str, float]
+    outcomes: dict[str, np.ndarray] | None
+
+
+@dataclass(frozen=True)
+class SentenceItems:
+    counts: np.ndarray  # (sentences, 3): tp, fp, fn
+
+
+@dataclass(frozen=True)
+class ItemInterval:
+    items: str  # what was resampled: "paradigms", "paradigms and pairs", "sentences"
+    differences: np.ndarray  # one mean-over-seeds A - B per draw
+    low: float
+    high: float
+
+
+def blimp_items(report: dict[str, Any], method: str) -> BlimpItems:
+    rows = report["blimp"]["results"][method]
+    accuracy = {r["name"]: float(r["accuracy"]) for r in rows if r["level"] == "paradigm"}
+    kept = report["blimp"].get("pair_outcomes", {}).get(method)
+    outcomes = None if kept is None else {uid: np.frombuffer(bits.encode(), dtype=np.uint8) == ord("1")
+                                          for uid, bits in kept.items()}
+    return BlimpItems(accuracy, outcomes)
+
+
+def read_items(folder: Path, epoch: int | None) -> SentenceItems | None:
+    """The sentence counts of one fine-tuning run folder after `epoch` (1-based; None: the last), or None where the
+    run kept none (it predates items.json, or its metric gives no per-item statistics)."""
+    path = folder / "items.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    names = [name for name, m in record["metrics"].items() if m["score"] == "f1"]
+    if not names:
+        return None
+    splits = record["splits"]
+    split = "validation" if "validation" in splits else next(iter(splits))
+    evaluations = splits[split][names[0]]
+    if epoch is not None and not 1 <= epoch <= len(evaluations):
+        raise ValueError(f"{path} has {len(evaluations)} evaluations; a side reads epoch {epoch}")
+    return SentenceItems(np.asarray(evaluations[-1 if epoch is None else epoch - 1], dtype=np.int64))
+
+
+def side_items(runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> dict[int, BlimpItems | SentenceItems] | None:
+    """seed -> the side's items, for every seed; None where the side's quantity has no items, or a seed lacks them."""
+    if side.get("relative_to"):
+        return None
+    quantity, arm = quantity_of(side), side["arm"]
+    found: dict[int, BlimpItems | SentenceItems | None] = {}
+    if quantity == "zeroshot":
+        spec = side["zeroshot"]
+        if spec.get("level", "overall") != "overall":
+            return None
+        found = {seed: blimp_items(runs.zeroshot[(arm, seed)], spec["method"]) for seed in seeds
+                 if (arm, seed) in runs.zeroshot}
+        if any(not items.accuracy for items in found.values()):  # a report without its paradigms' rows
+            return None
+    elif quantity == "finetune" and side["metric"] == "f1" and runs.root is not None:
+        for seed in seeds:
+            folders = sorted((runs.root / arm / f"seed{seed}" / "finetune").glob(f"{side['finetune']}"))
+            found[seed] = read_items(folders[0], side.get("epoch")) if len(folders) == 1 else None
+    if len(found) != len(seeds) or any(v is None for v in found.values()):
+        return None
+    return found  # type: ignore[return-value]
+
+
+def _blimp_draws(sides: list[dict[int, BlimpItems]], seeds: list[int], draws: int,
+                 rng: np.random.Generator) -> tuple[list[np.ndarray], str]:
+    """Per side, (draws, seeds) overall accuracies on resampled paradigms (and pairs, where every table has them)."""
+    tables = [side[s] for side in sides for s in seeds]
+    uids = sorted(set.intersection(*(set(t.accuracy) for t in tables)))
+    if len(uids) != len(tables[0].accuracy) or any(len(t.accuracy) != len(uids) for t in tables):
+        raise ValueError("the sides' BLiMP reports hold different paradigms; score both on the same ones")
+    with_pairs = all(t.outcomes is not None for t in tables)
+    chosen = rng.integers(0, len(uids), size=(draws, len(uids)))
+    per_paradigm = []  # per table: (paradigms, draws) accuracy of each paradigm in each draw
+    pair_draws = {}
+    if with_pairs:
+        for uid in uids:
+            n = len(tables[0].outcomes[uid])
+            if any(len(t.outcomes[uid]) != n for t in tables):
+                raise ValueError(f"paradigm {uid} has different pairs in the sides' reports")
+            pair_draws[uid] = rng.integers(0, n, size=(draws, n))
+    for t in tables:
+        if with_pairs:
+            per_paradigm.append(np.stack([t.outcomes[u][pair_draws[u]].mean(axis=1) for u in uids]))
+        else:
+            per_paradigm.append(np.repeat(np.array([t.accuracy[u] for u in uids])[:, None], draws, axis=1))
+    columns = np.arange(draws)[:, None]
+    overall = [p[chosen, columns].mean(axis=1) for p in per_paradigm]  # (draws,) per table
+    k = len(seeds)
+    per_side = [np.stack(overall[i * k:(i + 1) * k], axis=1) for i in range(len(sides))]
+    return per_side, "paradigms and pairs" if with_pairs else "paradigms"
+
+
+def _sentence_draws(sides: list[dict[int, SentenceItems]], seeds: list[int], draws: int,
+                    rng: np.random.Generator) -> tuple[list[np.ndarray], str]:
+    n = len(sides[0][seeds[0]].counts)
+    if any(len(side[s].counts) != n for side in sides for s in seeds):
+        raise ValueError("the sides' runs were scored on different dev sentences; fine-tune both on the same split")
+    chosen = rng.integers(0, n, size=(draws, n))
+    tables = np.concatenate([side[s].counts for side in sides for s in seeds], axis=1)  # (n, 3 x tables)
+    totals = np.empty((draws, tables.shape[1]), dtype=np.int64)
+    for start in range(0, draws, 1000):  # each draw's totals: how often it drew each sentence, times its counts
+        block = chosen[start:start + 1000]
+        offsets = block + n * np.arange(len(block))[:, None]
+        weights = np.bincount(offsets.ravel(), minlength=len(block) * n).reshape(len(block), n)
+        totals[start:start + len(block)] = weights @ tables
+    tp, fp, fn = totals[:, 0::3], totals[:, 1::3], totals[:, 2::3]
+    denominator = 2 * tp + fp + fn
+    f1 = np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0)  # (draws, tables)
+    k = len(seeds)
+    per_side = [f1[:, i * k:(i + 1) * k] for i in range(len(sides))]
+    return per_side, "sentences"
+
+
+def item_interval(runs: StudyRuns, a: dict[str, Any], b: dict[str, Any], seeds: list[int], level: float = 0.95,
+                  draws: int = ITEM_DRAWS, seed: int = 0) -> ItemInterval | None:
+    """The mean over `seeds` of A - B under `draws` resamples of the items both sides were measured on, with its
+    percentile interval at `level`; None where a side has no items (or they differ in kind)."""
+    if not seeds:
+        return None
+    items = [side_items(runs, side, seeds) for side in (a, b)]
+    if any(i is None for i in items):
+        return None
+    kinds = {type(next(iter(i.values()))) for i in items}
+    if len(kinds) != 1:
+        return None
+    rng = np.random.default_rng(seed)
+    resample = _blimp_draws if kinds == {BlimpItems} else _sentence_draws
+    (side_a, side_b), what = resample(items, seeds, draws, rng)
+    differences = (side_a - side_b).mean(axis=1)
+    low, high = np.quantile(differences, [(1 - level) / 2, (1 + level) / 2])
+    return ItemInterval(what, differences, float(low), float(high))
+
+
+def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
+    """Both one-sided bootstrap tests of `claim`, each p doubled as in analysis.verdicts.judge_claim."""
+    d, draws = claim.sign * interval.differences, len(interval.differences)
+
+    def share(wrong: np.ndarray) -> float:
+        return min(1.0, 2 * (int(wrong.sum()) + 1) / (draws + 1))
+
+    if claim.kind == "equivalence":
+        m = claim.margin
+        claim_p = max(share(d <= -m), share(d >= m))
+        refute_p = min(share(d >= -m), share(d <= m))
+    else:
+        threshold = -claim.margin
+        claim_p, refute_p = share(d <= threshold), share(d >= threshold)
+    return ClaimTest(claim_p, refute_p, draws)
+
+
+def combined_verdict(seed_verdict: str, item_verdict: str | float | None, decides: str) -> tuple[str, str]:
+    """A row's verdict under the registered rule, and a note saying which test held it back (or '')."""
+    if decides not in DECIDES:
+        raise ValueError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
+    if not isinstance(item_verdict, str) or seed_verdict not in ("reproduced", "contradicted", "unresolved"):
+        return seed_verdict, ""
+    if decides == "seeds":
+        return seed_verdict, ""
+    if decides == "items":
+        return item_verdict, ""
+    if seed_verdict == item_verdict:
+        return seed_verdict, ""
+    held = "the item test" if seed_verdict != "unresolved" else "the seed test"
+    return "unresolved", f"seeds say {seed_verdict}, items {item_verdict}: held back by {held}"
+
+
+def item_columns(runs: StudyRuns, finding: dict[str, Any], claim: Claim, seeds: list[int], alpha: float,
+                 settings: dict[str, Any]) -> tuple[dict[str, Any], ClaimTest | None]:
+    """A findings row's item columns (what was resampled, the (1 - alpha) interval) and its item test (None
+    where a side has no items)."""
+    interval = item_interval(runs, finding["a"], finding["b"], seeds, 1 - alpha,
+                             int(settings.get("draws", ITEM_DRAWS)), int(settings.get("seed", 0)))
+    if interval is None:
+        return {"items": "", "item_low": float("nan"), "item_high": float("nan")}, None
+    return {"items": interval.items, "item_low": interval.low, "item_high": interval.high}, item_test(interval, claim)
+
+
+def item_verdicts(tests: list[ClaimTest | None], alpha: float) -> tuple[list[float], list[str | None]]:
+    """Holm over the rows that have an item test (the others: NaN and None), and each one's item verdict."""
+    judged = [i for i, t in enumerate(tests) if t is not None]
+    adjusted = holm([tests[i].p for i in judged])
+    p_holm: list[float] = [float("nan")] * len(tests)
+    verdict: list[str | None] = [None] * len(tests)
+    for i, p in zip(judged, adjusted):
+        p_holm[i] = p
+        verdict[i] = tests[i].side if p < alpha else "unresolved"
+    return p_holm, verdict
