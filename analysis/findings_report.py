@@ -96,9 +96,10 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         except NotComparable as err:
             measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
         seeds, to_come, seeds_note = at_registered_seeds(finding["registered"], measured["seeds"])
-        interval = paired_interval([measured["a_values"][s] - measured["b_values"][s] for s in seeds], 1 - alpha)
+        differences = [measured["a_values"][s] - measured["b_values"][s] for s in seeds]
+        interval = paired_interval(differences, 1 - alpha)
         test = judge_claim(interval, claim)
-        flips = sign_flip_test([measured["a_values"][s] - measured["b_values"][s] for s in seeds], claim)
+        flips = sign_flip_test(differences, claim)
         items, item = item_columns(runs, finding, claim, seeds, alpha, item_settings)
         item_tests.append(item)
         row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,

@@ -30,6 +30,7 @@ import numpy as np
 
 from analysis.findings import StudyRuns, quantity_of
 from analysis.verdicts import Claim, ClaimTest, holm
+from finetune.metrics import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
 DECIDES = ("both", "seeds", "items")  # which test a study's registration says decides a row (item_test.decides)
@@ -65,14 +66,14 @@ def blimp_items(report: dict[str, Any], method: str) -> BlimpItems:
     return BlimpItems(accuracy, outcomes)
 
 
-def read_items(folder: Path, epoch: int | None) -> SentenceItems | None:
-    """The sentence counts of one fine-tuning run folder after `epoch` (1-based; None: the last), or None where the
-    run kept none (it predates items.json, or its metric gives no per-item statistics)."""
-    path = folder / "items.json"
+def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | None:
+    """The per-sentence statistics that give `score` in one fine-tuning run folder, after `epoch` (1-based; None: the
+    last), or None where the run kept none (it predates items.json, or no metric gives that score per item)."""
+    path = folder / ITEMS_FILE
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    names = [name for name, m in record["metrics"].items() if m["score"] == "f1"]
+    names = [name for name, m in record["metrics"].items() if m["score"] == score]
     if not names:
         return None
     splits = record["splits"]
@@ -97,10 +98,10 @@ def side_items(runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> dict[
                  if (arm, seed) in runs.zeroshot}
         if any(not items.accuracy for items in found.values()):  # a report without its paradigms' rows
             return None
-    elif quantity == "finetune" and side["metric"] == "f1" and runs.root is not None:
-        for seed in seeds:
-            folders = sorted((runs.root / arm / f"seed{seed}" / "finetune").glob(f"{side['finetune']}"))
-            found[seed] = read_items(folders[0], side.get("epoch")) if len(folders) == 1 else None
+    elif quantity == "finetune" and runs.root is not None:
+        # one run per checkpoint: a median over fine-tuning seeds (<variant>-ft<j> folders) has no item resample
+        found = {seed: read_items(runs.root / arm / f"seed{seed}" / "finetune" / side["finetune"], side["metric"],
+                                  side.get("epoch")) for seed in seeds}
     if len(found) != len(seeds) or any(v is None for v in found.values()):
         return None
     return found  # type: ignore[return-value]
