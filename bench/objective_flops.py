@@ -12,37 +12,22 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.config import compose_config  # noqa: E402
-from common.vocabulary import Vocabulary  # noqa: E402
-from models.backbone import Transformer  # noqa: E402
+from bench.objective_cases import objective_case  # noqa: E402
 from models.flops import TRAINING_PASSES  # noqa: E402
-from training.setup import build, build_model_config  # noqa: E402
 
 
 def step_flops(objective_name: str, model: str, vocab: int, block: int, batch: int, draws: int) -> float:
     """Mean training FLOPs of one step of `objective_name` over `draws` random batches."""
-    cfg = compose_config("train", [f"objective={objective_name}", f"model={model}"])
-    objective = build(cfg.objective)
-    counts = np.ones(vocab, dtype=np.int64)
-    objective.set_vocabulary(Vocabulary(vocab, 0, 1, 2, 3, 4, 5, unigram_counts=counts))
-    config, _ = build_model_config(cfg.model)
-    config.vocab_size = vocab
-    network = Transformer(config)
     total = 0.0
     with torch.no_grad():
         for draw in range(draws):
+            case = objective_case(objective_name, model=model, vocab=vocab, block=block, batch=batch, seed=draw)
             g = torch.Generator().manual_seed(draw)
-            ids = torch.randint(6, vocab, (batch, block), generator=g)
-            ids[:, 0] = 2
-            batch_dict = {"input_ids": ids}
-            if objective.input_format != "blocks":
-                batch_dict.update(token_type_ids=torch.zeros_like(ids), nsp_labels=torch.zeros(batch, dtype=torch.long))
-            total += TRAINING_PASSES * objective.loss(batch_dict, network, g).forward_flops
+            total += TRAINING_PASSES * case.objective.loss(case.batch, case.model, g).forward_flops
     return total / draws
 
 

@@ -124,7 +124,9 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
         probs = torch.softmax(scores, dim=-1)
         if mask is not None:
             nothing = ~mask.any(dim=-1, keepdim=True)  # (B, 1, T, 1) or (B, 1, 1, 1)
-            if bool(nothing.any()):
+            # Eager skips the fill when no row is empty (reading the flag is free on a CPU); a compiled step
+            # always fills, since reading it would break the graph.
+            if torch.compiler.is_compiling() or bool(nothing.any()):
                 probs = probs.masked_fill(nothing, 0.0)
         return probs @ v
 

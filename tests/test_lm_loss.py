@@ -128,17 +128,27 @@ def test_under_bf16_autocast_it_equals_the_plain_form_on_the_same_bf16_logits():
         assert (mine - reference).abs().max() <= 2 ** -7 * reference.abs().max()
 
 
-def test_a_target_beyond_fp32s_underflow_gets_its_exact_nll_and_gradient():
-    """A target's probability below 1e-30 (NLL > 69 nats) is not read from the softmax, where it would be 0
-    and its NLL inf: those rows take logsumexp - logit, as the plain form does."""
-    hidden = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], requires_grad=True)
-    weight = torch.tensor([[0.0, 0.0], [-150.0, 0.0], [0.0, 2.0]], requires_grad=True)
+UNDERFLOW_CASE = (torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                  torch.tensor([[0.0, 0.0], [-150.0, 0.0], [0.0, 2.0]]),
+                  torch.tensor([1, 2, 1]))  # rows 0 and 2: logit -150 against 0 and 2
+
+
+@pytest.mark.parametrize("path", ["eager", "compiled"])
+def test_a_target_beyond_fp32s_underflow_gets_its_exact_nll_and_gradient(path):
+    """A target's probability below 1e-30 (NLL > 69 nats) is not read from the softmax, where it would be 0 and
+    its NLL inf: those rows are anchored at their largest logit, exact as the plain form. Eager on a CPU takes the
+    branch over the rare rows; the compiled step (one graph, aot_eager: no compiler needed) takes the branch-free
+    form, with the same values."""
+    h0, w0, targets = UNDERFLOW_CASE
+    hidden, weight = h0.clone().requires_grad_(), w0.clone().requires_grad_()
     bias = torch.zeros(3, requires_grad=True)
-    targets = torch.tensor([1, 2, 1])  # rows 0 and 2: logit -150 against 0 and 2
     plain, plain_grads = grads_of(
         lambda: F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum"), (hidden, weight, bias))
-    blocked, blocked_grads = grads_of(lambda: linear_cross_entropy(hidden, weight, bias, targets),
-                                      (hidden, weight, bias))
+    loss = linear_cross_entropy
+    if path == "compiled":
+        torch._dynamo.reset()
+        loss = torch.compile(linear_cross_entropy, fullgraph=True, backend="aot_eager")
+    blocked, blocked_grads = grads_of(lambda: loss(hidden, weight, bias, targets), (hidden, weight, bias))
     assert torch.isfinite(blocked) and float(blocked) > 2 * 69
     torch.testing.assert_close(blocked, plain)
     for mine, reference in zip(blocked_grads, plain_grads):
