@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = compose_config("train", [f"objective={name}", f"model={args.model}"])
         objective = build(cfg.objective)
         objective.set_vocabulary(Vocabulary(args.vocab, 0, 1, 2, 3, 4, 5, unigram_counts=np.ones(args.vocab, np.int64)))
-        config, _ = build_model_config(cfg.model)
+        config = build_model_config(cfg.model)
         config.vocab_size = args.vocab
         model = Transformer(config).to(device)
         objective.to(device)

@@ -31,17 +31,18 @@ class ObjectiveCase:
 
 
 def objective_case(name: str, *, model: str = "tiny", vocab: int = 300, block: int = 32, batch: int = 4,
-                   seed: int = 0, documents: bool = False) -> ObjectiveCase | None:
+                   seed: int = 0, documents: bool = False, overrides: tuple[str, ...] = ()) -> ObjectiveCase | None:
     """configs/objective/<name>.yaml on a model=<model> backbone and one random batch, [CLS] first. `documents`: each
     row holds two documents kept apart (document_ids, as data.cross_document_attention=false gives them); None for
-    an objective whose input format joins documents on purpose (segment pairs), which refuses that setting."""
-    cfg = compose_config("train", [f"objective={name}", f"model={model}"])
+    an objective whose input format joins documents on purpose (segment pairs), which refuses that setting.
+    `overrides`: more train.py settings (`+objective.fixed_count=true`)."""
+    cfg = compose_config("train", [f"objective={name}", f"model={model}", *overrides])
     objective = build(cfg.objective)
     if documents and objective.input_format != "blocks":
         return None
     objective.set_vocabulary(Vocabulary(vocab, 0, 1, CLS_ID, 3, 4, 5,
                                         unigram_counts=np.ones(vocab, dtype=np.int64)))
-    config, _ = build_model_config(cfg.model)
+    config = build_model_config(cfg.model)
     config.vocab_size = vocab
     torch.manual_seed(seed)
     network = Transformer(config)

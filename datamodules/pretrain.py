@@ -96,6 +96,7 @@ class PretrainDataModule(L.LightningDataModule):
         self.block_size, self.batch_size = block_size, batch_size
         self.val_batch_size = val_batch_size or batch_size
         self.num_workers, self.input_format, self.seed = num_workers, input_format, seed
+        self.pin_memory = False
         self.tokenizer: Tokenizer | None = None
         self.vocabulary: Vocabulary | None = None
         self.unigram_baseline: float | None = None
@@ -203,7 +204,12 @@ class PretrainDataModule(L.LightningDataModule):
             sampler.resume_at(self.resume_position["epoch"], self.resume_position["batches"] * self.batch_size)
         # Full batches only: every step then feeds exactly batch_size x block_size tokens to any objective.
         return DataLoader(self.datasets["train"], batch_size=self.batch_size, sampler=sampler, drop_last=True,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=self.pin_memory)
+
+    def use_loaders(self, *, workers: int, pin_memory: bool) -> None:
+        """How the loaders run, the trainer's choice (trainer.step): worker processes and page-locked batches."""
+        self.num_workers, self.pin_memory = int(workers), bool(pin_memory)
 
     def trained_through(self, epoch: int, batches: int) -> None:
         self.position = {"epoch": int(epoch), "batches": int(batches)}
@@ -219,4 +225,5 @@ class PretrainDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.datasets["validation"], batch_size=self.val_batch_size, shuffle=False,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=self.pin_memory)

@@ -17,7 +17,7 @@ from common.provenance import armlm_commit
 from common.seeding import seed_dropout
 from datamodules.finetune import TaskInfo
 from finetune.metrics import task_metrics
-from training.optim import adamw_with_schedule, fused_adamw_allowed
+from training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
 
 
 def metric_tag(task: str, split: str, metric: str) -> str:
@@ -29,7 +29,7 @@ def metric_tag(task: str, split: str, metric: str) -> str:
     return f"{task}/val/{metric}{suffix}"
 
 
-class TaskModule(L.LightningModule):
+class TaskModule(ClipsUnscaledGradients, L.LightningModule):
     def __init__(self, task: dict[str, Any], optim: dict[str, Any], seed: int) -> None:
         super().__init__()
         self.info = TaskInfo(**task_info_defaults(task))  # checkpoints before schema 2 name no metrics

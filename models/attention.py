@@ -47,7 +47,8 @@ class Attention:
             raise ValueError(f"documents takes one integer document id per position, (B, T), got "
                              f"{self.documents.dtype} {tuple(self.documents.shape)}")
         lengths = self.prefix_lengths
-        if lengths is not None and (lengths.dim() != 1 or lengths.dtype.is_floating_point or bool((lengths < 0).any())):
+        if lengths is not None and (lengths.dim() != 1 or lengths.dtype.is_floating_point or (
+                not torch.compiler.is_compiling() and bool((lengths < 0).any()))):
             raise ValueError(f"prefix attention takes one non-negative integer length per row, (B,), got "
                              f"{lengths.dtype} {tuple(lengths.shape)}")
 

@@ -17,10 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.vocabulary import IGNORE_INDEX
 from models.attention import Attention, attend, attention_share, sdpa_arguments
 from models.flops import forward_flops
 from models.lm_loss import linear_cross_entropy, matmul_dtype, weighted_linear_cross_entropy
 from models.rotary import Rotary
+from models.rows import every_row, take
 
 NORM_POSITIONS = ("pre", "post")
 POSITION_KINDS = ("learned", "rope")
@@ -101,14 +103,15 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, *, mask: Tensor | None, is_causal: bool, keep: Tensor | None = None,
-                position_ids: Tensor | None = None) -> Tensor:
-        """`keep` (B, T) bool: after attention, go on with those positions only, as rows (N, d)."""
+                position_ids: Tensor | None = None, kept: int | None = None) -> Tensor:
+        """`keep` (B, T) bool: after attention, go on with those positions only, as rows (N, d) (models.rows.take:
+        every row in a compiled step, unless `kept` says how many)."""
         if self.pre_norm:
             x = x + self.drop(self.attn(self.norm1(x), mask=mask, is_causal=is_causal, position_ids=position_ids))
-            x = x if keep is None else x[keep]
+            x = x if keep is None else take(x, keep, count=kept)
             return x + self.mlp(self.norm2(x))
         x = self.norm1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal, position_ids=position_ids)))
-        x = x if keep is None else x[keep]
+        x = x if keep is None else take(x, keep, count=kept)
         return self.norm2(x + self.mlp(x))
 
 
@@ -150,6 +153,7 @@ class Transformer(nn.Module):
         token_type_ids: Tensor | None = None,
         output_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
+        output_count: int | None = None,
     ) -> Tensor:
         """Hidden states (B, T, d). `attention` says which positions each one sees (models.attention);
         `attention_mask` is 1 for real tokens and 0 for padding, which is never attended.
@@ -159,9 +163,10 @@ class Transformer(nn.Module):
         of that MLP's work (the other layers still need every position as a key and value).
 
         `position_ids` ((B, T), default 0..T-1 in every row): the position each input row stands at, so one call
-        can carry two rows at one position (XLNet's content and query streams, objectives.plm)."""
+        can carry two rows at one position (XLNet's content and query streams, objectives.plm). `output_count`: how
+        many positions `output_mask` holds, where the caller knows it from the shapes (models.rows.take)."""
         return self._run(input_ids, attention, attention_mask, token_type_ids, keep_layers=False,
-                         output_mask=output_mask, position_ids=position_ids)[-1]
+                         output_mask=output_mask, position_ids=position_ids, output_count=output_count)[-1]
 
     def layer_states(
         self,
@@ -180,12 +185,13 @@ class Transformer(nn.Module):
 
     def _run(self, input_ids: Tensor, attention: Attention, attention_mask: Tensor | None,
              token_type_ids: Tensor | None, *, keep_layers: bool, output_mask: Tensor | None = None,
-             position_ids: Tensor | None = None, with_embeddings: bool = False) -> list[Tensor]:
+             position_ids: Tensor | None = None, with_embeddings: bool = False,
+             output_count: int | None = None) -> list[Tensor]:
         t = input_ids.shape[1]
         if position_ids is None and t > self.config.max_len:
             raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
-        if position_ids is not None and (position_ids.shape != input_ids.shape
-                                         or int(position_ids.max()) >= self.config.max_len):
+        if position_ids is not None and (position_ids.shape != input_ids.shape or (
+                not every_row() and int(position_ids.max()) >= self.config.max_len)):
             raise ValueError(f"position_ids {tuple(position_ids.shape)} must match the inputs "
                              f"{tuple(input_ids.shape)} and stay below model.max_len={self.config.max_len}")
         x = self.embed(input_ids, token_type_ids, position_ids)
@@ -194,7 +200,7 @@ class Transformer(nn.Module):
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, is_causal=is_causal, keep=output_mask if i == last else None,
-                      position_ids=position_ids)
+                      position_ids=position_ids, kept=output_count)
             if keep_layers or i == last:
                 states.append(self.final_norm(x))
         return states
@@ -241,7 +247,7 @@ class Transformer(nn.Module):
         """Declares `targets` scored by a loss that does not go through `lm_nll` (All-Tokens MLM's copy mixture), so
         the learning gate's unigram baseline covers them."""
         for recorded in self._target_recorders:
-            recorded.append(("/".join(self._target_scopes), targets.detach()))
+            recorded.append(("/".join(self._target_scopes), targets[targets != IGNORE_INDEX].detach()))
 
     def lm_nll(self, hidden: Tensor, targets: Tensor, *, excluded: int | None = None) -> Tensor:
         """Summed NLL (fp32) of `targets` (N,) at hidden states (N, d) under the tied LM head, without ever

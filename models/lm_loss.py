@@ -14,6 +14,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from common.vocabulary import IGNORE_INDEX
+from models.rows import every_row
+
 # Logits per block of rows. On a CPU the block should stay in the last-level cache (16 MB of fp32); on a GPU
 # blocking only bounds memory, and bigger blocks keep its matmuls large (512 MB: 2 blocks at BERT-base, 16 x 512).
 CPU_LOGITS_PER_BLOCK = 1 << 22
@@ -29,7 +32,7 @@ def matmul_dtype(device_type: str, weights_dtype: torch.dtype) -> torch.dtype:
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, want_grad: bool,
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, targets: Tensor, scored: Tensor | None, want_grad: bool,
                 row_weights: Tensor | None, excluded: int | None) -> Tensor:
         device = hidden.device.type
         budget = CPU_LOGITS_PER_BLOCK if device == "cpu" else ACCELERATOR_LOGITS_PER_BLOCK
@@ -54,6 +57,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
                 nll = _nll_of_target(probs, logits, y)
                 w = None if row_weights is None else row_weights[start:start + rows].float()
+                if scored is not None:  # a row not scored (models.rows) adds nothing and gets no gradient
+                    keep = scored[start:start + rows]
+                    nll = torch.where(keep, nll, 0.0)
+                    w = keep.float() if w is None else w * keep
                 block_sum = nll.sum()
                 plain += block_sum
                 total += block_sum if w is None else (w * nll).sum()
@@ -77,7 +84,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
         need = ctx.needs_input_grad
         return (grad_hidden * grad_total if need[0] else None, grad_weight * grad_total if need[1] else None,
-                grad_bias * grad_total if need[2] else None, None, None, None, None)
+                grad_bias * grad_total if need[2] else None, None, None, None, None, None)
 
 
 def _nll_of_target(probs: Tensor, logits: Tensor, targets: Tensor) -> Tensor:
@@ -118,8 +125,9 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, targets: 
                          excluded: int | None = None) -> Tensor:
     """Summed NLL (fp32) of `targets` (N,) under softmax(hidden @ weight.T + bias) for hidden (N, d).
 
-    Every target must be a real class: callers select the rows that carry a loss first (which also spares the
-    head's work on padding). Equal to `F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")`
+    Eagerly every target must be a real class: callers select the rows that carry a loss first (which also spares the
+    head's work on padding). In a compiled step (models.rows.every_row) a target of IGNORE_INDEX adds nothing and gets
+    no gradient: the rows kept there without being chosen. Equal to `F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")`
     within float rounding, gradients included. `excluded` is a class removed from the support (its logit -inf
     before the softmax: masked diffusion never predicts [MASK]); no target may be it.
     """
@@ -136,5 +144,9 @@ def weighted_linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, 
         zero = (hidden.sum() + weight.sum() * 0 + bias.sum() * 0).float()  # zero that keeps the graph
         return zero, zero.detach()
     want_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, want_grad,
+    scored = None
+    if every_row():
+        scored = targets != IGNORE_INDEX
+        targets = targets.masked_fill(~scored, 0)
+    return _LinearCrossEntropy.apply(hidden, weight, bias, targets, scored, want_grad,
                                      None if row_weights is None else row_weights.detach(), excluded)

@@ -6,6 +6,7 @@ import torch
 
 from models.attention import CAUSAL
 from models.backbone import Transformer
+from models.rows import flops_rows
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 
@@ -28,7 +29,7 @@ def next_token_loss(batch: Batch, model: Transformer) -> LossOutput:
         predicted_tokens=n_predicted,
         input_tokens=Objective.input_token_count(batch),
         forward_flops=model.forward_flops(input_ids, attention, attention_mask=attention_mask,
-                                          vocab_rows=int(n_predicted)),
+                                          vocab_rows=flops_rows(targets != IGNORE_INDEX)),
     )
 
 

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.attention import CAUSAL, Attention
 from models.backbone import Transformer
+from models.rows import every_row
 
 Batch = dict[str, Tensor]
 __all__ = ["IGNORE_INDEX", "NOT_A_LANGUAGE_MODEL", "Batch", "LossOutput", "Objective", "TrainingProgress", "mean_or_zero",
@@ -201,12 +202,13 @@ def target_positions(input_ids: Tensor, attention_mask: Tensor | None = None) ->
 
 def summed_token_nll(model: Transformer, hidden: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     """Summed LM cross-entropy (fp32, stable under bf16 autocast) of `targets` at `hidden` (any leading shape,
-    one target per state) and the number of non-ignored targets. Ignored positions are dropped before the
-    vocabulary projection, so padding and unselected MLM positions cost no head FLOPs."""
+    one target per state) and the number of non-ignored targets. Eagerly, ignored positions are dropped before the
+    vocabulary projection, so padding and unselected MLM positions cost no head FLOPs; a compiled step keeps them,
+    and the loss ignores them there (models.rows)."""
     hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
     keep = targets != IGNORE_INDEX
     n_predicted = keep.sum()
-    if int(n_predicted) < targets.numel():
+    if not every_row() and int(n_predicted) < targets.numel():
         hidden, targets = hidden[keep], targets[keep]
     return model.lm_nll(hidden, targets), n_predicted
 

@@ -17,11 +17,12 @@ from torch import Tensor, nn
 
 from models.backbone import Transformer
 from models.flops import linear_flops
-from objectives.base import Batch, LossOutput, mean_or_zero, summed_token_nll, target_positions
+from models.rows import flops_rows, take
+from objectives.base import IGNORE_INDEX, Batch, LossOutput, mean_or_zero, summed_token_nll, target_positions
 from objectives.generator import GeneratorCorruption, Replaced
 
 RTD_POSITIONS = ("all", "masked")
-Extras = dict[str, tuple[Tensor, int]]
+Extras = dict[str, tuple[Tensor, Tensor | int]]
 
 
 def binary_entropy(share: Tensor) -> Tensor:
@@ -68,12 +69,14 @@ class Electra(GeneratorCorruption):
         scored = self.scored(batch, corrupted)
         states, backbone_flops = self.read_replaced(batch, model, corrupted, scored)
         logits = self.rtd_head(states).squeeze(-1).float()
-        labels = corrupted.replaced[scored].float()
-        n = labels.numel()
-        rtd_loss = F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / max(n, 1)
-        share = labels.mean() if n else labels.new_zeros(())
-        accuracy = ((logits > 0).float() == labels).float().mean() if n else labels.new_zeros(())
-        flops = corrupted.forward_flops + linear_flops(self.rtd_head, n) + backbone_flops
+        labels = take(corrupted.replaced, scored, False).float()
+        weights = take(scored, scored, False).float()  # 1 at every scored row (a compiled step keeps others too)
+        n = weights.sum()
+        per_row = n.clamp(min=1)
+        rtd_loss = F.binary_cross_entropy_with_logits(logits, labels, weight=weights, reduction="sum") / per_row
+        share = (labels * weights).sum() / per_row
+        accuracy = (((logits > 0).float() == labels).float() * weights).sum() / per_row
+        flops = corrupted.forward_flops + linear_flops(self.rtd_head, flops_rows(scored)) + backbone_flops
         inputs = self.input_token_count(batch)
         return LossOutput(
             loss=corrupted.generator_loss + self.discriminator_weight * rtd_loss,
@@ -81,7 +84,7 @@ class Electra(GeneratorCorruption):
             predicted_tokens=corrupted.n_selected,
             input_tokens=inputs,
             forward_flops=flops,
-            extras={"generator_loss": (corrupted.generator_loss.detach(), int(corrupted.n_selected)),
+            extras={"generator_loss": (corrupted.generator_loss.detach(), corrupted.n_selected),
                     "rtd_loss": (rtd_loss.detach(), n),
                     "rtd_accuracy": (accuracy, n), "replaced_share": (share, n)},
         )
@@ -102,7 +105,8 @@ class ReplaceMLM(GeneratorCorruption):
 
     def target_nll(self, model: Transformer, states: Tensor, corrupted: Replaced, targets: Tensor,
                    originals: Tensor) -> tuple[Tensor, float, Extras]:
-        """(summed NLL of the original tokens at the target rows, the FLOPs of reading them, extra metrics)."""
+        """(summed NLL of the original tokens at the target rows, the FLOPs of reading them, extra metrics).
+        `originals` is IGNORE_INDEX at rows a compiled step keeps that are no target (models.rows)."""
         nll_sum, _ = summed_token_nll(model, states, originals)
         return nll_sum, 2.0 * states.shape[0] * model.config.d_model * model.config.vocab_size, {}
 
@@ -110,13 +114,14 @@ class ReplaceMLM(GeneratorCorruption):
         corrupted = self.replace(batch, model, generator)
         targets = self.targets(batch, corrupted)
         states, backbone_flops = self.read_replaced(batch, model, corrupted, targets)
-        nll_sum, head_flops, extras = self.target_nll(model, states, corrupted, targets, batch["input_ids"][targets])
+        nll_sum, head_flops, extras = self.target_nll(model, states, corrupted, targets,
+                                                      take(batch["input_ids"], targets, IGNORE_INDEX))
         n_targets = targets.sum()
         backbone_loss = mean_or_zero(nll_sum, n_targets)
         inputs = self.input_token_count(batch)
         flops = corrupted.forward_flops + head_flops + backbone_flops
-        n_selected = int(corrupted.n_selected)
-        share = corrupted.replaced.sum() / max(n_selected, 1)
+        n_selected = corrupted.n_selected
+        share = corrupted.replaced.sum() / n_selected.clamp(min=1)
         return LossOutput(
             loss=corrupted.generator_loss + self.discriminator_weight * backbone_loss,
             lm_nll_sum=nll_sum.detach(),
@@ -151,18 +156,22 @@ class AllTokensMLM(ReplaceMLM):
 
     def target_nll(self, model: Transformer, states: Tensor, corrupted: Replaced, targets: Tensor,
                    originals: Tensor) -> tuple[Tensor, float, Extras]:
+        scored = originals != IGNORE_INDEX
+        weights = scored.float()
         log_probs = torch.log_softmax(model.logits(states).float(), dim=-1)
-        log_p = log_probs.gather(1, originals[:, None]).squeeze(1)
+        log_p = log_probs.gather(1, originals.clamp(min=0)[:, None]).squeeze(1)
         copy_logit = self.copy_head(states).squeeze(-1).float()
         log_d, log_not_d = F.logsigmoid(copy_logit), F.logsigmoid(-copy_logit)
-        copies = corrupted.inputs[targets] == originals
+        copies = take(corrupted.inputs, targets, IGNORE_INDEX) == originals
         # log(D + (1 - D) p) where the input holds the target, log((1 - D) p) where it does not
-        log_mix = torch.where(copies, torch.logaddexp(log_d, log_not_d + log_p), log_not_d + log_p)
-        copy_probability = log_d.detach().exp().mean() if log_d.numel() else log_d.new_zeros(())
-        selected = corrupted.selected[targets]
-        model.record_targets(originals[selected])  # the gate's unigram baseline: the targets its own loss reads
-        n_selected = int(selected.sum())
-        selected_loss = -log_mix.detach()[selected].sum() / max(n_selected, 1)
+        log_mix = torch.where(copies, torch.logaddexp(log_d, log_not_d + log_p), log_not_d + log_p) * weights
+        n_targets = weights.sum()
+        copy_probability = (log_d.detach().exp() * weights).sum() / n_targets.clamp(min=1)
+        selected = take(corrupted.selected, targets, False)
+        # the gate's unigram baseline: the targets its own loss reads
+        model.record_targets(originals.masked_fill(~selected, IGNORE_INDEX))
+        n_selected = selected.sum()
+        selected_loss = -(log_mix.detach() * selected).sum() / n_selected.clamp(min=1)
         vocabulary = 2.0 * states.shape[0] * model.config.d_model * model.config.vocab_size
         return (-log_mix.sum(), vocabulary + linear_flops(self.copy_head, states.shape[0]),
-                {"copy_probability": (copy_probability, states.shape[0]), "selected_loss": (selected_loss, n_selected)})
+                {"copy_probability": (copy_probability, n_targets), "selected_loss": (selected_loss, n_selected)})

@@ -15,6 +15,7 @@ from models.attention import Attention, attention_share, sdpa_arguments
 from models.backbone import Block, ModelConfig, Transformer
 from models.flops import forward_flops, linear_flops
 from models.lm_loss import matmul_dtype
+from models.rows import flops_rows, put, take
 from objectives.base import IGNORE_INDEX, NOT_A_LANGUAGE_MODEL, Batch, Objective
 from objectives.mlm import MaskedLM
 
@@ -84,6 +85,14 @@ class Generator(nn.Module):
                 + vocabulary)
 
 
+def sample_rows(logits: Tensor, uniforms: Tensor) -> Tensor:
+    """One token per row of `logits` (N, V), drawn from its softmax by inverting the row's CDF at `uniforms` (N,),
+    uniforms on [0, 1), without a gradient."""
+    with torch.no_grad():
+        cdf = torch.softmax(logits.detach().float(), dim=-1).cumsum(dim=-1)
+        return torch.searchsorted(cdf, uniforms[:, None], right=True).squeeze(1).clamp(max=cdf.shape[-1] - 1)
+
+
 class Replaced(NamedTuple):
     """One batch corrupted by the generator (GeneratorCorruption.replace)."""
 
@@ -135,15 +144,15 @@ class GeneratorCorruption(Objective):
         attention = self.attention(batch)
         logits = self.generator(model, masked, attention, batch.get("attention_mask"), batch.get("token_type_ids"),
                                 selected)
-        targets = labels[selected]
-        nll_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
+        targets = take(labels, selected, IGNORE_INDEX)
+        nll_sum = F.cross_entropy(logits.float(), targets, reduction="sum", ignore_index=IGNORE_INDEX)
         n_selected = selected.sum()
-        with torch.no_grad():
-            probs = torch.softmax(logits.detach().float(), dim=-1)
-            samples = (torch.multinomial(probs, 1, generator=generator).squeeze(1) if probs.shape[0]
-                       else targets.clone())
-        inputs = input_ids.masked_scatter(selected, samples)
-        flops = self.generator.forward_flops(model, masked, attention, batch.get("attention_mask"), int(n_selected))
+        # One uniform per position, drawn for every position and read at the chosen rows, inverts each row's CDF:
+        # the samples of an eager step (the selected rows) and of a compiled one (every row) are then the same.
+        uniforms = take(torch.rand(input_ids.shape, generator=generator, device=input_ids.device), selected, 0.0)
+        inputs = put(sample_rows(logits, uniforms), selected, input_ids)
+        flops = self.generator.forward_flops(model, masked, attention, batch.get("attention_mask"),
+                                             flops_rows(selected))
         return Replaced(inputs, selected, inputs != input_ids, nll_sum / n_selected.clamp(min=1), nll_sum.detach(),
                         n_selected, flops)
 
@@ -156,4 +165,4 @@ class GeneratorCorruption(Objective):
         states = model(corrupted.inputs, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=positions)
         return states, model.forward_flops(corrupted.inputs, attention, attention_mask=batch.get("attention_mask"),
-                                           output_rows=int(positions.sum()))
+                                           output_rows=flops_rows(positions))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.vocabulary import Vocabulary
+from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.backbone import Transformer
+from models.rows import flops_rows, take
 from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
 from objectives.mlm import mask_share
 
@@ -87,18 +88,20 @@ class MaskedDiffusionLM(Objective):
         attention = self.attention(batch)
         states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=rows)
-        weights = (1.0 / rates)[:, None].expand_as(masked)[masked]  # each masked row's sequence's 1/t
+        weights = take((1.0 / rates)[:, None].expand_as(masked), masked, 0.0)  # each masked row's sequence's 1/t
         # The weighted NLL is the bound; the plain one of the same rows (one pass) feeds val/loss and train/lm_loss.
-        masked_states = states if copied is None else states[masked[rows]]
-        nelbo_sum, nll_sum = model.weighted_lm_nll(masked_states, batch["input_ids"][masked], weights,
+        masked_rows = take(masked, rows, False)  # which of the rows are masked ones
+        masked_states = states if copied is None else take(states, masked_rows)
+        input_ids = batch["input_ids"]
+        nelbo_sum, nll_sum = model.weighted_lm_nll(masked_states, take(input_ids, masked, IGNORE_INDEX), weights,
                                                    excluded=self.mask_id)
         loss_sum = nelbo_sum
         if copied is not None:  # the copy rows, weight 1: a training aid, kept out of the bound
-            copy_sum, _ = model.weighted_lm_nll(states[~masked[rows]], batch["input_ids"][copied], None,
-                                                excluded=self.mask_id)
+            copy_sum, _ = model.weighted_lm_nll(take(states, ~masked_rows), take(input_ids, copied, IGNORE_INDEX),
+                                                None, excluded=self.mask_id)
             loss_sum = nelbo_sum + copy_sum
         n_masked = masked.sum()
-        n_rows = int(rows.sum())
+        n_rows = flops_rows(rows)
         flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
                                     output_rows=n_rows, vocab_rows=n_rows)
         n_targets = targets.sum()

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from models.backbone import Transformer
+from models.rows import flops_rows, take
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, TrainingProgress, mean_or_zero, summed_token_nll
 from objectives.mlm import MaskedLM, mask_share
 
@@ -69,13 +70,15 @@ class MaskedNextTokenLM(MaskedLM):
         self.register_buffer("span_lengths", torch.tensor(lengths), persistent=False)
         self.corruption = corruption
         self.needs_progress = self.mask_rate_start is not None
-        self.rate = float(mask_rate)
+        # The rate now, a tensor changed in place: a compiled step reads it as an input, so the schedule never
+        # recompiles it (a Python float would be a constant of the graph).
+        self.register_buffer("rate", torch.tensor(float(mask_rate)), persistent=False)
 
     def set_progress(self, progress: TrainingProgress | None) -> None:
         if progress is None or self.mask_rate_start is None:
-            self.rate = float(self.mask_rate)
+            self.rate.fill_(float(self.mask_rate))
         else:
-            self.rate = self.mask_rate_start + (self.mask_rate - self.mask_rate_start) * progress.fraction
+            self.rate.fill_(self.mask_rate_start + (self.mask_rate - self.mask_rate_start) * progress.fraction)
 
     def select(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
         device = input_ids.device
@@ -93,20 +96,22 @@ class MaskedNextTokenLM(MaskedLM):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         corrupted, labels = self.corrupt(batch["input_ids"], generator)
         # Shifted: the state at i - 1 predicts the token at a selected position i ([CLS] at 0 is never selected).
-        targets = labels[:, 1:]
-        predicting = torch.cat([targets != IGNORE_INDEX, torch.zeros_like(targets[:, :1], dtype=torch.bool)], dim=1)
+        # (B, T): the target each position's state predicts, IGNORE_INDEX at the last and wherever none is
+        targets = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE_INDEX)], dim=1)
+        predicting = targets != IGNORE_INDEX
         attention = self.attention(batch)
         states = model(corrupted, attention=attention, attention_mask=batch.get("attention_mask"),
                        token_type_ids=batch.get("token_type_ids"), output_mask=predicting)
-        nll_sum, n_predicted = summed_token_nll(model, states, targets[targets != IGNORE_INDEX])
+        nll_sum, n_predicted = summed_token_nll(model, states, take(targets, predicting, IGNORE_INDEX))
         inputs = self.input_token_count(batch)
+        rows = flops_rows(predicting)
         return LossOutput(
             loss=mean_or_zero(nll_sum, n_predicted),
             lm_nll_sum=nll_sum.detach(),
             predicted_tokens=n_predicted,
             input_tokens=inputs,
             forward_flops=model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
-                                              output_rows=int(n_predicted), vocab_rows=int(n_predicted)),
+                                              output_rows=rows, vocab_rows=rows),
             extras={"mask_share": mask_share((corrupted == self.mask_id).sum(), inputs),
-                    "mask_rate": (torch.tensor(self.rate, device=corrupted.device), 1)},
+                    "mask_rate": (self.rate.clone(), 1)},
         )

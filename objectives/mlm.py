@@ -10,6 +10,7 @@ from torch import Tensor
 
 from common.vocabulary import Vocabulary
 from models.backbone import Transformer
+from models.rows import every_row, flops_rows, take
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
@@ -23,7 +24,7 @@ def mask_share(n_masked: Tensor, inputs: Tensor) -> tuple[Tensor, Tensor]:
 class MaskedPass(NamedTuple):
     """One corrupted batch through the backbone and the LM head (MaskedLM.masked_lm)."""
 
-    states: Tensor  # (N, d): the rows at `positions`, in row-major order
+    states: Tensor  # (N, d): the rows at `positions`, in row-major order (models.rows.take)
     positions: Tensor  # (B, T) bool: the selected positions plus any asked for
     nll_sum: Tensor  # summed NLL of the selected positions' original tokens
     n_predicted: Tensor  # how many positions were selected
@@ -32,10 +33,21 @@ class MaskedPass(NamedTuple):
     forward_flops: float  # the backbone's and the LM head's (Transformer.forward_flops)
 
 
+class Corruption(NamedTuple):
+    corrupted: Tensor  # (B, T): the inputs as the backbone reads them
+    labels: Tensor  # (B, T): the original token at selected positions, IGNORE_INDEX elsewhere
+    picked: Tensor  # (B, T) bool: the positions drawn, a special token among them never a target
+
+
 class MaskedLM(Objective):
     """Select `mask_rate` of the ordinary positions; of those, replace with [MASK] / a random token / keep
     with probabilities `mask_prob / random_prob / keep_prob`. Only selected positions carry a loss, and the
-    vocabulary projection is computed only for them (never B x T x V logits)."""
+    vocabulary projection is computed only for them (never B x T x V logits).
+
+    `fixed_count`: each sequence predicts exactly round(mask_rate x T) positions (at least one), drawn uniformly
+    from its ordinary ones, as BERT's pretraining data does (create_pretraining_data.py's num_to_predict), instead
+    of each position drawn independently (RoBERTa's and HF's collator's Bernoulli draw, the default). The count is
+    then fixed by the shapes, so a compiled step reads exactly those rows (models.rows) rather than every row."""
 
     pretraining_attention = "bidirectional"
     finetune_attention = "bidirectional"
@@ -52,8 +64,12 @@ class MaskedLM(Objective):
         random_prob: float = 0.1,
         keep_prob: float = 0.1,
         replacement: str = "unigram",
+        fixed_count: bool = False,
     ) -> None:
         super().__init__()
+        if not isinstance(fixed_count, bool):
+            raise ValueError(f"objective.fixed_count={fixed_count!r} must be true or false")
+        self.fixed_count = fixed_count
         for name, value in (("mask_rate", mask_rate), ("mask_prob", mask_prob),
                             ("random_prob", random_prob), ("keep_prob", keep_prob)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -90,19 +106,39 @@ class MaskedLM(Objective):
 
     def select(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
         """(selected, units): the positions to predict, each independently with probability mask_rate (special
-        tokens are dropped afterwards), and no corruption units (each position draws its own mask / random / keep).
-        GPT-BERT's span masking overrides this (objectives.masked_next_token): `units` (B, T) then gives, per
-        position, the position whose draw decides its corruption (its span's first)."""
-        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device) < self.mask_rate, None
+        tokens are dropped afterwards), or `fixed_count`'s per sequence, and no corruption units (each position
+        draws its own mask / random / keep). GPT-BERT's span masking overrides this (objectives.masked_next_token):
+        `units` (B, T) then gives, per position, the position whose draw decides its corruption (its span's first)."""
+        draws = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+        if not self.fixed_count:
+            return draws < self.mask_rate, None
+        # the `per_sequence` lowest keys, special tokens' keys above every ordinary one (drawn only in a sequence
+        # with fewer ordinary tokens, then dropped as targets): exactly that many positions in every row
+        keys = draws + self.is_special[input_ids].to(draws.dtype)
+        lowest = keys.topk(self.per_sequence(input_ids.shape[1]), dim=1, largest=False).indices
+        return torch.zeros_like(draws, dtype=torch.bool).scatter_(1, lowest, True), None
+
+    def per_sequence(self, length: int) -> int:
+        """`fixed_count`'s positions per sequence of `length` tokens."""
+        return min(length, max(1, round(self.mask_rate * length)))
+
+    def static_rows(self, batch: Batch) -> int | None:
+        """How many positions `corruption` picks in this batch, where the shapes alone say (`fixed_count`)."""
+        ids = batch["input_ids"]
+        return ids.shape[0] * self.per_sequence(ids.shape[1]) if self.fixed_count else None
 
     def corrupt(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """Return (corrupted inputs, labels): labels hold the original token at selected positions and
         IGNORE_INDEX everywhere else. Runs on the inputs' device."""
+        return self.corruption(input_ids, generator)[:2]
+
+    def corruption(self, input_ids: Tensor, generator: torch.Generator | None = None) -> Corruption:
+        """`corrupt`'s inputs and labels, and the positions drawn (special ones among them carry no label)."""
         if self.mask_id is None:
             raise RuntimeError("MaskedLM.set_vocabulary must be called before corrupting inputs")
         shape, device = input_ids.shape, input_ids.device
-        selected, units = self.select(input_ids, generator)
-        selected = selected & ~self.is_special[input_ids]
+        picked, units = self.select(input_ids, generator)
+        selected = picked & ~self.is_special[input_ids]
         action = torch.rand(shape, generator=generator, device=device)
         if units is not None:  # one draw per span: its positions are all masked, all random or all kept
             action = action.gather(1, units)
@@ -114,16 +150,18 @@ class MaskedLM(Objective):
         corrupted = torch.where(to_mask, torch.full_like(input_ids, self.mask_id), input_ids)
         corrupted = torch.where(to_random, random_ids, corrupted)
         labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-        return corrupted, labels
+        return Corruption(corrupted, labels, picked)
 
     def masked_lm(self, batch: Batch, model: Transformer, generator: torch.Generator | None,
                   also: Tensor | None = None) -> MaskedPass:
         """Corrupt, encode bidirectionally, score the selected positions. The backbone returns states only at
         the selected positions plus those in `also` ((B, T) bool; MLM+NSP's [CLS]), so neither its last MLP
         nor the vocabulary projection runs anywhere else."""
-        corrupted, labels = self.corrupt(batch["input_ids"], generator)
+        corrupted, labels, picked = self.corruption(batch["input_ids"], generator)
         selected = labels != IGNORE_INDEX
-        positions = selected if also is None else selected | also
+        # a fixed count reads exactly the positions drawn (a special one among them carries no target)
+        count = self.static_rows(batch) if also is None else None
+        positions = (picked if count is not None else selected) if also is None else selected | also
         attention = self.attention(batch)
         states = model(
             corrupted,
@@ -131,10 +169,13 @@ class MaskedLM(Objective):
             attention_mask=batch.get("attention_mask"),
             token_type_ids=batch.get("token_type_ids"),
             output_mask=positions,
+            output_count=count,
         )
-        nll_sum, n_predicted = summed_token_nll(model, states, labels[positions])  # drops the `also` rows
+        # the `also` rows carry no target and are dropped
+        nll_sum, n_predicted = summed_token_nll(model, states, take(labels, positions, IGNORE_INDEX, count))
         flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
-                                    output_rows=int(positions.sum()), vocab_rows=int(n_predicted))
+                                    output_rows=flops_rows(positions, count),
+                                    vocab_rows=flops_rows(selected, count if every_row() else None))
         return MaskedPass(states, positions, nll_sum, n_predicted, (corrupted == self.mask_id).sum(), flops)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from models.backbone import Transformer
 from models.flops import linear_flops
 from models.heads import ClassificationHead
+from models.rows import every_row
 from objectives.base import Batch, LossOutput, mean_or_zero
 from objectives.mlm import MaskedLM, mask_share
 
@@ -33,7 +34,9 @@ class MaskedLMWithNSP(MaskedLM):
         out = self.masked_lm(batch, model, generator, also=first)
         inputs = self.input_token_count(batch)
         mlm_loss = mean_or_zero(out.nll_sum, out.n_predicted)
-        nsp_logits = self.nsp_head(out.states[first[out.positions]]).float()  # one [CLS] row per sequence, in order
+        # one [CLS] row per sequence, in order; a compiled step keeps every row (models.rows), [CLS] first in each
+        cls_states = out.states.view(*first.shape, -1)[:, 0] if every_row() else out.states[first[out.positions]]
+        nsp_logits = self.nsp_head(cls_states).float()
         labels = batch["nsp_labels"]
         nsp_loss = F.cross_entropy(nsp_logits, labels)
         nsp_acc = (nsp_logits.argmax(-1) == labels).float().mean()
@@ -44,6 +47,6 @@ class MaskedLMWithNSP(MaskedLM):
             predicted_tokens=out.n_predicted,
             input_tokens=inputs,
             forward_flops=out.forward_flops + linear_flops(self.nsp_head, n),
-            extras={"mlm_loss": (mlm_loss.detach(), int(out.n_predicted)), "nsp_loss": (nsp_loss.detach(), n),
+            extras={"mlm_loss": (mlm_loss.detach(), out.n_predicted), "nsp_loss": (nsp_loss.detach(), n),
                     "nsp_acc": (nsp_acc, n), "mask_share": mask_share(out.n_masked, inputs)},
         )

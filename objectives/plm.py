@@ -25,9 +25,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.vocabulary import Vocabulary
+from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.attention import Attention
 from models.backbone import Transformer
+from models.rows import every_row, flops_rows, take
 from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
 
 TARGET_CHOICES = ("spans", "tokens")
@@ -38,19 +39,26 @@ class TwoStreamInputs:
     """One backbone call's worth of both streams for a batch in given orders."""
 
     def __init__(self, input_ids: Tensor, ranks: Tensor, predicted: Tensor, start_id: int,
-                 documents: Tensor | None = None) -> None:
+                 documents: Tensor | None = None, most_predicted: int | None = None) -> None:
         """`ranks` (B, T): each position's place in its row's order; `predicted` (B, T) bool: the positions that
-        get a query row; `documents` (B, T): each position's document id, to attend within (None: across)."""
+        get a query row; `documents` (B, T): each position's document id, to attend within (None: across).
+        `most_predicted`: a bound on any row's predicted count, known from the shapes, which a compiled step takes as
+        its number of query slots (eagerly the batch's own largest count; None: every position)."""
         b, t = input_ids.shape
         device = input_ids.device
         counts = predicted.sum(1)
-        self.slots = int(counts.max()) if b else 0
+        if every_row():
+            self.slots = t if most_predicted is None else min(most_predicted, t)
+        else:
+            self.slots = int(counts.max()) if b else 0
         positions = torch.arange(t, device=device)
         # Query slot k of a row holds its k-th predicted position (ascending); slots past its count are idle.
         sort_key = torch.where(predicted, positions, positions + t)
         self.query_positions = sort_key.argsort(dim=1)[:, :self.slots]
         self.valid = torch.arange(self.slots, device=device)[None] < counts[:, None]  # (B, P)
-        self.targets = input_ids.gather(1, self.query_positions)[self.valid]
+        # (B, T + P): the token each row's query state predicts, IGNORE_INDEX at content rows and idle slots
+        self.targets = torch.cat([torch.full_like(input_ids, IGNORE_INDEX),
+                                  input_ids.gather(1, self.query_positions).masked_fill(~self.valid, IGNORE_INDEX)], 1)
         query_ranks = ranks.gather(1, self.query_positions)  # (B, P)
         content = ranks[:, None, :] <= ranks[:, :, None]  # (B, T, T): key s at or before query t in the order
         query = ranks[:, None, :] < query_ranks[:, :, None]  # (B, P, T): keys strictly before z
@@ -65,12 +73,16 @@ class TwoStreamInputs:
         self.output_mask = torch.cat([torch.zeros_like(predicted), self.valid], dim=1)
 
     def run(self, model: Transformer) -> Tensor:
-        """The query stream's last states at the valid slots, (N, d) in row-major order (as `targets`)."""
+        """The query stream's last states at the valid slots, (N, d) in row-major order (as `row_targets`)."""
         return model(self.input_ids, attention=self.attention, position_ids=self.position_ids,
                      output_mask=self.output_mask)
 
+    def row_targets(self) -> Tensor:
+        """The targets of `run`'s rows."""
+        return take(self.targets, self.output_mask, IGNORE_INDEX)
+
     def forward_flops(self, model: Transformer) -> float:
-        n = int(self.valid.sum())
+        n = flops_rows(self.output_mask)
         return model.forward_flops(self.input_ids, self.attention, output_rows=n, vocab_rows=n)
 
 
@@ -110,6 +122,10 @@ class PermutationLM(Objective):
         n = target_positions(batch["input_ids"], batch.get("attention_mask")).sum(1, keepdim=True)
         return torch.clamp(torch.floor(n / self.partial_k + 0.5), min=1).long()
 
+    def most_predicted(self, length: int) -> int:
+        """`target_count`'s largest value for `length`-position rows (length - 1 targets), from the shape alone."""
+        return max(1, int((length - 1) / self.partial_k + 0.5))
+
     def ranks(self, batch: Batch, generator: torch.Generator | None = None, after: Tensor | None = None) -> Tensor:
         """(B, T) each position's place in a uniformly random order of the row's targets, [CLS] first (rank 0)
         and padding after every real token; with `after` ((B, T) bool), those positions after all the others."""
@@ -145,10 +161,18 @@ class PermutationLM(Objective):
         count = torch.zeros(rows, dtype=torch.long, device=device)
         cursor = torch.ones(rows, dtype=torch.long, device=device)  # position 0 is [CLS]
         active = torch.ones(rows, dtype=torch.bool, device=device)
-        while bool(active.any()):
-            n = grams[torch.multinomial(weights, 1, generator=generator).squeeze(1)].minimum(goal - count)
+        # Every round a span is placed in each active row (n >= 1 positions, up to its goal) or the row stops, so
+        # goal rounds place them all. The rounds' draws are made at once, so a compiled step, which runs them all,
+        # and an eager one, which stops when every row has, draw the same.
+        rounds = self.most_predicted(length)
+        gram_draws = torch.multinomial(weights, rounds, replacement=True, generator=generator)  # (B, rounds)
+        left_draws = torch.rand(rows, rounds, generator=generator, device=device)
+        for step in range(rounds):
+            if not every_row() and not bool(active.any()):
+                break
+            n = grams[gram_draws[:, step]].minimum(goal - count)
             context = n * self.span_context
-            left = (torch.rand(rows, generator=generator, device=device) * context).long()
+            left = (left_draws[:, step] * context).long()
             begin, end = cursor + left, cursor + left + n
             fits = active & (count < goal) & (end <= last + 1)
             chosen |= fits[:, None] & (positions >= begin[:, None]) & (positions < end[:, None])
@@ -177,12 +201,13 @@ class PermutationLM(Objective):
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:
         if self.start_id is None:
             raise RuntimeError("PermutationLM.set_vocabulary must be called before its loss")
-        if batch.get("token_type_ids") is not None and bool(batch["token_type_ids"].any()):
+        if batch.get("token_type_ids") is not None and not every_row() and bool(batch["token_type_ids"].any()):
             raise ValueError("objective=plm takes packed blocks without segment types (input_format=blocks)")
         ranks, predicted = self.orders(batch, generator)
-        streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id, batch.get("document_ids"))
+        streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id, batch.get("document_ids"),
+                                  self.most_predicted(batch["input_ids"].shape[1]))
         states = streams.run(model)
-        nll_sum = model.lm_nll(states, streams.targets, excluded=self.start_id)
+        nll_sum = model.lm_nll(states, streams.row_targets(), excluded=self.start_id)
         n_predicted = streams.valid.sum()
         inputs = self.input_token_count(batch)
         return LossOutput(
@@ -191,7 +216,7 @@ class PermutationLM(Objective):
             predicted_tokens=n_predicted,
             input_tokens=inputs,
             forward_flops=streams.forward_flops(model),
-            extras={"predicted_share": (n_predicted / inputs.clamp(min=1), int(batch["input_ids"].shape[0]))},
+            extras={"predicted_share": (n_predicted / inputs.clamp(min=1), batch["input_ids"].shape[0])},
         )
 
     @staticmethod

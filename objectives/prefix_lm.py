@@ -8,6 +8,7 @@ from torch import Tensor
 
 from models.attention import Attention
 from models.backbone import Transformer
+from models.rows import flops_rows, take
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 
@@ -65,10 +66,12 @@ class PrefixLM(Objective):
         targets = input_ids[:, 1:].masked_fill(~in_suffix, IGNORE_INDEX)
         if attention_mask is not None:
             targets = targets.masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
-        predicting = torch.cat([targets != IGNORE_INDEX, torch.zeros_like(in_suffix[:, :1])], dim=1)
+        # (B, T): the target each position's state predicts, IGNORE_INDEX at the last and wherever none is
+        targets = torch.cat([targets, torch.full_like(targets[:, :1], IGNORE_INDEX)], dim=1)
+        predicting = targets != IGNORE_INDEX
         states = model(input_ids, attention=attention, attention_mask=attention_mask,
                        token_type_ids=batch.get("token_type_ids"), output_mask=predicting)
-        nll_sum, n_predicted = summed_token_nll(model, states, targets[targets != IGNORE_INDEX])
+        nll_sum, n_predicted = summed_token_nll(model, states, take(targets, predicting, IGNORE_INDEX))
         inputs = self.input_token_count(batch)
         prefix_tokens = lengths.sum() - lengths.shape[0]  # ordinary positions inside the prefixes
         return LossOutput(
@@ -77,6 +80,6 @@ class PrefixLM(Objective):
             predicted_tokens=n_predicted,
             input_tokens=inputs,
             forward_flops=model.forward_flops(input_ids, attention, attention_mask=attention_mask,
-                                              output_rows=int(n_predicted), vocab_rows=int(n_predicted)),
+                                              output_rows=flops_rows(predicting), vocab_rows=flops_rows(predicting)),
             extras={"prefix_share": (prefix_tokens / (inputs - lengths.shape[0]).clamp(min=1), lengths.shape[0])},
         )

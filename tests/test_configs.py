@@ -19,6 +19,7 @@ from tests.lanes import fast_lane_keeps
 from tests.test_finetune_data import word_tokenizer_json
 from training.run import check_config, run_pretraining
 from training.setup import build_model_config
+from training.trainer import lightning_settings, step_settings
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -50,14 +51,12 @@ def test_objective_configs_instantiate(name):
 
 @pytest.mark.parametrize("name", options("model"))
 def test_model_configs_instantiate(name):
-    config, compile_backbone = build_model_config(composed(f"model={name}").model)
-    assert isinstance(config, ModelConfig) and compile_backbone is False
-    assert build_model_config(composed(f"model={name}", "model.compile=true").model)[1] is True
+    assert isinstance(build_model_config(composed(f"model={name}").model), ModelConfig)
 
 
-def test_model_compile_must_be_a_boolean():
-    with pytest.raises(ValueError, match="model.compile='yes'; set it to true or false"):
-        build_model_config(composed("model.compile=yes").model)
+def test_model_compile_names_where_compiling_moved():
+    with pytest.raises(ValueError, match="model.compile is now trainer.step.compile"):
+        build_model_config(composed("+model.compile=true").model)
 
 
 @pytest.mark.parametrize("name", options("data"))
@@ -97,9 +96,9 @@ def test_trainer_configs_instantiate(name, tmp_path):
            "enable_checkpointing": False}
     if cfg.trainer.get("strategy") == "fsdp":  # Lightning knows the strategy, and FSDP needs GPUs
         with pytest.raises(Exception, match="`fsdp` requires a GPU accelerator"):
-            instantiate(cfg.trainer, **cpu)
+            instantiate(lightning_settings(cfg.trainer), **cpu)
         cpu["strategy"] = "auto"
-    trainer = instantiate(cfg.trainer, **cpu)
+    trainer = instantiate(lightning_settings(cfg.trainer), **cpu)
     assert isinstance(trainer, L.Trainer)
     assert trainer.gradient_clip_val == cfg.trainer.gradient_clip_val
 
@@ -249,3 +248,21 @@ def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named
     with pytest.raises(ValueError) as err:
         run_finetune(cfg)
     assert named in str(err.value)
+
+
+def test_the_gpu_trainer_compiles_the_step_with_tf32_pinned_workers():
+    gpu, cpu = (step_settings(composed(f"trainer={name}").trainer) for name in ("gpu", "cpu"))
+    assert gpu["compile"] and gpu["matmul_precision"] == "high" and gpu["pin_memory"] and gpu["loader_workers"] >= 1
+    assert not cpu["compile"] and cpu["matmul_precision"] == "highest" and not cpu["pin_memory"]
+    assert gpu["compile_mode"] == "default" and gpu["mfu_peak_flops"] is None  # the data sheet's peak
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("trainer.step.compile=yes", "trainer.step.compile='yes': expected true or false"),
+    ("trainer.step.compile_mode=fast", "trainer.step.compile_mode='fast': expected one of"),
+    ("trainer.step.matmul_precision=low", "trainer.step.matmul_precision='low': expected one of"),
+    ("trainer.step.mfu_peak_flops=0", "trainer.step.mfu_peak_flops=0: expected a positive FLOP/s"),
+])
+def test_step_settings_are_checked_before_any_data(setting, message):
+    with pytest.raises(ValueError, match=message):
+        check_config(composed(setting))

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from common.vocabulary import Vocabulary
 from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.base import IGNORE_INDEX
@@ -143,3 +144,20 @@ def test_logged_mask_share_is_mask_rate_times_mask_prob_of_ordinary_tokens(vocab
 def test_invalid_masking_settings_are_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MaskedLM(**kwargs)
+
+
+def test_fixed_count_predicts_berts_number_of_ordinary_positions_per_sequence():
+    objective = MaskedLM(fixed_count=True)
+    objective.set_vocabulary(Vocabulary(300, 0, 1, 2, 3, 4, 5, unigram_counts=np.ones(300, dtype=np.int64)))
+    ids = torch.randint(6, 300, (64, 40), generator=torch.Generator().manual_seed(0))
+    ids[:, 0], ids[:8, 1:35] = 2, 5  # [CLS] first; eight rows with only five ordinary tokens
+    labels = objective.corrupt(ids, torch.Generator().manual_seed(1))[1]
+    per_row = (labels != IGNORE_INDEX).sum(1)
+    assert objective.per_sequence(40) == 6  # round(0.15 x 40)
+    assert (per_row[8:] == 6).all() and (per_row[:8] == 5).all()  # all five where a row has fewer
+    assert not objective.is_special[ids[labels != IGNORE_INDEX]].any()
+    # each ordinary position is drawn at the same rate: 6 of the 39 ordinary positions of the full rows
+    share = (labels[8:] != IGNORE_INDEX).float().mean(0)[1:]
+    assert share.mean().item() == pytest.approx(6 / 39, abs=1e-6)
+    with pytest.raises(ValueError, match="fixed_count='yes' must be true or false"):
+        MaskedLM(fixed_count="yes")

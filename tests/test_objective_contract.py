@@ -84,7 +84,7 @@ def test_loss_is_finite_and_reaches_the_backbone(name, tmp_path, cache_dir):
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
     objective.set_vocabulary(datamodule.vocabulary)
-    config, _ = build_model_config(cfg.model)
+    config = build_model_config(cfg.model)
     config.vocab_size = datamodule.vocabulary.size
     model = Transformer(config)
     batch = next(iter(datamodule.train_dataloader()))
@@ -125,7 +125,7 @@ def test_documents_do_not_see_each_other_when_asked(name, tmp_path, cache_dir):
     datamodule = instantiate(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")
     objective.set_vocabulary(datamodule.vocabulary)
-    config, _ = build_model_config(cfg.model)
+    config = build_model_config(cfg.model)
     config.vocab_size = datamodule.vocabulary.size
     torch.manual_seed(0)
     model = Transformer(config)

@@ -3,6 +3,7 @@ token or FLOPs budget that stops a run."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from common.migrations import migrate_token_accounting_state
+
+log = logging.getLogger("armlm.train")
 
 
 def logs_this_step(trainer: L.Trainer) -> bool:
@@ -27,13 +30,26 @@ class TokenAccounting(Callback):
     and train/lr under the same tags for every objective, and stops training once `max_tokens` input tokens or
     `max_flops` FLOPs (summed over all ranks) have been spent, so runs of different objectives end at equal
     budgets. Validation is not counted. The counts are saved in checkpoints, so a resumed run keeps counting
-    where it stopped."""
+    where it stopped.
+
+    The counts that live on the device (tokens that carried a loss; input tokens of padded batches) are added up
+    there and read when something asks for them (`tokens_seen`, `pred_tokens_seen`, `flops_seen`): at logging
+    steps, at a checkpoint, and where the budget or a `watch`ed point could be reached by now, judged by the most
+    tokens a step can feed. Where reading is free (`reads_every_step`: eager on a CPU) they are read every step. An
+    unpadded batch's input tokens are its shape's, known without a read, so a token budget over packed blocks never
+    waits for the device."""
 
     def __init__(self, max_tokens: int | None = None, max_flops: float | None = None) -> None:
         self.max_tokens, self.max_flops = max_tokens, max_flops
-        self.tokens_seen = 0
-        self.pred_tokens_seen = 0
-        self.flops_seen = 0.0
+        self._tokens_seen = 0
+        self._pred_tokens_seen = 0
+        self._flops_seen = 0.0
+        # Added since the last read: (padded input tokens, tokens with a loss, this rank's FLOPs) on the device, and
+        # the most input tokens those steps can have fed (every rank), for judging whether a budget may be spent.
+        self._pending: torch.Tensor | None = None
+        self._pending_most_tokens = 0
+        self._world = 1
+        self.watched: list[int] = []  # input-token counts whose crossing a callback must see exactly (SaveAtTokens)
         # the input tokens seen before the first batch of each phase of a phased objective, as they happened (None:
         # a resumed checkpoint that predates this record, so an earlier phase's start is unknown)
         self.phase_starts: dict[str, int] | None = {}
@@ -41,13 +57,48 @@ class TokenAccounting(Callback):
         # with validation and checkpointing pauses left out.
         self._clock: float | None = None
         self._window_seconds = 0.0
-        self._window_tokens = 0
+        self._window_start = (0, 0.0)  # (input tokens, FLOPs) when the window began
+
+    # -- the counts, read from the device when asked --------------------------------------------------------------
+    def _read(self) -> None:
+        if self._pending is None:
+            return
+        pending, self._pending, self._pending_most_tokens = self._pending, None, 0
+        if self._world > 1:  # one reduce and one read to the host for every count
+            pending = self._trainer.strategy.reduce(pending, reduce_op="sum")
+        padded_tokens, predicted, flops = pending.tolist()
+        self._tokens_seen += int(padded_tokens)
+        self._pred_tokens_seen += int(predicted)
+        self._flops_seen += flops
+
+    @property
+    def tokens_seen(self) -> int:
+        self._read()
+        return self._tokens_seen
+
+    @property
+    def pred_tokens_seen(self) -> int:
+        self._read()
+        return self._pred_tokens_seen
+
+    @property
+    def flops_seen(self) -> float:
+        self._read()
+        return self._flops_seen
+
+    def may_have_reached(self, tokens: int) -> bool:
+        """Whether the input tokens seen could be `tokens` or more by now, without reading the device."""
+        return self._tokens_seen + self._pending_most_tokens >= tokens
+
+    def watch(self, tokens: list[int]) -> None:
+        self.watched.extend(int(n) for n in tokens)
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         if self._clock is None:
             self._clock = time.perf_counter()
+            self._window_start = (self.tokens_seen, self.flops_seen)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._clock = None
@@ -57,37 +108,60 @@ class TokenAccounting(Callback):
     ) -> None:
         if not outputs:  # a batch skipped for a non-finite loss (nonfinite_loss=skip): nothing trained
             return
-        counts = torch.stack([outputs["input_tokens"], outputs["predicted_tokens"]]).to(torch.float64)
-        counts = torch.cat([counts, counts.new_tensor([outputs["flops"]])])  # one reduce, one read to the host
-        input_tokens, predicted_tokens, flops = trainer.strategy.reduce(counts, reduce_op="sum").tolist()
-        self.tokens_seen += int(input_tokens)
-        self.pred_tokens_seen += int(predicted_tokens)
-        self.flops_seen += flops
-        now = time.perf_counter()
-        self._window_seconds += now - (self._clock or now)
-        self._clock = now
-        self._window_tokens += int(input_tokens)
+        self._trainer, self._world = trainer, trainer.world_size
+        self._add(outputs, batch)
+        self.watched = [n for n in self.watched if n > self._tokens_seen]  # a point surely passed needs no read
+        reads_every_step = getattr(pl_module, "reads_every_step", True) or (
+            self._world > 1 and self.max_flops is not None)  # ranks' FLOPs differ: a FLOPs budget sums them each step
+        if reads_every_step or logs_this_step(trainer) or any(self.may_have_reached(n) for n in self.watched):
+            self._read()
         # Stop only where an optimiser step ends (with gradient accumulation, not inside a window, whose work
         # would be counted but never applied).
         window_ends = (batch_idx + 1) % trainer.accumulate_grad_batches == 0
-        spent = ((self.max_tokens is not None and self.tokens_seen >= self.max_tokens)
+        spent = ((self.max_tokens is not None and self.may_have_reached(self.max_tokens)
+                  and self.tokens_seen >= self.max_tokens)
                  or (self.max_flops is not None and self.flops_seen >= self.max_flops))
         if window_ends and spent:
             trainer.should_stop = True
+        now = time.perf_counter()
+        self._window_seconds += now - (self._clock or now)
+        self._clock = now
         if logs_this_step(trainer):
             pl_module.log("train/tokens_seen", float(self.tokens_seen))
             pl_module.log("train/pred_tokens_seen", float(self.pred_tokens_seen))
             pl_module.log("train/flops_seen", self.flops_seen)
             pl_module.log("train/lr", trainer.optimizers[0].param_groups[0]["lr"])
             if self._window_seconds > 0:
-                pl_module.log("train/tokens_per_s", self._window_tokens / self._window_seconds, prog_bar=True)
-                self._window_seconds, self._window_tokens = 0.0, 0
+                tokens, flops = self.tokens_seen - self._window_start[0], self.flops_seen - self._window_start[1]
+                pl_module.log("train/tokens_per_s", tokens / self._window_seconds, prog_bar=True)
+                peak = getattr(pl_module, "peak_flops", None)
+                if peak:  # the share of the devices' peak the step's matmuls ran at (models.flops counts them)
+                    pl_module.log("train/mfu", flops / self._window_seconds / (peak * self._world))
+                self._window_seconds, self._window_start = 0.0, (self.tokens_seen, self.flops_seen)
+
+    def _add(self, outputs: dict[str, Any], batch: dict[str, Any]) -> None:
+        """One step's counts: on the host where they are known there, else onto the device's pending sum."""
+        padded = "attention_mask" in batch
+        step_most = batch["input_ids"].numel() * self._world
+        if padded:
+            self._pending_most_tokens += step_most
+        else:  # every position is an input token: the shape says how many, on every rank
+            self._tokens_seen += step_most
+        flops = float(outputs["flops"])  # a host number (each objective counts from shapes and counts it has read)
+        if self._world == 1:
+            self._flops_seen += flops
+        predicted = torch.as_tensor(outputs["predicted_tokens"])
+        device = predicted.device
+        on_device = [torch.as_tensor(outputs["input_tokens"], device=device) if padded else predicted.new_zeros(()),
+                     predicted, predicted.new_zeros(()) if self._world == 1 else predicted.new_full((), flops)]
+        step = torch.stack([value.to(torch.float64) for value in on_device])
+        self._pending = step if self._pending is None else self._pending + step
 
     def phase_started(self, phase: str) -> None:
         """Called before each training batch with the objective's phase: its first call for a phase records where
         the phase began."""
-        if self.phase_starts is not None:
-            self.phase_starts.setdefault(phase, self.tokens_seen)
+        if self.phase_starts is not None and phase not in self.phase_starts:
+            self.phase_starts[phase] = self.tokens_seen
 
     def state_dict(self) -> dict[str, Any]:
         return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen,
@@ -95,14 +169,31 @@ class TokenAccounting(Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         state = migrate_token_accounting_state(state_dict)  # None: what an older checkpoint did not count
-        self.tokens_seen = int(state["tokens_seen"])
-        self.pred_tokens_seen = int(state["pred_tokens_seen"])
+        self._pending, self._pending_most_tokens = None, 0
+        self._tokens_seen = int(state["tokens_seen"])
+        self._pred_tokens_seen = int(state["pred_tokens_seen"])
         if state["flops_seen"] is None and self.max_flops is not None:
             raise ValueError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
                              "resume from it; resume with its token budget (max_tokens=..., max_flops=null)")
-        self.flops_seen = float(state["flops_seen"] or 0.0)
+        self._flops_seen = float(state["flops_seen"] or 0.0)
         starts = state["phase_starts"]
         self.phase_starts = None if starts is None and self.tokens_seen > 0 else dict(starts or {})
+
+
+class FirstStep(Callback):
+    """Logs train/startup_s, the seconds from the run's start (`started`, a time.perf_counter reading) to the end of
+    its first training step: data preparation, model building and, for a compiled step, the compilation."""
+
+    def __init__(self, started: float) -> None:
+        self.started, self.seconds = started, None
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.seconds is None:
+            self.seconds = time.perf_counter() - self.started
+            log.info("first training step done %.1f s after the run started", self.seconds)
+            pl_module.log("train/startup_s", self.seconds)
 
 
 class SaveAtTokens(Callback):
@@ -112,6 +203,7 @@ class SaveAtTokens(Callback):
 
     def __init__(self, tokens: TokenAccounting, points: list[int], folder: Path) -> None:
         self.tokens, self.points, self.folder = tokens, sorted(int(n) for n in points), folder
+        tokens.watch(self.points)  # its count is read where a point could have been reached
 
     @staticmethod
     def path(folder: Path, tokens: int) -> Path:
@@ -122,7 +214,8 @@ class SaveAtTokens(Callback):
     ) -> None:
         for n in self.points:
             target = self.path(self.folder, n)
-            if self.tokens.tokens_seen >= n and not target.is_file():  # a resumed run has written it already
+            # (a resumed run has written it already)
+            if not target.is_file() and self.tokens.may_have_reached(n) and self.tokens.tokens_seen >= n:
                 trainer.save_checkpoint(target)
 
 

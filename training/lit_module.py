@@ -21,9 +21,10 @@ from common.provenance import armlm_commit
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
 from models.backbone import ModelConfig, Transformer
 from models.flops import TRAINING_PASSES
-from objectives.base import Batch, Objective, TrainingProgress
+from objectives.base import Batch, LossOutput, Objective, TrainingProgress
 from training.callbacks import TokenAccounting, logs_this_step
-from training.optim import adamw_with_schedule, decay_start, fused_adamw_allowed
+from training.compiled import compile_loss
+from training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed
 
 log = logging.getLogger("armlm.train")
 OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram
@@ -33,9 +34,9 @@ class NonFiniteLossError(RuntimeError):
     """Raised before the optimiser step, so no checkpoint ever holds the weights a NaN/inf produced."""
 
 
-class PretrainModule(L.LightningModule):
+class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
     def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
-                 compile_backbone: bool = False, nonfinite_loss: str = "stop",
+                 compile_step: dict[str, Any] | None = None, nonfinite_loss: str = "stop",
                  built_objective: Objective | None = None, init_from: list[dict[str, Any]] | None = None) -> None:
         """`objective` is the objective's config (with its `_target_`), kept in the checkpoint's hyperparameters;
         `built_objective`, if given, is that objective already built (train.py builds it to check the config
@@ -43,15 +44,23 @@ class PretrainModule(L.LightningModule):
         `nonfinite_loss` (checked in training.validate): "stop" raises NonFiniteLossError at a NaN/inf training
         loss; "skip" leaves the weights alone for that batch (no backward, no update; the step still counts)
         and counts it in train/skipped_batches. `init_from`: the lineage of a continued run (training.init_from),
-        kept with the hyperparameters so every checkpoint and the TensorBoard run record the chain."""
+        kept with the hyperparameters so every checkpoint and the TensorBoard run record the chain.
+        `compile_step` (training.compiled.compile_loss's settings: mode, backend): the training step's loss, the
+        objective's over the backbone, is compiled as one graph; None runs it eagerly."""
         super().__init__()
         self.save_hyperparameters(ignore=["built_objective"])
         self.model = Transformer(ModelConfig(**model))
         self.skipped_batches = 0
-        if compile_backbone:
-            # In place: the state dict keeps its plain names, and the LM-head loss (lm_nll) stays eager.
-            self.model.compile()
         self.objective: Objective = built_objective if built_objective is not None else instantiate(objective)
+        if compile_step is not None and nonfinite_loss == "skip":
+            raise ValueError("nonfinite_loss=skip reads every step's loss on the host, which a compiled step does not "
+                             "(model.compile=true); use nonfinite_loss=stop, or model.compile=false")
+        # The objective's loss over the backbone as one graph (the module's own objects: the state dict keeps its names)
+        self.compiled_loss = None if compile_step is None else compile_loss(self.objective, self.model, **compile_step)
+        # A device flag: some training loss since the last read was NaN/inf (read where reads are not free)
+        self.nonfinite_seen: Tensor | None = None
+        # The devices' peak FLOP/s that train/mfu is a share of (train.py: mfu_peak_flops); None logs no MFU.
+        self.peak_flops: float | None = None
         self.val_lm_nll = MeanMetric()
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})
         # The unigram NLL of exactly the targets the objective's loss scored on held-out blocks, pooled ("all") and
@@ -89,6 +98,7 @@ class PretrainModule(L.LightningModule):
             self.trained_length = int(datamodule.block_size)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_finite()  # before anything is written
         # The tokenizer travels with the weights, so fine-tuning needs nothing but the checkpoint.
         checkpoint["tokenizer_json"] = self.tokenizer_json
         checkpoint["trained_length"] = self.trained_length
@@ -121,14 +131,34 @@ class PretrainModule(L.LightningModule):
         seed = derived_seed(self.hparams.seed, stream, *indices, self.global_rank)
         return torch.Generator(device=self.device).manual_seed(seed)
 
+    @property
+    def reads_every_step(self) -> bool:
+        """Whether a step may read device values on the host: eagerly on a CPU, where reading costs nothing, or where
+        nonfinite_loss=skip needs every loss. Otherwise (a compiled step, a GPU) the loss's finiteness, the counts and
+        the logged scalars are read once per trainer.log_every_n_steps (and at checkpoints)."""
+        return (self.device.type == "cpu" and self.compiled_loss is None) or self.hparams.nonfinite_loss == "skip"
+
     def training_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor] | None:
-        seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
-        generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
         if self.objective.needs_progress:
             self.objective.set_progress(self.progress())
         if self.objective.phase is not None and self.token_accounting is not None:
             self.token_accounting.phase_started(self.objective.phase)
-        out = self.objective.loss(batch, self.model, generator)
+        if self.compiled_loss is not None:
+            # One seeded global stream draws the corruption, then dropout: a graph takes no generator argument.
+            torch.manual_seed(derived_seed(self.hparams.seed, TRAIN_CORRUPTION, self.current_epoch, batch_idx,
+                                           self.global_rank))
+            out = self.compiled_loss(batch)
+        else:
+            seed_dropout(self.hparams.seed, self.current_epoch, batch_idx, self.global_rank)
+            generator = self.corruption_generator(TRAIN_CORRUPTION, self.current_epoch, batch_idx)
+            out = self.objective.loss(batch, self.model, generator)
+        if not self.reads_every_step:
+            finite = torch.isfinite(out.loss.detach())
+            self.nonfinite_seen = ~finite if self.nonfinite_seen is None else self.nonfinite_seen | ~finite
+            if logs_this_step(self.trainer):
+                self.check_finite()
+                self.log_step(out)
+            return self.step_outputs(out)
         loss_value = float(out.loss.detach())
         if not math.isfinite(loss_value) and self.hparams.nonfinite_loss == "skip":
             self.skipped_batches += 1
@@ -144,14 +174,34 @@ class PretrainModule(L.LightningModule):
                 "(or set nonfinite_loss=skip to skip such batches)."
             )
         self.last_finite_loss = loss_value
-        n_pred = out.predicted_tokens
         if logs_this_step(self.trainer):
-            self.log("train/loss", out.loss, prog_bar=True)
-            self.log("train/lm_loss", out.lm_nll_sum / n_pred.clamp(min=1))
-            for name, (value, _) in out.extras.items():
-                self.log(f"train/{name}", value)
-        return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": n_pred,
+            self.log_step(out)
+        return self.step_outputs(out)
+
+    def log_step(self, out: LossOutput) -> None:
+        self.log("train/loss", out.loss, prog_bar=True)
+        self.log("train/lm_loss", out.lm_nll_sum / torch.as_tensor(out.predicted_tokens).clamp(min=1))
+        for name, (value, _) in out.extras.items():
+            self.log(f"train/{name}", value)
+
+    @staticmethod
+    def step_outputs(out: LossOutput) -> dict[str, Any]:
+        return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": out.predicted_tokens,
                 "flops": TRAINING_PASSES * out.forward_flops}
+
+    def check_finite(self) -> None:
+        """Raise NonFiniteLossError if any training loss since the last check was NaN/inf: one read of a device flag.
+        Where reads are deferred it runs at logging steps and before any checkpoint is written, so no checkpoint holds
+        the weights such a loss produced."""
+        if self.nonfinite_seen is None:
+            return
+        seen, self.nonfinite_seen = bool(self.nonfinite_seen), None
+        if seen:
+            raise NonFiniteLossError(
+                f"a training loss was NaN/inf at or before step {self.global_step} (epoch {self.current_epoch}; "
+                "this run reads the loss once per trainer.log_every_n_steps). Stopped before any checkpoint held its "
+                "weights: the last saved checkpoint is intact. Lower optim.lr, raise optim.warmup_steps or check the "
+                "data (trainer.log_every_n_steps=1 names the exact step).")
 
     def on_validation_epoch_start(self) -> None:
         self.objective.set_progress(None)  # an objective with a schedule validates at its end-of-training setting

@@ -60,10 +60,32 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
 
 
 def fused_adamw_allowed(module: L.LightningModule) -> bool | None:
-    """None (fused where torch has it) unless Lightning would refuse: its mixed-precision plugin will not clip
-    the gradients of an optimiser that unscales them itself, fused AdamW included, even in bf16 where nothing
-    is scaled. Runs that clip under autocast keep foreach AdamW."""
+    """None (fused where torch has it) unless the gradients are scaled (16-mixed's GradScaler) and clipped: clipping
+    must then follow the unscaling that a fused optimiser does inside its own step. bf16 autocast scales nothing, so
+    its runs clip as they are (ClipsUnscaledGradients) and keep the fused kernel."""
     trainer = module.trainer
-    if isinstance(trainer.precision_plugin, MixedPrecision) and trainer.gradient_clip_val:
+    if grad_scaler(trainer) is not None and trainer.gradient_clip_val:
         return False
     return None
+
+
+def grad_scaler(trainer: L.Trainer) -> Any:
+    return getattr(trainer.precision_plugin, "scaler", None) if isinstance(trainer.precision_plugin,
+                                                                           MixedPrecision) else None
+
+
+class ClipsUnscaledGradients:
+    """A LightningModule mix-in: where no scaler touches the gradients (fp32, bf16 autocast), clip them with torch
+    directly. Lightning's mixed-precision plugin refuses to clip for any optimiser that unscales by itself, fused
+    AdamW included, even in bf16 where there is nothing to unscale; with a scaler, Lightning's own path runs."""
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        if not gradient_clip_val or grad_scaler(self.trainer) is not None:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            return
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if gradient_clip_algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
+        else:  # Lightning's default, "norm": no host read (no error_if_nonfinite)
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from common.migrations import SCHEMA_VERSION
@@ -21,7 +22,8 @@ from models.backbone import ModelConfig
 from models.checkpoint import read_hyperparameters
 from training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
 from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
-from training.callbacks import DataPosition, SaveAtSteps, SaveAtTokens, TokenAccounting
+from training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
+from training.compiled import datasheet_peak
 from training.disk_full import reporting_full_disk
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from training.lit_module import OWN_ALL, PretrainModule
@@ -34,7 +36,7 @@ from training.setup import (
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
 )
-from training.trainer import build_trainer, checkpoints, quiet_lightning, write_result
+from training.trainer import build_trainer, checkpoints, quiet_lightning, step_settings, write_result
 from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
@@ -49,7 +51,7 @@ warnings.filterwarnings("ignore", message="`training_step` returned `None`")
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     """Everything that can be checked without data, so bad settings fail before any data processing."""
     objective = build(cfg.objective)  # validates mask rates and probabilities
-    model_config, _ = build_model_config(cfg.model)  # validates sizes
+    model_config = build_model_config(cfg.model)  # validates sizes
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     check_branch_settings(cfg, objective)
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
@@ -89,7 +91,10 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     L.seed_everything(cfg.seed, workers=True)
 
+    step = step_settings(cfg.trainer)
+    torch.set_float32_matmul_precision(step["matmul_precision"])
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
+    datamodule.use_loaders(workers=max(datamodule.num_workers, step["loader_workers"]), pin_memory=step["pin_memory"])
     datamodule.setup("fit")  # builds any missing cache; the tokenizer decides the vocabulary size
     model_config.vocab_size = datamodule.vocabulary.size
     lineage, parent = (parent_lineage(cfg.init_from, model_config, datamodule.tokenizer_json)
@@ -99,7 +104,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         objective=OmegaConf.to_container(cfg.objective, resolve=True),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         seed=cfg.seed,
-        compile_backbone=bool(cfg.model.get("compile", False)),
+        compile_step={"mode": step["compile_mode"], "backend": step["compile_backend"]} if step["compile"] else None,
         nonfinite_loss=cfg.nonfinite_loss,
         built_objective=objective,
         init_from=lineage or None,
@@ -113,10 +118,13 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     best_and_last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     branch_points = SaveAtSteps([], out / "checkpoints")  # a trunk's branches' decay starts (branch_start)
-    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, branch_points, best_and_last],
+    first_step = FirstStep(started)
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, branch_points, best_and_last,
+                                               first_step],
                             cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
     resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
+    module.peak_flops = step["mfu_peak_flops"] or datasheet_peak(trainer.strategy.root_device)
     log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
     fit_started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
@@ -171,6 +179,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
         # bench/loop.py sets its tokens/s against the bare step's.
         "fit_seconds": round(fit_seconds, 2),
+        # the fit's training FLOPs per second over the devices' peak (trainer.step.mfu_peak_flops, else the GPU's
+        # data sheet; None on a CPU), validation and checkpoints inside the time; and the start-up to the first step
+        "mfu": (tokens.flops_seen / fit_seconds / (module.peak_flops * trainer.world_size)
+                if module.peak_flops and fit_seconds > 0 else None),
+        "startup_seconds": None if first_step.seconds is None else round(first_step.seconds, 1),
         "best_checkpoint": best_and_last.best_model_path,
         "last_checkpoint": best_and_last.last_model_path,
         "metrics": metrics,

@@ -30,14 +30,13 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise
 
 
-def build_model_config(node: DictConfig) -> tuple[ModelConfig, bool]:
-    """The `model` group as (architecture, compile). `model.compile` says how to run the backbone, not what it
-    is, so it stays out of ModelConfig, checkpoints and resume checks."""
+def build_model_config(node: DictConfig) -> ModelConfig:
+    """The `model` group's architecture (how a step runs is the trainer's: trainer.step)."""
     settings = OmegaConf.to_container(node, resolve=True)
-    compile_backbone = settings.pop("compile", False)
-    if not isinstance(compile_backbone, bool):
-        raise ValueError(f"model.compile={compile_backbone!r}; set it to true or false")
-    return build(OmegaConf.create(settings)), compile_backbone
+    if "compile" in settings:
+        raise ValueError("model.compile is now trainer.step.compile, which compiles the whole training step (not the "
+                         "backbone alone): give trainer.step.compile=true, or trainer=gpu")
+    return build(OmegaConf.create(settings))
 
 
 def command_line_overrides() -> list[str]:

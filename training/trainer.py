@@ -13,7 +13,7 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from common.atomic import atomic_write_artefact
 from common.provenance import armlm_commit
@@ -60,6 +60,24 @@ def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:
     return [instantiate(config, save_dir=str(out)) for config in (loggers or {}).values()]
 
 
+STEP_DEFAULTS = {"compile": False, "compile_mode": "default", "compile_backend": "inductor",
+                 "matmul_precision": "highest", "loader_workers": 0, "pin_memory": False, "mfu_peak_flops": None}
+
+
+def step_settings(trainer: DictConfig) -> dict[str, Any]:
+    """The trainer group's `step` settings (how armlm runs a pretraining step there), with their defaults."""
+    given = OmegaConf.to_container(trainer.get("step") or DictConfig({}), resolve=True)
+    return {**STEP_DEFAULTS, **given}
+
+
+def lightning_settings(trainer: DictConfig) -> DictConfig:
+    """The trainer group without armlm's `step` settings: what Lightning's Trainer takes."""
+    lightning = trainer.copy()
+    with open_dict(lightning):
+        lightning.pop("step", None)
+    return lightning
+
+
 def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], loggers: DictConfig | None = None,
                   **overrides: Any) -> L.Trainer:
     """The `trainer` group's Trainer for a run writing into `out`: `callbacks` (the run's own, then
@@ -68,7 +86,7 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
     bar = [RunProgressBar()] if trainer.get("enable_progress_bar", True) else []
     return instantiate(
-        trainer, default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
+        lightning_settings(trainer), default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
         logger=build_loggers(loggers, out) or False, plugins=[AtomicCheckpointIO()], **overrides,
     )
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from training.compiled import COMPILE_MODES
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -45,6 +47,8 @@ def one_of(*choices: str) -> Callable[[Any], bool]:
 NUMBER = (int, float)
 BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
 NONFINITE_LOSS = ("stop", "skip")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's
 RULES = (
     Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
@@ -55,6 +59,16 @@ RULES = (
     Rule("data.block_size", (int,), at_least(8), "an integer >= 8"),
     Rule("data.batch_size", (int,), at_least(1), "an integer >= 1"),
     Rule("data.num_workers", (int,), at_least(0), "an integer >= 0"),
+    Rule("trainer.step.compile", (bool,), lambda v: True, "true or false", optional=True),
+    Rule("trainer.step.compile_mode", (str,), one_of(*COMPILE_MODES), f"one of {COMPILE_MODES}", optional=True),
+    Rule("trainer.step.compile_backend", (str,), one_of(*COMPILE_BACKENDS), f"one of {COMPILE_BACKENDS}",
+         optional=True),
+    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}",
+         optional=True),
+    Rule("trainer.step.loader_workers", (int,), at_least(0), "an integer >= 0", optional=True),
+    Rule("trainer.step.pin_memory", (bool,), lambda v: True, "true or false", optional=True),
+    Rule("trainer.step.mfu_peak_flops", NUMBER, above(0), "a positive FLOP/s per device (e.g. 989e12), or null",
+         optional=True),
     Rule("optim.lr", NUMBER, above(0), "a number > 0"),
     Rule("optim.weight_decay", NUMBER, at_least(0), "a number >= 0"),
     Rule("optim.eps", NUMBER, above(0), "a number > 0"),
@@ -104,7 +118,7 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str) -> Non
         value = OmegaConf.select(cfg, rule.key, default=None)
         if value is None and rule.optional:
             continue
-        if isinstance(value, bool) or not isinstance(value, rule.kinds) or not rule.ok(value):
+        if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
             raise ValueError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
                              f"e.g. {rule.key}=<value>")
     betas = OmegaConf.select(cfg, betas_key, default=None)
