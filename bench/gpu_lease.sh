@@ -31,7 +31,7 @@ part() {
   local t0; t0=$(date +%s)
   timeout "$budget" "$@" > "$out/$name.log" 2>&1; local rc=$?
   echo "$name: rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$out/parts.txt"
-  tail -n 3 "$out/$name.log"
+  grep -v "^{" "$out/$name.log" | tail -n 3
 }
 
 if [ "$dry" = 1 ]; then
@@ -40,6 +40,7 @@ if [ "$dry" = 1 ]; then
   bench_steps=(--rounds 1 --steps 1 --warmup 1); compile_flags="--compile --compile-backend aot_eager"
   train=(model=tiny trainer.max_steps=3 trainer.val_check_interval=3 trainer.limit_val_batches=2 max_tokens=null
          data.block_size=32 data.batch_size=8 data.tokenizer.vocab_size=600 trainer.precision=32-true
+         trainer.enable_progress_bar=false
          trainer.step.compile=true trainer.step.compile_backend=aot_eager)
   study=(scale=smoke seeds=1 first_seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]'
          'extra_finetune=["task.data.max_train_examples=16","task.data.max_eval_examples=16"]')
