@@ -123,16 +123,16 @@ class MaskedLM(Objective):
         return min(length, max(1, round(self.mask_rate * length)))
 
     def static_rows(self, batch: Batch) -> int | None:
-        """How many positions `corruption` picks in this batch, where the shapes alone say (`fixed_count`)."""
+        """How many positions `corruption_of` picks in this batch, where the shapes alone say (`fixed_count`)."""
         ids = batch["input_ids"]
         return ids.shape[0] * self.per_sequence(ids.shape[1]) if self.fixed_count else None
 
     def corrupt(self, input_ids: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """Return (corrupted inputs, labels): labels hold the original token at selected positions and
         IGNORE_INDEX everywhere else. Runs on the inputs' device."""
-        return self.corruption(input_ids, generator)[:2]
+        return self.corruption_of(input_ids, generator)[:2]
 
-    def corruption(self, input_ids: Tensor, generator: torch.Generator | None = None) -> Corruption:
+    def corruption_of(self, input_ids: Tensor, generator: torch.Generator | None = None) -> Corruption:
         """`corrupt`'s inputs and labels, and the positions drawn (special ones among them carry no label)."""
         if self.mask_id is None:
             raise RuntimeError("MaskedLM.set_vocabulary must be called before corrupting inputs")
@@ -157,7 +157,7 @@ class MaskedLM(Objective):
         """Corrupt, encode bidirectionally, score the selected positions. The backbone returns states only at
         the selected positions plus those in `also` ((B, T) bool; MLM+NSP's [CLS]), so neither its last MLP
         nor the vocabulary projection runs anywhere else."""
-        corrupted, labels, picked = self.corruption(batch["input_ids"], generator)
+        corrupted, labels, picked = self.corruption_of(batch["input_ids"], generator)
         selected = labels != IGNORE_INDEX
         # a fixed count reads exactly the positions drawn (a special one among them carries no target)
         count = self.static_rows(batch) if also is None else None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import lightning as L
 import torch
 from torch import nn
 
-from training.optim import adamw_with_schedule
+from training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
 
 
 def two_copies() -> tuple[nn.Module, nn.Module]:
@@ -38,3 +39,34 @@ def test_fused_is_the_default_on_cpu_and_matches_the_per_parameter_loop():
     for a, b in zip(fast_model.parameters(), plain_model.parameters()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
     assert not torch.equal(fast_model[0].weight, two_copies()[0][0].weight)  # the steps did move the weights
+
+
+class TinyModule(ClipsUnscaledGradients, L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 1)
+        self.norms: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        return (self.net(batch[0]) * 100).pow(2).mean()  # gradients far above the clip
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+        super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+        self.norms.append(float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in self.parameters()]))))
+
+    def configure_optimizers(self):
+        return adamw_with_schedule(self, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.98), eps=1e-6, warmup_steps=1,
+                                   total_steps=4, min_lr_ratio=1.0, fused=fused_adamw_allowed(self))
+
+
+def test_bf16_runs_clip_their_gradients_and_keep_fused_adamw(tmp_path):
+    """Lightning's bf16 plugin refuses to clip for a fused optimiser; nothing is scaled there, so armlm clips itself."""
+    module = TinyModule()
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(16, 8)), batch_size=4)
+    trainer = L.Trainer(accelerator="cpu", precision="bf16-mixed", gradient_clip_val=0.5, max_steps=3, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=str(tmp_path))
+    trainer.fit(module, data)
+    assert trainer.optimizers[0].defaults["fused"] is not False  # None: fused wherever torch has the kernel
+    assert getattr(trainer.optimizers[0], "_step_supports_amp_scaling", False)  # the fused kernel it refused before
+    assert module.norms and max(module.norms) <= 0.5 + 1e-4
