@@ -37,6 +37,7 @@ def objective_case(name: str, *, model: str = "tiny", vocab: int = 300, block: i
     an objective whose input format joins documents on purpose (segment pairs), which refuses that setting.
     `overrides`: more train.py settings (`+objective.fixed_count=true`)."""
     cfg = compose_config("train", [f"objective={name}", f"model={model}", *overrides])
+    torch.manual_seed(seed)  # the objective's own heads (ELECTRA's generator, copy and NSP heads) draw their init too
     objective = build(cfg.objective)
     if documents and objective.input_format != "blocks":
         return None
