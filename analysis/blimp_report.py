@@ -18,6 +18,7 @@ from scipy import stats
 
 from analysis import study as S
 from common.atomic import atomic_file, atomic_write_text
+from common.errors import ArmlmError
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
@@ -74,7 +75,7 @@ def one_release(zeroshot: list[tuple[str, int, dict]]) -> pd.DataFrame:
         if scores:
             overall.setdefault(scores, f"{arm}/seed{seed}")
     if len(overall) > 1:
-        raise ValueError("the zero-shot reports score the release's models over different paradigms ("
+        raise ArmlmError("the zero-shot reports score the release's models over different paradigms ("
                          + "; ".join(f"{where}: {dict(scores)}" for scores, where in overall.items())
                          + "): rescore them with the same blimp settings, so every line is read against one release")
     return published_rows(zeroshot)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.blimp_report import REFERENCE_MODEL
+from common.errors import ArmlmError
 
 BLIMP = "BLiMP"
 STRICT_WORDS = 100_000_000  # BabyLM's strict track
@@ -67,7 +68,7 @@ def registered_budget(runs: pd.DataFrame, budgets: pd.DataFrame, published: pd.D
     line per column; the model's score). A budget missing a line's score does not qualify."""
     reference = published[published["level"] == "overall"].set_index("arm")["mean"]
     if model not in reference.index:
-        raise ValueError(f"no release score for {model!r} in the zero-shot reports: the rule reads the release's "
+        raise ArmlmError(f"no release score for {model!r} in the zero-shot reports: the rule reads the release's "
                          f"{model}; score BLiMP with the release's per-paradigm file present")
     score = float(reference[model])
     part = paired(runs, budgets, BLIMP)

@@ -32,6 +32,7 @@ from analysis.curves_reading import (
 )
 from analysis.study_report import save_figure, with_common_scale, write_report
 from common.atomic import atomic_write_text
+from common.errors import ArmlmError
 from common.migrations import migrate_summary
 
 # measure -> what its figure's y axis says
@@ -50,7 +51,7 @@ def run_budgets(root: Path) -> pd.DataFrame:
         arm, seed = S.arm_and_seed(path, root)
         summary = migrate_summary(json.loads(path.read_text()))
         if summary["words_seen"] is None:
-            raise ValueError(f"{path} has no words_seen (its token cache was built before the cache counted words): "
+            raise ArmlmError(f"{path} has no words_seen (its token cache was built before the cache counted words): "
                              "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens
         rows.append({"arm": arm, "seed": seed, "objective": summary["objective"], "words": summary["words_seen"],
@@ -58,7 +59,7 @@ def run_budgets(root: Path) -> pd.DataFrame:
                      "own_below_unigram": S.lowest_own_margin(summary["own_below_unigram"]),
                      "trunk": Path(branch["trunk"]).parts[-3] if branch else None, "trunk_tokens": branch.get("tokens")})
     if not rows:
-        raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
+        raise ArmlmError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json)")
     return pd.DataFrame(rows)
 
 
@@ -139,7 +140,7 @@ def curve_points(runs: pd.DataFrame, budgets: pd.DataFrame) -> pd.DataFrame:
     if (clash > 1).any():
         measure, line, words = clash[clash > 1].index[0]
         arms = sorted(points[(points["line"] == line) & (points["words"].round(-3) == words)]["arm"].unique())
-        raise ValueError(f"arms {arms} both put {line} at {words:,.0f} words: a curve has one arm per budget; give "
+        raise ArmlmError(f"arms {arms} both put {line} at {words:,.0f} words: a curve has one arm per budget; give "
                          "them different budgets or objectives")
     return points
 

@@ -44,6 +44,7 @@ import pandas as pd
 
 from analysis import study as S
 from analysis.runs import FINETUNE_SEED_SUFFIX, curve_by_steps
+from common.errors import ArmlmError
 from common.scalars import run_scalars
 from finetune.task_module import metric_tag
 
@@ -78,7 +79,7 @@ class NotComparable(ValueError):
 def quantity_of(side: dict[str, Any]) -> str:
     named = [q for q in QUANTITIES if q in side]
     if len(named) != 1 or "arm" not in side:
-        raise ValueError(f"a finding's side needs an arm and exactly one of {QUANTITIES}; got {sorted(side)}")
+        raise ArmlmError(f"a finding's side needs an arm and exactly one of {QUANTITIES}; got {sorted(side)}")
     return named[0]
 
 
@@ -98,7 +99,7 @@ def _score(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str
     if split is not None:
         rows = rows[rows["split"] == split]
     elif rows["split"].nunique() > 1:
-        raise ValueError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
+        raise ArmlmError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
     return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column])}
 
 
@@ -107,7 +108,7 @@ def epoch_scores(runs: StudyRuns, arm: str, task_variant: str, metric: str, spli
     """seed -> the dev score logged at the end of fine-tuning epoch `epoch` (1-based), the median over the
     checkpoint's fine-tuning runs: read from each run's scalars (TensorBoard, or a record's scalars.csv)."""
     if runs.root is None:
-        raise ValueError("a side that reads an epoch (epoch:) needs the study folder's runs")
+        raise ArmlmError("a side that reads an epoch (epoch:) needs the study folder's runs")
     task = task_variant.partition("-")[0]
     tag = metric_tag(task, split or "validation", metric)
     out = {}
@@ -118,11 +119,11 @@ def epoch_scores(runs: StudyRuns, arm: str, task_variant: str, metric: str, spli
                 continue
             frame = run_scalars(folder)
             if tag not in frame or "epoch" not in frame:
-                raise ValueError(f"{folder} logged no {tag!r} by epoch; its tags are {sorted(frame.columns)}")
+                raise ArmlmError(f"{folder} logged no {tag!r} by epoch; its tags are {sorted(frame.columns)}")
             logged = frame[tag].dropna()
             at = logged[frame["epoch"].reindex(logged.index).to_numpy() == epoch - 1]
             if at.empty:
-                raise ValueError(f"{folder} has no {tag} after epoch {epoch} (it logged epochs "
+                raise ArmlmError(f"{folder} has no {tag} after epoch {epoch} (it logged epochs "
                                  f"{sorted({int(e) + 1 for e in frame['epoch'].reindex(logged.index).dropna()})})")
             scores.append(float(at.iloc[-1]))
         if scores:
@@ -195,20 +196,20 @@ def _blimp(report: dict[str, Any], spec: dict[str, Any]) -> float:
     """BLiMP accuracy by `method` at `level` ('overall', 'field', 'phenomenon', 'paradigm') and `name`."""
     results = report["blimp"]["results"]
     if spec["method"] not in results:
-        raise ValueError(f"zeroshot method {spec['method']!r} was not scored ({sorted(results)}); add it to the "
+        raise ArmlmError(f"zeroshot method {spec['method']!r} was not scored ({sorted(results)}); add it to the "
                          "arm's zeroshot_settings")
     level, name = spec.get("level", "overall"), spec.get("name", "overall")
     for row in results[spec["method"]]:
         if row["level"] == level and row["name"] == name:
             return float(row["accuracy"])
-    raise ValueError(f"BLiMP has no {level} {name!r} in this study's paradigms")
+    raise ArmlmError(f"BLiMP has no {level} {name!r} in this study's paradigms")
 
 
 def _words(report: dict[str, Any], spec: dict[str, Any]) -> float:
     """A word-benchmark score of one layer's vectors (NaN when the benchmark gave none, e.g. no rare pair)."""
     layer = str(spec.get("layer", "static"))
     if layer not in report["layers"]:
-        raise ValueError(f"words.json has layers {sorted(report['layers'])}, not {layer!r}")
+        raise ArmlmError(f"words.json has layers {sorted(report['layers'])}, not {layer!r}")
     scores = report["layers"][layer][spec["benchmark"]]
     value = scores[spec["metric"]]["accuracy"] if spec["benchmark"] == "analogies" else scores[spec["metric"]]
     return math.nan if value is None else float(value)

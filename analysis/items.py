@@ -30,6 +30,7 @@ import numpy as np
 
 from analysis.findings import StudyRuns, quantity_of
 from analysis.verdicts import Claim, ClaimTest, holm
+from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
@@ -80,7 +81,7 @@ def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | N
     split = "validation" if "validation" in splits else next(iter(splits))
     evaluations = splits[split][names[0]]
     if epoch is not None and not 1 <= epoch <= len(evaluations):
-        raise ValueError(f"{path} has {len(evaluations)} evaluations; a side reads epoch {epoch}")
+        raise ArmlmError(f"{path} has {len(evaluations)} evaluations; a side reads epoch {epoch}")
     return SentenceItems(np.asarray(evaluations[-1 if epoch is None else epoch - 1], dtype=np.int64))
 
 
@@ -113,7 +114,7 @@ def _blimp_draws(sides: list[dict[int, BlimpItems]], seeds: list[int], draws: in
     tables = [side[s] for side in sides for s in seeds]
     uids = sorted(set.intersection(*(set(t.accuracy) for t in tables)))
     if len(uids) != len(tables[0].accuracy) or any(len(t.accuracy) != len(uids) for t in tables):
-        raise ValueError("the sides' BLiMP reports hold different paradigms; score both on the same ones")
+        raise ArmlmError("the sides' BLiMP reports hold different paradigms; score both on the same ones")
     with_pairs = all(t.outcomes is not None for t in tables)
     chosen = rng.integers(0, len(uids), size=(draws, len(uids)))
     per_paradigm = []  # per table: (paradigms, draws) accuracy of each paradigm in each draw
@@ -122,7 +123,7 @@ def _blimp_draws(sides: list[dict[int, BlimpItems]], seeds: list[int], draws: in
         for uid in uids:
             n = len(tables[0].outcomes[uid])
             if any(len(t.outcomes[uid]) != n for t in tables):
-                raise ValueError(f"paradigm {uid} has different pairs in the sides' reports")
+                raise ArmlmError(f"paradigm {uid} has different pairs in the sides' reports")
             pair_draws[uid] = rng.integers(0, n, size=(draws, n))
     for t in tables:
         if with_pairs:
@@ -140,7 +141,7 @@ def _sentence_draws(sides: list[dict[int, SentenceItems]], seeds: list[int], dra
                     rng: np.random.Generator) -> tuple[list[np.ndarray], str]:
     n = len(sides[0][seeds[0]].counts)
     if any(len(side[s].counts) != n for side in sides for s in seeds):
-        raise ValueError("the sides' runs were scored on different dev sentences; fine-tune both on the same split")
+        raise ArmlmError("the sides' runs were scored on different dev sentences; fine-tune both on the same split")
     chosen = rng.integers(0, n, size=(draws, n))
     tables = np.concatenate([side[s].counts for side in sides for s in seeds], axis=1)  # (n, 3 x tables)
     totals = np.empty((draws, tables.shape[1]), dtype=np.int64)
@@ -197,7 +198,7 @@ def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
 def combined_verdict(seed_verdict: str, item_verdict: str | float | None, decides: str) -> tuple[str, str]:
     """A row's verdict under the registered rule, and a note saying which test held it back (or '')."""
     if decides not in DECIDES:
-        raise ValueError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
+        raise ArmlmError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
     if not isinstance(item_verdict, str) or seed_verdict not in ("reproduced", "contradicted", "unresolved"):
         return seed_verdict, ""
     if decides == "seeds":

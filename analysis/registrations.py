@@ -10,6 +10,7 @@ from typing import Any
 from analysis.findings import quantity_of
 from analysis.gate import GATE_KEYS, MARGIN_KEYS
 from analysis.verdicts import ALPHA, Claim
+from common.errors import ArmlmError
 
 # withdrawn_after_data: {date, why}: a row found, after its data, not to test its claim. It stays in its family
 # (Holm counts it, so no other row gains from its leaving) and its verdict reads "withdrawn".
@@ -23,42 +24,42 @@ def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
     unknown = set(finding) - FINDING_KEYS
     missing = {"claim", "anchor", "a", "b", "test", "justification", "registered"} - set(finding)
     if unknown or missing:
-        raise ValueError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
+        raise ArmlmError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
                          f"has {sorted(FINDING_KEYS)} (superseded and withdrawn_after_data optional)")
     withdrawn = finding.get("withdrawn_after_data")
     if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
-        raise ValueError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, why: ...}}")
+        raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, why: ...}}")
     for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
         if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
-            raise ValueError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
+            raise ArmlmError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
                              "(and seen: <which seeds had run>, where some had)")
     seeds = finding["registered"].get("seeds")
     if seeds is not None and not (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
                                   and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seeds)):
-        raise ValueError(f"finding {finding_id}: registered.seeds={seeds!r}; give the distinct positive pretraining "
+        raise ArmlmError(f"finding {finding_id}: registered.seeds={seeds!r}; give the distinct positive pretraining "
                          "seeds its verdict is read on, e.g. seeds: [1, 2, 3, 4, 5], or leave it out")
     for side in ("a", "b"):
         quantity_of(finding[side])
     test = dict(finding["test"])
     if set(test) - TEST_KEYS:
-        raise ValueError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
+        raise ArmlmError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
     try:
         return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
     except (KeyError, ValueError) as err:
-        raise ValueError(f"finding {finding_id}: {err}") from err
+        raise ArmlmError(f"finding {finding_id}: {err}") from err
 
 
 def check_registrations(study: dict[str, Any]) -> None:
     """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
     alpha = study.get("alpha", ALPHA)
     if not 0 < float(alpha) < 1:
-        raise ValueError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
+        raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
     gate = study.get("gate")
     rule = (gate or {}).get("min_discrimination")
     if gate is not None and (len(set(MARGIN_KEYS) & set(gate)) != 1 or set(gate) - GATE_KEYS
                              or not all(float(v) >= 0 for k, v in gate.items() if k != "min_discrimination")
                              or rule is not None and not (isinstance(rule, dict) and 0 < float(rule.get("alpha", 0)) < 1)):
-        raise ValueError(f"study.gate={gate}; give gate: {{one of own_below_unigram or min_below_unigram: <nats, >= 0> or "
+        raise ArmlmError(f"study.gate={gate}; give gate: {{one of own_below_unigram or min_below_unigram: <nats, >= 0> or "
                          "own_share_below_unigram: <share of the baseline, >= 0>, "
                          "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
                          "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
@@ -66,14 +67,14 @@ def check_registrations(study: dict[str, Any]) -> None:
     if item_test is not None and (not isinstance(item_test, dict) or set(item_test) - ITEM_TEST_KEYS
                                   or item_test.get("decides", "both") not in ("both", "seeds", "items")
                                   or int(item_test.get("draws", 10_000)) < 1_000):
-        raise ValueError(f"study.item_test={item_test}; give item_test: {{decides: both | seeds | items, draws: "
+        raise ArmlmError(f"study.item_test={item_test}; give item_test: {{decides: both | seeds | items, draws: "
                          "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")
     for finding_id, finding in (study.get("findings") or {}).items():
         registered_claim(finding_id, finding)
     for check_id, check in (study.get("checks") or {}).items():
         arm = (check.get("value") or {}).get("arm")
         if arm not in study["arms"]:
-            raise ValueError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
+            raise ArmlmError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
         quantity_of(check["value"])
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from common.errors import ArmlmError
 from common.migrations import migrate_summary
 from common.scalars import run_scalars
 
@@ -49,7 +50,7 @@ def curve_by_steps(run: Path, tag: str) -> pd.Series:
     """`tag` by training step (NaN-free), e.g. a validation curve."""
     frame = scalars(run)
     if tag not in frame:
-        raise ValueError(f"{run} logged no {tag!r}; its tags are {sorted(frame.columns)}")
+        raise ArmlmError(f"{run} logged no {tag!r}; its tags are {sorted(frame.columns)}")
     return frame[tag].dropna()
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.runs import FINETUNE_SEED_SUFFIX
+from common.errors import ArmlmError
 from common.migrations import (
     migrate_diagnostics_report,
     migrate_finetune_results,
@@ -33,7 +34,7 @@ SECONDARY_PREFIXES = ("f1_", "precision", "recall")
 def arm_and_seed(path: Path, root: Path) -> tuple[str, int]:
     arm, seed_folder = path.relative_to(root).parts[:2]
     if not seed_folder.startswith("seed"):
-        raise ValueError(f"{path} is not inside <root>/<arm>/seed<k>/; is {root} a study folder?")
+        raise ArmlmError(f"{path} is not inside <root>/<arm>/seed<k>/; is {root} a study folder?")
     return arm, int(seed_folder.removeprefix("seed"))
 
 
@@ -41,7 +42,7 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
+        raise ArmlmError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
 
 
 def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
@@ -49,7 +50,7 @@ def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
     objective's, common.migrations.migrate_summary)."""
     kind = migrate_summary(summary).get("val_loss_kind")
     if not kind:
-        raise ValueError(f"{path}: the summary does not say which tokens its val/loss averages, and objective "
+        raise ArmlmError(f"{path}: the summary does not say which tokens its val/loss averages, and objective "
                          f"{summary.get('objective')!r} is none of those that wrote summaries before they did; add "
                          "\"val_loss_kind\" to it")
     return kind
@@ -125,7 +126,7 @@ def primary_metrics(finetuning: pd.DataFrame) -> dict[str, str]:
     found = finetuning.groupby("task", sort=False)["primary_metric"].unique()
     mixed = {task: sorted(names) for task, names in found.items() if len(names) > 1}
     if mixed:
-        raise ValueError(f"runs of one task name different primary metrics: {mixed}; rerun the older ones")
+        raise ArmlmError(f"runs of one task name different primary metrics: {mixed}; rerun the older ones")
     return {task: names[0] for task, names in found.items()}
 
 

@@ -14,6 +14,7 @@ from matplotlib.ticker import NullFormatter
 
 from analysis.runs import curve_by_tokens
 from analysis.verdicts import Claim
+from common.errors import ArmlmError
 
 GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
             "self_similarity_different_types"]
@@ -27,7 +28,7 @@ def val_loss_kinds(pretraining: pd.DataFrame) -> pd.Series:
     filled = pretraining[columns].notna()
     if not filled.any(axis=1).all():
         runs = pretraining.loc[~filled.any(axis=1), "run"].tolist()
-        raise ValueError(f"{runs}: no val_nll_<kind> value; their summary.json lacks val_loss, rerun them")
+        raise ArmlmError(f"{runs}: no val_nll_<kind> value; their summary.json lacks val_loss, rerun them")
     return filled.idxmax(axis=1).str.removeprefix("val_nll_")
 
 
@@ -40,7 +41,7 @@ def plot_learning_curves(pretraining: pd.DataFrame, axes: list[Axes], tokens_tag
     kinds = val_loss_kinds(pretraining)
     panels = list(kinds.unique())
     if len(axes) < len(panels):
-        raise ValueError(f"{len(panels)} val/loss kinds ({', '.join(panels)}) need as many axes; got {len(axes)}")
+        raise ArmlmError(f"{len(panels)} val/loss kinds ({', '.join(panels)}) need as many axes; got {len(axes)}")
     for ax, kind in zip(axes, panels):
         of_kind = pretraining[kinds == kind]
         for arm, runs in of_kind.groupby("arm", sort=False):

@@ -20,6 +20,7 @@ from analysis import study as S
 from analysis import study_plots as P
 from analysis.blimp_report import write_blimp_report
 from common.atomic import atomic_write_text
+from common.errors import ArmlmError
 
 
 @dataclass
@@ -54,7 +55,7 @@ def study_tables(root: str | Path) -> StudyTables:
     root = Path(root)
     pretraining = S.pretraining_runs(root)
     if pretraining.empty:
-        raise ValueError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
+        raise ArmlmError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
                          "run python study.py first, or give the study's root folder")
     runs = S.finetuning_runs(root)
     finetuning = S.per_checkpoint(runs)

@@ -34,6 +34,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from common.errors import ArmlmError
+
 Direction = Literal["greater", "less"]
 ClaimKind = Literal["superiority", "non_inferiority", "equivalence"]
 CLAIM_KINDS = ("superiority", "non_inferiority", "equivalence")
@@ -77,14 +79,14 @@ class Claim:
 
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:
-            raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
+            raise ArmlmError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
         if self.direction not in ("greater", "less"):
-            raise ValueError(f"direction={self.direction!r}; a claim says A is 'greater' or 'less' than B "
+            raise ArmlmError(f"direction={self.direction!r}; a claim says A is 'greater' or 'less' than B "
                              "(for equivalence: the side a difference is reported from)")
         if not self.smallest_effect > 0:
-            raise ValueError(f"smallest_effect={self.smallest_effect}: register a positive effect in the metric's units")
+            raise ArmlmError(f"smallest_effect={self.smallest_effect}: register a positive effect in the metric's units")
         if (self.kind == "superiority") != (self.margin == 0):
-            raise ValueError(f"a {self.kind} claim takes {'no margin' if self.kind == 'superiority' else 'a margin > 0'}; "
+            raise ArmlmError(f"a {self.kind} claim takes {'no margin' if self.kind == 'superiority' else 'a margin > 0'}; "
                              f"got margin={self.margin}")
 
     @property

@@ -1,16 +1,26 @@
-"""What every command does with a configuration or data error: one line naming the problem and the fix, exit
-status 1, no traceback (the messages are written for the person at the terminal)."""
+"""What every command does with a user error (common.errors.ArmlmError: a setting, a file, a checkpoint): one line
+naming the problem and the fix, exit status 1, no traceback (the messages are written for the person at the
+terminal). Any other exception keeps its traceback: it is a bug or a failure below armlm, and reads as one.
+ARMLM_TRACEBACK=1 shows the full trace of a user error too."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig
 
-CONFIG_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
+from common.errors import ArmlmError
+
+CONFIG_ERRORS: tuple[type[BaseException], ...] = (ArmlmError,)
+TRACEBACK_VARIABLE = "ARMLM_TRACEBACK"
+
+
+def wants_traceback() -> bool:
+    return os.environ.get(TRACEBACK_VARIABLE, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def run_or_exit(run: Callable[[DictConfig], Any], cfg: DictConfig, log: logging.Logger,
@@ -18,5 +28,7 @@ def run_or_exit(run: Callable[[DictConfig], Any], cfg: DictConfig, log: logging.
     try:
         run(cfg)
     except errors as err:
-        log.error("%s: %s", type(err).__name__, err)
+        if wants_traceback():
+            raise
+        log.error("%s: %s", type(err).__name__, err)  # the line ends with the message: it may end in a command
         sys.exit(1)

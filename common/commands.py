@@ -20,6 +20,7 @@ from typing import Any
 
 from common.cli import CONFIG_ERRORS, run_or_exit
 from common.config import CONFIGS, REPO
+from common.errors import ArmlmError
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ STAGE_COMMANDS: dict[str, Command] = {c.stage: c for c in COMMANDS.values() if c
 def stage_command(kind: str) -> Command:
     """The command that runs a study stage of this kind."""
     if kind not in STAGE_COMMANDS:
-        raise ValueError(f"no command runs study stages of kind {kind!r}; the kinds are {list(STAGE_COMMANDS)}")
+        raise ArmlmError(f"no command runs study stages of kind {kind!r}; the kinds are {list(STAGE_COMMANDS)}")
     return STAGE_COMMANDS[kind]
 
 

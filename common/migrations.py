@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from common.errors import ArmlmError
+
 SCHEMA_VERSION = 2  # 2: 26 November 2026, issue 45 (schema_version written; tasks carry their metrics)
 
 
@@ -54,7 +56,7 @@ def task_info_defaults(task: dict[str, Any]) -> dict[str, Any]:
     if "metrics" in task and "primary_metric" in task:
         return dict(task)
     if task.get("name") not in HISTORICAL_TASKS:
-        raise ValueError(f"fine-tuning task {task.get('name')!r} names no metrics or primary metric, and is none of "
+        raise ArmlmError(f"fine-tuning task {task.get('name')!r} names no metrics or primary metric, and is none of "
                          f"the tasks that existed before they were recorded ({', '.join(HISTORICAL_TASKS)})")
     metrics, primary = HISTORICAL_TASKS[task["name"]]
     return {**task, "metrics": {k: dict(v) for k, v in task.get("metrics", metrics).items()},

@@ -10,6 +10,8 @@ from typing import IO
 import pandas as pd
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from common.errors import ArmlmFileError
+
 SCALARS_CSV = "scalars.csv"  # beside tensorboard/: the same table, kept where event files are not
 
 
@@ -59,6 +61,6 @@ def run_scalars(run: Path) -> pd.DataFrame:
         return event_scalars(run / "tensorboard")
     if (run / SCALARS_CSV).is_file():
         return read_scalars_csv(run / SCALARS_CSV)
-    raise FileNotFoundError(f"{run} has no tensorboard/ folder (nor a study record's {SCALARS_CSV}): armlm's reports "
+    raise ArmlmFileError(f"{run} has no tensorboard/ folder (nor a study record's {SCALARS_CSV}): armlm's reports "
                             "read TensorBoard; train with tensorboard among the loggers (the default, or "
                             "'logger=[tensorboard,csv]')")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from common.errors import ArmlmError
+
 
 def text_units(texts: Iterable[str]) -> tuple[int, int]:
     """(words, UTF-8 bytes) of the texts: words split on whitespace."""
@@ -25,6 +27,6 @@ def text_units(texts: Iterable[str]) -> tuple[int, int]:
 def likelihood_units(log_prob: float, tokens: int, words: int, n_bytes: int) -> dict[str, float]:
     """A summed log-likelihood (nats, <= 0) per token, per word (nats) and per byte (bits)."""
     if min(tokens, words, n_bytes) < 1:
-        raise ValueError(f"tokens={tokens}, words={words}, bytes={n_bytes}: a likelihood per unit needs text")
+        raise ArmlmError(f"tokens={tokens}, words={words}, bytes={n_bytes}: a likelihood per unit needs text")
     return {"nll_per_token": -log_prob / tokens, "nll_per_word": -log_prob / words,
             "bits_per_byte": -log_prob / math.log(2) / n_bytes}

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.errors import ArmlmError
+
 # Fixed order, so the ids are the same in every tokenizer armlm trains.
 PAD, UNK, CLS, SEP, MASK, EOD = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[EOD]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK, EOD)
@@ -70,5 +72,5 @@ def smoothed_unigram_nll(train_counts: np.ndarray, counts: np.ndarray, excluded:
     scored = np.asarray(counts, dtype=np.float64)[:size].copy()
     scored[list(excluded)] = 0.0
     if scored.sum() == 0:
-        raise ValueError("no ordinary tokens to score against the unigram baseline")
+        raise ArmlmError("no ordinary tokens to score against the unigram baseline")
     return float(-(scored * log_p).sum() / scored.sum())

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 
 
@@ -68,7 +69,7 @@ class SegmentPairs(Dataset):
         usable = (ends - starts) >= 2
         self.starts, self.ends = starts[usable], ends[usable]
         if len(self.starts) < 2:
-            raise ValueError(
+            raise ArmlmError(
                 f"next-sentence prediction needs at least 2 documents with 2+ tokens, this split has "
                 f"{len(self.starts)}; use a corpus with more documents"
             )

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.errors import ArmlmError, ArmlmFileError
 from common.vocabulary import IGNORE_INDEX
 from datamodules.hub import load_split
 from datamodules.textfile import read_utf8
@@ -40,7 +41,7 @@ def read_conll(path: str | Path, tagset: tuple[str, ...] | None = None) -> list[
     it (after IOB2 conversion, so both B- and I- of each type) is an error naming the line."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"CoNLL file {path} not found (expected eng.train/eng.testa/eng.testb "
+        raise ArmlmFileError(f"CoNLL file {path} not found (expected eng.train/eng.testa/eng.testb "
                                 "or train.txt/valid.txt/test.txt)")
     sentences: list[Sentence] = []
     words: list[str] = []
@@ -62,12 +63,12 @@ def read_conll(path: str | Path, tagset: tuple[str, ...] | None = None) -> list[
             close()
             document += 1
         elif len(fields) < 2 or not TAG.match(fields[-1]) or len(fields) != (width or len(fields)):
-            raise ValueError(
+            raise ArmlmError(
                 f"{path}:{line_no}: expected {width or 'at least 2'} columns ending in an NER tag like O, "
                 f"B-PER or I-LOC, got {line.rstrip()!r}"
             )
         elif tagset is not None and fields[-1] != "O" and "B-" + fields[-1][2:] not in tagset:
-            raise ValueError(f"{path}:{line_no}: tag {fields[-1]!r} is not in the task's tag set {tagset}; "
+            raise ArmlmError(f"{path}:{line_no}: tag {fields[-1]!r} is not in the task's tag set {tagset}; "
                              "fix the file or use a task whose tags it has")
         else:
             width = width or len(fields)
@@ -88,7 +89,7 @@ def word_subwords(word_ids: list[int | None], at: str = "first") -> list[tuple[i
     `word_ids` is what a `tokenizers` Encoding reports (`Encoding.word_ids`): the word each token came from,
     None for special tokens."""
     if at not in WORD_SUBWORDS:
-        raise ValueError(f"finetune.word_subword={at!r}; choose first, last or auto (last for a causal reader)")
+        raise ArmlmError(f"finetune.word_subword={at!r}; choose first, last or auto (last for a causal reader)")
     step = 1 if at == "first" else -1  # the first subword differs from the one before it, the last from the next
 
     def neighbour(i: int) -> int | None:

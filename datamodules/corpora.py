@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.textfile import read_utf8
 
 Splits = dict[str, list[str]]  # "train" / "validation" -> documents
@@ -55,7 +56,7 @@ class Corpus(ABC):
 
     def __init__(self, val_fraction: float = 0.05) -> None:
         if not 0.0 <= val_fraction < 1.0:
-            raise ValueError(f"data.corpus.val_fraction={val_fraction} must be in [0, 1)")
+            raise ArmlmError(f"data.corpus.val_fraction={val_fraction} must be in [0, 1)")
         self.val_fraction = val_fraction
         self._splits: Splits | None = None
 
@@ -93,7 +94,7 @@ class Corpus(ABC):
         """Both splits, read whole."""
         splits = split_by_document(self.read_documents(), self.val_fraction)
         if not splits["train"]:
-            raise ValueError(f"{self.describe()} contains no non-empty documents; point it at real text")
+            raise ArmlmError(f"{self.describe()} contains no non-empty documents; point it at real text")
         return splits
 
     @abstractmethod
@@ -170,9 +171,9 @@ class TextFiles(Corpus):
             elif path.is_file():
                 found.append(path)
             else:
-                raise FileNotFoundError(f"data.corpus.paths: {path} does not exist; give existing files or folders")
+                raise ArmlmFileError(f"data.corpus.paths: {path} does not exist; give existing files or folders")
         if not found:
-            raise ValueError(f"data.corpus.paths {[str(p) for p in self.paths]} contain no files")
+            raise ArmlmError(f"data.corpus.paths {[str(p) for p in self.paths]} contain no files")
         return found
 
     def describe(self) -> str:
@@ -199,7 +200,7 @@ class TextFiles(Corpus):
                     try:
                         line = raw.removeprefix(b"\xef\xbb\xbf" if number == 1 else b"").decode("utf-8")
                     except UnicodeDecodeError:
-                        raise ValueError(f"{path}:{number}: not UTF-8 text; convert the file to UTF-8 or leave it "
+                        raise ArmlmError(f"{path}:{number}: not UTF-8 text; convert the file to UTF-8 or leave it "
                                          "out") from None
                     line = line.replace("\r\n", "\n").replace("\r", "\n")
                     if line.strip():
@@ -229,7 +230,7 @@ class Mixture(Corpus):
     def __init__(self, parts: list[Corpus]) -> None:
         super().__init__(val_fraction=0.0)
         if not parts:
-            raise ValueError("data.corpus.parts is empty; list at least one corpus")
+            raise ArmlmError("data.corpus.parts is empty; list at least one corpus")
         self.parts = list(parts)
 
     def describe(self) -> str:

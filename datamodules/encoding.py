@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
+from common.errors import ArmlmError
 from common.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
 from datamodules.conll import subword_labels
 
@@ -31,7 +32,7 @@ def token_id(tokenizer: Tokenizer, token: str) -> int:
     """The id of a special token, or an error naming the fix when the tokenizer is not armlm's."""
     found = tokenizer.token_to_id(token)
     if found is None:
-        raise ValueError(f"the tokenizer lacks {token}; use the tokenizer stored in an armlm checkpoint")
+        raise ArmlmError(f"the tokenizer lacks {token}; use the tokenizer stored in an armlm checkpoint")
     return found
 
 

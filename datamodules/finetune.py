@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
+from common.errors import ArmlmError, ArmlmFileError
 from common.seeding import derived_seed
 from common.vocabulary import CLS, IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS, WORD_SUBWORDS, Sentence, read_conll, read_hub_conll, word_subwords
@@ -79,12 +80,12 @@ class TaskInfo:
             else self.metrics
         object.__setattr__(self, "metrics", {str(k): dict(v) for k, v in dict(metrics).items()})
         if self.kind not in TASK_KINDS:
-            raise ValueError(f"task.kind={self.kind!r} for {self.name}; choose one of {TASK_KINDS}")
+            raise ArmlmError(f"task.kind={self.kind!r} for {self.name}; choose one of {TASK_KINDS}")
         if not self.metrics or any("_target_" not in spec for spec in self.metrics.values()):
-            raise ValueError(f"task.metrics of {self.name} must map each metric's name to a factory spec with a "
+            raise ArmlmError(f"task.metrics of {self.name} must map each metric's name to a factory spec with a "
                              "_target_ (finetune.metrics), e.g. accuracy: {_target_: finetune.metrics.accuracy}")
         if not self.primary_metric or not isinstance(self.primary_metric, str):
-            raise ValueError(f"task.primary_metric={self.primary_metric!r} for {self.name}: name the value that "
+            raise ArmlmError(f"task.primary_metric={self.primary_metric!r} for {self.name}: name the value that "
                              "plots and findings read (a metric of task.metrics, or one it computes, as EntityF1's f1)")
 
 
@@ -99,7 +100,7 @@ class FinetuneDataModule(L.LightningDataModule):
         super().__init__()
         self.info = info
         if max_length < 4:
-            raise ValueError(f"task.data.max_length={max_length} leaves no room for text; use at least 4")
+            raise ArmlmError(f"task.data.max_length={max_length} leaves no room for text; use at least 4")
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
         self.frame = TaskFrame.of_armlm(self.tokenizer) if self.tokenizer.token_to_id(CLS) is not None else None
         self.pad_id = None if self.frame is None else self.frame.pad
@@ -120,7 +121,7 @@ class FinetuneDataModule(L.LightningDataModule):
         """Which subword of a word a word-level task labels and scores: `first`, or `last`, the one a causal
         reader sees the whole word at. Set before `setup`; a task without words encodes the same either way."""
         if subword not in WORD_SUBWORDS:
-            raise ValueError(f"finetune.word_subword={subword!r}; choose first, last or auto (last for a causal reader)")
+            raise ArmlmError(f"finetune.word_subword={subword!r}; choose first, last or auto (last for a causal reader)")
         if self.encoded and subword != self.word_subword:
             raise RuntimeError("read_words_at after setup: the splits are already encoded; call it first")
         self.word_subword = subword
@@ -136,13 +137,13 @@ class FinetuneDataModule(L.LightningDataModule):
         if self.encoded:
             return
         if self.frame is None:
-            raise ValueError("the tokenizer lacks [CLS]; a tokenizer that is not armlm's needs its model's frame "
+            raise ArmlmError("the tokenizer lacks [CLS]; a tokenizer that is not armlm's needs its model's frame "
                              "(FinetuneDataModule.use_frame) before setup")
         limits = {"train": self.max_train_examples}
         for split in ("train", *self.info.eval_splits):
             examples = self.read_split(split)[: limits.get(split, self.max_eval_examples)]
             if not examples:
-                raise ValueError(f"{self.info.name} {split} has no examples; check task.data.source")
+                raise ArmlmError(f"{self.info.name} {split} has no examples; check task.data.source")
             self.encoded[split] = [self.encode(e) for e in tqdm(examples, desc=f"encoding {self.info.name} {split}",
                                                                  leave=False)]
         log.info("%s: %s examples", self.info.name, {s: len(e) for s, e in self.encoded.items()})
@@ -195,7 +196,7 @@ class GlueDataModule(FinetuneDataModule):
         self.task = GlueTask.from_config(name, {k: settings.pop(k) for k in GLUE_SPEC if k in settings})
         expected = "regression" if self.task.is_regression else "classification"
         if kind != expected:
-            raise ValueError(f"task.kind={kind!r} for {name}, but its task.data.labels {list(self.task.labels)} make "
+            raise ArmlmError(f"task.kind={kind!r} for {name}, but its task.data.labels {list(self.task.labels)} make "
                              f"it a {expected} task (regression: no labels)")
         self.source = source
         super().__init__(TaskInfo(name, kind, self.task.labels, self.task.dev_splits, metrics, primary_metric),
@@ -222,9 +223,9 @@ class ConllDataModule(FinetuneDataModule):
                  eval_splits: tuple[str, ...] = ("validation",), **settings: Any) -> None:
         unknown = [s for s in eval_splits if s not in self.FILE_NAMES]
         if unknown:
-            raise ValueError(f"task.data.eval_splits has {unknown}; choose from validation, test")
+            raise ArmlmError(f"task.data.eval_splits has {unknown}; choose from validation, test")
         if kind != "tagging":
-            raise ValueError(f"task.kind={kind!r} for {name}: CoNLL-2003 NER tags words; set task.kind=tagging")
+            raise ArmlmError(f"task.kind={kind!r} for {name}: CoNLL-2003 NER tags words; set task.kind=tagging")
         self.source, self.eval_splits = source, tuple(eval_splits)
         self.word_index: dict[str, int] | None = None
         super().__init__(TaskInfo(name, kind, CONLL2003_TAGS, self.eval_splits, metrics, primary_metric), **settings)
@@ -245,7 +246,7 @@ class ConllDataModule(FinetuneDataModule):
         for name in self.FILE_NAMES[split]:
             if (source / name).is_file():
                 return read_conll(source / name, CONLL2003_TAGS)
-        raise FileNotFoundError(f"CoNLL-2003 {split}: {source} has none of {self.FILE_NAMES[split]}; point "
+        raise ArmlmFileError(f"CoNLL-2003 {split}: {source} has none of {self.FILE_NAMES[split]}; point "
                                 "task.data.source at the folder holding the shared-task files")
 
     def encode(self, sentence: Sentence) -> Encoded:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.hub import load_split
 from datamodules.textfile import read_utf8
 
@@ -41,14 +42,14 @@ class GlueTask:
         tuples, and columns and labels strings, as the files hold them (YAML reads an unquoted 1 as a number)."""
         missing = [k for k in REQUIRED_SPEC if k not in data]
         if missing:
-            raise ValueError(f"GLUE-style task {name!r} lacks task.data.{', task.data.'.join(missing)} (see "
+            raise ArmlmError(f"GLUE-style task {name!r} lacks task.data.{', task.data.'.join(missing)} (see "
                              "configs/task/rte.yaml)")
         spec = {f.name: data[f.name] for f in fields(cls) if f.name != "name" and f.name in data}
         for key in SEQUENCE_SPEC:
             if key in spec:
                 spec[key] = tuple(str(v) for v in spec[key])
         if not isinstance(spec.get("has_header", True), bool):
-            raise ValueError(f"task.data.has_header={spec['has_header']!r} for {name!r}; set it to true or false")
+            raise ArmlmError(f"task.data.has_header={spec['has_header']!r} for {name!r}; set it to true or false")
         return cls(name=name, **{**spec, "folder": str(spec["folder"]), "label_column": str(spec["label_column"])})
 
 
@@ -71,7 +72,7 @@ def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExa
     The files are tab-separated without quoting (QUOTE_NONE), MRPC's header starts with a UTF-8 BOM."""
     path = Path(folder) / task.folder / f"{split}.tsv"
     if not path.is_file():
-        raise FileNotFoundError(
+        raise ArmlmFileError(
             f"GLUE {task.name}: {path} is missing; the folder must follow the GLUE release layout "
             f"(<data>/{task.folder}/train.tsv, {', '.join(s + '.tsv' for s in task.dev_splits)})"
         )
@@ -79,12 +80,12 @@ def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExa
     rows = list(csv.reader(read_utf8(path).split("\n"), delimiter="\t", quoting=csv.QUOTE_NONE))
     if task.has_header:
         if not rows or not rows[0]:
-            raise ValueError(f"{path}:1: no header line; is this the GLUE {task.name} file?")
+            raise ArmlmError(f"{path}:1: no header line; is this the GLUE {task.name} file?")
         header, rows, first_line = rows[0], rows[1:], 2
         columns = {name: i for i, name in enumerate(header)}
         missing = [c for c in (*task.text_columns, task.label_column) if c not in columns]
         if missing:
-            raise ValueError(f"{path}:1: header {header} lacks columns {missing}; is this the GLUE {task.name} file?")
+            raise ArmlmError(f"{path}:1: header {header} lacks columns {missing}; is this the GLUE {task.name} file?")
         text_idx = [columns[c] for c in task.text_columns]
         label_idx, width = columns[task.label_column], len(header)
     else:
@@ -96,17 +97,17 @@ def read_release_split(task: GlueTask, folder: Path, split: str) -> list[GlueExa
 def _example(task: GlueTask, row: list[str], text_idx: list[int], label_idx: int, width: int,
              where: str) -> GlueExample:
     if len(row) < width:
-        raise ValueError(f"{where}: {len(row)} columns where the GLUE {task.name} file has {width}; "
+        raise ArmlmError(f"{where}: {len(row)} columns where the GLUE {task.name} file has {width}; "
                          "the row is truncated or not tab-separated")
     raw = row[label_idx].strip()
     if task.is_regression:
         try:
             label: int | float = float(raw)
         except ValueError:
-            raise ValueError(f"{where}: score {raw!r} is not a number") from None
+            raise ArmlmError(f"{where}: score {raw!r} is not a number") from None
     else:
         if raw not in task.labels:
-            raise ValueError(f"{where}: label {raw!r} is not one of {task.labels} for GLUE {task.name}")
+            raise ArmlmError(f"{where}: label {raw!r} is not one of {task.labels} for GLUE {task.name}")
         label = task.labels.index(raw)
     texts = [row[i] for i in text_idx]
     return GlueExample(texts[0], texts[1] if len(texts) > 1 else None, label)

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.corpora import Corpus, Splits, file_fingerprint, in_validation, split_by_document
 from datamodules.release_corpora import split_wikitext_articles
 
@@ -34,7 +35,7 @@ class HuggingFaceCorpus(Corpus):
         to download whole, or local files), split by `in_validation` when there is no val_split."""
         super().__init__(val_fraction)
         if streaming and wikitext_articles:
-            raise ValueError("data.corpus.wikitext_articles regroups a whole split, which streaming does not hold; "
+            raise ArmlmError("data.corpus.wikitext_articles regroups a whole split, which streaming does not hold; "
                              "set data.corpus.wikitext_articles=false with data.corpus.streaming=true")
         self.streaming = streaming
         self.dataset_name, self.config, self.text_column = name, config, text_column
@@ -79,7 +80,7 @@ class HuggingFaceCorpus(Corpus):
 
     def _require_text_column(self, columns: Iterable[str]) -> None:
         if self.text_column not in columns:
-            raise ValueError(f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to "
+            raise ArmlmError(f"{self.describe()} has no column {self.text_column!r}; set data.corpus.text_column to "
                              f"one of {sorted(columns)}")
 
     def _dataset(self, split: str, streaming: bool = False) -> Any:
@@ -110,7 +111,7 @@ class HuggingFaceCorpus(Corpus):
         else:
             splits = {"train": train, "validation": self._split(self.val_split)}
         if not splits["train"]:
-            raise ValueError(f"{self.describe()} has no non-empty text in split {self.train_split!r}")
+            raise ArmlmError(f"{self.describe()} has no non-empty text in split {self.train_split!r}")
         return splits
 
 
@@ -122,7 +123,7 @@ def load_split(name: str, split: str, config: str | None = None, *, what: str, o
     if Path(name).is_dir():
         saved = datasets.load_from_disk(name)
         if split not in saved:
-            raise FileNotFoundError(f"{name} has no {split!r} split for {what} (it has {list(saved)})")
+            raise ArmlmFileError(f"{name} has no {split!r} split for {what} (it has {list(saved)})")
         return saved[split]
     try:
         return datasets.load_dataset(name, config, split=split)

@@ -15,6 +15,7 @@ import lightning as L
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
+from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 from datamodules.blocks import PackedBlocks, SegmentPairs
 from datamodules.cache import atomic_directory, settings_key
@@ -68,18 +69,18 @@ class PretrainDataModule(L.LightningDataModule):
         within a document (models.attention, Attention.within); the tokens and blocks are the same."""
         super().__init__()
         if not isinstance(cross_document_attention, bool):
-            raise ValueError(f"data.cross_document_attention={cross_document_attention!r}; give true or false")
+            raise ArmlmError(f"data.cross_document_attention={cross_document_attention!r}; give true or false")
         if not cross_document_attention and input_format != "blocks":
-            raise ValueError(f"data.cross_document_attention=false keeps packed documents apart; input format "
+            raise ArmlmError(f"data.cross_document_attention=false keeps packed documents apart; input format "
                              f"{input_format!r} (this objective's) puts two documents in one input on purpose "
                              "(next-sentence prediction's negatives): leave it true")
         self.cross_document_attention = cross_document_attention
         if max_train_tokens is not None and (isinstance(max_train_tokens, bool) or not isinstance(max_train_tokens, int)
                                              or max_train_tokens < block_size):
-            raise ValueError(f"data.max_train_tokens={max_train_tokens!r}: give a number of tokens >= data.block_size "
+            raise ArmlmError(f"data.max_train_tokens={max_train_tokens!r}: give a number of tokens >= data.block_size "
                              f"({block_size}), or null for the whole train split")
         if max_train_tokens is not None and input_format != "blocks":
-            raise ValueError(f"data.max_train_tokens slices packed blocks; input format {input_format!r} (this "
+            raise ArmlmError(f"data.max_train_tokens slices packed blocks; input format {input_format!r} (this "
                              "objective's) pairs documents, which a token slice would cut: use the whole split")
         self.max_train_tokens = max_train_tokens
         check_encode_settings(encode_workers, shard_chars)
@@ -87,7 +88,7 @@ class PretrainDataModule(L.LightningDataModule):
         # data.block_size, batch_size and num_workers are checked (types and ranges) with the run's other
         # settings before anything is built: training.validate.
         if input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format={input_format!r}; choose one of {INPUT_FORMATS}")
+            raise ArmlmError(f"input_format={input_format!r}; choose one of {INPUT_FORMATS}")
         self.corpus = corpus
         self.tokenizer_settings = (
             tokenizer if isinstance(tokenizer, TokenizerSettings) else TokenizerSettings(**(tokenizer or {}))
@@ -132,7 +133,7 @@ class PretrainDataModule(L.LightningDataModule):
             report = encode_to_shards(tokenizer, self.corpus.documents(split), folder, workers=self.encode_workers,
                                       shard_chars=self.shard_chars, desc=split)
             if report.tokens == 0:  # encode_to_shards left no manifest: the next run tries again
-                raise ValueError(f"the {split} split of {self.corpus.describe()} is empty after tokenization; "
+                raise ArmlmError(f"the {split} split of {self.corpus.describe()} is empty after tokenization; "
                                  "add text or change data.corpus.val_fraction")
             if report.encoded:
                 log.info("%s: %d shards (%d encoded now), %d tokens", split, report.shards, report.encoded,
@@ -152,7 +153,7 @@ class PretrainDataModule(L.LightningDataModule):
         if self.max_train_tokens is not None:
             tokens, offsets = caches["train"]
             if len(tokens) < self.max_train_tokens:
-                raise ValueError(f"data.max_train_tokens={self.max_train_tokens}, but the train split of "
+                raise ArmlmError(f"data.max_train_tokens={self.max_train_tokens}, but the train split of "
                                  f"{self.corpus.describe()} has {len(tokens)} tokens; give at most that")
             caches["train"] = (tokens.head(self.max_train_tokens), offsets)
             if self.train_words is not None:  # the slice's share of the split's words, to within a document
@@ -162,7 +163,7 @@ class PretrainDataModule(L.LightningDataModule):
         self.vocabulary = vocabulary_of(self.tokenizer, caches["train"][0].bincount(vocab_size))
         for split, (tokens, offsets) in caches.items():
             if len(tokens) < self.block_size:
-                raise ValueError(
+                raise ArmlmError(
                     f"the {split} split of {self.corpus.describe()} has {len(tokens)} tokens, fewer than one "
                     f"block of data.block_size={self.block_size}; use a smaller block size or more text"
                     + (" (or a larger data.corpus.val_fraction)" if split == "validation" else "")
@@ -173,7 +174,7 @@ class PretrainDataModule(L.LightningDataModule):
             else:
                 self.datasets[split] = SegmentPairs(tokens, offsets, self.block_size, self.vocabulary, self.seed)
         if len(self.datasets["train"]) < self.batch_size:
-            raise ValueError(
+            raise ArmlmError(
                 f"the train split of {self.corpus.describe()} makes {len(self.datasets['train'])} examples, fewer "
                 f"than one batch of data.batch_size={self.batch_size}; use a smaller batch or more text"
             )

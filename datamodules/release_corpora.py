@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.corpora import Corpus, Splits, file_fingerprint, split_by_document
 from datamodules.textfile import read_utf8
 
@@ -22,12 +23,12 @@ class BrownCorpus(Corpus):
 
     def files(self) -> list[Path]:
         if not self.path.is_dir():
-            raise FileNotFoundError(
+            raise ArmlmFileError(
                 f"Brown corpus folder {self.path} not found; set ARMLM_DATA_DIR or data.corpus.path"
             )
         files = sorted(p for p in self.path.iterdir() if self.FILE_NAME.match(p.name))
         if not files:
-            raise ValueError(f"{self.path} has no Brown files (ca01 ... cr09)")
+            raise ArmlmError(f"{self.path} has no Brown files (ca01 ... cr09)")
         return files
 
     def describe(self) -> str:
@@ -81,7 +82,7 @@ class WikiText(Corpus):
         files = [self.train_file] + ([self.valid_file] if self.valid_file else [])
         for f in files:
             if not f.is_file():
-                raise FileNotFoundError(f"WikiText file {f} not found; set data.corpus.train_file/valid_file")
+                raise ArmlmFileError(f"WikiText file {f} not found; set data.corpus.train_file/valid_file")
         return files
 
     def fingerprint(self) -> dict[str, Any]:
@@ -98,5 +99,5 @@ class WikiText(Corpus):
         else:
             splits = {"train": self._articles(self.train_file), "validation": self._articles(self.valid_file)}
         if not splits["train"]:
-            raise ValueError(f"{self.describe()} contains no articles")
+            raise ArmlmError(f"{self.describe()} contains no articles")
         return splits

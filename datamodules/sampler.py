@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 from torch.utils.data import Dataset, DistributedSampler
 
+from common.errors import ArmlmError
+
 
 class ResumableSampler(DistributedSampler):
     """DistributedSampler (one seeded permutation per epoch, split across ranks) that can skip the start of one
@@ -22,7 +24,7 @@ class ResumableSampler(DistributedSampler):
 
     def resume_at(self, epoch: int, examples_done: int) -> None:
         if examples_done < 0:
-            raise ValueError(f"examples_done={examples_done} must be >= 0")
+            raise ArmlmError(f"examples_done={examples_done} must be >= 0")
         self._resume = (epoch, examples_done)
 
     def __iter__(self) -> Iterator[int]:

@@ -7,6 +7,8 @@ import operator
 
 import numpy as np
 
+from common.errors import ArmlmError
+
 
 class ShardedTokens:
     """A split's shards as one flat, memory-mapped array of token ids (never loaded whole)."""
@@ -27,7 +29,7 @@ class ShardedTokens:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
-                raise ValueError("ShardedTokens slices with step 1 only")
+                raise ArmlmError("ShardedTokens slices with step 1 only")
             return self.read(start, stop)
         index = operator.index(index)
         if index < 0:

@@ -35,6 +35,7 @@ from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from common.atomic import atomic_write_text
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.sharded_tokens import ShardedTokens
 from datamodules.tokenizer import encode_documents
 
@@ -107,7 +108,7 @@ def encode_shard(tokenizer: Tokenizer, documents: list[str], tokens_path: Path, 
 def check_encode_settings(workers: int, shard_chars: int) -> None:
     for name, value in (("data.encode_workers", workers), ("data.shard_chars", shard_chars)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be an integer >= 1")
+            raise ArmlmError(f"{name}={value!r} must be an integer >= 1")
 
 
 def _encode_in_worker(documents: list[str], tokens_path: Path, offsets_path: Path) -> int:
@@ -161,7 +162,7 @@ def _encode_holding_the_lock(tokenizer: Tokenizer, documents: Iterable[str], fol
     if (folder / PLAN).is_file():
         earlier = json.loads((folder / PLAN).read_text())
         if earlier != plan:
-            raise ValueError(f"{folder} holds shards of an interrupted encode cut or encoded otherwise ({earlier}, now "
+            raise ArmlmError(f"{folder} holds shards of an interrupted encode cut or encoded otherwise ({earlier}, now "
                              f"{plan}); resume with data.shard_chars={earlier.get('shard_chars')}, or delete the folder "
                              "to start it afresh")
     else:
@@ -229,10 +230,10 @@ def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
     """A complete split: its tokens as one ShardedTokens, and the document offsets into that stream."""
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
-        raise FileNotFoundError(f"{folder} has no {MANIFEST}: its encoding did not finish; run again to complete it")
+        raise ArmlmFileError(f"{folder} has no {MANIFEST}: its encoding did not finish; run again to complete it")
     manifest = json.loads(manifest_path.read_text())
     if manifest.get("layout") != LAYOUT:
-        raise ValueError(f"{folder} was written in cache layout {manifest.get('layout')}, this armlm reads "
+        raise ArmlmError(f"{folder} was written in cache layout {manifest.get('layout')}, this armlm reads "
                          f"{LAYOUT}; delete the folder to rebuild it")
     allow_open_files(len(manifest["shard_tokens"]))
     parts, offsets, base = [], [np.zeros(1, dtype=np.int64)], 0
@@ -240,11 +241,11 @@ def read_shards(folder: Path) -> tuple[ShardedTokens, np.ndarray]:
         tokens_path, offsets_path = shard_paths(folder, index)
         tokens = np.load(tokens_path, mmap_mode="r")
         if len(tokens) != expected:
-            raise ValueError(f"{tokens_path} holds {len(tokens)} tokens, the manifest {expected}; delete {folder} "
+            raise ArmlmError(f"{tokens_path} holds {len(tokens)} tokens, the manifest {expected}; delete {folder} "
                              "to rebuild it")
         shard_offsets = np.load(offsets_path)
         if shard_offsets[-1] != len(tokens):
-            raise ValueError(f"{offsets_path} ends at {shard_offsets[-1]}, its shard holds {len(tokens)} tokens; delete "
+            raise ArmlmError(f"{offsets_path} ends at {shard_offsets[-1]}, its shard holds {len(tokens)} tokens; delete "
                              f"{folder} to rebuild it")
         parts.append(tokens)
         offsets.append(shard_offsets[1:] + base)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from common.errors import ArmlmError
 from datamodules.corpora import Corpus, Splits
 
 
@@ -30,9 +31,9 @@ class ShortDocuments(Corpus):
     def __init__(self, corpus: Corpus, words: int = 32, seed: int = 0) -> None:
         super().__init__(corpus.val_fraction)
         if isinstance(words, bool) or not isinstance(words, int) or words < 1:
-            raise ValueError(f"data.corpus.words={words!r} must be a positive number of words a document")
+            raise ArmlmError(f"data.corpus.words={words!r} must be a positive number of words a document")
         if corpus.streaming:
-            raise ValueError(f"{corpus.describe()} streams; short documents are shuffled in memory, so set "
+            raise ArmlmError(f"{corpus.describe()} streams; short documents are shuffled in memory, so set "
                              "data.corpus.corpus.streaming=false")
         self.corpus, self.words, self.seed = corpus, words, seed
 
@@ -49,5 +50,5 @@ class ShortDocuments(Corpus):
             random.Random(f"{self.seed}-{split}").shuffle(cut)
             shuffled[split] = cut
         if not shuffled.get("train"):
-            raise ValueError(f"{self.describe()} has no training text; point data.corpus.corpus at real text")
+            raise ArmlmError(f"{self.describe()} has no training text; point data.corpus.corpus at real text")
         return shuffled

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError, ArmlmFileError
 from datamodules.corpora import Corpus, Splits, TextFiles, file_fingerprint
 
 
@@ -22,11 +23,11 @@ class SplitTextFolder(Corpus):
         super().__init__(val_fraction=0.0)
         self.path, self.blank_line_documents, self.streaming = Path(path), blank_line_documents, streaming
         if not self.path.is_dir():
-            raise FileNotFoundError(f"data.corpus.path: {self.path} is not a folder; set ARMLM_DATA_DIR or give a "
+            raise ArmlmFileError(f"data.corpus.path: {self.path} is not a folder; set ARMLM_DATA_DIR or give a "
                                     "folder holding train/ and validation/")
         missing = [split for split in self.SPLITS if not (self.path / split).is_dir()]
         if missing:
-            raise ValueError(f"{self.path} has no {' or '.join(f'{m}/' for m in missing)} folder: this corpus reads "
+            raise ArmlmError(f"{self.path} has no {' or '.join(f'{m}/' for m in missing)} folder: this corpus reads "
                              "the folder's own splits; add them, or read one folder with data=text (it holds out "
                              "data.corpus.val_fraction of the documents)")
 
@@ -48,5 +49,5 @@ class SplitTextFolder(Corpus):
         splits = {split: list(self.streamed(split)) for split in self.SPLITS}
         for split, docs in splits.items():
             if not docs:
-                raise ValueError(f"the {split} split of {self.describe()} has no non-empty documents; add text")
+                raise ArmlmError(f"the {split} split of {self.describe()} has no non-empty documents; add text")
         return splits

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.errors import ArmlmError
+
 
 def read_utf8(path: Path) -> str:
     """The file's text with universal newlines (as `open` in text mode) and a leading BOM dropped; bytes
@@ -13,5 +15,5 @@ def read_utf8(path: Path) -> str:
         return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {err.start}: {data[err.start:err.start + 1]!r}); "
+        raise ArmlmError(f"{path}:{line}: not UTF-8 text (byte {err.start}: {data[err.start:err.start + 1]!r}); "
                          "convert the file to UTF-8 or leave it out") from None

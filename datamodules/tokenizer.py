@@ -12,6 +12,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
+from common.errors import ArmlmError
 from common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
 
 ENCODE_BATCH = 64  # documents per encode_batch call: large enough for the Rust threads, small for the bar
@@ -34,17 +35,17 @@ class TokenizerSettings:
         for name in ("vocab_size", "min_frequency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"data.tokenizer.{name}={value!r} must be an integer")
+                raise ArmlmError(f"data.tokenizer.{name}={value!r} must be an integer")
         if self.kind not in TOKENIZER_KINDS:
-            raise ValueError(f"data.tokenizer.kind={self.kind!r}; choose one of {TOKENIZER_KINDS}")
+            raise ArmlmError(f"data.tokenizer.kind={self.kind!r}; choose one of {TOKENIZER_KINDS}")
         smallest = len(SPECIAL_TOKENS) + 26  # the special tokens plus room for an alphabet
         if self.vocab_size < smallest:
-            raise ValueError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least {smallest}")
+            raise ArmlmError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least {smallest}")
         if self.min_frequency < 1:
-            raise ValueError(f"data.tokenizer.min_frequency={self.min_frequency} must be >= 1")
+            raise ArmlmError(f"data.tokenizer.min_frequency={self.min_frequency} must be >= 1")
         if self.sample_chars is not None and (isinstance(self.sample_chars, bool) or not isinstance(self.sample_chars, int)
                                               or self.sample_chars < SAMPLE_PIECE_CHARS):
-            raise ValueError(f"data.tokenizer.sample_chars={self.sample_chars!r}: give at least {SAMPLE_PIECE_CHARS} "
+            raise ArmlmError(f"data.tokenizer.sample_chars={self.sample_chars!r}: give at least {SAMPLE_PIECE_CHARS} "
                              "characters, or null to train on the whole train split")
 
     def to_dict(self) -> dict:
@@ -127,7 +128,7 @@ def canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
 def vocabulary_of(tokenizer: Tokenizer, unigram_counts: np.ndarray) -> Vocabulary:
     ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
     if any(i is None for i in ids):
-        raise ValueError(f"tokenizer lacks special tokens {SPECIAL_TOKENS}; delete its cache folder to rebuild")
+        raise ArmlmError(f"tokenizer lacks special tokens {SPECIAL_TOKENS}; delete its cache folder to rebuild")
     return Vocabulary(tokenizer.get_vocab_size(), *ids, unigram_counts=unigram_counts)
 
 

@@ -15,6 +15,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.vocabulary import SPECIAL_TOKENS
 from diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
 from models.attention import Attention
@@ -32,10 +33,10 @@ def representation_report(model: Backbone, sentences: list[list[int]], attention
     settings = cfg.representations
     rates = [float(k) for k in settings.mask_rates] if mask_id is not None else []
     if any(not 0 < k < 1 for k in rates):
-        raise ValueError(f"representations.mask_rates={rates}; every rate must be in (0, 1)")
+        raise ArmlmError(f"representations.mask_rates={rates}; every rate must be in (0, 1)")
     count = min(int(settings.sentences), len(sentences))
     if count < 2:
-        raise ValueError(f"representations need at least 2 sentences, the split has {len(sentences)} that "
+        raise ArmlmError(f"representations need at least 2 sentences, the split has {len(sentences)} that "
                          "qualify; lower sentences.min_tokens or use a larger corpus")
     chosen = [sentences[i] for i in sorted(random.Random(int(cfg.seed)).sample(range(len(sentences)), count))]
     with torch.inference_mode():

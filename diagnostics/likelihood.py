@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
+from common.errors import ArmlmError
 from common.vocabulary import CLS, EOD, MASK, PAD, SEP, smoothed_unigram_nll
 from datamodules.corpora import Corpus
 from datamodules.encoding import token_id
@@ -71,12 +72,12 @@ def held_out_blocks(corpus: Corpus, tokenizer: Tokenizer, *, block_size: int, co
     tokenizer's ids in those roles (a Hugging Face model's BOS or [CLS], its EOS or [SEP]: sources.SpecialTokens)."""
     documents = corpus.load().get(split)
     if documents is None:
-        raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
+        raise ArmlmError(f"split={split!r}; the corpus has 'train' and 'validation'")
     tokens, _ = encode_documents(tokenizer, documents, desc=f"{split} blocks", eod=document_end)
     span = block_size - 1
     available = len(tokens) // span
     if available < 1 or count < 1:
-        raise ValueError(f"likelihood.blocks={count}: the {split} split of {corpus.describe()} makes {available} "
+        raise ArmlmError(f"likelihood.blocks={count}: the {split} split of {corpus.describe()} makes {available} "
                          f"blocks of {block_size} tokens; lower likelihood.blocks or likelihood.block_size")
     chosen = np.unique(np.linspace(0, available - 1, num=min(count, available)).round().astype(np.int64))
     rows = np.stack([tokens[i * span:(i + 1) * span] for i in chosen]).astype(np.int64)
@@ -115,7 +116,7 @@ def unigram_nll_without_eod(blocks: Tensor, train_counts: np.ndarray, excluded: 
     special = torch.isin(scored, torch.tensor(list(excluded), dtype=torch.int64))
     if special.any():
         found = sorted({int(i) for i in scored[special]})
-        raise ValueError(f"held-out block targets hold the special ids {found}, which the unigram leaves out; "
+        raise ArmlmError(f"held-out block targets hold the special ids {found}, which the unigram leaves out; "
                          "armlm's packing never puts them there (a document spelling a special token does)")
     counts = np.bincount(scored.numpy(), minlength=len(train_counts))
     return smoothed_unigram_nll(train_counts, counts, excluded=tuple(excluded))
@@ -213,7 +214,7 @@ def read_at(where: Tensor, offset: int) -> Tensor:
     if offset == 0:
         return where
     if bool(where[:, :offset].any()):
-        raise ValueError(f"a token in the first {offset} position(s) has no state {offset} before it to be read from")
+        raise ArmlmError(f"a token in the first {offset} position(s) has no state {offset} before it to be read from")
     return torch.cat([where[:, offset:], torch.zeros_like(where[:, :offset])], dim=1)
 
 
@@ -245,7 +246,7 @@ def any_order_bound(score: MaskedScorer, blocks: Tensor, *, strata: int, draws: 
     replicates' spread per block, summed over blocks. B(x) is a sum over positions i of their terms, so the
     part over targets that are not [EOD] is reported too."""
     if strata < 1 or draws < 2 or max_draws < draws:
-        raise ValueError(f"likelihood.strata={strata}, draws={draws}, max_draws={max_draws}: need strata >= 1, "
+        raise ArmlmError(f"likelihood.strata={strata}, draws={draws}, max_draws={max_draws}: need strata >= 1, "
                          "draws >= 2 (the standard error needs two replicates) and max_draws >= draws")
     generator = torch.Generator().manual_seed(seed)
     targets = target_positions(blocks)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 from torch import Tensor
 
+from common.errors import ArmlmError
 from diagnostics.likelihood import LikelihoodResult, any_order_bound, exact_chain_rule_nll, model_masked_scorer
 from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
 from diagnostics.scoring import Scorer
@@ -88,10 +89,10 @@ def scoring_method(reading: Reading | type[Objective]) -> ScoringMethod:
     reading.refuse_unless_language_model("the diagnostics (evaluate.py)")
     method = METHODS.get(reading.scoring)
     if method is None:
-        raise ValueError(f"{reading.name} declares scoring={reading.scoring!r}, which the diagnostics do not implement "
+        raise ArmlmError(f"{reading.name} declares scoring={reading.scoring!r}, which the diagnostics do not implement "
                          f"({sorted(METHODS)}); add its ScoringMethod to diagnostics/methods.py")
     if method.name == "conditionals" and reading.masked_prediction_offset:
-        raise ValueError(f"{reading.name} predicts a masked token {reading.masked_prediction_offset} place(s) "
+        raise ArmlmError(f"{reading.name} predicts a masked token {reading.masked_prediction_offset} place(s) "
                          "before it; the MLM joint constructions read it in place. Score it by the chain rule, or "
                          "zero-shot (zeroshot.py), which reads it where it was trained")
     return method

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from models.attention import Attention
 from models.backbone import Transformer
 
@@ -29,7 +30,7 @@ def linear_cka(x: Tensor, y: Tensor) -> float:
     (||Xc^T Xc||_F ||Yc^T Yc||_F), with column-centred Xc, Yc. 1 for identical representations, invariant
     to rotation and isotropic scaling."""
     if x.shape[0] != y.shape[0] or x.shape[0] < 2:
-        raise ValueError(f"CKA needs the same n >= 2 items in both representations, got {x.shape} and {y.shape}")
+        raise ArmlmError(f"CKA needs the same n >= 2 items in both representations, got {x.shape} and {y.shape}")
     x, y = x.double(), y.double()
     xc, yc = x - x.mean(0), y - y.mean(0)
     cross = (yc.T @ xc).pow(2).sum()
@@ -41,7 +42,7 @@ def mask_other_positions(input_ids: Tensor, rate: float, mask_id: int, can_mask:
     """Replace `rate` of the maskable positions by [MASK]. Returns the corrupted ids and the boolean
     positions left unchanged (those whose states are compared)."""
     if not 0.0 <= rate < 1.0:
-        raise ValueError(f"mask rate {rate} must be in [0, 1): some tokens must stay unchanged to compare")
+        raise ArmlmError(f"mask rate {rate} must be in [0, 1): some tokens must stay unchanged to compare")
     chosen = (torch.rand(input_ids.shape, generator=generator) < rate) & can_mask
     return input_ids.masked_fill(chosen, mask_id), ~chosen
 
@@ -122,7 +123,7 @@ def draw_left_masks(sentences: list[list[int]], rate: float, seed: int = 0) -> l
     attention, so every checkpoint and both attentions are scored on the same masks. An exact count rather
     than a coin per position: the masks a read token sees then depend on the cut alone."""
     if not 0.0 < rate < 1.0:
-        raise ValueError(f"mask rate {rate} must be in (0, 1)")
+        raise ArmlmError(f"mask rate {rate} must be in (0, 1)")
     generator = torch.Generator().manual_seed(seed)
     draws: list[LeftMasks | None] = []
     for ids in sentences:
@@ -167,7 +168,7 @@ def sentence_shift_left(model: Transformer, sentences: list[list[int]], *, atten
         inputs.append((ids, corrupted, read))
         masks_seen += len(draw.masked) * (len(ids) - draw.cut)
     if not inputs:
-        raise ValueError("the left-mask shift needs sentences of 3 tokens or more ([CLS], a masked token, a read "
+        raise ArmlmError("the left-mask shift needs sentences of 3 tokens or more ([CLS], a masked token, a read "
                          "token); set sentences.min_tokens to 2 or more")
     read_tokens = sum(int(read.sum()) for _, _, read in inputs)
     return LeftShift(_pooled_shift(model, inputs, attention=attention), read_tokens, masks_seen / read_tokens)
@@ -187,7 +188,7 @@ def anisotropy(states: Tensor, context: Tensor, n_pairs: int = 2000, seed: int =
     keep = context[first] != context[second]
     first, second = first[keep][:n_pairs], second[keep][:n_pairs]
     if len(first) == 0:
-        raise ValueError("anisotropy needs tokens from at least two different contexts")
+        raise ArmlmError("anisotropy needs tokens from at least two different contexts")
     x = states.double()
     centred = x - x.mean(0)
     standardised = centred / x.std(0).clamp_min(1e-12)
@@ -220,7 +221,7 @@ def self_similarity(states: Tensor, word_type: Tensor, context: Tensor, n_pairs:
     cross_sum = (type_sum.pow(2).sum(-1) - within_sq) / 2
     counted = cross_pairs > 0
     if not counted.any():
-        raise ValueError("self-similarity needs a word type that occurs in two different contexts")
+        raise ArmlmError("self-similarity needs a word type that occurs in two different contexts")
     g = torch.Generator().manual_seed(seed)
     first = torch.randint(0, len(states), (n_pairs,), generator=g)
     second = torch.randint(0, len(states), (n_pairs,), generator=g)

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
+from common.errors import ArmlmError, ArmlmFileError
 from common.migrations import migrate_summary
 from common.units import likelihood_units, text_units
 from diagnostics.discrepancy import representation_report
@@ -51,18 +52,18 @@ def evaluate_config(overrides: list[str]) -> DictConfig:
 
 def check_settings(cfg: DictConfig) -> None:
     if not cfg.get("checkpoint"):
-        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder, a Hugging Face "
+        raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder, a Hugging Face "
                          "model folder or hf:<hub id>")
     unknown = sorted(set(cfg.kinds) - set(PAIR_KINDS))
     if unknown or not cfg.kinds:
-        raise ValueError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
+        raise ArmlmError(f"kinds={list(cfg.kinds)}; choose from {list(PAIR_KINDS)}")
     if not cfg.independence and not cfg.representations.enabled and not cfg.likelihood.enabled:
-        raise ValueError("independence=false, representations.enabled=false and likelihood.enabled=false: "
+        raise ArmlmError("independence=false, representations.enabled=false and likelihood.enabled=false: "
                          "nothing to measure")
     if cfg.candidates is not None and int(cfg.candidates) < 2:
-        raise ValueError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
+        raise ArmlmError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
     if cfg.pair_context not in PAIR_CONTEXTS:
-        raise ValueError(f"pair_context={cfg.pair_context!r}; choose one of {PAIR_CONTEXTS}")
+        raise ArmlmError(f"pair_context={cfg.pair_context!r}; choose one of {PAIR_CONTEXTS}")
 
 
 # Passes per pair above which an exact joint inside whole sentences is refused (AR's V^2: days at V = 8192).
@@ -84,7 +85,7 @@ def check_affordable(cfg: DictConfig, method: ScoringMethod, vocab_size: int) ->
     if passes > MAX_EXACT_PASSES:
         cheaper = (f"pair_context=prefix ({prefix:,} passes per pair, exact) or "
                    if cfg.pair_context == "sentence" and prefix <= MAX_EXACT_PASSES else "")
-        raise ValueError(f"candidates=null with pair_context={cfg.pair_context}: a {method.name} exact joint at "
+        raise ArmlmError(f"candidates=null with pair_context={cfg.pair_context}: a {method.name} exact joint at "
                          f"V = {vocab_size:,} needs {passes:,} forward passes per pair; use {cheaper}candidates=K "
                          "(restricted, not comparable across checkpoints)")
 
@@ -177,16 +178,16 @@ def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]
     left context only), so P-PPLs of different checkpoints are only comparable on shared sets."""
     report_path = Path(path)
     if not report_path.is_file():
-        raise FileNotFoundError(f"candidates_from={path} does not exist; give the diagnostics.json of a "
+        raise ArmlmFileError(f"candidates_from={path} does not exist; give the diagnostics.json of a "
                                 "finished evaluate.py run")
     part = json.loads(report_path.read_text()).get("pairwise", {}).get(kind)
     if part is None or "cand_i" not in part.get("per_pair", {}):
-        raise ValueError(f"candidates_from={path} has no per-pair candidates for {kind} pairs; rerun it with "
+        raise ArmlmError(f"candidates_from={path} has no per-pair candidates for {kind} pairs; rerun it with "
                          "this version of evaluate.py and the same kinds")
     theirs = [tuple(p) for p in part["per_pair"]["pair"]]
     ours = [(p.sentence, p.i, p.j) for p in pairs]
     if theirs != ours:
-        raise ValueError(f"candidates_from={path}: its {kind} pairs differ from this run's; use the same "
+        raise ArmlmError(f"candidates_from={path}: its {kind} pairs differ from this run's; use the same "
                          "data, split, seed, pairs and sentences settings, and checkpoints with one tokenizer")
     return [(torch.tensor(a), torch.tensor(b)) for a, b in zip(part["per_pair"]["cand_i"], part["per_pair"]["cand_j"])]
 
@@ -217,14 +218,14 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     source, special = s.source, s.source.special
     block_size = cfg.likelihood.block_size or source.trained_length
     if block_size is None:
-        raise ValueError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size "
+        raise ArmlmError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size "
                          f"(2..{source.longest_input}, the positions it takes)")
     if not 2 <= int(block_size) <= source.longest_input:
-        raise ValueError(f"likelihood.block_size={block_size}; use 2..{source.longest_input} (the positions "
+        raise ArmlmError(f"likelihood.block_size={block_size}; use 2..{source.longest_input} (the positions "
                          f"{source.origin} takes)")
     eod_id = special.document_end
     if eod_id is None:
-        raise ValueError(f"{source.origin}'s tokenizer has no token that ends a document (EOS, [SEP] or [EOD]) to "
+        raise ArmlmError(f"{source.origin}'s tokenizer has no token that ends a document (EOS, [SEP] or [EOD]) to "
                          "pack held-out blocks with; set likelihood.enabled=false")
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
                              split=cfg.split, start=special.start, document_end=eod_id)

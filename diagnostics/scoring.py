@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import Transformer
 
@@ -28,7 +29,7 @@ class Scorer:
         (Objective.next_token_states); default the backbone under causal attention. `excluded`: a token out of
         those factors' support (a PLM's [MASK]: Objective.mask_in_support)."""
         if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; use a positive number of rows per forward pass")
+            raise ArmlmError(f"batch_size={batch_size}; use a positive number of rows per forward pass")
         self.model = model.eval()
         self.batch_size = batch_size
         self.next_states = next_states or (lambda ids: self.model(ids, attention=CAUSAL))
@@ -95,7 +96,7 @@ class Scorer:
                           with_next: bool = False) -> tuple[Tensor, Tensor | None]:
         """The scores of tokens start..stop-1 and, `with_next`, the log-distribution at stop - 1 too."""
         if not 1 <= start < stop <= input_ids.shape[1]:
-            raise ValueError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row "
+            raise ArmlmError(f"cannot score tokens {start}..{stop - 1} of a {input_ids.shape[1]}-token row "
                              "(position 0, [CLS], has no left context)")
         width = stop - start + int(with_next)  # positions whose vocabulary projection is needed
         rows_per_chunk = max(1, min(self.batch_size, LOGIT_BUDGET // (self.vocab_size * width)))
@@ -129,7 +130,7 @@ def choose_candidates(gold: int, unary: Tensor, marginal: Tensor, ordinary: Tens
         ids = torch.nonzero(ordinary).squeeze(-1)
         return torch.cat([torch.tensor([gold]), ids[ids != gold]])
     if not 1 <= k <= int(ordinary.sum()):
-        raise ValueError(f"candidates={k}; choose 1..{int(ordinary.sum())} (the ordinary vocabulary), or null "
+        raise ArmlmError(f"candidates={k}; choose 1..{int(ordinary.sum())} (the ordinary vocabulary), or null "
                          "for the exact mode")
     taken = ~ordinary.clone()
     taken[gold] = True

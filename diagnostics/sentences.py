@@ -16,6 +16,7 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
+from common.errors import ArmlmError
 from common.vocabulary import CLS, SPECIAL_TOKENS
 from datamodules.corpora import Corpus
 from datamodules.encoding import token_id
@@ -50,10 +51,10 @@ def sentence_texts(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max
     """`load_sentences` with each sentence's text beside its ids. `start` and `specials`: another tokenizer's start
     token and special ids (sources.SpecialTokens); default armlm's [CLS] and special tokens."""
     if not 2 <= min_tokens <= max_tokens:
-        raise ValueError(f"sentences.min_tokens={min_tokens}, max_tokens={max_tokens}: need 2 <= min <= max")
+        raise ArmlmError(f"sentences.min_tokens={min_tokens}, max_tokens={max_tokens}: need 2 <= min <= max")
     documents = corpus.load().get(split)
     if documents is None:
-        raise ValueError(f"split={split!r}; the corpus has 'train' and 'validation'")
+        raise ArmlmError(f"split={split!r}; the corpus has 'train' and 'validation'")
     cls_id = token_id(tokenizer, CLS) if start is None else start
     special = set(special_token_ids(tokenizer) if specials is None else specials)
     sentences = []
@@ -63,7 +64,7 @@ def sentence_texts(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max
             if min_tokens <= len(ids) <= max_tokens and not special.intersection(ids):
                 sentences.append((text, [cls_id, *ids]))
     if not sentences:
-        raise ValueError(f"no {split} sentence of {corpus.describe()} has {min_tokens}-{max_tokens} tokens; "
+        raise ArmlmError(f"no {split} sentence of {corpus.describe()} has {min_tokens}-{max_tokens} tokens; "
                          "lower sentences.min_tokens or raise sentences.max_tokens")
     return sentences
 
@@ -85,11 +86,11 @@ def sample_pairs(sentences: list[list[int]], n: int, kind: PairKind, seed: int) 
     random pairs two distinct positions, uniformly. The same seed draws the same sentences for both kinds
     (the pairs differ), so the two tables describe the same text."""
     if kind not in PAIR_KINDS:
-        raise ValueError(f"pair kind {kind!r}; choose one of {PAIR_KINDS}")
+        raise ArmlmError(f"pair kind {kind!r}; choose one of {PAIR_KINDS}")
     if n < 1:
-        raise ValueError(f"pairs={n}; ask for at least one pair")
+        raise ArmlmError(f"pairs={n}; ask for at least one pair")
     if n > len(sentences):
-        raise ValueError(f"pairs={n} but only {len(sentences)} sentences qualify; lower pairs or widen "
+        raise ArmlmError(f"pairs={n} but only {len(sentences)} sentences qualify; lower pairs or widen "
                          "sentences.min_tokens / max_tokens")
     chosen = np.random.default_rng(seed).permutation(len(sentences))[:n]
     rng = np.random.default_rng([seed, PAIR_KINDS.index(kind)])

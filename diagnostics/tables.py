@@ -13,6 +13,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from diagnostics.joints import normalise_joint
 from diagnostics.scoring import choose_candidates
 from diagnostics.sentences import Pair
@@ -72,7 +73,7 @@ def _candidates(given: Candidates | None, gold_a: int, gold_b: int, choose) -> C
         return choose()
     cand_i, cand_j = (torch.as_tensor(c, dtype=torch.long) for c in given)
     if int(cand_i[0]) != gold_a or int(cand_j[0]) != gold_b:
-        raise ValueError("the given candidates do not start with this pair's gold tokens: they were chosen "
+        raise ArmlmError("the given candidates do not start with this pair's gold tokens: they were chosen "
                          "for other text (another tokenizer, data or seed)")
     return cand_i, cand_j
 

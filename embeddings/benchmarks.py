@@ -20,6 +20,7 @@ import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 from scipy.stats import spearmanr
 
+from common.errors import ArmlmError, ArmlmFileError
 from embeddings.words import WordSplitter
 
 SIMILARITY_SETS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
@@ -31,7 +32,7 @@ def gensim_data(name: str) -> Path:
     # gensim.test.utils.datapath would also build gensim's test fixtures; the files sit beside it.
     path = Path(gensim.__file__).parent / "test" / "test_data" / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: this gensim wheel does not ship {name}; reinstall gensim")
+        raise ArmlmFileError(f"{path} is missing: this gensim wheel does not ship {name}; reinstall gensim")
     return path
 
 
@@ -42,7 +43,7 @@ def read_pairs(path: Path) -> list[tuple[str, str, float]]:
             continue
         fields = line.split("\t")
         if len(fields) != 3:
-            raise ValueError(f"{path}:{line_no}: expected 'word<TAB>word<TAB>score', got {line!r}")
+            raise ArmlmError(f"{path}:{line_no}: expected 'word<TAB>word<TAB>score', got {line!r}")
         pairs.append((fields[0], fields[1], float(fields[2])))
     return pairs
 

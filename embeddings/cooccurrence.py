@@ -7,6 +7,8 @@ from collections import Counter
 import numpy as np
 from scipy import sparse
 
+from common.errors import ArmlmError
+
 WEIGHTINGS = ("uniform", "harmonic")  # harmonic: a context d words away counts 1/d (GloVe's choice)
 
 
@@ -15,7 +17,7 @@ def vocabulary(sentences: list[list[str]], min_count: int) -> list[str]:
     counts = Counter(word for sentence in sentences for word in sentence)
     kept = [w for w, n in counts.items() if n >= min_count]
     if not kept:
-        raise ValueError(f"no word occurs {min_count} times in the corpus; lower min_count")
+        raise ArmlmError(f"no word occurs {min_count} times in the corpus; lower min_count")
     return sorted(kept, key=lambda w: (-counts[w], w))
 
 
@@ -25,9 +27,9 @@ def cooccurrence(sentences: list[list[str]], words: list[str], window: int,
     Words outside `words` are dropped before the window is applied (word2vec's behaviour for rare words), so
     they take no slot in it."""
     if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting={weighting!r}; choose one of {WEIGHTINGS}")
+        raise ArmlmError(f"weighting={weighting!r}; choose one of {WEIGHTINGS}")
     if window < 1:
-        raise ValueError(f"window={window}; give at least 1")
+        raise ArmlmError(f"window={window}; give at least 1")
     index = {w: i for i, w in enumerate(words)}
     ids, sentence_of = [], []
     for k, sentence in enumerate(sentences):

@@ -17,6 +17,8 @@ from scipy import sparse
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from common.errors import ArmlmError
+
 
 def weighting(x: Tensor, x_max: float = 100.0, alpha: float = 0.75) -> Tensor:
     """f(x): (x / x_max)^alpha below x_max, 1 above; f(0) = 0, so unseen pairs carry no weight."""
@@ -55,7 +57,7 @@ def train_glove(counts: sparse.spmatrix, dim: int, epochs: int, seed: int, lr: f
     one batch takes one summed step where glove.c takes several."""
     counts = sparse.coo_matrix(counts)
     if counts.nnz == 0:
-        raise ValueError("the co-occurrence matrix is empty: the corpus has no word pairs inside the window")
+        raise ArmlmError("the co-occurrence matrix is empty: the corpus has no word pairs inside the window")
     rows, cols = torch.from_numpy(counts.row.astype(np.int64)), torch.from_numpy(counts.col.astype(np.int64))
     values = torch.from_numpy(counts.data.astype(np.float64))
     model = Glove(counts.shape[0], dim, seed)

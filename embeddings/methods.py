@@ -10,6 +10,7 @@ import numpy as np
 from gensim.models import FastText, Word2Vec
 from gensim.models.keyedvectors import KeyedVectors
 
+from common.errors import ArmlmError
 from embeddings.cooccurrence import cooccurrence, vocabulary
 from embeddings.glove import train_glove
 from embeddings.ppmi import ppmi, svd_vectors
@@ -22,7 +23,7 @@ class StaticMethod(ABC):
     def __init__(self, dim: int = 100, window: int = 5, min_count: int = 5) -> None:
         for key, value, least in (("dim", dim, 1), ("window", window, 1), ("min_count", min_count, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"method.{key}={value!r}; give an integer >= {least}")
+                raise ArmlmError(f"method.{key}={value!r}; give an integer >= {least}")
         self.dim, self.window, self.min_count = dim, window, min_count
 
     @property

@@ -7,6 +7,8 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.linalg import svds
 
+from common.errors import ArmlmError
+
 
 def ppmi(counts: sparse.spmatrix, context_smoothing: float = 1.0) -> sparse.csr_matrix:
     """PPMI(w, c) = max(0, log P(w, c) / (P(w) P_a(c))), with P_a(c) proportional to count(c)^a
@@ -15,7 +17,7 @@ def ppmi(counts: sparse.spmatrix, context_smoothing: float = 1.0) -> sparse.csr_
     counts = sparse.coo_matrix(counts, dtype=np.float64)
     total = counts.sum()
     if total <= 0:
-        raise ValueError("the co-occurrence matrix is empty: the corpus has no word pairs inside the window")
+        raise ArmlmError("the co-occurrence matrix is empty: the corpus has no word pairs inside the window")
     word_p = np.asarray(counts.sum(axis=1)).ravel() / total
     context_counts = np.asarray(counts.sum(axis=0)).ravel() ** context_smoothing
     context_p = context_counts / context_counts.sum()
@@ -29,7 +31,7 @@ def svd_vectors(matrix: sparse.spmatrix, dim: int, seed: int, eigen_power: float
     ARPACK starts from a seeded vector, and each singular vector's sign is fixed (largest entry positive)."""
     size = min(matrix.shape)
     if not 0 < dim < size:
-        raise ValueError(f"dim={dim} needs a vocabulary of more than {dim} words (the corpus gives {size}); lower "
+        raise ArmlmError(f"dim={dim} needs a vocabulary of more than {dim} words (the corpus gives {size}); lower "
                          "dim or min_count")
     start = np.random.default_rng(seed).standard_normal(size)
     u, s, _ = svds(sparse.csr_matrix(matrix, dtype=np.float64), k=dim, v0=start)

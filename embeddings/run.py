@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from common.atomic import atomic_write_artefact
+from common.errors import ArmlmError
 from embeddings.benchmarks import score
 from embeddings.contextual import type_vectors
 from embeddings.cooccurrence import vocabulary
@@ -37,7 +38,7 @@ def train_split_words(cfg: DictConfig, tokenizer_json: str) -> tuple[WordSplitte
     sentences = splitter.sentences(corpus.documents("train"))
     counts = Counter(word for sentence in sentences for word in sentence)
     if not counts:
-        raise ValueError(f"{corpus.describe()} has no words in its train split; point data= at real text")
+        raise ArmlmError(f"{corpus.describe()} has no words in its train split; point data= at real text")
     log.info("%s: %d lines, %d words, %d distinct", corpus.describe(), len(sentences), sum(counts.values()), len(counts))
     return splitter, sentences, counts
 

@@ -20,6 +20,7 @@ import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 
 from common.atomic import atomic_write_artefact
+from common.errors import ArmlmFileError
 from embeddings.words import WordSplitter
 
 VECTORS, TEXT, TOKENIZER, SUMMARY = "vectors.kv", "vectors.txt", "tokenizer.json", "summary.json"
@@ -67,7 +68,7 @@ def load_vectors(folder: str | Path) -> StaticVectors:
     folder = Path(folder)
     missing = [name for name in (VECTORS, TOKENIZER, SUMMARY) if not (folder / name).is_file()]
     if missing:
-        raise FileNotFoundError(f"{folder} lacks {missing}: give the folder of a finished `python embeddings.py "
+        raise ArmlmFileError(f"{folder} lacks {missing}: give the folder of a finished `python embeddings.py "
                                 "method=...` run")
     return StaticVectors(folder, KeyedVectors.load(str(folder / VECTORS)),
                          (folder / TOKENIZER).read_text(encoding="utf-8"),

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 from tokenizers import Tokenizer, pre_tokenizers
 
+from common.errors import ArmlmError
+
 MAX_SENTENCE_WORDS = 1000  # gensim reads at most 10,000 words of a sentence; lines are cut well below that
 
 
@@ -16,7 +18,7 @@ class WordSplitter:
         tokenizer = Tokenizer.from_str(tokenizer_json)
         if tokenizer.pre_tokenizer is None or isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel):
             # Byte-level pieces carry a space marker ('Ġword'), so they are not words a benchmark names.
-            raise ValueError("word-level embeddings need a tokenizer that splits words on whitespace and punctuation, "
+            raise ArmlmError("word-level embeddings need a tokenizer that splits words on whitespace and punctuation, "
                              "not a byte-level BPE's (GPT-2's, RoBERTa's: their pieces carry the space); train armlm "
                              "runs with data.tokenizer.kind=wordpiece (the default), or use a WordPiece model")
         self.normalizer, self.pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer

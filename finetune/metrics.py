@@ -17,6 +17,7 @@ from torch import Tensor
 from torchmetrics import Accuracy, F1Score, Metric, MetricCollection, PearsonCorrCoef, SpearmanCorrCoef
 from torchmetrics.classification import BinaryMatthewsCorrCoef
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX
 from datamodules.finetune import TaskInfo
 
@@ -34,7 +35,7 @@ class MatthewsCorrelation(BinaryMatthewsCorrCoef):
 
 def _binary(labels: Sequence[str], metric: str) -> None:
     if len(labels) != 2:
-        raise ValueError(f"the {metric} metric scores two classes (label 1 positive); the task's labels are "
+        raise ArmlmError(f"the {metric} metric scores two classes (label 1 positive); the task's labels are "
                          f"{list(labels)}")
 
 
@@ -52,7 +53,7 @@ def binary_f1(labels: Sequence[str]) -> Metric:
 
 def accuracy(labels: Sequence[str]) -> Metric:
     if not labels:
-        raise ValueError("the accuracy metric needs class labels; a regression task (no labels) takes pearson/spearman")
+        raise ArmlmError("the accuracy metric needs class labels; a regression task (no labels) takes pearson/spearman")
     return Accuracy(task="multiclass", num_classes=len(labels))
 
 
@@ -68,7 +69,7 @@ def spearman(labels: Sequence[str]) -> Metric:
 def entity_f1(labels: Sequence[str]) -> Metric:
     """Entity-level scores of IOB2 word tags (the labels are the tag names): f1, precision, recall, f1_<TYPE>."""
     if "O" not in labels:
-        raise ValueError(f"the entity_f1 metric reads IOB2 tags, with an 'O'; the task has labels {list(labels)}")
+        raise ArmlmError(f"the entity_f1 metric reads IOB2 tags, with an 'O'; the task has labels {list(labels)}")
     return EntityF1(tuple(labels))
 
 
@@ -76,14 +77,14 @@ def build_metric(spec: Mapping[str, Any], labels: Sequence[str]) -> Metric:
     """One entry of task.metrics: its factory called with its other arguments and the task's labels."""
     metric = instantiate({**spec, "_partial_": True, "_convert_": "all"})(labels=tuple(labels))
     if not isinstance(metric, Metric):
-        raise ValueError(f"task.metrics entry {dict(spec)} gave a {type(metric).__name__}, not a torchmetrics Metric")
+        raise ArmlmError(f"task.metrics entry {dict(spec)} gave a {type(metric).__name__}, not a torchmetrics Metric")
     return metric
 
 
 def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
     """Entity-level micro precision / recall / F1 and per-type F1 over word-level IOB2 tag sequences."""
     if len(gold) != len(predicted) or any(len(g) != len(p) for g, p in zip(gold, predicted)):
-        raise ValueError("gold and predicted tag sequences must have the same sentences and lengths")
+        raise ArmlmError("gold and predicted tag sequences must have the same sentences and lengths")
     # No entity predicted (or none in gold) scores 0, as conlleval does, without a warning per evaluation.
     scores = {"f1": f1_score(gold, predicted, zero_division=0),
               "precision": precision_score(gold, predicted, zero_division=0),
@@ -103,7 +104,7 @@ ITEMS_FILE = "items.json"  # beside a fine-tuning run's results.json
 def entity_counts(gold: list[list[str]], predicted: list[list[str]]) -> list[list[int]]:
     """[tp, fp, fn] of each sentence, entities matched exactly (type, first word, last word) as seqeval does."""
     if len(gold) != len(predicted):
-        raise ValueError("gold and predicted tag sequences must have the same sentences")
+        raise ArmlmError("gold and predicted tag sequences must have the same sentences")
     counts = []
     for g, p in zip(gold, predicted):
         gold_spans, predicted_spans = set(get_entities(g)), set(get_entities(p))

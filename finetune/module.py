@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from common.migrations import FINETUNE_FEATURES_BEFORE
 from finetune.task_module import TaskModule, metric_tag
 from models.attention import Attention
@@ -54,16 +55,16 @@ class FinetuneModule(TaskModule):
 
     def check(self, settings: dict[str, Any]) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
+            raise ArmlmError(f"finetune.mode={self.mode!r}; choose one of {MODES}")
         if self.pooling not in POOLINGS:
-            raise ValueError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
+            raise ArmlmError(f"finetune.pooling={self.pooling!r}; choose one of {POOLINGS}")
         if self.features not in FEATURES:
-            raise ValueError(f"finetune.features={self.features!r}; choose one of {FEATURES}")
+            raise ArmlmError(f"finetune.features={self.features!r}; choose one of {FEATURES}")
         if self.features == "scalar_mix" and (self.mode != "features" or self.info.kind != "tagging"):
-            raise ValueError("finetune.features=scalar_mix mixes a frozen backbone's layers for tagging: use it with "
+            raise ArmlmError("finetune.features=scalar_mix mixes a frozen backbone's layers for tagging: use it with "
                              "finetune.mode=features and task=conll2003")
         if self.attention.kind == "causal" and self.pooling == "first" and self.info.kind != "tagging":
-            raise ValueError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
+            raise ArmlmError("finetune.pooling=first with causal attention pools a [CLS] that sees nothing else; "
                              "use pooling=last or mean, or finetune.attention=bidirectional")
 
     def own_rates(self) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import ArmlmError
 from common.migrations import migrate_finetune_hparams
 from datamodules.finetune import FinetuneDataModule, TaskInfo
 from finetune.metrics import ITEMS_FILE, item_record, task_metrics
@@ -34,7 +35,7 @@ def resolve_settings(cfg: DictConfig, source: ModelSource) -> dict[str, Any]:
     """The module's settings: `attention: pretrained` becomes the source's own mode, `pooling: auto`
     the state that sees the whole input in that mode. An attention the backbone cannot run is refused."""
     if cfg.attention not in ATTENTION_MODES:
-        raise ValueError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
+        raise ArmlmError(f"finetune.attention={cfg.attention!r}; choose one of {ATTENTION_MODES}")
     attention = source.reading.finetune_attention if cfg.attention == "pretrained" else cfg.attention
     source.reading.refuse_attention(attention, f"finetune.attention={attention}")
     # A causal reader's state sees the whole input (pooling) or the whole word (tagging) only at its end.
@@ -75,12 +76,12 @@ def check_fit(datamodule: FinetuneDataModule, source: ModelSource, requested: in
     trained length) and every id of its tokenizer; name the keys that disagree."""
     positions = int(source.backbone.config.max_len)
     if requested > positions:  # the length used is never above the one requested
-        raise ValueError(f"task.data.max_length={requested} exceeds the checkpoint's model.max_len={positions} "
+        raise ArmlmError(f"task.data.max_length={requested} exceeds the checkpoint's model.max_len={positions} "
                          f"({source.origin}); lower task.data.max_length")
     vocab = datamodule.tokenizer.get_vocab_size()
     # armlm's embedding has one row per token; a transformers one may be padded past its tokenizer
     if vocab != source.vocab_size if source.kind == "armlm" else vocab > source.vocab_size:
-        raise ValueError(f"{source.origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
+        raise ArmlmError(f"{source.origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
                          f"{source.vocab_size}; the checkpoint is inconsistent, re-save it from its run")
 
 
@@ -110,13 +111,13 @@ def check_finetune_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     end); the checkpoint must come from the same task, settings, model, optimiser and seed."""
     saved = read_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or "task" not in saved:
-        raise ValueError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
+        raise ArmlmError(f"{ckpt_path} is not a fine-tuning checkpoint; ckpt_path= with task=... resumes one "
                          "(pretrained= gives the pretraining checkpoint)")
     keys = ("model", "task", "settings", "optim", "pretrained", "seed")
     saved = migrate_finetune_hparams(saved)
     differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
     if differing:
-        raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
+        raise ArmlmError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")
 
 
@@ -134,7 +135,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
     if not cfg.pretrained:
-        raise ValueError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
+        raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")
     trust = bool(cfg.get("trust_remote_code", False))
     source = open_source(cfg.pretrained, trust_remote_code=trust)

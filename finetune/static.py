@@ -22,6 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.migrations import migrate_finetune_hparams
 from datamodules.finetune import ConllDataModule
 from embeddings.store import StaticVectors, load_vectors
@@ -44,7 +45,7 @@ class StaticTagger(TaskModule):
         super().__init__(task, optim, seed)
         self.save_hyperparameters()
         if self.info.kind != "tagging":
-            raise ValueError(f"vectors= gives word vectors, which tag words: task={self.info.name} is not a tagging "
+            raise ArmlmError(f"vectors= gives word vectors, which tag words: task={self.info.name} is not a tagging "
                              "task; use task=conll2003, or pretrained=<checkpoint> for sentence tasks")
         self.register_buffer("table", torch.zeros(words + 1, dim))
         self.head = TaggingHead(dim, len(self.info.labels), 1, head_dropout)
@@ -92,11 +93,11 @@ def check_static_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
     saved = read_hyperparameters(ckpt_path)
     keys = ("task", "words", "dim", "optim", "vectors", "head_dropout", "seed")
     if not isinstance(saved, dict) or "vectors" not in saved:
-        raise ValueError(f"{ckpt_path} is not a static-vectors NER checkpoint; ckpt_path= with vectors=... resumes one")
+        raise ArmlmError(f"{ckpt_path} is not a static-vectors NER checkpoint; ckpt_path= with vectors=... resumes one")
     saved = migrate_finetune_hparams(saved)
     differing = differences({k: hparams[k] for k in keys}, {k: saved.get(k) for k in keys})
     if differing:
-        raise ValueError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
+        raise ArmlmError(f"{ckpt_path} was saved by a run with other settings ({', '.join(differing)}); resume "
                          "with the settings it was started with, or start afresh without ckpt_path")
 
 
@@ -104,13 +105,13 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
     if cfg.get("pretrained"):
-        raise ValueError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
+        raise ArmlmError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
     vectors = load_vectors(cfg.vectors)
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)
     datamodule = build(cfg.task.data, tokenizer_json=vectors.tokenizer_json, seed=cfg.seed)
     if not isinstance(datamodule, ConllDataModule):
-        raise ValueError(f"vectors= tags words: task={cfg.task.data._target_} is not CoNLL-2003 NER; use task=conll2003")
+        raise ArmlmError(f"vectors= tags words: task={cfg.task.data._target_} is not CoNLL-2003 NER; use task=conll2003")
     datamodule.setup("fit")
     index, table = word_table(vectors, datamodule.words())
     datamodule.index_words(index)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from generation.sampling import SamplingSettings, sample
 from models.attention import BIDIRECTIONAL
 from models.backbone import Transformer
@@ -62,12 +63,12 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again. `reading`:
     the samplers' common signature; every model sampled this way reads the same bidirectional conditionals."""
     if request.order not in UNMASKING_ORDERS:
-        raise ValueError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
+        raise ArmlmError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
     device = next(model.parameters()).device
     n = request.new_tokens
     steps = n if request.steps is None else min(request.steps, n)
     if steps < 1:
-        raise ValueError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
+        raise ArmlmError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
     tail = torch.full((request.samples, n), request.mask_id, dtype=torch.long)
     ids = torch.cat([request.prompt.repeat(request.samples, 1), tail], dim=1).to(device)
     banned = torch.cat([request.banned, torch.tensor([request.mask_id])]).unique()
@@ -105,6 +106,6 @@ def generator_for(reading: Reading | type[Objective]) -> Sampler:
     reading.refuse_unless_language_model("sampling (generate.py)")
     method = GENERATORS.get(reading.scoring)
     if method is None:
-        raise ValueError(f"{reading.name} declares scoring={reading.scoring!r}, for which "
+        raise ArmlmError(f"{reading.name} declares scoring={reading.scoring!r}, for which "
                          f"armlm has no sampler ({sorted(GENERATORS)}); add one to generation/decode.py")
     return method

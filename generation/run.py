@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from common.atomic import atomic_write_text
+from common.errors import ArmlmError
 from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from datamodules.encoding import token_id
 from generation.decode import Request, generator_for
@@ -37,9 +38,9 @@ def banned_tokens(tokenizer: Tokenizer) -> torch.Tensor:
 def run_generation(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     if not cfg.get("checkpoint"):
-        raise ValueError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
+        raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
     if int(cfg.new_tokens) < 1 or int(cfg.samples) < 1:
-        raise ValueError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
+        raise ArmlmError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
     sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
     pretrained = load_pretrained(cfg.checkpoint)
     model = pretrained.backbone(cfg.device)
@@ -48,7 +49,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     length = len(prompt) + int(cfg.new_tokens)
     limit = pretrained.trained_length or model.config.max_len
     if length > limit:
-        raise ValueError(f"the prompt ({len(prompt)} tokens with [CLS]) plus new_tokens={cfg.new_tokens} make "
+        raise ArmlmError(f"the prompt ({len(prompt)} tokens with [CLS]) plus new_tokens={cfg.new_tokens} make "
                          f"{length}, beyond the {limit} positions the checkpoint was trained on; lower new_tokens")
     eod = token_id(tokenizer, EOD)
     banned = banned_tokens(tokenizer)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -19,11 +21,11 @@ class SamplingSettings:
 
     def __post_init__(self) -> None:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature!r}; use a number >= 0 (0 = greedy)")
+            raise ArmlmError(f"temperature={self.temperature!r}; use a number >= 0 (0 = greedy)")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k={self.top_k!r}; use an integer >= 0 (0 keeps every token)")
+            raise ArmlmError(f"top_k={self.top_k!r}; use an integer >= 0 (0 keeps every token)")
         if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p!r}; use a number in (0, 1]")
+            raise ArmlmError(f"top_p={self.top_p!r}; use a number in (0, 1]")
 
 
 def filtered_log_probs(logits: Tensor, settings: SamplingSettings, banned: Tensor | None = None) -> Tensor:

@@ -32,6 +32,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from common.errors import ArmlmError
 from common.provenance import armlm_commit
 from common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
 from datamodules.encoding import encode_pair, token_id
@@ -65,7 +66,7 @@ class ExportResult:
 def export_checkpoint(checkpoint: str | Path, out: str | Path, *, format: str = "auto",
                       overwrite: bool = False) -> ExportResult:
     if format not in FORMATS:
-        raise ValueError(f"format={format!r}; choose one of {FORMATS}")
+        raise ArmlmError(f"format={format!r}; choose one of {FORMATS}")
     out = Path(out)
     source = trained_positions(read_source(checkpoint))
     refuse_unsafe_out(out, source.checkpoint, overwrite)
@@ -73,7 +74,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, format: str = 
     ids = {token: token_id(tokenizer, token) for token in SPECIAL_TOKENS}
     obstacles = gpt2.native_obstacles(source, math.inf if format == "native" else gpt2.AUTO_FOLD_GROWTH)
     if format == "native" and obstacles:
-        raise ValueError(f"format=native: no transformers class expresses {source.checkpoint} exactly: "
+        raise ArmlmError(f"format=native: no transformers class expresses {source.checkpoint} exactly: "
                          f"{'; '.join(obstacles)}. Use format=remote (armlm's modelling file, loaded with "
                          "trust_remote_code=True) or format=auto")
     native = format != "remote" and not obstacles
@@ -87,7 +88,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, format: str = 
             native = False
             target, parity, ids_equal = write_folder(source, folder, ids, native)
         if not parity.ok() or not ids_equal:
-            raise ValueError(f"the exported {target} does not reproduce armlm: max |delta logit| "
+            raise ArmlmError(f"the exported {target} does not reproduce armlm: max |delta logit| "
                              f"{parity.max_abs_logit_diff:.2e}, same token ids: {ids_equal}; nothing was written. "
                              "Please report it with the checkpoint's model config")
         growth = gpt2.fold_growth(source.weights, source.lm_bias) if native else None
@@ -118,7 +119,7 @@ def refuse_unsafe_out(out: Path, checkpoint: Path, overwrite: bool) -> None:
     """`out` may be new or empty; with overwrite, an earlier export. Never the run folder the checkpoint is in."""
     resolved, ckpt = out.resolve(), checkpoint.resolve()
     if resolved == ckpt or resolved in ckpt.parents:
-        raise ValueError(f"out={out} holds the checkpoint being exported; choose a folder outside its run")
+        raise ArmlmError(f"out={out} holds the checkpoint being exported; choose a folder outside its run")
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"out={out} is a file; choose a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -169,7 +170,7 @@ def check_export(source: ExportSource, folder: Path, native: bool) -> tuple[Pari
     expected = {t: armlm_ids(tokenizer, source, t) for t in CHECK_SENTENCES}
     texts = [t for t, ids in expected.items() if len(ids) <= source.model["max_len"]]
     if not texts:
-        raise ValueError(f"none of the parity sentences fits the {source.model['max_len']} positions the checkpoint "
+        raise ArmlmError(f"none of the parity sentences fits the {source.model['max_len']} positions the checkpoint "
                          "was trained on, so the export cannot be checked; export a checkpoint trained on longer blocks")
     batch = loaded_tokenizer(texts, padding=True, return_tensors="pt")
     ids_equal = all(loaded_tokenizer(text)["input_ids"] == expected[text] for text in texts)

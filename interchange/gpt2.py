@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from common.errors import ArmlmError
 from interchange.source import ExportSource
 
 # The fold adds b_v u / c to head row v. Rounding of h reaches logit v through that row, so the fold multiplies a
@@ -80,7 +81,7 @@ def native_obstacles(source: ExportSource, largest_fold_growth: float = AUTO_FOL
 def to_gpt2(source: ExportSource, bos_id: int, eos_id: int, pad_id: int) -> GPT2LMHeadModel:
     reasons = native_obstacles(source, largest_fold_growth=math.inf)
     if reasons:
-        raise ValueError("GPT2LMHeadModel cannot express this checkpoint: " + "; ".join(reasons))
+        raise ArmlmError("GPT2LMHeadModel cannot express this checkpoint: " + "; ".join(reasons))
     w, m = source.weights, source.model
     config = GPT2Config(
         vocab_size=m["vocab_size"], n_positions=m["max_len"], n_embd=m["d_model"], n_layer=m["n_layers"],
@@ -112,5 +113,5 @@ def to_gpt2(source: ExportSource, bos_id: int, eos_id: int, pad_id: int) -> GPT2
     state["lm_head.weight"] = head.to(w["token_embedding.weight"].dtype)
     missing, unexpected = gpt2.load_state_dict({k: v.contiguous() for k, v in state.items()}, strict=False)
     if unexpected or [k for k in missing if not k.endswith(".attn.bias")]:
-        raise ValueError(f"GPT-2 mapping out of date with transformers: missing {missing}, unexpected {unexpected}")
+        raise ArmlmError(f"GPT-2 mapping out of date with transformers: missing {missing}, unexpected {unexpected}")
     return gpt2.eval()

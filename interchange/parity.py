@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from transformers import AutoModelForCausalLM, pipeline
 
+from common.errors import ArmlmError
 from common.migrations import migrate_finetune_hparams
 from common.vocabulary import EOD, MASK
 from datamodules.encoding import token_id
@@ -68,7 +69,7 @@ def armlm_outputs(source: ExportSource, batch: dict[str, Tensor]) -> Tensor:
 def compare(ours: Tensor, theirs: Tensor, attention_mask: Tensor, excluded: list[int]) -> ParityReport:
     """max |delta| over real rows (sequence heads: every row) and every token in the support."""
     if ours.shape != theirs.shape:
-        raise ValueError(f"exported model gives shape {tuple(theirs.shape)}, armlm {tuple(ours.shape)}")
+        raise ArmlmError(f"exported model gives shape {tuple(theirs.shape)}, armlm {tuple(ours.shape)}")
     if ours.dim() == 3:
         rows = attention_mask.bool()
         ours, theirs = ours[rows], theirs[rows]

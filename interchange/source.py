@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.migrations import migrate_finetune_hparams
 from models.backbone import ModelConfig
 from models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
@@ -88,19 +89,19 @@ def read_source(path: str | Path) -> ExportSource:
 
 def _finetuned(ckpt_path: Path, ckpt: dict[str, Any], hparams: dict[str, Any]) -> ExportSource:
     if "vectors" in hparams:
-        raise ValueError(f"{ckpt_path} tags with static word vectors (train.py vectors=...): a table lookup and a linear "
+        raise ArmlmError(f"{ckpt_path} tags with static word vectors (train.py vectors=...): a table lookup and a linear "
                          "tagger, no Transformer for transformers to load; share the vectors folder's vectors.txt "
                          "(word2vec text format, gensim's KeyedVectors.load_word2vec_format) instead")
     if (hparams.get("settings") or {}).get("features") == "scalar_mix":
-        raise ValueError(f"{ckpt_path} reads ELMo's learned mix of every layer (finetune.features=scalar_mix), which "
+        raise ArmlmError(f"{ckpt_path} reads ELMo's learned mix of every layer (finetune.features=scalar_mix), which "
                          "armlm's modelling file does not implement; export a run fine-tuned with finetune.features=concat")
     if SOURCE_KEY in (hparams.get("model") or {}):
-        raise ValueError(f"{ckpt_path} fine-tuned the transformers model {hparams['model'][SOURCE_KEY]}, which export "
+        raise ArmlmError(f"{ckpt_path} fine-tuned the transformers model {hparams['model'][SOURCE_KEY]}, which export "
                          "does not rewrite (it maps armlm backbones); share the fine-tuned checkpoint, or fine-tune with "
                          "transformers' own classes to get a transformers folder")
     missing = [k for k in ("model", "task", "settings") if k not in hparams]
     if missing or not ckpt.get("tokenizer_json"):
-        raise ValueError(f"{ckpt_path} lacks {missing or ['tokenizer_json']}; export a checkpoint armlm's fine-tuning "
+        raise ArmlmError(f"{ckpt_path} lacks {missing or ['tokenizer_json']}; export a checkpoint armlm's fine-tuning "
                          "wrote (outputs/<task>/<time>/checkpoints/*.ckpt)")
     state = ckpt["state_dict"]
     weights = {k[len(FINETUNED_BACKBONE_PREFIX):]: v for k, v in state.items() if k.startswith(FINETUNED_BACKBONE_PREFIX)}
@@ -111,7 +112,7 @@ def _finetuned(ckpt_path: Path, ckpt: dict[str, Any], hparams: dict[str, Any]) -
     try:
         model = ModelConfig(**hparams["model"]).to_dict()
     except TypeError as err:
-        raise ValueError(f"{ckpt_path}: model config {hparams['model']} is unknown to this version of armlm ({err}); "
+        raise ArmlmError(f"{ckpt_path}: model config {hparams['model']} is unknown to this version of armlm ({err}); "
                          "export with the armlm version that wrote the checkpoint") from err
     return ExportSource(
         checkpoint=ckpt_path, model=model, weights=weights, tokenizer_json=ckpt["tokenizer_json"],

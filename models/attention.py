@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from common.errors import ArmlmError
+
 KINDS = ("causal", "bidirectional", "prefix", "mask")
 STATIC_KINDS = ("causal", "bidirectional")  # the ones that need no per-input tensor (fine-tuning, diagnostics)
 
@@ -35,21 +37,21 @@ class Attention:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"attention kind {self.kind!r}; choose one of {KINDS}")
+            raise ArmlmError(f"attention kind {self.kind!r}; choose one of {KINDS}")
         if (self.kind == "prefix") != (self.prefix_lengths is not None):
-            raise ValueError("prefix attention needs prefix_lengths (B,), and only prefix attention takes them")
+            raise ArmlmError("prefix attention needs prefix_lengths (B,), and only prefix attention takes them")
         if (self.kind == "mask") != (self.allowed is not None):
-            raise ValueError("an explicit attention mask needs `allowed` (B, T, T), and only it takes one")
+            raise ArmlmError("an explicit attention mask needs `allowed` (B, T, T), and only it takes one")
         if self.allowed is not None and (self.allowed.dtype != torch.bool or self.allowed.dim() != 3):
-            raise ValueError(f"explicit attention takes a (B, T, T) bool mask, got {self.allowed.dtype} "
+            raise ArmlmError(f"explicit attention takes a (B, T, T) bool mask, got {self.allowed.dtype} "
                              f"{tuple(self.allowed.shape)}")
         if self.documents is not None and (self.documents.dim() != 2 or self.documents.dtype.is_floating_point):
-            raise ValueError(f"documents takes one integer document id per position, (B, T), got "
+            raise ArmlmError(f"documents takes one integer document id per position, (B, T), got "
                              f"{self.documents.dtype} {tuple(self.documents.shape)}")
         lengths = self.prefix_lengths
         if lengths is not None and (lengths.dim() != 1 or lengths.dtype.is_floating_point or (
                 not torch.compiler.is_compiling() and bool((lengths < 0).any()))):
-            raise ValueError(f"prefix attention takes one non-negative integer length per row, (B,), got "
+            raise ArmlmError(f"prefix attention takes one non-negative integer length per row, (B,), got "
                              f"{lengths.dtype} {tuple(lengths.shape)}")
 
     def within(self, documents: Tensor | None) -> Attention:
@@ -68,7 +70,7 @@ class Attention:
     def named(kind: str) -> Attention:
         """CAUSAL or BIDIRECTIONAL from their names, as plain-dict settings and configs store them."""
         if kind not in STATIC_KINDS:
-            raise ValueError(f"attention {kind!r} cannot be named in a setting; choose one of {STATIC_KINDS}")
+            raise ArmlmError(f"attention {kind!r} cannot be named in a setting; choose one of {STATIC_KINDS}")
         return CAUSAL if kind == "causal" else BIDIRECTIONAL
 
     @staticmethod
@@ -158,7 +160,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
     if attention.kind in STATIC_KINDS and padding is None and attention.documents is None:
         return None, attention.kind == "causal"
     if attention.rows() not in (None, batch):
-        raise ValueError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
+        raise ArmlmError(f"{attention.kind} attention is for {attention.rows()} rows, the batch has {batch}")
     positions = torch.arange(length, device=device)
     if attention.kind == "causal":
         allowed = (positions[None, :] <= positions[:, None])[None]  # (1, T, T)
@@ -167,7 +169,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
         allowed = (positions[None, :] <= positions[:, None])[None] | (positions[None, None, :] < lengths)
     elif attention.kind == "mask":
         if attention.allowed.shape[-2:] != (length, length):
-            raise ValueError(f"explicit attention mask {tuple(attention.allowed.shape)} does not fit "
+            raise ArmlmError(f"explicit attention mask {tuple(attention.allowed.shape)} does not fit "
                              f"{length}-token inputs")
         allowed = attention.allowed.to(device)
     else:
@@ -175,7 +177,7 @@ def sdpa_arguments(attention: Attention, padding: Tensor | None, batch: int, len
     if attention.documents is not None:
         documents = attention.documents.to(device)
         if documents.shape[-1] != length:
-            raise ValueError(f"document ids {tuple(documents.shape)} do not fit {length}-token inputs")
+            raise ArmlmError(f"document ids {tuple(documents.shape)} do not fit {length}-token inputs")
         start = positions == 0  # the block's [CLS]: every document's, and itself no document's
         allowed = allowed & (((documents[:, :, None] == documents[:, None, :]) & ~start[None, :, None])
                              | start[None, None, :])  # (B, T, T)

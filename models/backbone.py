@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX
 from models.attention import Attention, attend, attention_share, sdpa_arguments
 from models.flops import forward_flops
@@ -45,26 +46,26 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.norm_position not in NORM_POSITIONS:
-            raise ValueError(f"model.norm_position={self.norm_position!r}; choose one of {NORM_POSITIONS}")
+            raise ArmlmError(f"model.norm_position={self.norm_position!r}; choose one of {NORM_POSITIONS}")
         if self.positions not in POSITION_KINDS:
-            raise ValueError(f"model.positions={self.positions!r}; choose one of {POSITION_KINDS}")
+            raise ArmlmError(f"model.positions={self.positions!r}; choose one of {POSITION_KINDS}")
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff", "type_vocab_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"model.{name}={value!r} must be a positive integer")
+                raise ArmlmError(f"model.{name}={value!r} must be a positive integer")
         for name in ("dropout", "layer_norm_eps", "init_std"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"model.{name}={value!r} must be a number")
+                raise ArmlmError(f"model.{name}={value!r} must be a number")
         if not self.layer_norm_eps > 0 or not self.init_std > 0:
-            raise ValueError(f"model.layer_norm_eps={self.layer_norm_eps} and model.init_std={self.init_std} "
+            raise ArmlmError(f"model.layer_norm_eps={self.layer_norm_eps} and model.init_std={self.init_std} "
                              "must be > 0")
         if self.d_model % self.n_heads:
-            raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
+            raise ArmlmError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
-            raise ValueError("rope needs an even head dimension (model.d_model / model.n_heads)")
+            raise ArmlmError("rope needs an even head dimension (model.d_model / model.n_heads)")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+            raise ArmlmError(f"model.dropout must be in [0, 1), got {self.dropout}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -189,10 +190,10 @@ class Transformer(nn.Module):
              output_count: int | None = None) -> list[Tensor]:
         t = input_ids.shape[1]
         if position_ids is None and t > self.config.max_len:
-            raise ValueError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
+            raise ArmlmError(f"sequence length {t} exceeds model.max_len={self.config.max_len}")
         if position_ids is not None and (position_ids.shape != input_ids.shape or (
                 not every_row() and int(position_ids.max()) >= self.config.max_len)):
-            raise ValueError(f"position_ids {tuple(position_ids.shape)} must match the inputs "
+            raise ArmlmError(f"position_ids {tuple(position_ids.shape)} must match the inputs "
                              f"{tuple(input_ids.shape)} and stay below model.max_len={self.config.max_len}")
         x = self.embed(input_ids, token_type_ids, position_ids)
         mask, is_causal = sdpa_arguments(attention, attention_mask, input_ids.shape[0], t, input_ids.device)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError, ArmlmFileError
 from models.backbone import Transformer
 
 BACKBONE_PREFIX = "model."  # the pretraining LightningModule keeps the backbone under `model`
@@ -24,11 +25,11 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if path.is_dir():
         last = path / "checkpoints" / "last.ckpt"
         if not last.is_file():
-            raise FileNotFoundError(f"{path} is a folder without checkpoints/last.ckpt; give a "
+            raise ArmlmFileError(f"{path} is a folder without checkpoints/last.ckpt; give a "
                                     "pretraining run folder or a checkpoint file")
         return last
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; give a pretraining checkpoint file or a run folder "
+        raise ArmlmFileError(f"{path} does not exist; give a pretraining checkpoint file or a run folder "
                                 "(outputs/<objective>/<time>)")
     return path
 
@@ -39,10 +40,10 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all
-        raise ValueError(f"{path} cannot be loaded safely with weights_only=True ({err}); use a checkpoint "
+        raise ArmlmError(f"{path} cannot be loaded safely with weights_only=True ({err}); use a checkpoint "
                          "that armlm wrote") from err
     if not isinstance(ckpt, dict):
-        raise ValueError(f"{path} holds a {type(ckpt).__name__}, not an armlm checkpoint")
+        raise ArmlmError(f"{path} holds a {type(ckpt).__name__}, not an armlm checkpoint")
     return ckpt
 
 
@@ -54,7 +55,7 @@ def hyperparameters(ckpt: dict[str, Any]) -> Any:
 def read_hyperparameters(path: Path) -> Any:
     """The hyperparameters of a checkpoint to resume from (pretraining or fine-tuning)."""
     if not path.is_file():
-        raise FileNotFoundError(f"ckpt_path={path} does not exist; give the interrupted run's "
+        raise ArmlmFileError(f"ckpt_path={path} does not exist; give the interrupted run's "
                                 "checkpoints/last.ckpt")
     return hyperparameters(read_checkpoint(path))
 
@@ -72,7 +73,7 @@ def load_weights(backbone: Transformer, weights: dict[str, Tensor], origin: Path
     reshaped = sorted(f"{k} {tuple(weights[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items()
                       if k in weights and weights[k].shape != v.shape)
     if missing or extra or reshaped:
-        raise ValueError(
+        raise ArmlmError(
             f"{origin} does not fit model config {backbone.config.to_dict()}: missing {missing}, unexpected "
             f"{extra}, shape (checkpoint vs model) {reshaped}. Its stored config and weights disagree "
             "(model.positions, model.n_layers, model.d_model and the vocabulary size decide these); use the "

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from common.errors import ArmlmError
+
 TRAINING_PASSES = 3  # forward + backward (two matmuls per forward one: the input and the weight gradients)
 
 
@@ -31,7 +33,7 @@ def forward_flops(*, d_model: int, n_layers: int, d_ff: int, vocab_size: int, se
     T x T scores computed (models.attention.attention_share)."""
     positions = sequences * length
     if not 0 <= output_rows <= positions:
-        raise ValueError(f"output_rows={output_rows} must be in [0, {positions}] (the positions of the batch)")
+        raise ArmlmError(f"output_rows={output_rows} must be in [0, {positions}] (the positions of the batch)")
     skipped_mlp_rows = positions - output_rows
     linear = n_layers * positions * block_linear_weights(d_model, d_ff) - skipped_mlp_rows * 2 * d_model * d_ff
     head = vocab_rows * d_model * vocab_size

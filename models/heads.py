@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
+
 POOLINGS = ("first", "last", "mean")
 
 
@@ -23,7 +25,7 @@ def pool(hidden: Tensor, attention_mask: Tensor, how: str) -> Tensor:
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     if how == "mean":
         return (hidden * mask[..., None]).sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp(min=1)
-    raise ValueError(f"pooling {how!r} is not one of {POOLINGS}")
+    raise ArmlmError(f"pooling {how!r} is not one of {POOLINGS}")
 
 
 class ClassificationHead(nn.Module):
@@ -65,6 +67,6 @@ class ScalarMix(nn.Module):
 
     def forward(self, layers: list[Tensor]) -> Tensor:
         if len(layers) != self.weights.numel():
-            raise ValueError(f"the mix was built for {self.weights.numel()} layers, got {len(layers)}")
+            raise ArmlmError(f"the mix was built for {self.weights.numel()} layers, got {len(layers)}")
         weights = torch.softmax(self.weights, dim=0)
         return self.gamma * torch.einsum("l,l...->...", weights.to(layers[0].dtype), torch.stack(layers))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX
 from models.rows import every_row
 
@@ -139,7 +140,7 @@ def weighted_linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor, 
     """(sum of row_weights x each row's NLL, with gradients; the plain summed NLL of the same rows, without):
     masked diffusion optimises the first (its 1/t weights are constants) and logs the second, from one pass."""
     if row_weights is not None and row_weights.shape != targets.shape:
-        raise ValueError(f"row_weights has shape {tuple(row_weights.shape)}, targets {tuple(targets.shape)}")
+        raise ArmlmError(f"row_weights has shape {tuple(row_weights.shape)}, targets {tuple(targets.shape)}")
     if hidden.shape[0] == 0:
         zero = (hidden.sum() + weight.sum() * 0 + bias.sum() * 0).float()  # zero that keeps the graph
         return zero, zero.detach()

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.attention import CAUSAL, Attention
 from models.backbone import Transformer
@@ -187,7 +188,7 @@ def refuse_unless_language_model(objective: type[Objective], what: str) -> None:
     """Raise the one-line refusal for `what` (zero-shot scoring, a likelihood, sampling, LM export) of a checkpoint
     whose objective is not a language model (scoring = "none")."""
     if objective.scoring == NOT_A_LANGUAGE_MODEL:
-        raise ValueError(f"{objective.__name__} checkpoints are not a language model (scoring='none': "
+        raise ArmlmError(f"{objective.__name__} checkpoints are not a language model (scoring='none': "
                          f"{objective.reference or 'no token distribution'}), so {what} cannot read them; fine-tune "
                          "them (finetune.py pretrained=...), or use a checkpoint of a language-model objective")
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from hydra.utils import get_class
 from torch import nn
 
+from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 from objectives.base import Objective, TrainingProgress
 
@@ -31,25 +32,25 @@ class Composite(Objective):
         super().__init__()
         key = self.components_key
         if not isinstance(components, dict) or not components:
-            raise ValueError(f"objective.{key} must map names to {{{self.setting}: ..., objective: ...}}; "
+            raise ArmlmError(f"objective.{key} must map names to {{{self.setting}: ..., objective: ...}}; "
                              f"got {components!r}")
         parts, settings = {}, {}
         for name, entry in components.items():
             if not isinstance(entry, dict) or set(entry) != {self.setting, "objective"}:
-                raise ValueError(f"objective.{key}.{name} must have exactly the keys {self.setting} and objective; "
+                raise ArmlmError(f"objective.{key}.{name} must have exactly the keys {self.setting} and objective; "
                                  f"got {sorted(entry) if isinstance(entry, dict) else entry!r}")
             value = entry[self.setting]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ValueError(f"objective.{key}.{name}.{self.setting}={value!r} must be a number in (0, 1]")
+                raise ArmlmError(f"objective.{key}.{name}.{self.setting}={value!r} must be a number in (0, 1]")
             if not isinstance(entry["objective"], Objective):
-                raise ValueError(f"objective.{key}.{name}.objective is not an armlm objective; compose one from the "
+                raise ArmlmError(f"objective.{key}.{name}.objective is not an armlm objective; compose one from the "
                                  f"objective group (defaults: - /objective@{key}.{name}.objective: mlm)")
             if isinstance(entry["objective"], Composite):
-                raise ValueError(f"objective.{key}.{name}.objective is itself a composite; nest plain objectives only")
+                raise ArmlmError(f"objective.{key}.{name}.objective is itself a composite; nest plain objectives only")
             parts[name], settings[name] = entry["objective"], float(value)
         formats = {part.input_format for part in parts.values()}
         if len(formats) > 1:
-            raise ValueError(f"objective.{key}: the components need different inputs ({sorted(formats)}); one run "
+            raise ArmlmError(f"objective.{key}: the components need different inputs ({sorted(formats)}); one run "
                              "reads one input format, so combine objectives of the same format")
         self.parts = nn.ModuleDict(parts)
         self.settings = settings

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from models.flops import linear_flops
 from models.rows import flops_rows, take
@@ -44,7 +45,7 @@ class Electra(GeneratorCorruption):
         """`settings`: GeneratorCorruption's (the backbone's shape, generator_fraction, mask_rate, mask_prob)."""
         super().__init__(discriminator_weight=discriminator_weight, **settings)
         if rtd_positions not in RTD_POSITIONS:
-            raise ValueError(f"objective.rtd_positions={rtd_positions!r}; choose one of {RTD_POSITIONS}")
+            raise ArmlmError(f"objective.rtd_positions={rtd_positions!r}; choose one of {RTD_POSITIONS}")
         self.rtd_positions = rtd_positions
         d_model = settings["d_model"]
         self.rtd_head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Linear(d_model, 1))

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 from models.attention import Attention, attention_share, sdpa_arguments
 from models.backbone import Block, ModelConfig, Transformer
@@ -33,7 +34,7 @@ class Generator(nn.Module):
                  norm_position: str, dropout: float, layer_norm_eps: float, init_std: float) -> None:
         super().__init__()
         if not 0 < width_fraction <= 1:
-            raise ValueError(f"objective.generator_fraction={width_fraction} must be in (0, 1] (ELECTRA: 1/4 to 1/3)")
+            raise ArmlmError(f"objective.generator_fraction={width_fraction} must be in (0, 1] (ELECTRA: 1/4 to 1/3)")
         width = max(2, round(d_model * width_fraction))
         heads = max(1, width // HEAD_WIDTH)
         width -= width % (2 * heads)  # whole heads of an even width (rotary positions rotate pairs)
@@ -125,7 +126,7 @@ class GeneratorCorruption(Objective):
         """`discriminator_weight`: the backbone's loss's weight beside the generator's (ELECTRA's lambda: 50)."""
         super().__init__()
         if not discriminator_weight > 0:
-            raise ValueError(f"objective.discriminator_weight={discriminator_weight} must be > 0 (ELECTRA: 50)")
+            raise ArmlmError(f"objective.discriminator_weight={discriminator_weight} must be > 0 (ELECTRA: 50)")
         self.discriminator_weight = float(discriminator_weight)
         # ELECTRA's masking: [MASK] or the original token, never a random one
         self.masking = MaskedLM(mask_rate=mask_rate, mask_prob=mask_prob, random_prob=0.0, keep_prob=1.0 - mask_prob)

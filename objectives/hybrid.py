@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.errors import ArmlmError
 from objectives.mixture import RowMixture
 
 
@@ -30,7 +31,7 @@ class HybridLM(RowMixture):
         offsets = {name: part.masked_prediction_offset for name, part in self.parts.items()
                    if part.masked_conditionals}
         if set(offsets.values()) != {1} or not any(part.scoring == "chain_rule" for part in self.parts.values()):
-            raise ValueError("objective=hybrid mixes a masked next-token component (masked_prediction_offset 1) with a "
+            raise ArmlmError("objective=hybrid mixes a masked next-token component (masked_prediction_offset 1) with a "
                              f"causal one; got {dict((n, type(p).__name__) for n, p in self.parts.items())}")
         self.val_loss_kind = type(self).val_loss_kind
 

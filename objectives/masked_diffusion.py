@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.backbone import Transformer
 from models.rows import flops_rows, take
@@ -47,9 +48,9 @@ class MaskedDiffusionLM(Objective):
     def __init__(self, eps: float = 1e-3, copy_rate: float = 0.0) -> None:
         super().__init__()
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < 1.0:
-            raise ValueError(f"objective.eps={eps!r} must be a number in (0, 1): the smallest mask rate drawn")
+            raise ArmlmError(f"objective.eps={eps!r} must be a number in (0, 1): the smallest mask rate drawn")
         if isinstance(copy_rate, bool) or not isinstance(copy_rate, (int, float)) or not 0.0 <= copy_rate <= 1.0:
-            raise ValueError(f"objective.copy_rate={copy_rate!r} must be a number in [0, 1]: the share of visible "
+            raise ArmlmError(f"objective.copy_rate={copy_rate!r} must be a number in [0, 1]: the share of visible "
                              "targets that also predict their own token (0: MDLM as published)")
         self.eps = float(eps)
         # A training aid outside the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the only

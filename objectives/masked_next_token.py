@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from models.rows import flops_rows, take
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, TrainingProgress, mean_or_zero, summed_token_nll
@@ -57,15 +58,15 @@ class MaskedNextTokenLM(MaskedLM):
                          replacement=replacement)
         if mask_rate_start is not None and (isinstance(mask_rate_start, bool) or not isinstance(
                 mask_rate_start, (int, float)) or not 0 < mask_rate_start <= 1):
-            raise ValueError(f"objective.mask_rate_start={mask_rate_start!r} must be in (0, 1], or null for a fixed rate")
+            raise ArmlmError(f"objective.mask_rate_start={mask_rate_start!r} must be in (0, 1], or null for a fixed rate")
         lengths = list(span_lengths) if isinstance(span_lengths, Sequence) and not isinstance(span_lengths, str) else []
         if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
-            raise ValueError(f"objective.span_lengths={span_lengths!r} must list positive integers, drawn uniformly "
+            raise ArmlmError(f"objective.span_lengths={span_lengths!r} must list positive integers, drawn uniformly "
                              "(GPT-BERT: [1, 2, 3]; [1] masks single tokens)")
         if corruption not in CORRUPTION_UNITS:
-            raise ValueError(f"objective.corruption={corruption!r}; choose one of {CORRUPTION_UNITS}")
+            raise ArmlmError(f"objective.corruption={corruption!r}; choose one of {CORRUPTION_UNITS}")
         if mask_rate <= 0:
-            raise ValueError("objective.mask_rate must be above 0: every row predicts at least its masked spans")
+            raise ArmlmError("objective.mask_rate must be above 0: every row predicts at least its masked spans")
         self.mask_rate_start = None if mask_rate_start is None else float(mask_rate_start)
         self.register_buffer("span_lengths", torch.tensor(lengths), persistent=False)
         self.corruption = corruption

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from objectives.base import Batch, LossOutput
 from objectives.composite import DOWNSTREAM_ATTRIBUTES, Composite
@@ -52,10 +53,10 @@ class RowMixture(Composite):
         self.names = list(self.settings)
         if answers_as is not None:
             if answers_as not in self.parts:
-                raise ValueError(f"objective.answers_as={answers_as!r} is not a component; choose from {self.names}")
+                raise ArmlmError(f"objective.answers_as={answers_as!r} is not a component; choose from {self.names}")
             self.answer_as(answers_as, DOWNSTREAM_ATTRIBUTES)
         elif not hasattr(type(self), "finetune_attention"):
-            raise ValueError(f"objective.answers_as is needed: name the component ({self.names}) whose checkpoints "
+            raise ArmlmError(f"objective.answers_as is needed: name the component ({self.names}) whose checkpoints "
                              "this mixture's are fine-tuned and scored like")
         self.answers_as = answers_as
         self.val_loss_kind = "mixture"

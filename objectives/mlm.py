@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 from models.backbone import Transformer
 from models.rows import every_row, flops_rows, take
@@ -68,22 +69,22 @@ class MaskedLM(Objective):
     ) -> None:
         super().__init__()
         if not isinstance(fixed_count, bool):
-            raise ValueError(f"objective.fixed_count={fixed_count!r} must be true or false")
+            raise ArmlmError(f"objective.fixed_count={fixed_count!r} must be true or false")
         self.fixed_count = fixed_count
         for name, value in (("mask_rate", mask_rate), ("mask_prob", mask_prob),
                             ("random_prob", random_prob), ("keep_prob", keep_prob)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"objective.{name}={value!r} must be a number in [0, 1]")
+                raise ArmlmError(f"objective.{name}={value!r} must be a number in [0, 1]")
             if not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"objective.{name}={value} is outside [0, 1]; set it to a probability")
+                raise ArmlmError(f"objective.{name}={value} is outside [0, 1]; set it to a probability")
         total = mask_prob + random_prob + keep_prob
         if not math.isclose(total, 1.0, abs_tol=1e-6):
-            raise ValueError(
+            raise ArmlmError(
                 f"objective.mask_prob + random_prob + keep_prob = {mask_prob} + {random_prob} + {keep_prob} "
                 f"= {total:g}, but they must sum to 1 (e.g. 0.8/0.1/0.1)"
             )
         if replacement not in REPLACEMENT_DISTRIBUTIONS:
-            raise ValueError(f"objective.replacement={replacement!r}; choose one of {REPLACEMENT_DISTRIBUTIONS}")
+            raise ArmlmError(f"objective.replacement={replacement!r}; choose one of {REPLACEMENT_DISTRIBUTIONS}")
         self.mask_rate, self.mask_prob, self.random_prob = mask_rate, mask_prob, random_prob
         self.replacement = replacement
         self.mask_id: int | None = None
@@ -97,7 +98,7 @@ class MaskedLM(Objective):
             weights = torch.ones(vocab.size, dtype=torch.float64)
         weights[is_special] = 0.0
         if weights.sum() <= 0:
-            raise ValueError("the training corpus has no ordinary tokens to draw random replacements from")
+            raise ArmlmError("the training corpus has no ordinary tokens to draw random replacements from")
         # Derived from the data module on every run, so kept out of checkpoints.
         self.register_buffer("is_special", is_special, persistent=False)
         self.register_buffer("replacement_cdf", (weights.cumsum(0) / weights.sum()).float(), persistent=False)

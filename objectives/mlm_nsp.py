@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from models.flops import linear_flops
 from models.heads import ClassificationHead
@@ -24,7 +25,7 @@ class MaskedLMWithNSP(MaskedLM):
         """`masking`: MaskedLM's settings (mask_rate, mask_prob, random_prob, keep_prob, replacement)."""
         super().__init__(**masking)
         if mlm_weight < 0 or nsp_weight < 0 or mlm_weight + nsp_weight == 0:
-            raise ValueError(f"objective.mlm_weight={mlm_weight}, nsp_weight={nsp_weight}: use weights >= 0, not both 0")
+            raise ArmlmError(f"objective.mlm_weight={mlm_weight}, nsp_weight={nsp_weight}: use weights >= 0, not both 0")
         self.mlm_weight, self.nsp_weight = mlm_weight, nsp_weight
         self.nsp_head = ClassificationHead(d_model, 2)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from objectives.base import Batch, LossOutput, TrainingProgress
 from objectives.composite import DOWNSTREAM_ATTRIBUTES, VALIDATION_ATTRIBUTES, Composite
@@ -38,7 +39,7 @@ class PhasedObjective(Composite):
         self.order = sorted(self.settings, key=self.settings.__getitem__)
         untils = [self.settings[name] for name in self.order]
         if len(set(untils)) != len(untils) or untils[-1] != 1.0:
-            raise ValueError(f"objective.phases: the phases' `until` shares {dict(self.settings)} must differ and the "
+            raise ArmlmError(f"objective.phases: the phases' `until` shares {dict(self.settings)} must differ and the "
                              "last must be 1.0 (the end of the budget)")
         self.needs_progress = True
         last = self.order[-1]

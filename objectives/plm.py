@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.vocabulary import IGNORE_INDEX, Vocabulary
 from models.attention import Attention
 from models.backbone import Transformer
@@ -101,15 +102,15 @@ class PermutationLM(Objective):
                  max_span: int = 5, span_context: int = 6) -> None:
         super().__init__()
         if isinstance(partial_k, bool) or not isinstance(partial_k, int) or partial_k < 1:
-            raise ValueError(f"objective.partial_k={partial_k!r} must be an integer >= 1: 1/K of each row's tokens is "
+            raise ArmlmError(f"objective.partial_k={partial_k!r} must be an integer >= 1: 1/K of each row's tokens is "
                              "predicted (XLNet: 6 or 7; 1 predicts every token)")
         if targets not in TARGET_CHOICES:
-            raise ValueError(f"objective.targets={targets!r}; choose one of {TARGET_CHOICES}")
+            raise ArmlmError(f"objective.targets={targets!r}; choose one of {TARGET_CHOICES}")
         if non_targets not in NON_TARGET_CHOICES:
-            raise ValueError(f"objective.non_targets={non_targets!r}; choose one of {NON_TARGET_CHOICES}")
+            raise ArmlmError(f"objective.non_targets={non_targets!r}; choose one of {NON_TARGET_CHOICES}")
         for name, value in (("max_span", max_span), ("span_context", span_context)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"objective.{name}={value!r} must be a positive integer")
+                raise ArmlmError(f"objective.{name}={value!r} must be a positive integer")
         self.partial_k, self.targets, self.non_targets = partial_k, targets, non_targets
         self.max_span, self.span_context = max_span, span_context
         self.start_id: int | None = None
@@ -202,7 +203,7 @@ class PermutationLM(Objective):
         if self.start_id is None:
             raise RuntimeError("PermutationLM.set_vocabulary must be called before its loss")
         if batch.get("token_type_ids") is not None and not every_row() and bool(batch["token_type_ids"].any()):
-            raise ValueError("objective=plm takes packed blocks without segment types (input_format=blocks)")
+            raise ArmlmError("objective=plm takes packed blocks without segment types (input_format=blocks)")
         ranks, predicted = self.orders(batch, generator)
         streams = TwoStreamInputs(batch["input_ids"], ranks, predicted, self.start_id, batch.get("document_ids"),
                                   self.most_predicted(batch["input_ids"].shape[1]))
@@ -230,7 +231,7 @@ class PermutationLM(Objective):
         position T, so inputs must be shorter than model.max_len."""
         b, t = input_ids.shape
         if t >= model.config.max_len:
-            raise ValueError(f"a PLM's left-to-right scores of a {t}-token input query position {t}; "
+            raise ArmlmError(f"a PLM's left-to-right scores of a {t}-token input query position {t}; "
                              f"model.max_len={model.config.max_len}: give inputs of at most {model.config.max_len - 1}")
         padded = torch.cat([input_ids, input_ids.new_full((b, 1), mask_id)], dim=1)  # position T exists
         ranks = cls.identity_order(padded)

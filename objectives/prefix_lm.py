@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from common.errors import ArmlmError
 from models.attention import Attention
 from models.backbone import Transformer
 from models.rows import flops_rows, take
@@ -33,10 +34,10 @@ class PrefixLM(Objective):
         super().__init__()
         for name, value in (("min_share", min_share), ("max_share", max_share)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"objective.{name}={value!r} must be a number in [0, 1]: a share of each row's "
+                raise ArmlmError(f"objective.{name}={value!r} must be a number in [0, 1]: a share of each row's "
                                  "tokens after [CLS]")
         if min_share > max_share or min_share >= 1.0:
-            raise ValueError(f"objective.min_share={min_share} must be <= max_share={max_share} and < 1, so "
+            raise ArmlmError(f"objective.min_share={min_share} must be <= max_share={max_share} and < 1, so "
                              "some rows keep a suffix to predict")
         self.min_share, self.max_share = float(min_share), float(max_share)
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from common.errors import ArmlmError
 from models.backbone import ModelConfig, Transformer
 from sources.armlm import open_armlm
 from sources.base import ModelSource, Reading, SpecialTokens
@@ -28,7 +29,7 @@ def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_r
     if path.is_dir() and not (path / "checkpoints" / "last.ckpt").is_file():
         if is_huggingface_folder(path):
             return open_huggingface(text, device, trust_remote_code=trust_remote_code)
-        raise ValueError(f"{path} is neither an armlm run (no checkpoints/last.ckpt) nor a Hugging Face model (no "
+        raise ArmlmError(f"{path} is neither an armlm run (no checkpoints/last.ckpt) nor a Hugging Face model (no "
                          "config.json); give a run folder, a checkpoint file, a Hugging Face folder or hf:<hub id>")
     return open_armlm(path, device)
 

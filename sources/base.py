@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from common.errors import ArmlmError
 from datamodules.encoding import TaskFrame
 from models.attention import CAUSAL, Attention
 from objectives.base import NOT_A_LANGUAGE_MODEL, Objective
@@ -74,13 +75,13 @@ class Reading:
     def refuse_unless_language_model(self, what: str) -> None:
         if not self.is_language_model:
             reason = self.reference or "no token distribution"
-            raise ValueError(f"{self.name} is not a language model (scoring='none': {reason}), so {what} cannot "
+            raise ArmlmError(f"{self.name} is not a language model (scoring='none': {reason}), so {what} cannot "
                              "read it; fine-tune it (armlm finetune pretrained=...), or use a language model")
 
     def refuse_attention(self, kind: str, what: str) -> None:
         """One line when `what` needs an attention kind this backbone cannot run under."""
         if kind not in self.attentions:
-            raise ValueError(f"{what} needs {kind} attention, but {self.name} only attends {' or '.join(self.attentions)} "
+            raise ArmlmError(f"{what} needs {kind} attention, but {self.name} only attends {' or '.join(self.attentions)} "
                              "(its transformers class fixes its mask); use a setting with that attention, or a model "
                              "that can switch it")
 
@@ -116,7 +117,7 @@ class SpecialTokens:
 
     def require_mask(self, origin: str, what: str) -> int:
         if self.mask is None:
-            raise ValueError(f"{origin}'s tokenizer has no mask token, so {what} cannot mask a position; score it "
+            raise ArmlmError(f"{origin}'s tokenizer has no mask token, so {what} cannot mask a position; score it "
                              "by the chain rule (method=exact) or use a masked LM")
         return self.mask
 

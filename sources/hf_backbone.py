@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from common.errors import ArmlmError
 from models.attention import Attention
 
 PROBE_TOLERANCE = 1e-4  # head(base(x)) against the model's own logits, fp32
@@ -59,7 +60,7 @@ class HuggingFaceBackbone(nn.Module):
         self.lm = lm.eval()
         prefix = lm.base_model_prefix
         if not prefix or getattr(lm, prefix, None) is None:
-            raise ValueError(f"{type(lm).__name__} has no base model under base_model_prefix={prefix!r}; armlm reads a "
+            raise ArmlmError(f"{type(lm).__name__} has no base model under base_model_prefix={prefix!r}; armlm reads a "
                              "transformers LM as a base model and a head")
         self._handoff = _Handoff(getattr(lm, prefix))
         setattr(lm, prefix, self._handoff)
@@ -75,7 +76,7 @@ class HuggingFaceBackbone(nn.Module):
 
     def _check(self, attention: Attention) -> None:
         if attention.kind not in self.attentions or attention.documents is not None:
-            raise ValueError(f"{type(self.lm).__name__} attends {' or '.join(self.attentions)} only (its transformers "
+            raise ArmlmError(f"{type(self.lm).__name__} attends {' or '.join(self.attentions)} only (its transformers "
                              f"class fixes its mask), not {attention.kind}"
                              + (" within documents" if attention.documents is not None else ""))
 
@@ -96,7 +97,7 @@ class HuggingFaceBackbone(nn.Module):
              token_type_ids: Tensor | None, hidden_states: bool) -> Any:
         self._check(attention)
         if input_ids.shape[1] > self.config.max_len:
-            raise ValueError(f"an input of {input_ids.shape[1]} tokens is longer than the {self.config.max_len} positions "
+            raise ArmlmError(f"an input of {input_ids.shape[1]} tokens is longer than the {self.config.max_len} positions "
                              f"{type(self.lm).__name__} takes; shorten it")
         kwargs: dict[str, Any] = {"attention_mask": self._mask(attention, input_ids, attention_mask),
                                   "output_hidden_states": hidden_states}
@@ -110,7 +111,7 @@ class HuggingFaceBackbone(nn.Module):
                 token_type_ids: Tensor | None = None, output_mask: Tensor | None = None,
                 position_ids: Tensor | None = None) -> Tensor:
         if position_ids is not None:
-            raise ValueError(f"{type(self.lm).__name__} is read at its own positions; position_ids are armlm's PLM's")
+            raise ArmlmError(f"{type(self.lm).__name__} is read at its own positions; position_ids are armlm's PLM's")
         hidden = self._run(input_ids, attention, attention_mask, token_type_ids, hidden_states=False)[0]
         return hidden if output_mask is None else hidden[output_mask]
 
@@ -143,11 +144,11 @@ def probe_head(backbone: HuggingFaceBackbone, source: str, start: int) -> None:
         try:
             split = backbone.logits(backbone(ids, attention=attention))
         except TypeError as err:  # a base model that does not take transformers' arguments (input_ids=, ...)
-            raise ValueError(f"{source}: its base model ({type(backbone.base).__name__}) does not take transformers' "
+            raise ArmlmError(f"{source}: its base model ({type(backbone.base).__name__}) does not take transformers' "
                              f"arguments ({err}); armlm reads a model as a transformers base model and a head") from err
     gap = float((own - split).abs().max())
     if gap > PROBE_TOLERANCE:
-        raise ValueError(f"{source}: its logits differ from its head applied to its base model's states by {gap:.2e}; "
+        raise ArmlmError(f"{source}: its logits differ from its head applied to its base model's states by {gap:.2e}; "
                          "armlm cannot read its states apart from its head")
 
 

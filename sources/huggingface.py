@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from common.errors import ArmlmError
 from sources.base import ModelSource, Reading, SpecialTokens, causal_next_token_states
 from sources.hf_backbone import HuggingFaceBackbone, probe_head, switched_attention
 
@@ -39,7 +40,7 @@ def parse_hub(spec: str) -> tuple[str, str | None]:
     ref = spec[len(HUB_PREFIX):]
     name, _, revision = ref.partition("@")
     if not name:
-        raise ValueError(f"checkpoint={spec!r} names no model; give hf:<hub id>[@revision], e.g. hf:bert-base-cased")
+        raise ArmlmError(f"checkpoint={spec!r} names no model; give hf:<hub id>[@revision], e.g. hf:bert-base-cased")
     return name, revision or None
 
 
@@ -62,7 +63,7 @@ def _is_masked(config: Any) -> bool:
         return True
     if causal in saved_as or masked is None:
         if causal is None:
-            raise ValueError(f"{config.model_type!r} models have neither a masked-LM nor a causal-LM class in "
+            raise ArmlmError(f"{config.model_type!r} models have neither a masked-LM nor a causal-LM class in "
                              "transformers; armlm reads those two kinds")
         return False
     return not getattr(config, "is_decoder", False)
@@ -114,7 +115,7 @@ def _special_tokens(hf_tokenizer: Any, backend: Tokenizer, masked: bool, origin:
         (t for t in (hf_tokenizer.bos_token_id, hf_tokenizer.cls_token_id, hf_tokenizer.eos_token_id) if t is not None),
         None)
     if start is None:
-        raise ValueError(f"{origin}'s tokenizer has no start token (BOS, CLS or EOS) to begin a text with; a text's "
+        raise ArmlmError(f"{origin}'s tokenizer has no start token (BOS, CLS or EOS) to begin a text with; a text's "
                          "first token would have nothing to be predicted from")
     between, second_type = _pair_template(backend, segment_types)
     sep, eos = hf_tokenizer.sep_token_id, hf_tokenizer.eos_token_id
@@ -144,9 +145,9 @@ def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_rem
     except OSError as err:
         if hub:
             raise _offline_hint(ref, err) from err
-        raise ValueError(f"{spec} is not a loadable Hugging Face model folder ({err})") from err
+        raise ArmlmError(f"{spec} is not a loadable Hugging Face model folder ({err})") from err
     if not getattr(hf_tokenizer, "is_fast", False):
-        raise ValueError(f"{spec}'s tokenizer is a slow (Python) one; armlm reads word boundaries and offsets from a fast "
+        raise ArmlmError(f"{spec}'s tokenizer is a slow (Python) one; armlm reads word boundaries and offsets from a fast "
                          "(tokenizers) tokenizer: save one with the model (tokenizer.json)")
     masked = _is_masked(config)
     auto = AutoModelForMaskedLM if masked else AutoModelForCausalLM

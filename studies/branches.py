@@ -9,6 +9,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from common.errors import ArmlmError
+
 
 def check_branches(study: DictConfig) -> None:
     """A branch names an earlier pretraining arm with more passes, which is not itself a branch."""
@@ -20,13 +22,13 @@ def check_branches(study: DictConfig) -> None:
         trunk = study.arms.get(trunk_name)
         if (trunk is None or trunk.get("branch_of") or trunk.get("from_arm") or "epochs" not in trunk
                 or names.index(trunk_name) > names.index(name)):
-            raise ValueError(f"arm {name}: branch_of={trunk_name!r} must name an earlier pretraining arm of this "
+            raise ArmlmError(f"arm {name}: branch_of={trunk_name!r} must name an earlier pretraining arm of this "
                              "study that trains for epochs and is not itself a branch")
         if "epochs" not in arm or not float(arm.epochs) < float(trunk.epochs) or "unique_tokens" in arm:
-            raise ValueError(f"arm {name}: a branch trains for fewer epochs than its trunk {trunk_name} "
+            raise ArmlmError(f"arm {name}: a branch trains for fewer epochs than its trunk {trunk_name} "
                              f"({trunk.epochs}), over the trunk's data; give epochs < {trunk.epochs}")
         if "pretrain" in arm and list(arm.pretrain) != list(trunk.pretrain):
-            raise ValueError(f"arm {name}: pretrain {list(arm.pretrain)} differs from its trunk {trunk_name}'s "
+            raise ArmlmError(f"arm {name}: pretrain {list(arm.pretrain)} differs from its trunk {trunk_name}'s "
                              f"{list(trunk.pretrain)}; a branch continues the trunk's run and may differ only in epochs")
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from common.errors import ArmlmError
+
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
 MIN_FLOPS_BUDGET = 1e9  # below this a FLOPs budget is surely a token count given by mistake (a scale's default)
@@ -21,7 +23,7 @@ def budget_kind(cfg: DictConfig) -> str:
     else the command's, else input tokens. A command naming another kind than the study registered is refused."""
     own, given = cfg.study.get("budget_kind"), cfg.get("budget_kind")
     if own and given and own != given:
-        raise ValueError(f"budget_kind={given}, but study {cfg.study.name} is registered at an equal budget of {own}; "
+        raise ArmlmError(f"budget_kind={given}, but study {cfg.study.name} is registered at an equal budget of {own}; "
                          f"drop budget_kind= (and give budget= in {own})")
     return str(own or given or "tokens")
 
@@ -34,7 +36,7 @@ def study_budget(cfg: DictConfig) -> float:
     if own is None:
         return given
     if given >= MIN_FLOPS_BUDGET and not math.isclose(given, float(own), rel_tol=1e-6):
-        raise ValueError(f"budget={cfg.budget}, but study {cfg.study.name} registers its budget: {float(own):g} "
+        raise ArmlmError(f"budget={cfg.budget}, but study {cfg.study.name} registers its budget: {float(own):g} "
                          "training FLOPs (study.budget); drop budget=, or set study.budget= for a run outside the "
                          "registration (a pilot)")
     return float(own)
@@ -79,33 +81,33 @@ def check_budget(cfg: DictConfig) -> None:
     for name, arm in study.arms.items():
         if "epochs" not in arm:
             if "unique_tokens" in arm:
-                raise ValueError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
+                raise ArmlmError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
             continue
         unique = unique_tokens(cfg, arm)
         if unique is not None and (isinstance(unique, bool) or not isinstance(unique, int) or unique < 1):
-            raise ValueError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
+            raise ArmlmError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
                              f"study's), which is {unique!r}; give a positive number of tokens, or null for the "
                              "whole train split")
         if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
-            raise ValueError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
+            raise ArmlmError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
                              "budget_scale, not both")
     kind = budget_kind(cfg)
     if kind not in BUDGET_KEYS:
-        raise ValueError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
+        raise ArmlmError(f"budget_kind={kind!r}; choose one of {sorted(BUDGET_KEYS)}")
     registered = study.get("budget") is not None
     budget = study_budget(cfg)
     key = "study.budget" if registered else "budget"  # where the fix goes: the registration or the command
     if not budget > 0:
-        raise ValueError(f"{key}={budget:g}: give the pretraining budget per arm, in {kind}")
+        raise ArmlmError(f"{key}={budget:g}: give the pretraining budget per arm, in {kind}")
     if kind != "tokens":
         token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
         if token_arms:
-            raise ValueError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
+            raise ArmlmError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
                              "token count, passes over the data, or a share of the token budget such as equal "
                              "predicted tokens), which a FLOPs budget would not keep; drop them (e.g. "
                              f"'~study.arms.{token_arms[0]}') or use budget_kind=tokens")
         if budget < MIN_FLOPS_BUDGET:
-            raise ValueError(f"budget_kind={kind} with {key}={budget:g}: {budget:g} FLOPs looks like a token count "
+            raise ArmlmError(f"budget_kind={kind} with {key}={budget:g}: {budget:g} FLOPs looks like a token count "
                              f"(a scale's budget); give {key}= in training FLOPs (AR at the cpu scale's 2.2M tokens "
                              "spends 4.6e13)")
 

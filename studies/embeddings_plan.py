@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from common.errors import ArmlmError
 from studies.plan import Stage, arms_of, done_file, seed_folder, seeds_of
 
 ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
@@ -25,19 +26,19 @@ def check_embeddings_study(cfg: DictConfig) -> None:
     for name, arm in study.arms.items():
         misspelt = sorted(set(arm) - ARM_KEYS)
         if misspelt or ("method" in arm) == ("checkpoint_arm" in arm):
-            raise ValueError(f"arm {name}: keys {sorted(arm)}; an arm names a static `method` or a `checkpoint_arm` "
+            raise ArmlmError(f"arm {name}: keys {sorted(arm)}; an arm names a static `method` or a `checkpoint_arm` "
                              "of the study in checkpoints_from (not both), and its `finetune` variants")
         unknown = [v for v in arm.get("finetune", []) if v not in study.finetune_variants]
         if unknown:
-            raise ValueError(f"arm {name}: fine-tuning variants {unknown} are not in study.finetune_variants "
+            raise ArmlmError(f"arm {name}: fine-tuning variants {unknown} are not in study.finetune_variants "
                              f"({list(study.finetune_variants)})")
     for finding_id, finding in (study.get("findings") or {}).items():
         for side in ("a", "b"):
             if finding[side].get("arm") not in study.arms:
-                raise ValueError(f"finding {finding_id}: {side}.arm={finding[side].get('arm')!r} is not one of the "
+                raise ArmlmError(f"finding {finding_id}: {side}.arm={finding[side].get('arm')!r} is not one of the "
                                  f"arms {list(study.arms)}")
     if not cfg.get("checkpoints_from"):
-        raise ValueError("study=embeddings reads another study's checkpoints: give checkpoints_from=<its root>, e.g. "
+        raise ArmlmError("study=embeddings reads another study's checkpoints: give checkpoints_from=<its root>, e.g. "
                          "the findings study's folder")
 
 

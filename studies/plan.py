@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.runs import FINETUNE_SEED_SUFFIX
 from common.commands import Command, stage_command
+from common.errors import ArmlmError
 from studies.branches import branch_overrides, check_branches, trunk_overrides
 from studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
 
@@ -80,14 +81,14 @@ def seeds_of(cfg: DictConfig) -> list[int]:
         return [int(cfg.seed)]
     first = int(cfg.get("first_seed", 1))
     if int(cfg.seeds) < 1 or first < 1:
-        raise ValueError(f"seeds={cfg.seeds}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
+        raise ArmlmError(f"seeds={cfg.seeds}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
     return list(range(first, first + int(cfg.seeds)))
 
 
 def finetune_seeds_of(cfg: DictConfig) -> int:
     n = int(cfg.study.get("finetune_seeds", 1))
     if n < 1:
-        raise ValueError(f"study.finetune_seeds={n}; fine-tune each checkpoint at least once")
+        raise ArmlmError(f"study.finetune_seeds={n}; fine-tune each checkpoint at least once")
     return n
 
 
@@ -106,7 +107,7 @@ def arms_of(cfg: DictConfig) -> dict[str, DictConfig]:
     if cfg.arm is None:
         return dict(arms.items())
     if cfg.arm not in arms:
-        raise ValueError(f"arm={cfg.arm!r} is not in study {cfg.study.name}; its arms are {list(arms)}")
+        raise ArmlmError(f"arm={cfg.arm!r} is not in study {cfg.study.name}; its arms are {list(arms)}")
     return {cfg.arm: arms[cfg.arm]}
 
 
@@ -121,28 +122,28 @@ def check_study(cfg: DictConfig) -> None:
     for name, arm in study.arms.items():
         misspelt = sorted(set(arm) - ARM_KEYS)
         if misspelt:
-            raise ValueError(f"arm {name}: unknown keys {misspelt}; an arm takes {sorted(ARM_KEYS)}")
+            raise ArmlmError(f"arm {name}: unknown keys {misspelt}; an arm takes {sorted(ARM_KEYS)}")
         unknown = [v for v in arm.get("finetune", study.default_variants) if v not in variants]
         if unknown:
-            raise ValueError(f"arm {name}: fine-tuning variants {unknown} are not defined in "
+            raise ArmlmError(f"arm {name}: fine-tuning variants {unknown} are not defined in "
                              f"study.finetune_variants ({list(variants)})")
         if not float(arm.get("budget_scale", 1.0)) > 0:
-            raise ValueError(f"arm {name}: budget_scale must be > 0")
+            raise ArmlmError(f"arm {name}: budget_scale must be > 0")
         if sum(key in arm for key in ("pretrain", "from_arm", "model")) != 1 or (
                 "checkpoint_fraction" in arm and "from_arm" not in arm):
-            raise ValueError(f"arm {name}: an arm either pretrains (pretrain: [...]), reads another arm's "
+            raise ArmlmError(f"arm {name}: an arm either pretrains (pretrain: [...]), reads another arm's "
                              "checkpoint (from_arm, with checkpoint_fraction for one part-way through its budget) or "
                              "reads a published model (model: <Hugging Face folder, hf:<id> or run>)")
         if "from_arm" in arm and (arm.from_arm not in study.arms or study.arms[arm.from_arm].get("from_arm")
                                   or not 0 < float(arm.get("checkpoint_fraction", 0.5)) < 1):
-            raise ValueError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
+            raise ArmlmError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
                              f"checkpoint_fraction={arm.checkpoint_fraction} in (0, 1)")
     check_branches(study)
     reference = study.diagnose.candidates_arm
     if reference is not None and reference not in study.arms:
-        raise ValueError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
+        raise ArmlmError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
     if study.diagnose.independence and reference is not None and not study.arms[reference].get("diagnose", True):
-        raise ValueError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
+        raise ArmlmError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
                          "other arms score its candidate sets; drop its diagnose: false or pick another arm")
     finetune_seeds_of(cfg)
     for finding_id, finding in (study.get("findings") or {}).items():
@@ -150,7 +151,7 @@ def check_study(cfg: DictConfig) -> None:
             for key in ("arm", "relative_to"):
                 arm = finding.get(side, {}).get(key)
                 if (key == "arm" or arm is not None) and arm not in study.arms:
-                    raise ValueError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms "
+                    raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms "
                                      f"{list(study.arms)}")
     check_budget(cfg)
 

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.atomic import atomic_file, atomic_write_artefact
+from common.errors import ArmlmError
 from common.provenance import armlm_commit
 from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
 from studies.plan import Stage
@@ -89,7 +90,7 @@ def kept_files(stage: Stage, folder: Path) -> list[Path]:
             continue
         if relative.as_posix() in _required(stage):
             if path.stat().st_size > MAX_REQUIRED_BYTES:
-                raise ValueError(f"{path} is {path.stat().st_size} bytes, above the record's {MAX_REQUIRED_BYTES}: "
+                raise ArmlmError(f"{path} is {path.stat().st_size} bytes, above the record's {MAX_REQUIRED_BYTES}: "
                                  "a results file that large is a bug; nothing of its unit was kept")
         elif path.stat().st_size > MAX_KEPT_BYTES:
             log.warning("record: %s is %d bytes, above %d, and is not kept", path, path.stat().st_size,
@@ -133,7 +134,7 @@ def kept_entry(stage: Stage, root: Path, record: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); restore it from git (git checkout -- {path})") from err
+        raise ArmlmError(f"{path} is not valid JSON ({err}); restore it from git (git checkout -- {path})") from err
 
 
 def record_finished(stages: list[Stage], root: Path, record: Path) -> list[str]:
@@ -175,7 +176,7 @@ def restore_recorded(stages: list[Stage], root: Path, record: Path) -> set[Stage
             source = record / _key(stage, root)
             files = kept_files(stage, source)
             if stage.done_file.relative_to(stage.folder) not in files:
-                raise ValueError(f"{source} is marked kept but has no {stage.done_file.name}: the record is "
+                raise ArmlmError(f"{source} is marked kept but has no {stage.done_file.name}: the record is "
                                  "damaged; restore it from git")
             copy_files(source, stage.folder, [f for f in files if f.name not in {stage.done_file.name, STAGE_RECORD}])
             kept = json.loads((source / STAGE_RECORD).read_text()) if (source / STAGE_RECORD).is_file() else {}

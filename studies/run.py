@@ -28,6 +28,7 @@ from analysis.findings_report import write_findings
 from analysis.registrations import check_registrations
 from common.atomic import atomic_write_text
 from common.commands import STAGE_COMMANDS
+from common.errors import ArmlmError
 from studies.plan import Stage, describe
 from studies.records import record_finished, restore_recorded
 from studies.runner import Outcome, check_root, run_stages
@@ -65,7 +66,7 @@ def of_kinds(stages: list[Stage], kinds: Any) -> list[Stage]:
         return stages
     unknown = sorted(set(kinds) - set(STAGE_COMMANDS))
     if unknown or not kinds:
-        raise ValueError(f"stages={list(kinds)}; choose some of {list(STAGE_COMMANDS)} (null: every kind)")
+        raise ArmlmError(f"stages={list(kinds)}; choose some of {list(STAGE_COMMANDS)} (null: every kind)")
     return [stage for stage in stages if stage.kind in set(kinds)]
 
 
@@ -73,7 +74,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
     if cfg.report not in (True, False, "only"):
-        raise ValueError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
+        raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
     check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from common.atomic import atomic_write_artefact
 from common.config import REPO, compose_config
+from common.errors import ArmlmError
 from common.migrations import migrate_stage_record, stage_overrides
 from studies.plan import Stage
 
@@ -43,7 +44,7 @@ class Outcome:
 def check_root(root: Path) -> None:
     unsafe = sorted(UNSAFE_PATH_CHARS.intersection(str(root)))
     if unsafe:
-        raise ValueError(f"root={root} contains {unsafe}, which Hydra overrides cannot carry unquoted; "
+        raise ArmlmError(f"root={root} contains {unsafe}, which Hydra overrides cannot carry unquoted; "
                          "choose a study folder without them")
 
 
@@ -52,7 +53,7 @@ def check_record(stage: Stage) -> None:
     path = stage.folder / RECORD
     if not path.is_file():
         if stage.done_file.is_file():
-            raise ValueError(f"{stage.folder} holds {stage.done_file.name} but no {RECORD}: it was not run by this "
+            raise ArmlmError(f"{stage.folder} holds {stage.done_file.name} but no {RECORD}: it was not run by this "
                              "study; move it away or choose another root=")
         return
     recorded = migrate_stage_record(json.loads(path.read_text()))
@@ -61,7 +62,7 @@ def check_record(stage: Stage) -> None:
     differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
     if differing:
         details = "; ".join(f"{k}: folder has {old}, this study has {new}" for k, (old, new) in differing.items())
-        raise ValueError(f"{stage.folder} was run with other settings ({details}). Rerun with the settings it "
+        raise ArmlmError(f"{stage.folder} was run with other settings ({details}). Rerun with the settings it "
                          "was started with, choose another root=, or delete that folder to redo it")
 
 
@@ -139,7 +140,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     (the study's record keeps finished units as they come); `launcher` runs each stage as its own process or inside
     this one (LAUNCHERS)."""
     if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher={launcher!r}; choose one of {LAUNCHERS}")
+        raise ArmlmError(f"launcher={launcher!r}; choose one of {LAUNCHERS}")
     prefix = prefix or {}
     for stage in stages:
         check_record(stage)  # every mismatch is found before any work starts

@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import ArmlmError, ArmlmFileError
 from models.checkpoint import hyperparameters, read_checkpoint
 from training.budget import steps_for_tokens, tokens_of_passes
 from training.callbacks import SaveAtSteps
@@ -45,22 +46,22 @@ def check_branch_settings(cfg: DictConfig, objective: Any) -> None:
         return
     which = "branch_budgets" if budgets else "branch_from"
     if objective.needs_progress:
-        raise ValueError(f"{which}: {type(objective).__name__} follows its budget (a mask rate that moves, or phases), so "
+        raise ArmlmError(f"{which}: {type(objective).__name__} follows its budget (a mask rate that moves, or phases), so "
                          "a longer run is not a shorter one until its decay; train each budget from scratch")
     if cfg.optim.get("decay_fraction") is None:
-        raise ValueError(f"{which} needs a stable learning rate before the decay: add optim.decay_fraction=0.2 "
+        raise ArmlmError(f"{which} needs a stable learning rate before the decay: add optim.decay_fraction=0.2 "
                          "(the trunk and its branches alike)")
     if not (cfg.get("max_tokens") or cfg.get("data_epochs")):
-        raise ValueError(f"{which} needs a budget of input tokens or passes (max_tokens= or data_epochs=), whose "
+        raise ArmlmError(f"{which} needs a budget of input tokens or passes (max_tokens= or data_epochs=), whose "
                          "steps are known before the run; a FLOPs budget's are an estimate")
     if budgets and trunk:
-        raise ValueError("a run is a trunk (branch_budgets) or a branch (branch_from), not both")
+        raise ArmlmError("a run is a trunk (branch_budgets) or a branch (branch_from), not both")
     if cfg.get("init_from"):
-        raise ValueError(f"{which} with init_from: a branch resumes its trunk's whole state, lineage and all, and "
+        raise ArmlmError(f"{which} with init_from: a branch resumes its trunk's whole state, lineage and all, and "
                          "would not record it; continue from the parent in each run instead")
     own = float(cfg.get("data_epochs") or cfg.get("max_tokens"))
     if any(isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < own for b in budgets):
-        raise ValueError(f"branch_budgets={budgets}: give budgets between 0 and this run's own ({own:g}), in its unit "
+        raise ArmlmError(f"branch_budgets={budgets}: give budgets between 0 and this run's own ({own:g}), in its unit "
                          f"({'passes' if cfg.get('data_epochs') else 'input tokens'})")
 
 
@@ -69,7 +70,7 @@ def branch_start(cfg: DictConfig, steps: int) -> int:
     it to decay."""
     start = decay_start(steps, int(cfg.optim.warmup_steps), cfg.optim.decay_fraction)
     if not 1 <= start < steps:
-        raise ValueError(f"a run of {steps} steps with optim.warmup_steps={cfg.optim.warmup_steps} and "
+        raise ArmlmError(f"a run of {steps} steps with optim.warmup_steps={cfg.optim.warmup_steps} and "
                          f"optim.decay_fraction={cfg.optim.decay_fraction} starts its decay at step {start}, so it has "
                          "no stable phase to share and decay after; give a longer budget or a shorter warmup")
     return start
@@ -93,13 +94,13 @@ def branch_checkpoint(cfg: DictConfig, own_steps: int) -> tuple[Path, int]:
     checkpoint = SaveAtSteps.path(trunk / "checkpoints", start)
     if not checkpoint.is_file():
         saved = sorted(p.name for p in (trunk / "checkpoints").glob("step-*.ckpt"))
-        raise FileNotFoundError(
+        raise ArmlmFileError(
             f"branch_from={trunk}: no checkpoint at this run's decay start ({checkpoint.name}); it has {saved or 'none'}. "
             "Run the trunk with this budget in branch_budgets, or drop branch_from")
     ckpt = read_checkpoint(checkpoint)
     schedule = (ckpt.get("lr_schedulers") or [{}])[0]
     if ckpt.get("global_step") != start or schedule.get("last_epoch") != start:
-        raise ValueError(f"{checkpoint} holds step {ckpt.get('global_step')} (its schedule at "
+        raise ArmlmError(f"{checkpoint} holds step {ckpt.get('global_step')} (its schedule at "
                          f"{schedule.get('last_epoch')}), not this run's decay start {start}; the trunk counted its "
                          "steps otherwise: rerun it with this run's settings")
     saved = hyperparameters(ckpt)
@@ -114,7 +115,7 @@ def branch_checkpoint(cfg: DictConfig, own_steps: int) -> tuple[Path, int]:
         ours["trainer"], theirs["trainer"] = ({k: t.get(k) for k in STEP_TRAINER_KEYS} for t in (cfg.trainer, trunk_cfg.trainer))
     differing = differences(ours, theirs)
     if differing:
-        raise ValueError(f"branch_from={trunk} trained otherwise ({', '.join(differing)}); a branch needs the trunk's "
+        raise ArmlmError(f"branch_from={trunk} trained otherwise ({', '.join(differing)}); a branch needs the trunk's "
                          "seed, optimiser, data and step settings")
     return checkpoint, int(ckpt.get("callbacks", {}).get("TokenAccounting", {}).get("tokens_seen", 0))
 

@@ -14,6 +14,7 @@ import math
 import torch
 from torch.utils.data import DataLoader
 
+from common.errors import ArmlmError
 from common.seeding import BUDGET_PROBE, derived_seed
 from models.backbone import Transformer
 from models.flops import TRAINING_PASSES
@@ -48,6 +49,6 @@ def step_flops_estimate(objective: Objective, model: Transformer, loader: DataLo
             flops += objective.loss(batch, model, generator).forward_flops
             sequences += batch["input_ids"].shape[0]
     if sequences == 0:
-        raise ValueError("the validation split has no batch to estimate a step's FLOPs from; give the corpus a "
+        raise ArmlmError("the validation split has no batch to estimate a step's FLOPs from; give the corpus a "
                          "validation split or budget by tokens (max_tokens=...)")
     return TRAINING_PASSES * flops / sequences * sequences_per_step

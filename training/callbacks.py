@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from common.errors import ArmlmError
 from common.migrations import migrate_token_accounting_state
 
 log = logging.getLogger("armlm.train")
@@ -173,7 +174,7 @@ class TokenAccounting(Callback):
         self._tokens_seen = int(state["tokens_seen"])
         self._pred_tokens_seen = int(state["pred_tokens_seen"])
         if state["flops_seen"] is None and self.max_flops is not None:
-            raise ValueError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
+            raise ArmlmError("this checkpoint predates FLOPs counting (no flops_seen), so a FLOPs budget cannot "
                              "resume from it; resume with its token budget (max_tokens=..., max_flops=null)")
         self._flops_seen = float(state["flops_seen"] or 0.0)
         starts = state["phase_starts"]

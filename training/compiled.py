@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import torch
 
+from common.errors import ArmlmError
 from models.backbone import Transformer
 from objectives.base import Batch, LossOutput, Objective
 
@@ -30,7 +31,7 @@ def compile_loss(objective: Objective, model: Transformer, *, mode: str = "defau
     replays CUDA graphs, for small models whose steps are launch-bound); `backend`: "inductor" generates kernels,
     "aot_eager" traces forward and backward without a compiler (what the CPU proofs use)."""
     if mode not in COMPILE_MODES:
-        raise ValueError(f"compile mode {mode!r}; choose one of {COMPILE_MODES}")
+        raise ArmlmError(f"compile mode {mode!r}; choose one of {COMPILE_MODES}")
     options = {} if mode == "default" else {"mode": mode}
 
     def loss(batch: Batch) -> LossOutput:

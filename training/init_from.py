@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from common.errors import ArmlmError
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
 from training.callbacks import TokenAccounting
@@ -36,7 +37,7 @@ def parent_lineage(path: str | Path, model: ModelConfig, tokenizer_json: str) ->
     ckpt = read_checkpoint(ckpt_path)
     hparams = hyperparameters(ckpt)
     if not isinstance(hparams, dict) or not {"model", "objective"} <= hparams.keys() or "task" in hparams:
-        raise ValueError(f"init_from={path}: {ckpt_path} is not an armlm pretraining checkpoint; give the checkpoint "
+        raise ArmlmError(f"init_from={path}: {ckpt_path} is not an armlm pretraining checkpoint; give the checkpoint "
                          "or run folder of a `python train.py objective=...` run")
     # the vocabulary size is the tokenizer's, compared with the tokenizer below; dropout and the initial weights'
     # scale do not describe the weights being carried over, so a continued run may set them as it likes
@@ -45,15 +46,15 @@ def parent_lineage(path: str | Path, model: ModelConfig, tokenizer_json: str) ->
     theirs = {k: v for k, v in hparams["model"].items() if k not in free}
     differing = differences({"model": ours}, {"model": theirs})
     if differing:
-        raise ValueError(f"init_from={path}: the parent's model differs ({', '.join(differing)}); continue with "
+        raise ArmlmError(f"init_from={path}: the parent's model differs ({', '.join(differing)}); continue with "
                          "the parent's model settings (model=..., model.*=...)")
     parent_tokenizer = ckpt.get("tokenizer_json")
     if parent_tokenizer != tokenizer_json:
-        raise ValueError(f"init_from={path}: {vocabulary_difference(parent_tokenizer, tokenizer_json)}; continue "
+        raise ArmlmError(f"init_from={path}: {vocabulary_difference(parent_tokenizer, tokenizer_json)}; continue "
                          "on data with the parent's tokenizer (its data.* and data.tokenizer.* settings)")
     accounting = ckpt.get("callbacks", {}).get(TokenAccounting.__qualname__, {})
     if "tokens_seen" not in accounting:
-        raise ValueError(f"init_from={path}: {ckpt_path} records no tokens seen (callbacks.TokenAccounting); it was "
+        raise ArmlmError(f"init_from={path}: {ckpt_path} records no tokens seen (callbacks.TokenAccounting); it was "
                          "not written by armlm pretraining")
     parent = Ancestor(str(ckpt_path.resolve()), str(hparams["objective"].get("_target_")),
                       int(accounting["tokens_seen"]))

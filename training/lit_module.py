@@ -16,6 +16,7 @@ from hydra.utils import instantiate
 from torch import Tensor
 from torchmetrics import MeanMetric
 
+from common.errors import ArmlmError
 from common.migrations import SCHEMA_VERSION, migrate_pretraining_checkpoint
 from common.provenance import armlm_commit
 from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
@@ -53,7 +54,7 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
         self.skipped_batches = 0
         self.objective: Objective = built_objective if built_objective is not None else instantiate(objective)
         if compile_step is not None and nonfinite_loss == "skip":
-            raise ValueError("nonfinite_loss=skip reads every step's loss on the host, which a compiled step does not "
+            raise ArmlmError("nonfinite_loss=skip reads every step's loss on the host, which a compiled step does not "
                              "(model.compile=true); use nonfinite_loss=stop, or model.compile=false")
         # The objective's loss over the backbone as one graph (the module's own objects: the state dict keeps its names)
         self.compiled_loss = None if compile_step is None else compile_loss(self.objective, self.model, **compile_step)
@@ -82,12 +83,12 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
     # -- data-dependent state --------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
         if self.hparams.nonfinite_loss == "skip" and self.trainer.world_size > 1:
-            raise ValueError("nonfinite_loss=skip runs in one process only (DDP ranks would disagree on which "
+            raise ArmlmError("nonfinite_loss=skip runs in one process only (DDP ranks would disagree on which "
                              "step to skip); use nonfinite_loss=stop with several processes")
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and datamodule.vocabulary is not None:
             if datamodule.vocabulary.size != self.model.config.vocab_size:
-                raise ValueError(
+                raise ArmlmError(
                     f"tokenizer has {datamodule.vocabulary.size} tokens but model.vocab_size="
                     f"{self.model.config.vocab_size}; they must match (the checkpoint and data disagree)"
                 )
@@ -115,7 +116,7 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
         # The tokens seen so far live in the TokenAccounting callback, restored from a checkpoint before this hook.
         self.token_accounting = next((c for c in self.trainer.callbacks if isinstance(c, TokenAccounting)), None)
         if self.objective.needs_progress and (self.token_accounting is None or not self.budget_tokens):
-            raise ValueError(f"{type(self.objective).__name__} follows the token budget (phases or a mask-rate "
+            raise ArmlmError(f"{type(self.objective).__name__} follows the token budget (phases or a mask-rate "
                              "schedule): give max_tokens=... (or data_epochs=..., or trainer.max_steps with "
                              "max_tokens=null), not a FLOPs budget")
 

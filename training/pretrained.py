@@ -11,6 +11,7 @@ import torch
 from hydra.utils import get_class
 from torch import Tensor
 
+from common.errors import ArmlmError
 from common.migrations import migrate_pretraining_checkpoint
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
@@ -51,15 +52,15 @@ def load_pretrained(path: str | Path) -> Pretrained:
     ckpt = migrate_pretraining_checkpoint(read_checkpoint(ckpt_path))
     hparams = hyperparameters(ckpt)
     if not isinstance(hparams, dict) or "task" in hparams:
-        raise ValueError(f"{ckpt_path} is not an armlm pretraining checkpoint (a fine-tuned one, or another "
+        raise ArmlmError(f"{ckpt_path} is not an armlm pretraining checkpoint (a fine-tuned one, or another "
                          "program's); give the checkpoint of a `python train.py objective=...` run")
     missing = [k for k in ("model", "objective") if k not in hparams] + (
         [] if ckpt.get("tokenizer_json") else ["tokenizer_json"])
     if missing:
-        raise ValueError(f"{ckpt_path} lacks {missing}; it was not written by armlm pretraining")
+        raise ArmlmError(f"{ckpt_path} lacks {missing}; it was not written by armlm pretraining")
     unknown = sorted(set(hparams["model"]) - {f.name for f in fields(ModelConfig)})
     if unknown:
-        raise ValueError(f"{ckpt_path}: model config keys {unknown} are unknown to this version of armlm; "
+        raise ArmlmError(f"{ckpt_path}: model config keys {unknown} are unknown to this version of armlm; "
                          "fine-tune with the armlm version that wrote the checkpoint")
     objective = objective_class(hparams["objective"], ckpt_path)
     return Pretrained(ckpt_path, dict(hparams["model"]), dict(hparams["objective"]), objective,
@@ -72,8 +73,8 @@ def objective_class(config: dict[str, Any], origin: Path) -> type[Objective]:
     try:
         cls = get_class(str(config.get("_target_")))
     except Exception as err:  # a class renamed or removed since the checkpoint was written
-        raise ValueError(f"{origin}: objective {config.get('_target_')!r} cannot be imported ({err}); use the "
+        raise ArmlmError(f"{origin}: objective {config.get('_target_')!r} cannot be imported ({err}); use the "
                          "armlm version that wrote the checkpoint") from err
     if not (isinstance(cls, type) and issubclass(cls, Objective)):
-        raise ValueError(f"{origin}: objective {config.get('_target_')!r} is not an armlm objective")
+        raise ArmlmError(f"{origin}: objective {config.get('_target_')!r} is not an armlm objective")
     return cls.downstream(config)  # an objective of phases answers as its last phase (Objective.downstream)

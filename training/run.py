@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import ArmlmError
 from common.migrations import SCHEMA_VERSION
 from datamodules.pretrain import PretrainDataModule
 from datamodules.tokenizer import TokenizerSettings
@@ -56,9 +57,9 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     check_branch_settings(cfg, objective)
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
-        raise ValueError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
+        raise ArmlmError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     if objective.needs_progress and cfg.get("max_flops") is not None:
-        raise ValueError(f"{type(objective).__name__} follows the token budget (phases or a mask-rate schedule), "
+        raise ArmlmError(f"{type(objective).__name__} follows the token budget (phases or a mask-rate schedule), "
                          "which a FLOPs budget does not fix in advance; give max_tokens=... instead of max_flops")
     if cfg.ckpt_path:
         check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
@@ -69,12 +70,12 @@ def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[
     """A resumed run must have the checkpoint's model and objective; list every key that differs."""
     saved = read_hyperparameters(ckpt_path)
     if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
-        raise ValueError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
+        raise ArmlmError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
     ours = {"model": without_vocab(asdict(model_config)), "objective": objective}
     theirs = {"model": without_vocab(saved["model"]), "objective": saved["objective"]}
     differing = differences(ours, theirs)
     if differing:
-        raise ValueError(f"{ckpt_path} does not match this run's config ({', '.join(differing)}); "
+        raise ArmlmError(f"{ckpt_path} does not match this run's config ({', '.join(differing)}); "
                          "resume with the same objective and model settings")
 
 
@@ -224,7 +225,7 @@ def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule
             per_step = step_flops_estimate(module.objective, module.model, datamodule.val_dataloader(),
                                            sequences_per_step, cfg.seed)
         if float(cfg.max_flops) < per_step:
-            raise ValueError(f"max_flops={float(cfg.max_flops):g} is less than one training step ({per_step:.3g} "
+            raise ArmlmError(f"max_flops={float(cfg.max_flops):g} is less than one training step ({per_step:.3g} "
                              "FLOPs here); give the budget in training FLOPs (README, 'Budgets')")
         steps = math.ceil(float(cfg.max_flops) / per_step)
         module.schedule_steps = min(steps, cap)

@@ -14,6 +14,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import ArmlmError, ArmlmFileError
 from models.backbone import ModelConfig
 
 log = logging.getLogger("armlm.train")
@@ -34,7 +35,7 @@ def build_model_config(node: DictConfig) -> ModelConfig:
     """The `model` group's architecture (how a step runs is the trainer's: trainer.step)."""
     settings = OmegaConf.to_container(node, resolve=True)
     if "compile" in settings:
-        raise ValueError("model.compile is now trainer.step.compile, which compiles the whole training step (not the "
+        raise ArmlmError("model.compile is now trainer.step.compile, which compiles the whole training step (not the "
                          "backbone alone): give trainer.step.compile=true, or trainer=gpu")
     return build(OmegaConf.create(settings))
 
@@ -50,7 +51,7 @@ def resolve_last_checkpoint(cfg: DictConfig) -> None:
     if cfg.get("ckpt_path") == "last":
         last = Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
         if not last.is_file():
-            raise FileNotFoundError(f"ckpt_path=last: {last} does not exist; give hydra.run.dir=<the interrupted "
+            raise ArmlmFileError(f"ckpt_path=last: {last} does not exist; give hydra.run.dir=<the interrupted "
                                     "run's folder> (or ckpt_path=<its checkpoint file>)")
         cfg.ckpt_path = str(last)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from common.errors import ArmlmError, ArmlmFileError
 from training.compiled import COMPILE_MODES
 
 
@@ -119,12 +120,12 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str) -> Non
         if value is None and rule.optional:
             continue
         if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
-            raise ValueError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
+            raise ArmlmError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
                              f"e.g. {rule.key}=<value>")
     betas = OmegaConf.select(cfg, betas_key, default=None)
     if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
             isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
-        raise ValueError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
+        raise ArmlmError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
 
 
 def check_finetune_settings(cfg: DictConfig) -> None:
@@ -139,15 +140,15 @@ def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     points = list(cfg.get("save_at_tokens") or [])
     if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 or (max_tokens and n >= max_tokens)
            for n in points):
-        raise ValueError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={max_tokens}")
+        raise ArmlmError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={max_tokens}")
     budgets = {key: cfg.get(key) for key in BUDGETS if cfg.get(key)}
     if len(budgets) > 1:
         given = " and ".join(f"{key}={value if isinstance(value, int) else format(value, 'g')}"
                              for key, value in budgets.items())
         others = " ".join(f"{key}=null" for key in list(budgets)[:-1])
-        raise ValueError(f"{given}: a run has one budget; to keep {list(budgets)[-1]} add {others}")
+        raise ArmlmError(f"{given}: a run has one budget; to keep {list(budgets)[-1]} add {others}")
     if not budgets and cfg.trainer.max_steps <= 0 and cfg.trainer.max_epochs <= 0:
-        raise ValueError("no end to training: set max_tokens=..., max_flops=..., data_epochs=..., trainer.max_steps=... "
+        raise ArmlmError("no end to training: set max_tokens=..., max_flops=..., data_epochs=..., trainer.max_steps=... "
                          "or trainer.max_epochs=...")
     corpus = OmegaConf.select(cfg, "data.corpus", default=None)
     if corpus is not None:
@@ -160,13 +161,13 @@ def check_corpus(corpus: DictConfig, needs_documents: bool) -> None:
         value = corpus.get(key)
         for path in [] if value is None else [value] if isinstance(value, str) else list(value):
             if not Path(path).exists():
-                raise FileNotFoundError(f"data.corpus.{key}: {path} does not exist; give an existing path "
+                raise ArmlmFileError(f"data.corpus.{key}: {path} does not exist; give an existing path "
                                         "(real corpora live under data_dir / ARMLM_DATA_DIR)")
     paths = corpus.get("paths")
     if needs_documents and paths is not None and str(corpus.get("_target_", "")).endswith("TextFiles"):
         paths = [paths] if isinstance(paths, str) else list(paths)
         if len(paths) == 1 and Path(paths[0]).is_file() and not corpus.get("blank_line_documents", False):
-            raise ValueError(
+            raise ArmlmError(
                 "this objective pairs segments of different documents (next-sentence prediction), but "
                 f"data.corpus.paths={paths} is one file read as one document; set "
                 "data.corpus.blank_line_documents=true (blank lines separate documents) or give several files")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common.errors import ArmlmError
+
 FIELDS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID")
 PUBLISHED_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}
 # Over all 67 paradigms (Warstadt et al. 2020, Table 3; humans from the paper's validation), for a folder whose
@@ -48,18 +50,18 @@ def read_paradigm(path: Path) -> Paradigm:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number} is not JSON ({err.msg}); BLiMP files hold one JSON object per line") from err
+            raise ArmlmError(f"{path}:{number} is not JSON ({err.msg}); BLiMP files hold one JSON object per line") from err
         missing = [k for k in FIELDS if k not in row]
         if missing:
-            raise ValueError(f"{path}:{number} lacks {missing}; a BLiMP row has {list(FIELDS)}")
+            raise ArmlmError(f"{path}:{number} lacks {missing}; a BLiMP row has {list(FIELDS)}")
         here = (row["UID"], row["field"], row["linguistics_term"])
         if meta is not None and here != meta:
-            raise ValueError(f"{path}:{number} belongs to {here}, the file's earlier rows to {meta}; one paradigm per file")
+            raise ArmlmError(f"{path}:{number} belongs to {here}, the file's earlier rows to {meta}; one paradigm per file")
         meta = here
         good.append(row["sentence_good"])
         bad.append(row["sentence_bad"])
     if meta is None:
-        raise ValueError(f"{path} holds no pairs; remove it or give the release's file")
+        raise ArmlmError(f"{path} holds no pairs; remove it or give the release's file")
     return Paradigm(meta[0], field_name(meta[1]), meta[2], tuple(good), tuple(bad))
 
 
@@ -69,7 +71,7 @@ def read_blimp(folder: str | Path, max_pairs: int | None = None) -> list[Paradig
     folder = Path(folder)
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:
-        raise ValueError(f"no BLiMP paradigms (<UID>.jsonl) in {folder}; point blimp.dir at the release's data/ folder")
+        raise ArmlmError(f"no BLiMP paradigms (<UID>.jsonl) in {folder}; point blimp.dir at the release's data/ folder")
     paradigms = [read_paradigm(f) for f in files]
     if max_pairs is not None:
         paradigms = [Paradigm(p.uid, p.field, p.term, p.good[:max_pairs], p.bad[:max_pairs]) for p in paradigms]

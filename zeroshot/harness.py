@@ -29,6 +29,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from common.errors import ArmlmError
 from generation.decode import Request, generator_for
 from generation.sampling import SamplingSettings
 from sources import open_source
@@ -48,7 +49,7 @@ class ArmlmLM(LM):
                  batch_size: Any = None, max_batch_size: Any = None, trust_remote_code: bool = False) -> None:
         super().__init__()
         if str(device).startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device={device} (lm-eval's default) but this torch has no CUDA device; add --device cpu")
+            raise ArmlmError(f"device={device} (lm-eval's default) but this torch has no CUDA device; add --device cpu")
         source = open_source(checkpoint, device, trust_remote_code=str(trust_remote_code).lower() in ("true", "1"))
         self.reading, self.model, self.tokenizer = source.reading, source.backbone, source.tokenizer
         self.special = source.special
@@ -83,9 +84,9 @@ class ArmlmLM(LM):
         ids, words = self._encode(context + continuation)
         first = len(self._encode(context)[0]) if context else 0
         if first >= len(ids):
-            raise ValueError(f"continuation {continuation!r} encodes to no tokens after context {context[-60:]!r}")
+            raise ArmlmError(f"continuation {continuation!r} encodes to no tokens after context {context[-60:]!r}")
         if len(ids) - first > self.window - 1:
-            raise ValueError(f"continuation {continuation[:60]!r}... has {len(ids) - first} tokens; with [CLS] the "
+            raise ArmlmError(f"continuation {continuation[:60]!r}... has {len(ids) - first} tokens; with [CLS] the "
                              f"checkpoint was trained on {self.window} positions. Use loglikelihood_rolling for "
                              "long texts, or a task with shorter continuations")
         cut = max(0, len(ids) - (self.window - 1))
@@ -149,7 +150,7 @@ class ArmlmLM(LM):
             ids = self._encode(context)[0]
             room = self.window - 1 - new_tokens
             if room < 0:
-                raise ValueError(f"max_gen_toks={new_tokens} does not fit the {self.window} positions the checkpoint "
+                raise ArmlmError(f"max_gen_toks={new_tokens} does not fit the {self.window} positions the checkpoint "
                                  "was trained on; lower it in the task's generation_kwargs")
             prompt = torch.tensor([self.cls_id, *(ids[len(ids) - room:] if room else [])])
             request_ = Request(prompt, new_tokens, 1, sampling, banned, self.eod_id, self.mask_id)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from common.errors import ArmlmFileError
+
 GROUP = "blimp_local"
 
 
@@ -36,7 +38,7 @@ def write_blimp_tasks(blimp_dir: str | Path, out: str | Path) -> list[str]:
     """One task YAML per `<UID>.jsonl` in `blimp_dir` and the `blimp_local` group, into `out`; the task names."""
     files = sorted(Path(blimp_dir).glob("*.jsonl"))
     if not files:
-        raise FileNotFoundError(f"no BLiMP <UID>.jsonl files in {blimp_dir}; set ARMLM_DATA_DIR or give the folder "
+        raise ArmlmFileError(f"no BLiMP <UID>.jsonl files in {blimp_dir}; set ARMLM_DATA_DIR or give the folder "
                                 "that holds the release's data/*.jsonl")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

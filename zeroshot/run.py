@@ -20,6 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
+from common.errors import ArmlmError, ArmlmFileError
 from common.units import likelihood_units, text_units
 from sources import ModelSource, SpecialTokens, open_source
 from sources.armlm import armlm_special_tokens
@@ -46,7 +47,7 @@ def zeroshot_config(overrides: list[str]) -> DictConfig:
 def chosen_methods(cfg: DictConfig, scorer: SentenceScorer) -> list[str]:
     methods = list(scorer.methods) if cfg.methods is None else list(cfg.methods)
     if not methods:
-        raise ValueError("methods=[]: nothing to score; give null for every method the checkpoint has")
+        raise ArmlmError("methods=[]: nothing to score; give null for every method the checkpoint has")
     for method in methods:
         scorer.check_method(method)
     return methods
@@ -78,12 +79,12 @@ def context_block(tokenizer: Tokenizer, file: str | None, tokens: int) -> tuple[
         return ()
     path = Path(file)
     if not path.is_file():
-        raise FileNotFoundError(f"blimp.context.file={file} does not exist; point it at a text file or set it to null")
+        raise ArmlmFileError(f"blimp.context.file={file} does not exist; point it at a text file or set it to null")
     lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     text = " ".join(line for line in lines if line and not line.startswith("="))
     ids = tokenizer.encode(text, add_special_tokens=False).ids[:tokens]
     if len(ids) < tokens:
-        raise ValueError(f"blimp.context.file={file} holds {len(ids)} tokens, fewer than blimp.context.tokens={tokens}")
+        raise ArmlmError(f"blimp.context.file={file} holds {len(ids)} tokens, fewer than blimp.context.tokens={tokens}")
     return tuple(ids)
 
 
@@ -105,7 +106,7 @@ def within_length(paradigms: Sequence[Paradigm], encoded: Mapping[str, EncodedSe
         else:
             emptied.append(p.uid)
     if not kept:
-        raise ValueError(f"every BLiMP pair has a sentence longer than the {trained} positions the checkpoint was "
+        raise ArmlmError(f"every BLiMP pair has a sentence longer than the {trained} positions the checkpoint was "
                          "trained on; pretrain with longer blocks or a larger vocabulary")
     if left_out:
         log.warning("%d of %d pairs left out (paradigms emptied: %s): a sentence is longer than the %d positions the "
@@ -145,7 +146,7 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
         timing[method] = time.perf_counter() - started
         per_token[method] = float(scores.log_prob.sum() / scores.tokens.sum())
         if not np.isfinite(per_token[method]):
-            raise ValueError(f"{method} scores are not finite ({per_token[method]}): the checkpoint's weights hold "
+            raise ArmlmError(f"{method} scores are not finite ({per_token[method]}): the checkpoint's weights hold "
                              "NaN or inf; score another checkpoint")
         units[method] = likelihood_units(float(scores.log_prob.sum()), int(scores.tokens.sum()), words, n_bytes)
         outcomes = pair_outcomes(paradigms, dict(zip(texts, scores.log_prob.tolist(), strict=True)))

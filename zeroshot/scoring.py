@@ -32,6 +32,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
+from common.errors import ArmlmError
 from diagnostics.likelihood import model_masked_scorer, random_subsets, row_log_probs
 from models.attention import BIDIRECTIONAL
 from objectives.base import Objective
@@ -49,7 +50,7 @@ class EncodedSentence:
 
     def __post_init__(self) -> None:
         if not 1 <= self.first_target < self.stop or len(self.word_ids) != len(self.ids) or self.trailing < 0:
-            raise ValueError(f"an encoded sentence needs a start token, at least one target after position "
+            raise ArmlmError(f"an encoded sentence needs a start token, at least one target after position "
                              f"{self.first_target} and a word id per token: got {len(self.ids)} ids, "
                              f"{len(self.word_ids)} word ids, {self.trailing} trailing")
 
@@ -69,7 +70,7 @@ def encode_sentences(tokenizer: Tokenizer, texts: Sequence[str], special: Specia
     encoded = []
     for text, enc in zip(texts, tokenizer.encode_batch(list(texts), add_special_tokens=False), strict=True):
         if not enc.ids:
-            raise ValueError(f"sentence {text!r} encodes to no tokens; drop it from the input")
+            raise ArmlmError(f"sentence {text!r} encodes to no tokens; drop it from the input")
         words = [-1 if w is None else w for w in enc.word_ids]
         end = special.end
         encoded.append(EncodedSentence((special.start, *enc.ids, *end), (-1, *words, *[-1] * len(end)),
@@ -149,7 +150,7 @@ class SentenceScorer:
                  tokens_per_pass: int = 16384,
                  bound_draws: int = 2, seed: int = 1, word_boundaries: bool = True) -> None:
         if tokens_per_pass < 1 or bound_draws < 2:
-            raise ValueError(f"tokens_per_pass={tokens_per_pass}, bound_draws={bound_draws}: need a positive pass "
+            raise ArmlmError(f"tokens_per_pass={tokens_per_pass}, bound_draws={bound_draws}: need a positive pass "
                              "size and at least 2 draws (the bound's standard error needs two)")
         reading = as_reading(reading)
         reading.refuse_unless_language_model("zero-shot scoring")
@@ -169,14 +170,14 @@ class SentenceScorer:
 
     def check_method(self, method: str) -> None:
         if method not in METHODS:
-            raise ValueError(f"method={method!r}; choose from {list(METHODS)}")
+            raise ArmlmError(f"method={method!r}; choose from {list(METHODS)}")
         if method != "exact" and self.mask_id is None:
-            raise ValueError(f"{self.reading.name} has no mask token, so it cannot be scored by {method!r}, which masks "
+            raise ArmlmError(f"{self.reading.name} has no mask token, so it cannot be scored by {method!r}, which masks "
                              f"positions; its methods are {list(self.methods)}")
         if method not in self.methods:
-            raise ValueError(f"{self.reading.name} cannot be scored by {method!r}: its methods are {list(self.methods)}")
+            raise ArmlmError(f"{self.reading.name} cannot be scored by {method!r}: its methods are {list(self.methods)}")
         if method == "pll_word_l2r" and not self.word_boundaries:
-            raise ValueError("method='pll_word_l2r' masks the rest of each word, but this tokenizer has no "
+            raise ArmlmError("method='pll_word_l2r' masks the rest of each word, but this tokenizer has no "
                              "pre-tokenizer, so its tokens cannot be aligned to words; use method=pll")
 
     @torch.no_grad()

@@ -1,0 +1,47 @@
+"""common.cli: a user error (ArmlmError) ends in one line and exit status 1; any other exception keeps its
+traceback; ARMLM_TRACEBACK=1 shows a user error's traceback too."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from common.cli import run_or_exit
+from common.errors import ArmlmError, ArmlmFileError
+
+LOG = logging.getLogger("armlm.test")
+
+
+def failing(error: BaseException):
+    def run(cfg):
+        raise error
+    return run
+
+
+def test_a_user_error_is_one_line_and_exit_status_1(caplog, monkeypatch):
+    monkeypatch.delenv("ARMLM_TRACEBACK", raising=False)
+    with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as stop:
+        run_or_exit(failing(ArmlmError("data.batch_size=0: expected an integer >= 1")), None, LOG)
+    assert stop.value.code == 1
+    [record] = caplog.records
+    assert record.getMessage().startswith("ArmlmError: data.batch_size=0: expected an integer >= 1")
+    assert record.exc_info is None
+
+
+@pytest.mark.parametrize("error", [ValueError("math domain error"), FileNotFoundError("/nowhere"),
+                                   RuntimeError("CUDA error")])
+def test_anything_else_keeps_its_traceback(error, monkeypatch):
+    monkeypatch.delenv("ARMLM_TRACEBACK", raising=False)
+    with pytest.raises(type(error)):
+        run_or_exit(failing(error), None, LOG)
+
+
+def test_armlm_traceback_shows_a_user_errors_trace(monkeypatch):
+    monkeypatch.setenv("ARMLM_TRACEBACK", "1")
+    with pytest.raises(ArmlmFileError):
+        run_or_exit(failing(ArmlmFileError("data.corpus.paths: x does not exist")), None, LOG)
+
+
+def test_user_errors_are_still_value_and_file_errors():
+    assert issubclass(ArmlmError, ValueError) and issubclass(ArmlmFileError, FileNotFoundError)
