@@ -72,6 +72,7 @@ def test_later_steps_with_new_draws_rates_and_schedules_do_not_recompile(name):
     assert len(set(losses)) == len(losses)  # new draws and new weights each step: the graph is not a constant
 
 
+@pytest.mark.slow
 def test_a_data_dependent_branch_in_a_loss_is_refused_not_run_eagerly():
     """The proof above can fail: fullgraph turns a host read inside the step into an error."""
     case = objective_case("ar")

@@ -12,7 +12,7 @@ import training.run
 from objectives.mlm import MaskedLM
 from tests.conftest import tiny_config
 from training.callbacks import TokenAccounting
-from training.lit_module import NonFiniteLossError
+from training.lit_module import NonFiniteLossError, PretrainModule
 from training.run import run_pretraining
 
 COMPILED = ("trainer.step.compile=true", "trainer.step.compile_backend=aot_eager")
@@ -86,10 +86,11 @@ def test_a_nan_loss_in_a_compiled_step_stops_before_any_checkpoint_holds_its_wei
     assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
 
 
-def test_skip_is_refused_for_a_compiled_step(tmp_path, cache_dir):
-    cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "nonfinite_loss=skip", *COMPILED)
+def test_skip_is_refused_for_a_compiled_step():
+    model = {"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64}
     with pytest.raises(ValueError, match="nonfinite_loss=skip reads every step's loss on the host"):
-        run_pretraining(cfg)
+        PretrainModule(model=model, objective={"_target_": "objectives.mlm.MaskedLM"}, optim={},
+                       compile_step={"mode": "default", "backend": "aot_eager"}, nonfinite_loss="skip")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="sync debug mode is CUDA's; the CPU proof is the one graph "
