@@ -18,6 +18,12 @@ SPECIAL_IDS = 6  # Vocabulary(size, 0..5): pad, unk, cls, sep, mask, eod
 CLS_ID = 2
 
 
+def vocabulary(size: int) -> Vocabulary:
+    """A `size`-token vocabulary with armlm's special ids and uniform unigram counts."""
+    return Vocabulary(size=size, pad_id=0, unk_id=1, cls_id=CLS_ID, sep_id=3, mask_id=4, eod_id=5,
+                      unigram_counts=np.ones(size, dtype=np.int64))
+
+
 def objective_names() -> list[str]:
     """Every objective config, discovered: a new one is stepped with no edit here."""
     return sorted(path.stem for path in (CONFIGS / "objective").glob("*.yaml"))
@@ -41,8 +47,7 @@ def objective_case(name: str, *, model: str = "tiny", vocab: int = 300, block: i
     objective = build(cfg.objective)
     if documents and objective.input_format != "blocks":
         return None
-    objective.set_vocabulary(Vocabulary(vocab, 0, 1, CLS_ID, 3, 4, 5,
-                                        unigram_counts=np.ones(vocab, dtype=np.int64)))
+    objective.set_vocabulary(vocabulary(vocab))
     config = build_model_config(cfg.model)
     config.vocab_size = vocab
     torch.manual_seed(seed)

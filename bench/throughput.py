@@ -26,7 +26,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -35,8 +34,8 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
+from bench.objective_cases import SPECIAL_IDS, objective_names, vocabulary  # noqa: E402
 from bench.timed_steps import Contestant, inference_step, precision_context, summarise, timed, training_step  # noqa: E402
-from common.vocabulary import Vocabulary  # noqa: E402
 from models.backbone import ModelConfig, Transformer  # noqa: E402
 from objectives.base import Objective  # noqa: E402
 from objectives.mlm import MaskedLM  # noqa: E402
@@ -44,19 +43,9 @@ from training.compiled import compile_loss, datasheet_peak  # noqa: E402
 from training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
 from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
-N_SPECIAL = 6  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
+N_SPECIAL = SPECIAL_IDS  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
 OBJECTIVE_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "objective"
 HF_REFERENCE = {"ar": "HF gpt2", "mlm": "HF bert"}  # the Hugging Face model each armlm objective is held against
-
-
-def vocabulary(size: int) -> Vocabulary:
-    return Vocabulary(size=size, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4, eod_id=5,
-                      unigram_counts=np.ones(size, dtype=np.int64))
-
-
-def objective_names() -> list[str]:
-    """Every objective config (configs/objective/*.yaml), discovered as the contract test discovers them."""
-    return sorted(path.stem for path in OBJECTIVE_CONFIGS.glob("*.yaml"))
 
 
 def build_objective(name: str, d_model: int, n_layers: int) -> Objective:

@@ -29,10 +29,9 @@ def take(x: Tensor, keep: Tensor, fill: float | int | bool | None = None, count:
     ignores)."""
     if not every_row():
         return x[keep]
-    if count is not None:  # exactly `count` chosen: their indices have a static size
-        index = torch.nonzero_static(keep.reshape(-1), size=count).squeeze(-1)
-        return x.reshape(-1, *x.shape[keep.dim():]).index_select(0, index)
     rows = x.reshape(-1, *x.shape[keep.dim():])
+    if count is not None:  # exactly `count` chosen: their indices have a static size
+        return rows.index_select(0, torch.nonzero_static(keep.reshape(-1), size=count).squeeze(-1))
     if fill is None:
         return rows
     chosen = keep.reshape(-1, *([1] * (x.dim() - keep.dim())))
@@ -47,9 +46,9 @@ def put(rows: Tensor, keep: Tensor, into: Tensor) -> Tensor:
 
 
 def flops_rows(keep: Tensor, count: int | None = None) -> int:
-    """How many rows the work of a `take` at `keep` runs on, for the FLOPs count: the chosen ones (`count` where it is
-    known, else one read of the count eagerly), every row when compiled without a count, which is the work done
+    """How many rows the work of a `take(..., keep, count=count)` runs on, for the FLOPs count: eagerly the chosen
+    ones (one read of their count); compiled, `count` where it is given, else every row, which is the work done
     there."""
-    if count is not None:
-        return count
-    return keep.numel() if every_row() else int(keep.sum())
+    if not every_row():
+        return int(keep.sum())
+    return keep.numel() if count is None else count

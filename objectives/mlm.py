@@ -11,7 +11,7 @@ from torch import Tensor
 from common.errors import ArmlmError
 from common.vocabulary import Vocabulary
 from models.backbone import Transformer
-from models.rows import every_row, flops_rows, take
+from models.rows import flops_rows, take
 from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
@@ -162,7 +162,10 @@ class MaskedLM(Objective):
         selected = labels != IGNORE_INDEX
         # a fixed count reads exactly the positions drawn (a special one among them carries no target)
         count = self.static_rows(batch) if also is None else None
-        positions = (picked if count is not None else selected) if also is None else selected | also
+        if also is not None:
+            positions = selected | also
+        else:
+            positions = selected if count is None else picked
         attention = self.attention(batch)
         states = model(
             corrupted,
@@ -176,7 +179,7 @@ class MaskedLM(Objective):
         nll_sum, n_predicted = summed_token_nll(model, states, take(labels, positions, IGNORE_INDEX, count))
         flops = model.forward_flops(corrupted, attention, attention_mask=batch.get("attention_mask"),
                                     output_rows=flops_rows(positions, count),
-                                    vocab_rows=flops_rows(selected, count if every_row() else None))
+                                    vocab_rows=flops_rows(selected, count))
         return MaskedPass(states, positions, nll_sum, n_predicted, (corrupted == self.mask_id).sum(), flops)
 
     def loss(self, batch: Batch, model: Transformer, generator: torch.Generator | None = None) -> LossOutput:

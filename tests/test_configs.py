@@ -266,3 +266,9 @@ def test_the_gpu_trainer_compiles_the_step_with_tf32_pinned_workers():
 def test_step_settings_are_checked_before_any_data(setting, message):
     with pytest.raises(ValueError, match=message):
         check_config(composed(setting))
+
+
+def test_a_trainer_config_without_step_settings_names_where_they_come_from():
+    trainer = lightning_settings(composed("trainer=cpu").trainer)  # the Lightning part alone
+    with pytest.raises(ValueError, match=r"no `step` settings: start it from configs/trainer/cpu.yaml"):
+        step_settings(trainer)

@@ -55,12 +55,13 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
         self.objective: Objective = built_objective if built_objective is not None else instantiate(objective)
         if compile_step is not None and nonfinite_loss == "skip":
             raise ArmlmError("nonfinite_loss=skip reads every step's loss on the host, which a compiled step does not "
-                             "(model.compile=true); use nonfinite_loss=stop, or model.compile=false")
+                             "(trainer.step.compile=true); use nonfinite_loss=stop, or trainer.step.compile=false")
         # The objective's loss over the backbone as one graph (the module's own objects: the state dict keeps its names)
         self.compiled_loss = None if compile_step is None else compile_loss(self.objective, self.model, **compile_step)
         # A device flag: some training loss since the last read was NaN/inf (read where reads are not free)
         self.nonfinite_seen: Tensor | None = None
-        # The devices' peak FLOP/s that train/mfu is a share of (train.py: mfu_peak_flops); None logs no MFU.
+        # The devices' peak FLOP/s that train/mfu is a share of (train.py: trainer.step.mfu_peak_flops or the data
+        # sheet's); None logs no MFU.
         self.peak_flops: float | None = None
         self.val_lm_nll = MeanMetric()
         self.val_extras = torch.nn.ModuleDict({name: MeanMetric() for name in self.objective.extra_metrics})

@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from common.atomic import atomic_write_artefact
+from common.errors import ArmlmError
 from common.provenance import armlm_commit
 from training.callbacks import ValidateAtEnd
 from training.checkpoint_io import AtomicCheckpointIO
@@ -60,14 +61,13 @@ def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:
     return [instantiate(config, save_dir=str(out)) for config in (loggers or {}).values()]
 
 
-STEP_DEFAULTS = {"compile": False, "compile_mode": "default", "compile_backend": "inductor",
-                 "matmul_precision": "highest", "loader_workers": 0, "pin_memory": False, "mfu_peak_flops": None}
-
-
 def step_settings(trainer: DictConfig) -> dict[str, Any]:
-    """The trainer group's `step` settings (how armlm runs a pretraining step there), with their defaults."""
-    given = OmegaConf.to_container(trainer.get("step") or DictConfig({}), resolve=True)
-    return {**STEP_DEFAULTS, **given}
+    """The trainer group's `step` settings (how armlm runs a pretraining step there): configs/trainer/cpu.yaml holds
+    every one, and each trainer config starts from it."""
+    if trainer.get("step") is None:
+        raise ArmlmError("the trainer config has no `step` settings: start it from configs/trainer/cpu.yaml "
+                         "(defaults: [cpu, _self_]), as trainer=gpu and trainer=ddp do")
+    return OmegaConf.to_container(trainer.step, resolve=True)
 
 
 def lightning_settings(trainer: DictConfig) -> DictConfig:
