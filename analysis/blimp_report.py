@@ -21,7 +21,7 @@ from common.atomic import atomic_file, atomic_write_text
 from common.errors import ArmlmError
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
-# zeroshot.blimp.field_name is one row once read (common.migrations.migrate_zeroshot_report).
+# zeroshot.blimp.field_name is one row (records written before it were rewritten: records/rewrite_schema3.py).
 LEVELS = {"overall": 0, "phenomenon": 1, "field": 2}
 PARADIGMS = {"paradigm": 0}  # the per-paradigm table's one level (zeroshot.json keeps every paradigm)
 # The release's model whose per-paradigm preferences the paradigm table correlates every side with: a model that

@@ -11,7 +11,6 @@ is the mean over the seeds that point has, with a 95 % t interval and n. The stu
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -31,9 +30,8 @@ from analysis.curves_reading import (
     rule_text,
 )
 from analysis.study_report import save_figure, with_common_scale, write_report
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_text, read_artefact
 from common.errors import ArmlmError
-from common.migrations import migrate_summary
 
 # measure -> what its figure's y axis says
 COMMON_SCALE = {"heldout_nll": "held-out NLL per token (exact, or the any-order bound)",
@@ -49,8 +47,8 @@ def run_budgets(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = S.arm_and_seed(path, root)
-        summary = migrate_summary(json.loads(path.read_text()))
-        if summary["words_seen"] is None:
+        summary = read_artefact(path)
+        if summary.get("words_seen") is None:
             raise ArmlmError(f"{path} has no words_seen (its token cache was built before the cache counted words): "
                              "delete that corpus's cache folder and rerun the arm, so its budget can be placed")
         branch = summary["branch_from"] or {}  # a cooldown branch: the trunk's arm (its run folder's) and tokens

@@ -16,7 +16,7 @@ import torch
 from matplotlib.axes import Axes
 from omegaconf import OmegaConf
 
-from common.migrations import migrate_diagnostics_report
+from common.atomic import read_artefact
 from diagnostics.pairwise import DISTANCE_BINS, distance_bins
 from diagnostics.report import ROW_LABELS
 from diagnostics.run import evaluate_config, run_diagnostics
@@ -41,7 +41,7 @@ def find_reports(root: str | Path) -> list[Path]:
 
 def load_reports(paths: list[Path]) -> dict[str, dict[str, Any]]:
     """name -> report; the name is the report's folder (e.g. outputs/study/diagnostics/<ar|mlm>)."""
-    return {path.parent.name: migrate_diagnostics_report(json.loads(path.read_text())) for path in paths}
+    return {path.parent.name: read_artefact(path) for path in paths}
 
 
 def pairwise_table(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:

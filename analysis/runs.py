@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from common.atomic import read_artefact
 from common.errors import ArmlmError
-from common.migrations import migrate_summary
 from common.scalars import run_scalars
 
 # A fine-tuning folder of a study with several fine-tuning seeds per checkpoint: <task>-<variant>-ft<j> is the j-th
@@ -33,7 +33,7 @@ def find_runs(root: str | Path) -> list[Path]:
 def summary_table(runs: list[Path]) -> pd.DataFrame:
     rows = []
     for run in runs:
-        summary = migrate_summary(json.loads((run / "summary.json").read_text()))
+        summary = read_artefact(run / "summary.json")
         rows.append({"run": run.name, **{k: summary.get(k) for k in SUMMARY_COLUMNS}})
     table = pd.DataFrame(rows, columns=["run", *SUMMARY_COLUMNS])
     table["below_baseline"] = table["unigram_baseline"] - table["val_loss"]

@@ -8,7 +8,6 @@ seeds as mean ± 95 % confidence interval (Student t, n - 1 degrees of freedom; 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,8 @@ import pandas as pd
 from scipy import stats
 
 from analysis.runs import FINETUNE_SEED_SUFFIX
+from common.atomic import read_artefact
 from common.errors import ArmlmError
-from common.migrations import (
-    migrate_diagnostics_report,
-    migrate_finetune_results,
-    migrate_stage_record,
-    migrate_summary,
-    migrate_summary_metrics,
-    migrate_zeroshot_report,
-)
 
 # NER per-type scores and precision/recall stay in the CSVs but out of the Markdown tables.
 SECONDARY_PREFIXES = ("f1_", "precision", "recall")
@@ -38,28 +30,18 @@ def arm_and_seed(path: Path, root: Path) -> tuple[str, int]:
     return arm, int(seed_folder.removeprefix("seed"))
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ArmlmError(f"{path} is not valid JSON ({err}); delete it and rerun the study to redo that stage") from err
-
-
 def val_loss_kind(summary: dict[str, Any], path: Path) -> str:
-    """Which tokens the run's val/loss averages: the summary says so (summaries written before it did: their
-    objective's, common.migrations.migrate_summary)."""
-    kind = migrate_summary(summary).get("val_loss_kind")
-    if not kind:
-        raise ArmlmError(f"{path}: the summary does not say which tokens its val/loss averages, and objective "
-                         f"{summary.get('objective')!r} is none of those that wrote summaries before they did; add "
+    """Which tokens the run's val/loss averages, as its summary says."""
+    if not summary.get("val_loss_kind"):
+        raise ArmlmError(f"{path}: the summary does not say which tokens its val/loss averages; add "
                          "\"val_loss_kind\" to it")
-    return kind
+    return summary["val_loss_kind"]
 
 
 def logged_mask_share(metrics: dict[str, float]) -> float:
     """[MASK] inputs per input token in validation: 0 for an objective that logs no share at all (it inserts no
-    [MASK], as AR), NaN where the summary does not hold it (common.migrations.migrate_summary_metrics)."""
-    return migrate_summary_metrics(metrics).get("val/mask_share", 0.0)
+    [MASK], as AR), NaN where the summary does not hold it (a mixture's from before it was logged)."""
+    return metrics.get("val/mask_share", 0.0)
 
 
 def lowest_own_margin(margins: dict[str, float | None] | None) -> float | None:
@@ -73,7 +55,7 @@ def own_share(summary: dict[str, Any]) -> float | None:
     """The lowest own-loss margin as a share of its baseline (val/own_below_unigram over val/own_unigram, each
     scope), None where the summary lacks either."""
     shares = []
-    for scope, margin in (summary["own_below_unigram"] or {}).items():
+    for scope, margin in (summary.get("own_below_unigram") or {}).items():
         baseline = summary["metrics"].get("val/own_unigram" + ("" if scope == "all" else f"_{scope}"))
         if baseline:
             shares.append(margin / baseline)
@@ -81,42 +63,37 @@ def own_share(summary: dict[str, Any]) -> float | None:
 
 
 def pretraining_runs(root: Path) -> pd.DataFrame:
-    """One row per run. The validation NLL sits in the column of its kind, val_nll_<val_loss_kind> (next_token
+    """One row per run (None where a summary's writer did not measure a figure). The validation NLL sits in the column of its kind, val_nll_<val_loss_kind> (next_token
     for AR, masked_token for MLM, ...): kinds average different tokens and are never one column."""
     rows = []
     for path in sorted(root.glob("*/seed*/pretrain/summary.json")):
         arm, seed = arm_and_seed(path, root)
-        s = migrate_summary(_read(path))
+        s = read_artefact(path)
         kind = val_loss_kind(s, path)
         rows.append({"arm": arm, "seed": seed, "objective": s["objective"], "steps": s["steps"],
                      "tokens_seen": s["tokens_seen"], "pred_tokens_seen": s["pred_tokens_seen"],
                      f"val_nll_{kind}": s["val_loss"],  # other kinds' columns stay empty in this row
                      # NLL per target token, exact (AR) or a bound (masked diffusion): one column across objectives
-                     "val_likelihood": s["val_likelihood"], "flops_seen": s["flops_seen"],
-                     "val_likelihood_tag": s["val_likelihood_tag"],
+                     "val_likelihood": s.get("val_likelihood"), "flops_seen": s.get("flops_seen"),
+                     "val_likelihood_tag": s.get("val_likelihood_tag"),
                      # passes over the training slice (data.max_train_tokens) of a data-constrained run, and its
                      # size; NaN for runs on the whole split
-                     "epochs": s["epochs"] if s["max_train_tokens"] else None,
-                     "train_tokens": s["train_tokens"] if s["max_train_tokens"] else None,
+                     "epochs": s.get("epochs") if s.get("max_train_tokens") else None,
+                     "train_tokens": s.get("train_tokens") if s.get("max_train_tokens") else None,
                      "below_unigram": s["unigram_baseline"] - s["val_loss"], "unigram_baseline": s["unigram_baseline"],
                      # the learning gate's: the arm's own held-out loss below the unigram NLL of the same targets,
                      # the lowest of a mixture's pooled and per-component margins (train.py's own_below_unigram)
-                     "own_below_unigram": lowest_own_margin(s["own_below_unigram"]),
-                     "own_approximate": s["own_below_unigram_approximate"],
+                     "own_below_unigram": lowest_own_margin(s.get("own_below_unigram")),
+                     # true only in a summary from before the margins were logged (records/rewrite_schema3.py)
+                     "own_approximate": s.get("own_below_unigram_approximate", False),
                      # the same margins as shares of their baselines (ELECTRA's detection loss and an MLM's
                      # masked-token loss sit on different scales), the lowest
                      "own_share_below_unigram": own_share(s),
                      "mask_share": logged_mask_share(s["metrics"]), "wall_seconds": s["wall_seconds"],
-                     "precision": s["precision"],
+                     "precision": s.get("precision"),
                      "code": s.get("code") or "unknown",  # the commit the run ran on (older summaries name none)
                      "run": str(path.parent)})
     return pd.DataFrame(rows)
-
-
-def primary_metric(result: dict[str, Any]) -> str:
-    """The metric a task's plot shows (task.primary_metric, which results.json records; results written before it
-    did get their task's historical one, common.migrations.migrate_finetune_results)."""
-    return migrate_finetune_results(result)["primary_metric"]
 
 
 def primary_metrics(finetuning: pd.DataFrame) -> dict[str, str]:
@@ -135,16 +112,16 @@ def finetuning_runs(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/finetune/*/results.json")):
         arm, seed = arm_and_seed(path, root)
-        r = migrate_finetune_results(_read(path))
+        r = read_artefact(path)
         variant = path.parent.name.removeprefix(f"{r['task']}-").split(FINETUNE_SEED_SUFFIX)[0]
-        primary = primary_metric(r)
+        primary = r["primary_metric"]  # task.primary_metric: the metric its plot shows
         for split, scores in r["metrics"].items():
             for metric, value in scores.items():
                 rows.append({"arm": arm, "seed": seed, "finetune_seed": r["seed"], "task": r["task"],
                              "variant": variant, "mode": r["mode"],
                              "attention": r["attention"], "split": split, "metric": metric, "value": value,
                              "baseline": r["majority_baseline"].get(split, {}).get(metric),
-                             "input_mask_share": r["input_mask_share"], "primary_metric": primary,
+                             "input_mask_share": r.get("input_mask_share"), "primary_metric": primary,
                              "run": str(path.parent)})
     return pd.DataFrame(rows)
 
@@ -169,7 +146,7 @@ def stage_seconds(root: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(root.glob("*/seed*/**/stage.json")):
         arm, seed = arm_and_seed(path, root)
-        record = migrate_stage_record(_read(path))
+        record = read_artefact(path)
         rows.append({"arm": arm, "seed": seed, "kind": record.get("kind"),
                      "stage": path.parent.relative_to(root).as_posix(), "seconds": record["seconds"],
                      "running": record.get("started_at") is not None})
@@ -178,19 +155,19 @@ def stage_seconds(root: Path) -> pd.DataFrame:
 
 
 def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    return {arm_and_seed(p, root): migrate_diagnostics_report(_read(p))
+    return {arm_and_seed(p, root): read_artefact(p)
             for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
 
 
 def zeroshot_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """zeroshot.json (zeroshot.py's BLiMP scores) per arm and seed."""
-    return {arm_and_seed(p, root): migrate_zeroshot_report(_read(p))
+    return {arm_and_seed(p, root): read_artefact(p)
             for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
 
 
 def word_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """words.json (embeddings.py's word-benchmark scores) per arm and seed."""
-    return {arm_and_seed(p, root): _read(p) for p in sorted(root.glob("*/seed*/embed/words.json"))}
+    return {arm_and_seed(p, root): read_artefact(p) for p in sorted(root.glob("*/seed*/embed/words.json"))}
 
 
 def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:

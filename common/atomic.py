@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common.migrations import versioned
+from common.errors import ArmlmError
+from common.migrations import SCHEMA_VERSION, schema_version, versioned
 
 
 @contextmanager
@@ -38,7 +39,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_artefact(path: Path, artefact: dict[str, Any], sort_keys: bool = False, compact: bool = False) -> None:
     """A JSON artefact (a summary, results, a report, a stage record), atomically, with the schema version it is
-    written in first (common.migrations reads older ones). `compact`: one line, for long lists of numbers."""
+    written in first (read_artefact refuses older ones). `compact`: one line, for long lists of numbers."""
     text = (json.dumps(versioned(artefact), separators=(",", ":"), sort_keys=sort_keys) if compact
             else json.dumps(versioned(artefact), indent=2, sort_keys=sort_keys))
     atomic_write_text(path, text)
+
+
+def read_artefact(path: Path) -> dict[str, Any]:
+    """A run or study artefact (summary, results, stage record, diagnostics, zero-shot report) in today's schema.
+    One written in an older schema is refused, not patched as it is read: it is rewritten once, on disk."""
+    try:
+        artefact = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ArmlmError(f"{path} is not valid JSON ({err}); delete it and rerun the stage that wrote it") from err
+    if schema_version(artefact) < SCHEMA_VERSION:
+        raise ArmlmError(f"{path} is in schema version {schema_version(artefact)}, older than today's "
+                         f"{SCHEMA_VERSION}; rewrite its folder once with python records/rewrite_schema3.py <folder>")
+    return artefact

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from common.migrations import migrate_diagnostics_report
-
 ROW_LABELS = {
     "mlm_unary": "MLM unary conditionals (reference)",
     "mlm": "MLM (independent: mask both)",
@@ -49,11 +47,10 @@ def _cell(value: float | None) -> str:
 
 
 def _known(value: Any) -> Any:
-    return "?" if value is None else value  # None: a report from before the key (common.migrations)
+    return "?" if value is None else value  # None: unknown to the writer (a report rewritten from before the key)
 
 
 def markdown_report(report: dict[str, Any]) -> str:
-    report = migrate_diagnostics_report(report)
     lines = [f"# Diagnostics: {report['objective']} ({report['checkpoint']})", "",
              f"{report['corpus']}, {report['split']} split; seed {report['seed']}; {report['wall_seconds']:.0f} s.", ""]
     if "likelihood" in report:
@@ -159,7 +156,6 @@ def independence_markdown(report: dict[str, Any]) -> list[str]:
 
 
 def tensorboard_scalars(report: dict[str, Any]) -> Iterator[tuple[str, float, int]]:
-    report = migrate_diagnostics_report(report)
     if "representations" in report:
         part = report["representations"]
         for section in ("shift", "shift_left", "shift_left_random"):

@@ -24,10 +24,9 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from common.atomic import atomic_write_artefact, atomic_write_text
+from common.atomic import atomic_write_artefact, atomic_write_text, read_artefact
 from common.config import compose_config
 from common.errors import ArmlmError, ArmlmFileError
-from common.migrations import migrate_summary
 from common.units import likelihood_units, text_units
 from diagnostics.discrepancy import representation_report
 from diagnostics.likelihood import blocks_fingerprint, held_out_blocks, train_unigram_counts, unigram_nll_without_eod
@@ -243,13 +242,13 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
 
 def own_margins_of(checkpoint: Path) -> dict[str, Any] | None:
     """The own-loss margins (train.py's own_below_unigram) in the summary.json of the run that wrote `checkpoint`
-    (<run>/checkpoints/<file>), approximate for a summary written before they were logged; None without one."""
+    (<run>/checkpoints/<file>), approximate for a summary rewritten from before they were logged; None without one."""
     summary = checkpoint.parent.parent / "summary.json"
     if not summary.is_file():
         return None
-    migrated = migrate_summary(json.loads(summary.read_text()))
-    return {"own_below_unigram": migrated["own_below_unigram"],
-            "approximate": migrated["own_below_unigram_approximate"]}
+    read = read_artefact(summary)
+    return {"own_below_unigram": read["own_below_unigram"],
+            "approximate": read.get("own_below_unigram_approximate", False)}
 
 
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:

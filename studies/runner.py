@@ -20,10 +20,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from common.atomic import atomic_write_artefact
+from common.atomic import atomic_write_artefact, read_artefact
 from common.config import REPO, compose_config
 from common.errors import ArmlmError
-from common.migrations import migrate_stage_record, stage_overrides
 from studies.plan import Stage
 
 log = logging.getLogger("armlm.study")
@@ -56,9 +55,7 @@ def check_record(stage: Stage) -> None:
             raise ArmlmError(f"{stage.folder} holds {stage.done_file.name} but no {RECORD}: it was not run by this "
                              "study; move it away or choose another root=")
         return
-    recorded = migrate_stage_record(json.loads(path.read_text()))
-    ours = stage.record()
-    ours["overrides"] = stage_overrides(ours["overrides"])
+    recorded, ours = read_artefact(path), stage.record()
     differing = {k: (recorded.get(k), v) for k, v in ours.items() if recorded.get(k) != v}
     if differing:
         details = "; ".join(f"{k}: folder has {old}, this study has {new}" for k, (old, new) in differing.items())

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.findings_report import findings_table
+from common.migrations import versioned
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
 
@@ -28,14 +29,14 @@ def judged(root: Path, findings: dict, adjust: bool = False, **study) -> pd.Data
 
 def write(path: Path, content: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps(versioned(content)))  # in today's schema, as writers write it
 
 
 def finetune_result(root: Path, arm: str, seed: int, folder: str, f1: float, finetune_seed: int | None = None) -> None:
     write(root / arm / f"seed{seed}" / "finetune" / folder / "results.json", {
         "task": "conll2003", "seed": finetune_seed or seed, "mode": "features" if "features" in folder else "full",
         "attention": "bidirectional", "metrics": {"validation": {"f1": f1}},
-        "majority_baseline": {"validation": {"f1": 0.0}}, "input_mask_share": 0.0})
+        "majority_baseline": {"validation": {"f1": 0.0}}, "input_mask_share": 0.0, "primary_metric": "f1"})
 
 
 def diagnostics(root: Path, arm: str, seed: int, mrf_u: float, unary_u: float, gaps: list[tuple[int, float]],
@@ -100,7 +101,8 @@ def pretraining_summary(root: Path, arm: str, seed: int, val_likelihood: float |
 def task_result(root: Path, arm: str, seed: int, task: str, metrics: dict[str, float]) -> None:
     write(root / arm / f"seed{seed}" / "finetune" / f"{task}-full" / "results.json", {
         "task": task, "seed": seed, "mode": "full", "attention": "bidirectional", "metrics": {"validation": metrics},
-        "majority_baseline": {"validation": {k: 0.0 for k in metrics}}, "input_mask_share": 0.0})
+        "majority_baseline": {"validation": {k: 0.0 for k in metrics}}, "input_mask_share": 0.0,
+        "primary_metric": next(iter(metrics))})
 
 
 def likelihood_report(root: Path, arm: str, seed: int, nll: float, fingerprint: str = "same-blocks") -> None:

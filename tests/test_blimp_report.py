@@ -1,4 +1,4 @@
-"""The study-level BLiMP table: fields merged as macros over their paradigms, means and t intervals over seeds,
+"""The study-level BLiMP table: means and t intervals over seeds,
 the release's models beside, the per-paradigm table with each side's correlation with the release's 5-gram, several
 studies in one table, nothing written where no arm was scored zero-shot."""
 
@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from analysis.blimp_report import blimp_runs, labelled_reports, write_blimp_report
+from common.migrations import versioned
 
 
 def group(level: str, name: str, accuracy: float, paradigms: int) -> dict:
@@ -23,12 +24,11 @@ def write_zeroshot(root: Path, arm: str, seed: int, results: dict[str, list[dict
     folder = root / arm / f"seed{seed}" / "zeroshot"
     folder.mkdir(parents=True)
     blimp = {"results": results, "published": published or []}
-    (folder / "zeroshot.json").write_text(json.dumps({"checkpoint": "x", "blimp": blimp, "settings": {}}))
+    (folder / "zeroshot.json").write_text(json.dumps(versioned({"checkpoint": "x", "blimp": blimp, "settings": {}})))
 
 
 def mlm_results(overall: float) -> list[dict]:
-    # the release's layout as zeroshot.json kept it before field_name: one field under two spellings
-    return [group("overall", "overall", overall, 3), group("field", "syntax/semantics", 0.9, 1),
+    return [group("overall", "overall", overall, 3), group("field", "morphology", 0.9, 1),
             group("field", "syntax_semantics", 0.3, 2), group("phenomenon", "npi", 0.4, 3),
             group("paradigm", "npi_1", 0.4, 1)]
 
@@ -36,7 +36,7 @@ def mlm_results(overall: float) -> list[dict]:
 @pytest.fixture
 def study(tmp_path: Path) -> Path:
     published = [{"level": "overall", "name": "overall", "GPT-2": 0.8},
-                 {"level": "field", "name": "syntax/semantics", "GPT-2": 0.6},
+                 {"level": "field", "name": "morphology", "GPT-2": 0.6},
                  {"level": "field", "name": "syntax_semantics", "GPT-2": 0.9}]
     for seed, overall in ((1, 0.44), (2, 0.46), (3, 0.51)):
         write_zeroshot(tmp_path, "mlm", seed, {"pll": mlm_results(overall), "pll_word_l2r": mlm_results(0.5)},
@@ -45,11 +45,11 @@ def study(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_field_spelled_two_ways_is_one_macro_over_its_paradigms(study):
+def test_each_field_is_one_row_per_method_and_paradigms_are_left_to_their_own_table(study):
     runs = blimp_runs(labelled_reports([study]))
     fields = runs[(runs["arm"] == "mlm") & (runs["level"] == "field") & (runs["seed"] == 1)]
-    assert fields["name"].tolist() == ["syntax_semantics", "syntax_semantics"]  # one per method
-    assert fields["accuracy"].tolist() == pytest.approx([(0.9 + 2 * 0.3) / 3] * 2)
+    assert fields["name"].tolist() == ["morphology", "syntax_semantics"] * 2  # per method
+    assert fields["accuracy"].tolist() == pytest.approx([0.9, 0.3] * 2)
     assert "paradigm" not in set(runs["level"])  # paradigms have their own table
 
 
@@ -60,9 +60,9 @@ def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_besi
     text = (study / "report" / "blimp.md").read_text()
     values = [0.44, 0.46, 0.51]
     half = stats.t.ppf(0.975, 2) * stats.tstd(values) / 3 ** 0.5
-    assert f"| mlm | pll | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.500 ± 0.000 |" in text
+    assert f"| mlm | pll | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.900 ± 0.000 | 0.300 ± 0.000 |" in text
     assert "| ar | exact | 1 | 0.520 | - |" in text  # one seed: no interval; a field it lacks: '-'
-    assert f"| GPT-2 (release) | published | - | 0.800 | {(0.6 + 2 * 0.9) / 3:.3f} |" in text
+    assert "| GPT-2 (release) | published | - | 0.800 | 0.600 | 0.900 |" in text
 
 
 def test_the_paradigm_table_sets_each_side_beside_the_release_with_its_correlation_with_the_5_gram(tmp_path):

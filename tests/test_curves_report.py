@@ -31,7 +31,7 @@ from analysis.curves_report import (
     seed_costs,
     write_curves,
 )
-from common.migrations import migrate_summary
+from common.migrations import versioned
 from tests.conftest import REPO
 
 KEPT = REPO / "records" / "findings-cpu"
@@ -47,7 +47,7 @@ def curve_root(root: Path, seeds: dict[str, list[int]] = SEEDS) -> Path:
             path = root / arm / f"seed{seed}" / "pretrain" / "summary.json"
             summary = json.loads(path.read_text())
             summary["words_seen"] = summary["tokens_seen"] * WORDS_PER_TOKEN
-            path.write_text(json.dumps(summary))
+            path.write_text(json.dumps(versioned(summary)))
     return root
 
 
@@ -81,7 +81,7 @@ def test_each_arm_is_a_point_averaged_over_the_seeds_it_has(root):
     assert set(lines) == {"AutoregressiveLM · exact", "MaskedLM · pll", "MaskedLM · pll_word_l2r"}
     several = points.loc[("heldout_nll", "ar")]  # an interval over seeds: mean ± ci95
     assert several["low"] == pytest.approx(several["mean"] - several["ci95"])
-    gate = [migrate_summary(read(root, "ar", s, "pretrain", "summary.json"))["own_below_unigram"]["all"]
+    gate = [read(root, "ar", s, "pretrain", "summary.json")["own_below_unigram"]["all"]
             for s in SEEDS["ar"]]
     assert points.loc[(GATE, "ar")]["mean"] == pytest.approx(sum(gate) / len(gate))
     # the two budgets of one objective are two points of one line, in budget order
@@ -113,13 +113,13 @@ def test_differences_pair_the_seeds_both_points_have(root):
 def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_release(root):
     stage = root / "mlm" / "seed2" / "pretrain" / "stage.json"  # a launch that has not come back
     record = json.loads(stage.read_text())
-    stage.write_text(json.dumps({**record, "started_at": 1.0}))
+    stage.write_text(json.dumps(versioned({**record, "started_at": 1.0})))
     running = S.stage_seconds(root).set_index("stage")["running"]
     assert running["mlm/seed2/pretrain"] and not running.drop("mlm/seed2/pretrain").any()
     try:
         written = write_curves(root)
     finally:
-        stage.write_text(json.dumps(record))
+        stage.write_text(json.dumps(versioned(record)))
     names = {p.name for p in written}
     assert {"curves.md", "curves.csv", "leads.csv", "curve_blimp.png", "curve_heldout_nll.png",
             "report.md"} <= names

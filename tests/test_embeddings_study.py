@@ -9,6 +9,7 @@ from analysis.embeddings_report import embeddings_table, markdown, write_embeddi
 from analysis.findings import StudyRuns, values
 from analysis.findings_report import findings_table
 from common.config import compose_config
+from common.migrations import versioned
 from studies.embeddings_plan import plan
 from tests.conftest import composed_config
 
@@ -65,7 +66,7 @@ def test_bad_embeddings_study_settings_are_refused(overrides, match, tmp_path):
 
 def write(path: Path, content: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps(versioned(content)))
 
 
 def scores(simlex: float, semantic: float, rare: float | None = 0.1) -> dict:
@@ -77,7 +78,7 @@ def scores(simlex: float, semantic: float, rare: float | None = 0.1) -> dict:
 def ner(root: Path, arm: str, seed: int, variant: str, f1: float) -> None:
     write(root / arm / f"seed{seed}" / "finetune" / f"conll2003-{variant}" / "results.json", {
         "task": "conll2003", "seed": seed, "mode": "features", "attention": None,
-        "metrics": {"validation": {"f1": f1}}, "majority_baseline": {"validation": {"f1": 0.0}}})
+        "metrics": {"validation": {"f1": f1}}, "majority_baseline": {"validation": {"f1": 0.0}}, "primary_metric": "f1"})
 
 
 @pytest.fixture

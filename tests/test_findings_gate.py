@@ -28,7 +28,8 @@ def test_a_tie_at_the_majority_baseline_is_not_evidence(tmp_path):
             score = 0.53 + 0.001 * seed if arm == "mlm" or seed != 2 else 0.60
             write(path, {"task": "rte", "seed": seed, "mode": "full", "attention": "bidirectional",
                          "metrics": {"validation": {"accuracy": score}},
-                         "majority_baseline": {"validation": {"accuracy": 0.527}}, "input_mask_share": 0.0})
+                         "majority_baseline": {"validation": {"accuracy": 0.527}}, "input_mask_share": 0.0,
+                         "primary_metric": "accuracy"})
     tie = {"a": {"arm": "electra", "finetune": "rte-full", "metric": "accuracy"},
            "b": {"arm": "mlm", "finetune": "rte-full", "metric": "accuracy"}}
     study = {"findings": {"E3": registered(tie, kind="equivalence", effect=0.02, margin=0.02)},

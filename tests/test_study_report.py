@@ -20,6 +20,7 @@ from analysis.study import (
 )
 from analysis.study_plots import plot_learning_curves
 from analysis.study_report import study_figures, study_tables
+from common.migrations import versioned
 
 
 def test_mean_ci_is_the_student_t_interval_and_none_for_one_seed():
@@ -50,13 +51,10 @@ def test_finetune_feature_gap_pairs_runs_of_the_same_seed():
     assert list(gap["value"]) == pytest.approx([0.10, 0.30])
 
 
-def test_val_loss_kind_comes_from_the_summary_or_else_from_the_objective_class(tmp_path):
+def test_val_loss_kind_comes_from_the_summary(tmp_path):
     assert val_loss_kind({"objective": "AutoregressiveLM", "val_loss_kind": "masked_token"}, tmp_path) == "masked_token"
-    # summaries written before the kind was recorded: the objective class answers, not its name
-    assert val_loss_kind({"objective": "AutoregressiveLM"}, tmp_path) == "next_token"
-    assert val_loss_kind({"objective": "MaskedLMWithNSP"}, tmp_path) == "masked_token"
     with pytest.raises(ValueError, match="val_loss_kind"):
-        val_loss_kind({"objective": "SomeoneElsesLM"}, tmp_path)
+        val_loss_kind({"objective": "AutoregressiveLM"}, tmp_path)
 
 
 def pretraining_run(root, arm, seed, objective, kind, losses, unigram):
@@ -67,10 +65,10 @@ def pretraining_run(root, arm, seed, objective, kind, losses, unigram):
             writer.add_scalar("train/tokens_seen", 1000 * step, step)
             writer.add_scalar("train/pred_tokens_seen", 150 * step, step)
             writer.add_scalar("val/loss", loss, step)
-    (folder / "summary.json").write_text(json.dumps({
+    (folder / "summary.json").write_text(json.dumps(versioned({
         "objective": objective, "val_loss_kind": kind, "val_loss": losses[-1], "unigram_baseline": unigram,
         "steps": len(losses), "tokens_seen": 1000 * len(losses), "pred_tokens_seen": 150 * len(losses),
-        "metrics": {}, "wall_seconds": 1.0}))
+        "metrics": {}, "wall_seconds": 1.0})))
 
 
 def test_learning_curves_draw_a_panel_per_val_loss_kind_with_its_own_unigram(tmp_path):
@@ -111,10 +109,10 @@ def test_the_pretraining_table_carries_the_common_scale_from_the_likelihood_sect
 
 
 @pytest.mark.parametrize("metrics,share", [({"val/mask_share": 0.11, "val/masked_mask_share": 0.12}, 0.11),
-                                           ({}, 0.0), ({"val/masked_mask_share": 0.12}, None)])
+                                           ({}, 0.0), ({"val/mask_share": float("nan")}, None)])
 def test_a_run_s_mask_share_is_zero_only_where_nothing_was_masked(metrics, share):
-    """AR logs no share (it inserts no [MASK]); a mixture from before it logged its own share over all rows logs only
-    its components': unknown, not 0."""
+    """AR logs no share (it inserts no [MASK]); a mixture from before it logged its own share over all rows holds NaN
+    (records/rewrite_schema3.py): unknown, not 0."""
     value = logged_mask_share(metrics)
     assert math.isnan(value) if share is None else value == share
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from common.migrations import versioned
 from studies.plan import plan
 from studies.run import run_study as run_study_in_process
-from studies.runner import RECORD, check_record, cut_launch_seconds, run_stages
+from studies.runner import RECORD, cut_launch_seconds, run_stages
 from tests.conftest import study_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,27 +23,13 @@ def test_a_folder_run_with_other_settings_is_refused(tmp_path):
     stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))
     pretrain = stages[0]
     pretrain.folder.mkdir(parents=True)
-    (pretrain.folder / RECORD).write_text(json.dumps({**pretrain.record(), "overrides": ["objective=ar"]}))
+    (pretrain.folder / RECORD).write_text(json.dumps(versioned({**pretrain.record(), "overrides": ["objective=ar"]})))
     with pytest.raises(ValueError, match="was run with other settings"):
         run_stages(stages)
     (pretrain.folder / RECORD).unlink()
     (pretrain.folder / "summary.json").write_text("{}")
     with pytest.raises(ValueError, match="not run by this study"):
         run_stages(stages)
-
-
-def test_a_record_that_restates_null_budget_defaults_is_the_same_stage(tmp_path):
-    """Records written while plans spelled out max_flops=null and data_epochs=null (train.yaml's defaults) are
-    the same runs as today's plan, which leaves them out; any other difference still refuses."""
-    stage = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}"))[0]
-    assert not any(o.startswith(("max_flops=", "data_epochs=")) for o in stage.overrides)
-    stage.folder.mkdir(parents=True)
-    restated = {**stage.record(), "overrides": ["max_flops=null", "data_epochs=null", *stage.overrides]}
-    (stage.folder / RECORD).write_text(json.dumps(restated))
-    check_record(stage)
-    (stage.folder / RECORD).write_text(json.dumps({**restated, "overrides": ["max_flops=1e15", *stage.overrides]}))
-    with pytest.raises(ValueError, match="was run with other settings"):
-        check_record(stage)
 
 
 def test_dry_run_orders_stages_after_the_stages_they_read(tmp_path):
