@@ -9,10 +9,8 @@ import pandas as pd
 
 from analysis.gate import gate_description
 from analysis.registrations import registration_text
-from analysis.verdicts import ALPHA, MAX_SEEDS_REPORTED, VERDICTS
+from analysis.verdicts import ALPHA, INTERIM, MAX_SEEDS_REPORTED, VERDICTS, WITHDRAWN
 
-WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
-INTERIM = "interim"  # not one of analysis.verdicts' verdicts: the absence of one until the registered seeds are read
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
                   "the registered claim's region (above 0, above -margin, or inside +-margin)",
@@ -21,8 +19,9 @@ VERDICT_MEANINGS = {
     "unresolved": "every arm the row reads passed the gate, but the evidence reaches neither region at the "
                   "family's error rate",
     "not evidence": "an arm the row reads is less than the gate's nats below the unigram NLL of the same held-out "
-                    "targets in some seed (the row would measure how far that arm is from learning), a side scores "
-                    "within the gate's floor of chance in some seed (it would compare guesses), or the row's "
+                    "targets in some seed (the row would measure how far that arm is from learning), a side fails "
+                    "one of the gate's floors in some seed (it would compare guesses, or scores at a task's floor), "
+                    "or the row's "
                     "quantities must not be compared across its checkpoints (restricted candidates, other blocks)",
     WITHDRAWN: "found after its data not to test its registered claim (the note says why); it stays in the "
                "family, so Holm still counts it and no other row gains from its leaving",

@@ -5,12 +5,12 @@ learning gate, power for what is unresolved, and the report (report/findings.md 
 The study config holds, beside its arms:
 
     alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
-    gate: {own_below_unigram: 0.5,    # nats: each arm's own held-out loss below the unigram NLL of the same
+    gate: {own_below_unigram: 0.5,    # one margin rule (analysis.gate.GATE_RULES): nats of each arm's own held-out
+                                      # loss below the unigram NLL of the same
                                       # targets (train.py's summary; a mixture's every component), or
            min_below_unigram: 0.5,    # nats: the common-scale likelihood below it (evaluate.py; the earlier gate)
            min_discrimination: {alpha: 0.01},  # optional: a BLiMP side's per-paradigm preferences must reject
                                       # coin flips (chi-square) at alpha in every seed
-           min_above_chance: 0.05,    # optional, superseded: a side with a chance score must beat it by this
            clear_by_mc_stderrs: 2}    # optional: a Monte-Carlo margin (the bound) clears the gate by this many
                                       # standard errors of its estimate
     findings:
@@ -42,23 +42,24 @@ import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
 from analysis import study as S
-from analysis.findings import NotComparable, StudyRuns, describe, measure, values
-from analysis.findings_markdown import INTERIM, WITHDRAWN, findings_markdown, precision_note, wall_time_note
+from analysis.findings import describe, measure, side_items, values
+from analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
 from analysis.gate import gate_row
-from analysis.items import combined_verdict, item_columns, item_verdicts
+from analysis.items import item_columns
+from analysis.quantities import NotComparable, StudyRuns
 from analysis.registrations import at_registered_seeds, registered_claim, registration_text, superseded_text
 from analysis.study_plots import plot_findings
 from analysis.study_report import save_figure
 from analysis.verdicts import (
     ALPHA,
     Claim,
+    family_verdicts,
     holm,
     judge_claim,
     paired_interval,
     sd_upper_limit,
     seeds_for,
     sign_flip_test,
-    verdicts,
 )
 from common.atomic import atomic_write_text
 
@@ -100,7 +101,8 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
         interval = paired_interval(differences, 1 - alpha)
         test = judge_claim(interval, claim)
         flips = sign_flip_test(differences, claim)
-        items, item = item_columns(runs, finding, claim, seeds, alpha, item_settings)
+        items, item = item_columns([side_items(runs, finding[s], seeds) for s in ("a", "b")], claim, seeds, alpha,
+                                   item_settings)
         item_tests.append(item)
         row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,
                    seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
@@ -117,27 +119,11 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
     table = pd.DataFrame(rows)
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
-        table["verdict"] = verdicts(tests, gated, alpha, adjust)
-        # a gate failed at a seed already read stays final; otherwise a row waits for its registered seeds
-        own_seeds_to_come = table["seeds_to_come"].map(bool)
-        # Holm: each row's adjusted p depends on every row's p, so no row of the family is final while one waits
-        waiting = (own_seeds_to_come.any() if adjust else own_seeds_to_come) & ~pd.Series(gated, index=table.index)
-        family_only = waiting & ~own_seeds_to_come
-        table.loc[family_only, "note"] = [f"interim: its own seeds are read, the Holm family's are not{'; ' + n if n else ''}"
-                                          for n in table.loc[family_only, "note"]]
-        table.loc[waiting, "verdict"] = INTERIM
-        table["seed_verdict"] = table["verdict"]
-        table["item_p_holm"], table["item_verdict"] = item_verdicts(item_tests, alpha)
-        # the registered rule, or where a study registered none (those before issue 72): both tests must agree
-        decided = [combined_verdict(v, i, str(item_settings.get("decides", "both")))
-                   for v, i in zip(table["verdict"], table["item_verdict"])]
-        table["verdict"] = [v for v, _ in decided]
-        table["note"] = ["; ".join(x for x in (held, note) if x) for (_, held), note in zip(decided, table["note"])]
-        for i, finding in enumerate(findings.values()):  # judged with the family, read as no claim
-            if finding.get("withdrawn_after_data"):
-                table.loc[i, "verdict"] = WITHDRAWN
-                table.loc[i, "note"] = (f"withdrawn {finding['withdrawn_after_data']['date']}: "
-                                        f"{finding['withdrawn_after_data']['why']}")
+        judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], item_tests,
+                                 [r["note"] for r in rows], [f.get("withdrawn_after_data") for f in findings.values()],
+                                 alpha, adjust, str(item_settings.get("decides", "both")))
+        for column in ("verdict", "seed_verdict", "item_p_holm", "item_verdict", "note"):
+            table[column] = [getattr(j, column) for j in judged]
     return table
 
 

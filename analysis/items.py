@@ -28,13 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.findings import StudyRuns, quantity_of
-from analysis.verdicts import Claim, ClaimTest, holm
+from analysis.verdicts import Claim, ClaimTest
 from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
-DECIDES = ("both", "seeds", "items")  # which test a study's registration says decides a row (item_test.decides)
 
 
 @dataclass(frozen=True)
@@ -83,29 +81,6 @@ def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | N
     if epoch is not None and not 1 <= epoch <= len(evaluations):
         raise ArmlmError(f"{path} has {len(evaluations)} evaluations; a side reads epoch {epoch}")
     return SentenceItems(np.asarray(evaluations[-1 if epoch is None else epoch - 1], dtype=np.int64))
-
-
-def side_items(runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> dict[int, BlimpItems | SentenceItems] | None:
-    """seed -> the side's items, for every seed; None where the side's quantity has no items, or a seed lacks them."""
-    if side.get("relative_to"):
-        return None
-    quantity, arm = quantity_of(side), side["arm"]
-    found: dict[int, BlimpItems | SentenceItems | None] = {}
-    if quantity == "zeroshot":
-        spec = side["zeroshot"]
-        if spec.get("level", "overall") != "overall":
-            return None
-        found = {seed: blimp_items(runs.zeroshot[(arm, seed)], spec["method"]) for seed in seeds
-                 if (arm, seed) in runs.zeroshot}
-        if any(not items.accuracy for items in found.values()):  # a report without its paradigms' rows
-            return None
-    elif quantity == "finetune" and runs.root is not None:
-        # one run per checkpoint: a median over fine-tuning seeds (<variant>-ft<j> folders) has no item resample
-        found = {seed: read_items(runs.root / arm / f"seed{seed}" / "finetune" / side["finetune"], side["metric"],
-                                  side.get("epoch")) for seed in seeds}
-    if len(found) != len(seeds) or any(v is None for v in found.values()):
-        return None
-    return found  # type: ignore[return-value]
 
 
 def _blimp_draws(sides: list[dict[int, BlimpItems]], seeds: list[int], draws: int,
@@ -158,14 +133,12 @@ def _sentence_draws(sides: list[dict[int, SentenceItems]], seeds: list[int], dra
     return per_side, "sentences"
 
 
-def item_interval(runs: StudyRuns, a: dict[str, Any], b: dict[str, Any], seeds: list[int], level: float = 0.95,
+def item_interval(items: list[dict[int, BlimpItems | SentenceItems] | None], seeds: list[int], level: float = 0.95,
                   draws: int = ITEM_DRAWS, seed: int = 0) -> ItemInterval | None:
-    """The mean over `seeds` of A - B under `draws` resamples of the items both sides were measured on, with its
-    percentile interval at `level`; None where a side has no items (or they differ in kind)."""
-    if not seeds:
-        return None
-    items = [side_items(runs, side, seeds) for side in (a, b)]
-    if any(i is None for i in items):
+    """The mean over `seeds` of A - B under `draws` resamples of the items both sides were measured on (`items`:
+    per side, seed -> its items; analysis.findings.side_items), with its percentile interval at `level`; None where
+    a side has no items (or they differ in kind)."""
+    if not seeds or any(i is None for i in items):
         return None
     kinds = {type(next(iter(i.values()))) for i in items}
     if len(kinds) != 1:
@@ -195,40 +168,12 @@ def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
     return ClaimTest(claim_p, refute_p, draws)
 
 
-def combined_verdict(seed_verdict: str, item_verdict: str | float | None, decides: str) -> tuple[str, str]:
-    """A row's verdict under the registered rule, and a note saying which test held it back (or '')."""
-    if decides not in DECIDES:
-        raise ArmlmError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
-    if not isinstance(item_verdict, str) or seed_verdict not in ("reproduced", "contradicted", "unresolved"):
-        return seed_verdict, ""
-    if decides == "seeds":
-        return seed_verdict, ""
-    if decides == "items":
-        return item_verdict, ""
-    if seed_verdict == item_verdict:
-        return seed_verdict, ""
-    held = "the item test" if seed_verdict != "unresolved" else "the seed test"
-    return "unresolved", f"seeds say {seed_verdict}, items {item_verdict}: held back by {held}"
-
-
-def item_columns(runs: StudyRuns, finding: dict[str, Any], claim: Claim, seeds: list[int], alpha: float,
-                 settings: dict[str, Any]) -> tuple[dict[str, Any], ClaimTest | None]:
+def item_columns(items: list[dict[int, BlimpItems | SentenceItems] | None], claim: Claim, seeds: list[int],
+                 alpha: float, settings: dict[str, Any]) -> tuple[dict[str, Any], ClaimTest | None]:
     """A findings row's item columns (what was resampled, the (1 - alpha) interval) and its item test (None
     where a side has no items)."""
-    interval = item_interval(runs, finding["a"], finding["b"], seeds, 1 - alpha,
-                             int(settings.get("draws", ITEM_DRAWS)), int(settings.get("seed", 0)))
+    interval = item_interval(items, seeds, 1 - alpha, int(settings.get("draws", ITEM_DRAWS)),
+                             int(settings.get("seed", 0)))
     if interval is None:
         return {"items": "", "item_low": float("nan"), "item_high": float("nan")}, None
     return {"items": interval.items, "item_low": interval.low, "item_high": interval.high}, item_test(interval, claim)
-
-
-def item_verdicts(tests: list[ClaimTest | None], alpha: float) -> tuple[list[float], list[str | None]]:
-    """Holm over the rows that have an item test (the others: NaN and None), and each one's item verdict."""
-    judged = [i for i, t in enumerate(tests) if t is not None]
-    adjusted = holm([tests[i].p for i in judged])
-    p_holm: list[float] = [float("nan")] * len(tests)
-    verdict: list[str | None] = [None] * len(tests)
-    for i, p in zip(judged, adjusted):
-        p_holm[i] = p
-        verdict[i] = tests[i].side if p < alpha else "unresolved"
-    return p_holm, verdict

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.findings import quantity_of
-from analysis.gate import GATE_KEYS, MARGIN_KEYS
-from analysis.verdicts import ALPHA, Claim
+from analysis.gate import check_gate
+from analysis.verdicts import ALPHA, DECIDES, Claim
 from common.errors import ArmlmError
 
 # withdrawn_after_data: {date, why}: a row found, after its data, not to test its claim. It stays in its family
@@ -54,18 +54,10 @@ def check_registrations(study: dict[str, Any]) -> None:
     alpha = study.get("alpha", ALPHA)
     if not 0 < float(alpha) < 1:
         raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
-    gate = study.get("gate")
-    rule = (gate or {}).get("min_discrimination")
-    if gate is not None and (len(set(MARGIN_KEYS) & set(gate)) != 1 or set(gate) - GATE_KEYS
-                             or not all(float(v) >= 0 for k, v in gate.items() if k != "min_discrimination")
-                             or rule is not None and not (isinstance(rule, dict) and 0 < float(rule.get("alpha", 0)) < 1)):
-        raise ArmlmError(f"study.gate={gate}; give gate: {{one of own_below_unigram or min_below_unigram: <nats, >= 0> or "
-                         "own_share_below_unigram: <share of the baseline, >= 0>, "
-                         "min_discrimination: {alpha: <in (0, 1)>, optional}, min_above_chance: <score, >= 0, "
-                         "optional>, clear_by_mc_stderrs: <standard errors, >= 0, optional>}} or leave it out")
+    check_gate(study.get("gate"))
     item_test = study.get("item_test")
     if item_test is not None and (not isinstance(item_test, dict) or set(item_test) - ITEM_TEST_KEYS
-                                  or item_test.get("decides", "both") not in ("both", "seeds", "items")
+                                  or item_test.get("decides", "both") not in DECIDES
                                   or int(item_test.get("draws", 10_000)) < 1_000):
         raise ArmlmError(f"study.item_test={item_test}; give item_test: {{decides: both | seeds | items, draws: "
                          "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")

@@ -197,6 +197,73 @@ def verdicts(tests: list[ClaimTest], gated: list[bool], alpha: float = ALPHA, ad
     return out
 
 
+WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
+INTERIM = "interim"  # not a verdict: the absence of one until the registered seeds are read
+DECIDES = ("both", "seeds", "items")  # which test a study's registration says decides a row (item_test.decides)
+
+
+def item_verdicts(tests: list[ClaimTest | None], alpha: float) -> tuple[list[float], list[str | None]]:
+    """Holm over the rows that have an item test (the others: NaN and None), and each one's item verdict."""
+    judged = [i for i, t in enumerate(tests) if t is not None]
+    adjusted = holm([tests[i].p for i in judged])
+    p_holm: list[float] = [float("nan")] * len(tests)
+    verdict: list[str | None] = [None] * len(tests)
+    for i, p in zip(judged, adjusted):
+        p_holm[i] = p
+        verdict[i] = tests[i].side if p < alpha else "unresolved"
+    return p_holm, verdict
+
+
+def combined_verdict(seed_verdict: str, item_verdict: str | float | None, decides: str) -> tuple[str, str]:
+    """A row's verdict under the registered rule, and a note saying which test held it back (or '')."""
+    if decides not in DECIDES:
+        raise ArmlmError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
+    if not isinstance(item_verdict, str) or seed_verdict not in ("reproduced", "contradicted", "unresolved"):
+        return seed_verdict, ""
+    if decides == "seeds":
+        return seed_verdict, ""
+    if decides == "items":
+        return item_verdict, ""
+    if seed_verdict == item_verdict:
+        return seed_verdict, ""
+    held = "the item test" if seed_verdict != "unresolved" else "the seed test"
+    return "unresolved", f"seeds say {seed_verdict}, items {item_verdict}: held back by {held}"
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    verdict: str  # what the report reads
+    seed_verdict: str  # the seed test's (interim included), before the item test and any withdrawal
+    item_p_holm: float
+    item_verdict: str | None
+    note: str  # the row's note, with what the verdict logic adds
+
+
+def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come: list[bool],
+                    item_tests: list[ClaimTest | None], notes: list[str], withdrawn: list[dict | None],
+                    alpha: float = ALPHA, adjust: bool = True, decides: str = "both") -> list[RowVerdict]:
+    """Every row's verdict, in the one place verdicts are decided: the seed test under Holm (verdicts), interim while
+    a row or (under Holm, where each row's adjusted p depends on every row's) the family waits for registered seeds,
+    unless a gate already failed at a seed that was read; the item test combined by the registered rule (`decides`;
+    both must agree where a study registered none); a row withdrawn after its data reads "withdrawn", still counted
+    in the family."""
+    seed_verdicts = verdicts(tests, gated, alpha, adjust)
+    family_waits = any(own_seeds_to_come) if adjust else False
+    item_p, item_verdict = item_verdicts(item_tests, alpha)
+    out = []
+    for i, verdict in enumerate(seed_verdicts):
+        note = notes[i]
+        if (own_seeds_to_come[i] or family_waits) and not gated[i]:
+            if not own_seeds_to_come[i]:
+                note = "interim: its own seeds are read, the Holm family's are not" + (f"; {note}" if note else "")
+            verdict = INTERIM
+        final, held = combined_verdict(verdict, item_verdict[i], decides)
+        note = "; ".join(x for x in (held, note) if x)
+        if withdrawn[i]:
+            final, note = WITHDRAWN, f"withdrawn {withdrawn[i]['date']}: {withdrawn[i]['why']}"
+        out.append(RowVerdict(final, verdict, item_p[i], item_verdict[i], note))
+    return out
+
 def one_sided_power(effect: float, sd: float, n: int, alpha: float) -> float:
     """Exact power of a one-sided paired t-test at level alpha / 2 (the two-sided calibration above) when the
     true mean lies `effect` beyond the null: the noncentral t's tail past the critical value."""

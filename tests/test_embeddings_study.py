@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
-from analysis.findings import StudyRuns, values
+from analysis.findings import values
 from analysis.findings_report import findings_table
+from analysis.quantities import StudyRuns
 from common.config import compose_config
 from common.migrations import versioned
 from studies.embeddings_plan import plan

@@ -5,8 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.findings import NotComparable, StudyRuns, _representation, values
+from analysis.findings import values
 from analysis.findings_report import findings_table, write_findings
+from analysis.quantities import NotComparable, Representation, StudyRuns
 from analysis.registrations import check_registrations
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 from tests.findings_helpers import (
@@ -49,9 +50,9 @@ def left_shift_report(cosine: float, cka: float) -> dict:
 
 def test_the_left_mask_shift_is_read_from_its_own_section(tmp_path):
     report = left_shift_report(0.8, 0.7)
-    assert _representation(report, {"measure": "shift_left_cosine@0.4", "layer": "last"}) == 0.8
-    assert _representation(report, {"measure": "shift_left_cka@0.4", "layer": 1}) == 0.98
-    assert _representation(report, {"measure": "shift_cosine@0.4", "layer": "last"}) == 0.3  # unchanged
+    assert Representation().read(report, {"measure": "shift_left_cosine@0.4", "layer": "last"}) == 0.8
+    assert Representation().read(report, {"measure": "shift_left_cka@0.4", "layer": 1}) == 0.98
+    assert Representation().read(report, {"measure": "shift_cosine@0.4", "layer": "last"}) == 0.3  # unchanged
     for seed in (1, 2):
         write(tmp_path / "mlm" / f"seed{seed}" / "diagnostics" / "diagnostics.json",
               left_shift_report(0.8 + 0.01 * seed, 0.7))
@@ -61,7 +62,7 @@ def test_the_left_mask_shift_is_read_from_its_own_section(tmp_path):
     assert {"shift_left_cosine@0.4", "shift_left_cka@0.4", "shift_cosine@0.4", "shift_cka@0.4"} <= measures
     # A report written before the section existed: not comparable (its finding unresolved), not a KeyError.
     with pytest.raises(NotComparable, match="shift_left"):
-        _representation({"representations": {"shift": report["representations"]["shift"], "geometry": []}},
+        Representation().read({"representations": {"shift": report["representations"]["shift"], "geometry": []}},
                         side["representation"])
 
 
@@ -146,7 +147,7 @@ def test_a_finding_without_a_registered_test_is_refused(study):
 
 
 def test_past_exit_reads_each_curve_the_same_steps_after_its_own_plateau_exit():
-    from analysis.findings import likelihood_tag, past_exit
+    from analysis.quantities import likelihood_tag, past_exit
 
     spec = {"steps": 100, "exit_at": 5.3}
     early = pd.Series([5.9, 5.2, 4.8, 4.6, 4.5, 4.4], index=[0, 50, 100, 150, 200, 250])  # exits at 50

@@ -1,7 +1,6 @@
 """What is not evidence: a row whose arm did not learn (the gate, read in every seed), a tie at a task's majority
 baseline, a BLiMP score near chance, a bound inside its Monte-Carlo noise."""
 
-from pathlib import Path
 
 import pytest
 
@@ -108,30 +107,12 @@ def test_the_gate_reads_every_seed_an_arm_ran_and_refuses_a_nan_margin(study):
     assert "ar seed 4 is nan" in judged(study, {"b": FINDINGS["bidirectional"]}, **GATED).iloc[0]["gate_note"]
 
 
-def test_a_blimp_row_near_chance_is_not_evidence_whichever_way_it_points(tmp_path):
-    def blimp(root: Path, arm: str, seed: int, method: str, accuracy: float) -> None:
-        write(root / arm / f"seed{seed}" / "zeroshot" / "zeroshot.json",
-              {"blimp": {"results": {method: [{"level": "overall", "name": "overall", "accuracy": accuracy}]}}})
-
-    for seed in (1, 2, 3):
-        gate_report(tmp_path, "mlm", seed, 2.0)
-        gate_report(tmp_path, "ar", seed, 2.0)
-        blimp(tmp_path, "mlm", seed, "pll", 0.45 + 0.001 * seed)  # below chance: a systematic lean, not grammar
-        blimp(tmp_path, "ar", seed, "exact", 0.52 + 0.001 * seed)
-    pll_vs_exact = {"direction": "greater", "a": {"arm": "mlm", "zeroshot": {"method": "pll"}},
-                    "b": {"arm": "ar", "zeroshot": {"method": "exact"}}}
-    gate = {"min_below_unigram": 0.5, "min_above_chance": 0.05}
-    arms = {"mlm": {}, "ar": {}}
-    without_floor = judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate={"min_below_unigram": 0.5}).iloc[0]
-    assert without_floor["verdict"] == "contradicted"  # a 0.07 gap between two guesses, resolved
-    row = judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate=gate).iloc[0]
-    assert row["verdict"] == "not evidence"
-    near = "mlm: zeroshot method=pll is within 0.05 of chance 0.5 in seeds 1, 2, 3 (0.451, 0.452, 0.453)"
-    assert near in row["gate_note"]
-    assert "ar: zeroshot method=exact is within 0.05 of chance 0.5 in seeds 1, 2, 3 (0.521" in row["gate_note"]
-    for seed in (1, 2, 3):  # both sides clear of chance: the row is judged again
-        blimp(tmp_path, "mlm", seed, "pll", 0.70 + 0.01 * seed)
-        blimp(tmp_path, "ar", seed, "exact", 0.60 + 0.003 * seed)
-    assert judged(tmp_path, {"z": pll_vs_exact}, arms=arms, gate=gate).iloc[0]["verdict"] == "reproduced"
-    with pytest.raises(ValueError, match="min_above_chance"):
-        check_registrations({"arms": arms, "gate": {"min_below_unigram": 0.5, "floor": 0.1}, "findings": {}})
+def test_a_gate_names_only_its_rules_and_the_retired_chance_floor_is_refused():
+    """min_above_chance (read accuracy near 0.5 as guessing) was retired for min_discrimination; a gate naming it, or
+    any other unknown rule, is refused before any stage runs, naming the rules there are."""
+    for rule in ({"min_above_chance": 0.05}, {"floor": 0.1}):
+        with pytest.raises(ValueError, match=rf"unknown rules \['{next(iter(rule))}'\].*min_discrimination"):
+            check_registrations({"arms": {"mlm": {}}, "gate": {"min_below_unigram": 0.5, **rule}, "findings": {}})
+    with pytest.raises(ValueError, match=r"min_discrimination=\{'alpha': 2\}"):
+        check_registrations({"arms": {"mlm": {}}, "gate": {"own_below_unigram": 0.5, "min_discrimination": {"alpha": 2}},
+                             "findings": {}})

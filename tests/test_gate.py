@@ -70,7 +70,7 @@ def test_the_share_gate_reads_each_margin_against_its_own_baseline(study):
 
 
 def test_a_gate_registers_exactly_one_margin():
-    for gate in ({"own_below_unigram": 0.5, "own_share_below_unigram": 0.08}, {"min_above_chance": 0.05}):
+    for gate in ({"own_below_unigram": 0.5, "own_share_below_unigram": 0.08}, {"min_above_majority": 0.05}):
         with pytest.raises(ValueError, match="study.gate"):
             check_registrations({"arms": {"mlm": {}}, "gate": gate, "findings": {}})
     check_registrations({"arms": {"mlm": {}}, "gate": {"own_share_below_unigram": 0.08}, "findings": {}})

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.findings import StudyRuns, values
-from analysis.items import ItemInterval, combined_verdict, item_interval, item_test
-from analysis.verdicts import Claim
+from analysis.findings import side_items, values
+from analysis.items import ItemInterval, item_interval, item_test
+from analysis.quantities import StudyRuns
+from analysis.verdicts import Claim, combined_verdict
 
 REPO = Path(__file__).resolve().parents[1]
 SUPERIORITY = Claim("superiority", "greater", 0.01)
@@ -26,6 +27,10 @@ def blimp_report(accuracy: dict[str, float], outcomes: dict[str, str] | None = N
     if outcomes is not None:
         blimp["pair_outcomes"] = {"m": outcomes}
     return {"blimp": blimp}
+
+
+def interval_of(runs: StudyRuns, a: dict, b: dict, seeds: list[int], **settings) -> ItemInterval | None:
+    return item_interval([side_items(runs, side, seeds) for side in (a, b)], seeds, **settings)
 
 
 def zeroshot_runs(reports: dict[tuple[str, int], dict]) -> StudyRuns:
@@ -45,7 +50,7 @@ def test_resampling_paradigms_gives_the_exact_distribution_of_a_two_paradigm_stu
     # per paradigm A - B is 0 and 0.2 in both seeds: a draw of two paradigms averages to 0, 0.1 or 0.2 with
     # probabilities 1/4, 1/2, 1/4, so the 95 % interval is [0, 0.2]
     reports = {(arm, seed): blimp_report({"p1": 0.6, "p2": 0.8 if arm == "a" else 0.6}) for arm in "ab" for seed in (1, 2)}
-    interval = item_interval(zeroshot_runs(reports), SIDE_A, SIDE_B, [1, 2], draws=DRAWS)
+    interval = interval_of(zeroshot_runs(reports), SIDE_A, SIDE_B, [1, 2], draws=DRAWS)
     assert interval.items == "paradigms" and (interval.low, interval.high) == pytest.approx((0.0, 0.2))
     assert shares(interval) == pytest.approx({0.0: 0.25, 0.1: 0.5, 0.2: 0.25}, abs=0.015)
 
@@ -54,7 +59,7 @@ def test_pairs_are_resampled_with_both_sides_paired():
     # one paradigm of four pairs; A wins pairs 1-2, B pair 1 only: the per-pair difference is (0, 1, 0, 0), so
     # A - B is (times pair 2 is drawn) / 4: zero with probability (3/4)^4. Unpaired draws would give another law.
     reports = {("a", 1): blimp_report({"p": 0.5}, {"p": "1100"}), ("b", 1): blimp_report({"p": 0.25}, {"p": "1000"})}
-    interval = item_interval(zeroshot_runs(reports), SIDE_A, SIDE_B, [1], draws=DRAWS)
+    interval = interval_of(zeroshot_runs(reports), SIDE_A, SIDE_B, [1], draws=DRAWS)
     assert interval.items == "paradigms and pairs"
     binomial = {k / 4: float(math.comb(4, k) * 0.25 ** k * 0.75 ** (4 - k)) for k in range(5)}
     assert shares(interval) == pytest.approx(binomial, abs=0.015)
@@ -74,17 +79,17 @@ def test_resampling_dev_sentences_recomputes_micro_f1_from_their_counts(tmp_path
     write_items(tmp_path / "b" / "seed1" / "finetune" / "conll2003-full", [[[1, 0, 0], [0, 0, 1]]] * 2)
     runs = StudyRuns(pd.DataFrame(), pd.DataFrame(), {}, {}, root=tmp_path)
     a = {"arm": "a", "finetune": "conll2003-full", "metric": "f1"}
-    interval = item_interval(runs, a, {**a, "arm": "b"}, [1], draws=DRAWS)
+    interval = interval_of(runs, a, {**a, "arm": "b"}, [1], draws=DRAWS)
     assert interval.items == "sentences"
     assert shares(interval) == pytest.approx({0.0: 0.25, round(1 / 3, 9): 0.5, 1.0: 0.25}, abs=0.015)
-    after_first = item_interval(runs, {**a, "epoch": 1}, {**a, "arm": "b", "epoch": 1}, [1], draws=DRAWS)
+    after_first = interval_of(runs, {**a, "epoch": 1}, {**a, "arm": "b", "epoch": 1}, [1], draws=DRAWS)
     assert shares(after_first) == pytest.approx({-1.0: 0.25, round(-2 / 3, 9): 0.5, 0.0: 0.25}, abs=0.015)
 
 
 def test_a_side_without_items_has_no_item_interval(tmp_path):
     runs = StudyRuns(pd.DataFrame(), pd.DataFrame(), {}, {}, root=tmp_path)
     a = {"arm": "a", "finetune": "conll2003-full", "metric": "f1"}
-    assert item_interval(runs, a, {**a, "arm": "b"}, [1]) is None
+    assert interval_of(runs, a, {**a, "arm": "b"}, [1]) is None
 
 
 def test_the_item_test_is_calibrated_as_the_interval():

@@ -131,7 +131,7 @@ def test_a_flops_budget_kind_gives_every_arm_max_flops_and_no_token_budget(tmp_p
     with pytest.raises(ValueError, match="budget_kind='steps'"):
         plan(study_config("study=ar_vs_mlm", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=steps"))
     with pytest.raises(ValueError, match="use budget_kind=tokens"):
-        plan(study_config("study=findings_v1", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops",
+        plan(study_config("study=arm_kinds", "scale=cpu", "seeds=1", f"root={tmp_path}", "budget_kind=flops",
                           "budget=2e13"))
 
 
@@ -194,7 +194,7 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
 
 @pytest.mark.slow
 def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_seed(tmp_path):
-    cfg = study_config("study=findings_v1", "scale=cpu", "first_seed=4", "seeds=2", "study.finetune_seeds=3",
+    cfg = study_config("study=arm_kinds", "scale=cpu", "first_seed=4", "seeds=2", "study.finetune_seeds=3",
                        f"root={tmp_path}")
     stages = plan(cfg)
     assert sorted({s.seed for s in stages}) == [4, 5]  # first_seed=4 seeds=2: seeds 4 and 5, no others
@@ -241,9 +241,9 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     (["+study.arms.mlm.finetune=[full,prompting]"], r"variants \['prompting'\] are not defined"),
     (["+study.arms.mlm.finetunes=[full]"], r"unknown keys \['finetunes'\]"),
     (["+study.arms.mlm.diagnose=false"], "must be diagnosed"),
-    (["study=findings_v1", "+study.arms.mlm_sentence.checkpoint_fraction=1.5"], "checkpoint_fraction=1.5"),
-    (["study=findings_v1", "~study.arms.mlm_sentence.from_arm"], "either pretrains"),
-    (["study=findings_v1", "+study.arms.mlm_sentence.pretrain=[\"objective=ar\"]"], "either pretrains"),
+    (["study=arm_kinds", "+study.arms.mlm_sentence.checkpoint_fraction=1.5"], "checkpoint_fraction=1.5"),
+    (["study=arm_kinds", "~study.arms.mlm_sentence.from_arm"], "either pretrains"),
+    (["study=arm_kinds", "+study.arms.mlm_sentence.pretrain=[\"objective=ar\"]"], "either pretrains"),
     (["study=curves", "study.arms.ar_w5m.branch_of=mlm_w2m5"], "must name an earlier pretraining arm"),
     (["study=curves", "study.arms.ar_w5m.branch_of=ar_w20m"], "must name an earlier pretraining arm"),
     (["study=curves", "study.arms.ar_w5m.branch_of=ar_w2m5"], "must name an earlier pretraining arm"),

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def findings_config(root: Path, *overrides: str, seeds: int = 1):
-    return composed_config("study", ["study=findings_v1", "scale=cpu", f"seeds={seeds}", *overrides], root=str(root))
+    return composed_config("study", ["study=arm_kinds", "scale=cpu", f"seeds={seeds}", *overrides], root=str(root))
 
 
 def findings_stages(root: Path, seeds: int = 1):

@@ -1,0 +1,353 @@
+"""What a side of a finding can read: one object per quantity, each saying how it reads its per-seed values from a
+study's runs, how it reads in a report, and what else the findings ask of it (its task's majority baseline, its
+items for the item test, whether it compares only on the same held-out blocks). The findings and gate code ask
+the object; a new quantity is one class here and one entry in QUANTITIES. analysis.findings lists the sides."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import study as S
+from analysis.items import BlimpItems, SentenceItems, blimp_items, read_items
+from analysis.runs import FINETUNE_SEED_SUFFIX, curve_by_steps
+from common.errors import ArmlmError
+from common.scalars import run_scalars
+from finetune.task_module import metric_tag
+
+Items = dict[int, BlimpItems | SentenceItems]
+
+
+@dataclass
+class StudyRuns:
+    """What the findings read, one entry per (arm, pretraining seed)."""
+
+    pretraining: pd.DataFrame  # analysis.study.pretraining_runs
+    finetuning: pd.DataFrame  # analysis.study.per_checkpoint (median over fine-tuning seeds)
+    reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
+    zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
+    words: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # words.json per arm and seed
+    root: Path | None = None  # the study folder, where sides read per-run files (epoch scores, items.json)
+
+    @staticmethod
+    def read(root: Path) -> StudyRuns:
+        return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
+                         S.diagnostic_reports(root), S.zeroshot_reports(root), S.word_reports(root), root)
+
+    def pretraining_rows(self, arm: str) -> pd.DataFrame:
+        return self.pretraining[self.pretraining["arm"] == arm] if not self.pretraining.empty else pd.DataFrame()
+
+
+class NotComparable(ValueError):
+    """A quantity exists but must not be compared across checkpoints (e.g. restricted candidate sets)."""
+
+
+def scores(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None,
+           column: str = "value") -> dict[int, float]:
+    """seed -> the fine-tuned dev score (or, column="baseline", the majority-class baseline of the same metric)."""
+    f = runs.finetuning
+    if f.empty:
+        return {}
+    task, _, variant = task_variant.partition("-")
+    rows = f[(f["arm"] == arm) & (f["task"] == task) & (f["variant"] == variant) & (f["metric"] == metric)]
+    if split is not None:
+        rows = rows[rows["split"] == split]
+    elif rows["split"].nunique() > 1:
+        raise ArmlmError(f"{task_variant} has several dev splits {sorted(rows['split'].unique())}; name one with split:")
+    return {int(seed): float(value) for seed, value in zip(rows["seed"], rows[column])}
+
+
+def epoch_scores(runs: StudyRuns, arm: str, task_variant: str, metric: str, split: str | None,
+                 epoch: int) -> dict[int, float]:
+    """seed -> the dev score logged at the end of fine-tuning epoch `epoch` (1-based), the median over the
+    checkpoint's fine-tuning runs: read from each run's scalars (TensorBoard, or a record's scalars.csv)."""
+    if runs.root is None:
+        raise ArmlmError("a side that reads an epoch (epoch:) needs the study folder's runs")
+    task = task_variant.partition("-")[0]
+    tag = metric_tag(task, split or "validation", metric)
+    out = {}
+    for seed_folder in sorted(runs.root.glob(f"{arm}/seed*")):
+        found = []
+        for folder in sorted((seed_folder / "finetune").glob(f"{task_variant}*")):
+            if folder.name != task_variant and not folder.name.startswith(task_variant + FINETUNE_SEED_SUFFIX):
+                continue
+            frame = run_scalars(folder)
+            if tag not in frame or "epoch" not in frame:
+                raise ArmlmError(f"{folder} logged no {tag!r} by epoch; its tags are {sorted(frame.columns)}")
+            logged = frame[tag].dropna()
+            at = logged[frame["epoch"].reindex(logged.index).to_numpy() == epoch - 1]
+            if at.empty:
+                raise ArmlmError(f"{folder} has no {tag} after epoch {epoch} (it logged epochs "
+                                 f"{sorted({int(e) + 1 for e in frame['epoch'].reindex(logged.index).dropna()})})")
+            found.append(float(at.iloc[-1]))
+        if found:
+            out[int(seed_folder.name.removeprefix("seed"))] = float(np.median(found))
+    return out
+
+
+class Quantity:
+    """A side's quantity: `name` is its key in a side ({arm: ..., <name>: <spec>, ...})."""
+
+    name: str  # its key in a side
+    same_blocks = False  # two sides of this quantity compare only on the same held-out blocks
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        raise NotImplementedError
+
+    def detail(self, side: dict[str, Any]) -> str:
+        """What the side reads, after its arm, in a report."""
+        spec = side[self.name]
+        shown = ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec)
+        return f"{self.name.replace('_', ' ')} {shown}"
+
+    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]] | None:
+        """(task-variant, metric, split) of each fine-tuned score the side averages, whose majority-class baselines
+        the gate's min_above_majority reads; None for a side that is not a fine-tuned score."""
+        return None
+
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+        """seed -> the side's items for the item test (analysis.items), for every seed; None where it has none."""
+        return None
+
+
+class Finetune(Quantity):
+    name = "finetune"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        if side.get("epoch") is not None:
+            return epoch_scores(runs, side["arm"], side["finetune"], side["metric"], side.get("split"),
+                                int(side["epoch"]))
+        return scores(runs, side["arm"], side["finetune"], side["metric"], side.get("split"))
+
+    def detail(self, side: dict[str, Any]) -> str:
+        after = f" after epoch {side['epoch']}" if side.get("epoch") is not None else ""
+        return f"{self.name.replace('_', ' ')} {side[self.name]} {side['metric']}{after}"
+
+    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]] | None:
+        return [(side["finetune"], side["metric"], side.get("split"))]
+
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+        if runs.root is None:
+            return None
+        # one run per checkpoint: a median over fine-tuning seeds (<variant>-ft<j> folders) has no item resample
+        found = {seed: read_items(runs.root / side["arm"] / f"seed{seed}" / "finetune" / side["finetune"],
+                                  side["metric"], side.get("epoch")) for seed in seeds}
+        return None if any(v is None for v in found.values()) else found  # type: ignore[return-value]
+
+
+class FeaturesGap(Finetune):
+    """Fine-tuned minus feature-based score of the same checkpoint."""
+
+    name = "features_gap"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        task, metric, split = side[self.name], side["metric"], side.get("split")
+        full = scores(runs, side["arm"], f"{task}-full", metric, split)
+        features = scores(runs, side["arm"], f"{task}-features", metric, split)
+        return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
+
+    def majority_reads(self, side: dict[str, Any]) -> None:
+        return None
+
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> None:
+        return None
+
+
+class FinetuneMean(Quantity):
+    """The mean of several tasks' dev scores (a GLUE-style score), over the seeds every task has."""
+
+    name = "finetune_mean"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        each = [scores(runs, side["arm"], *read) for read in self.majority_reads(side)]
+        seeds = set.intersection(*(set(s) for s in each)) if each else set()
+        return {seed: sum(s[seed] for s in each) / len(each) for seed in sorted(seeds)}
+
+    def detail(self, side: dict[str, Any]) -> str:
+        spec = side[self.name]
+        tasks = ", ".join(f"{task} {metric}" for task, metric in spec["metrics"].items())
+        return f"fine-tuned, mean of {tasks} ({spec['variant']})"
+
+    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        spec = side[self.name]
+        return [(f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
+
+
+class FromDiagnostics(Quantity):
+    """A figure of each seed's diagnostics.json."""
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        return {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.reports.items()
+                if arm == side["arm"]}
+
+    def read(self, report: dict[str, Any], spec: Any) -> float:
+        raise NotImplementedError
+
+
+def exact_only(report: dict[str, Any], why: str) -> None:
+    if report.get("candidates") is not None:
+        raise NotComparable(why.format(candidates=report["candidates"]))
+
+
+class Pairwise(FromDiagnostics):
+    """A row of the independence table (exact tables only)."""
+
+    name = "pairwise"
+
+    def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
+        exact_only(report, "scored on {candidates} candidates per position: restricted figures depend on the "
+                           "candidate sets; run the diagnostics exactly (candidates=null)")
+        return float(report["pairwise"][spec["kind"]]["rows"][spec["row"]][spec["column"]])
+
+
+class Gap(FromDiagnostics):
+    """Mean gap of the headline joint over the pairs whose distance lies in [min, max], pooling kinds."""
+
+    name = "gap"
+
+    def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
+        exact_only(report, "restricted candidate sets underestimate the gap (README, 'How many candidates?'); "
+                           "run the diagnostics exactly (candidates=null)")
+        low, high = int(spec["min_distance"]), int(spec.get("max_distance", 10**9))
+        gaps = []
+        for kind, part in report["pairwise"].items():
+            if spec.get("kind", kind) != kind:
+                continue
+            per_pair = part["per_pair"]
+            gaps += [g for d, g in zip(per_pair["distance"], per_pair["gap"][part["headline_joint"]])
+                     if low <= d <= high]
+        return sum(gaps) / len(gaps) if gaps else math.nan
+
+
+class Representation(FromDiagnostics):
+    """e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`, or a geometry measure."""
+
+    name = "representation"
+
+    def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
+        part = report["representations"]
+        measure, layer = str(spec["measure"]), spec["layer"]
+        if "@" in measure:  # <section>_<cosine|cka>@<k>: shift_cosine@0.4 reads part["shift"]
+            head, rate = measure.split("@")
+            section, _, name = head.rpartition("_")
+            if rate not in part.get(section, {}):
+                raise NotComparable(f"a diagnostics report without representations.{section} at k={rate} (for "
+                                    f"{measure}); run evaluate.py again")
+            rows = [{"layer": r["layer"], measure: r[name]} for r in part[section][rate]]
+        else:
+            rows = [{"layer": r["layer"], measure: r[measure]} for r in part["geometry"]]
+        row = rows[-1] if layer == "last" else next(r for r in rows if r["layer"] == int(layer))
+        return float(row[measure])
+
+
+class Likelihood(FromDiagnostics):
+    """e.g. nll_per_token: exact for AR, the bound for bidirectional readers (evaluate.py's likelihood)."""
+
+    name = "likelihood"
+    same_blocks = True
+
+    def read(self, report: dict[str, Any], key: str) -> float:
+        if "likelihood" not in report:
+            raise NotComparable("a diagnostics report without a likelihood section; run evaluate.py with "
+                                "likelihood.enabled=true")
+        return float(report["likelihood"][key])
+
+
+class Pretraining(Quantity):
+    """A column of the pretraining table, e.g. below_unigram or val_likelihood."""
+
+    name = "pretraining"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        return {int(r["seed"]): float(r[side[self.name]]) for _, r in runs.pretraining_rows(side["arm"]).iterrows()}
+
+
+def likelihood_tag(summary_tag: Any, run: str) -> str:
+    """The validation tag of a run's NLL per target token (exact, or its bound), as its summary.json names it."""
+    if not isinstance(summary_tag, str):
+        raise NotComparable(f"{run} names no val_likelihood_tag: its objective logs no likelihood, or the run predates "
+                            "the key; a plateau exit is read from that curve")
+    return summary_tag
+
+
+def past_exit(curve: pd.Series, spec: dict[str, Any]) -> float:
+    """The curve (validation NLL by step) `steps` after its plateau exit, its first validation at or below `exit_at`
+    nats, read at the first validation at or after that step. One level for every run: a run's own unigram
+    baseline comes from its training slice, so repeated and fresh runs would exit at different heights. NaN (the
+    seed drops out of the pair) when the run never left its plateau or ended too soon."""
+    exited = curve[curve <= float(spec["exit_at"])]
+    if exited.empty:
+        return math.nan
+    later = curve[curve.index >= exited.index[0] + int(spec["steps"])]
+    return float(later.iloc[0]) if not later.empty else math.nan
+
+
+class PastExit(Quantity):
+    """The validation NLL per target token `steps` after the run's plateau exit."""
+
+    name = "past_exit"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"],
+                                                                                         r["run"])), side[self.name])
+                for _, r in runs.pretraining_rows(side["arm"]).iterrows()}
+        return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
+
+
+class Zeroshot(Quantity):
+    """BLiMP accuracy by `method` at `level` ('overall', 'field', 'phenomenon', 'paradigm') and `name`."""
+
+    name = "zeroshot"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        return {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.zeroshot.items()
+                if arm == side["arm"]}
+
+    @staticmethod
+    def read(report: dict[str, Any], spec: dict[str, Any]) -> float:
+        results = report["blimp"]["results"]
+        if spec["method"] not in results:
+            raise ArmlmError(f"zeroshot method {spec['method']!r} was not scored ({sorted(results)}); add it to the "
+                             "arm's zeroshot_settings")
+        level, name = spec.get("level", "overall"), spec.get("name", "overall")
+        for row in results[spec["method"]]:
+            if row["level"] == level and row["name"] == name:
+                return float(row["accuracy"])
+        raise ArmlmError(f"BLiMP has no {level} {name!r} in this study's paradigms")
+
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+        spec = side[self.name]
+        if spec.get("level", "overall") != "overall" or any((side["arm"], s) not in runs.zeroshot for s in seeds):
+            return None
+        found = {seed: blimp_items(runs.zeroshot[(side["arm"], seed)], spec["method"]) for seed in seeds}
+        return None if any(not items.accuracy for items in found.values()) else found  # a report without paradigms
+
+
+class Words(Quantity):
+    """A word-benchmark score of one layer's vectors (words.json); a seed whose benchmark gave none drops out."""
+
+    name = "words"
+
+    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+        read = {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.words.items()
+                if arm == side["arm"]}
+        return {seed: value for seed, value in read.items() if not math.isnan(value)}
+
+    @staticmethod
+    def read(report: dict[str, Any], spec: dict[str, Any]) -> float:
+        layer = str(spec.get("layer", "static"))
+        if layer not in report["layers"]:
+            raise ArmlmError(f"words.json has layers {sorted(report['layers'])}, not {layer!r}")
+        found = report["layers"][layer][spec["benchmark"]]
+        value = found[spec["metric"]]["accuracy"] if spec["benchmark"] == "analogies" else found[spec["metric"]]
+        return math.nan if value is None else float(value)
+
+
+QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
+    Finetune(), FeaturesGap(), FinetuneMean(), Pairwise(), Gap(), Representation(), Likelihood(), Pretraining(),
+    PastExit(), Zeroshot(), Words())}
