@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regold", action="store_true",
-                     help="rewrite the selected kept records' golden tables from report=only instead of comparing "
-                          "(after a commit adds units to a record: pytest tests/test_records_reports.py -k <name> "
-                          "--regold)")
+                     help="rewrite the golden tables of the selected report fixtures from report=only instead of "
+                          "comparing (after a change to the report code: pytest tests/test_records_reports.py "
+                          "--regold -m 'slow or not slow', then review the diff)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
