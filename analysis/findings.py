@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.quantities import QUANTITIES, NotComparable, Quantity, StudyRuns, scores
+from analysis.quantities import QUANTITIES, Quantity
+from analysis.study_runs import NotComparable, StudyRuns, scores
 from common.errors import ArmlmError
 
 

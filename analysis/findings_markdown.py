@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.gate import gate_description
-from analysis.registrations import registration_text
-from analysis.verdicts import ALPHA, INTERIM, MAX_SEEDS_REPORTED, VERDICTS, WITHDRAWN
+from analysis.registrations import StudySpec, registration_text
+from analysis.verdicts import INTERIM, MAX_SEEDS_REPORTED, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
@@ -91,9 +91,8 @@ def wall_time_note(seconds: pd.DataFrame) -> str:
     return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
 
 
-def item_rule_text(study: dict[str, Any], alpha: float) -> str:
+def item_rule_text(decides: str | None, alpha: float) -> str:
     """What the item columns are and which test decides a row (analysis.items)."""
-    decides = (study.get("item_test") or {}).get("decides")
     rule = {"both": "the registration says both must agree", "seeds": "the registration says the seed test decides",
             "items": "the registration says the item test decides",
             None: "this study registered no rule, so both must agree (the rule since 2 December 2026)"}[decides]
@@ -103,17 +102,16 @@ def item_rule_text(study: dict[str, Any], alpha: float) -> str:
             f"reproduced or contradicted only where the seed test and the item test say so: {rule}.")
 
 
-def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str, Any], header: str) -> str:
-    alpha = float(study.get("alpha", ALPHA))
-    gate = study.get("gate")
+def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpec, header: str) -> str:
+    alpha, gate = study.alpha, study.gate
     lines = [header, "",
              f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
              f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
              "data order and fine-tuning seeds), with its unadjusted "
              f"{100 * (1 - alpha):g} % Student-t interval over seeds and the exact sign-flip test's p beside the "
              "t-test's (reported, not judged: with n seeds it cannot fall below 2 / 2^n).",
-             item_rule_text(study, alpha),
-             (gate_description(study) if gate else "No learning gate is registered for this study."), ""]
+             item_rule_text(study.item_test.decides, alpha),
+             (gate_description(study.arms, gate) if gate else "No learning gate is registered for this study."), ""]
     found = table.get("verdict", pd.Series(dtype=object))
     shown = [*VERDICTS, *(v for v in (WITHDRAWN, INTERIM) if (found == v).any())]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in shown]
@@ -139,7 +137,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: dict[str
     for r in table.to_dict("records"):
         lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
                      f"| {r['registered']} | {r['superseded'] or '-'} |")
-    withdrawn = study.get("withdrawn") or {}
+    withdrawn = study.withdrawn
     if withdrawn:
         lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
                   "|---|---|---|"]

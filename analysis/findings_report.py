@@ -46,12 +46,11 @@ from analysis.findings import describe, measure, side_items, values
 from analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
 from analysis.gate import gate_row
 from analysis.items import item_columns
-from analysis.quantities import NotComparable, StudyRuns
-from analysis.registrations import at_registered_seeds, registered_claim, registration_text, superseded_text
+from analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
 from analysis.study_plots import plot_findings
 from analysis.study_report import save_figure
+from analysis.study_runs import NotComparable, StudyRuns
 from analysis.verdicts import (
-    ALPHA,
     Claim,
     family_verdicts,
     holm,
@@ -74,35 +73,32 @@ def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, An
 
 def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
     """One row per registered finding of `study` (its config as a dict), judged as one family."""
-    return judge_family(StudyRuns.read(Path(root)), study, adjust)
+    return judge_family(StudyRuns.read(Path(root)), StudySpec.parse(study), adjust)
 
 
-def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
-    findings = study.get("findings") or {}
-    alpha = float(study.get("alpha", ALPHA))
-    item_settings = study.get("item_test") or {}
+def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.DataFrame:
+    findings, alpha = study.findings, study.alpha
     rows, tests, gated, item_tests = [], [], [], []
     for finding_id, finding in findings.items():
-        finding = dict(finding)
-        claim = registered_claim(finding_id, finding)
-        row = {"finding": finding_id, "claim": finding.get("claim", ""), "anchor": finding.get("anchor", ""),
+        claim = finding.claim_test
+        row = {"finding": finding_id, "claim": finding.claim, "anchor": finding.anchor,
                "kind": claim.kind, "direction": claim.direction, "margin": claim.margin,
-               "smallest_effect": claim.smallest_effect, "justification": finding.get("justification", ""),
-               "registered": registration_text(finding["registered"]),
-               "registered_after_data": bool(finding["registered"].get("seen")),
-               "superseded": "; ".join(superseded_text(s) for s in finding.get("superseded") or []),
-               "a": describe(finding["a"]), "b": describe(finding["b"])}
+               "smallest_effect": claim.smallest_effect, "justification": finding.justification,
+               "registered": registration_text(finding.registered),
+               "registered_after_data": bool(finding.registered.get("seen")),
+               "superseded": "; ".join(superseded_text(s) for s in finding.superseded),
+               "a": describe(finding.a), "b": describe(finding.b)}
         try:
-            measured = measure(runs, finding["a"], finding["b"])
+            measured = measure(runs, finding.a, finding.b)
         except NotComparable as err:
             measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
-        seeds, to_come, seeds_note = at_registered_seeds(finding["registered"], measured["seeds"])
+        seeds, to_come, seeds_note = at_registered_seeds(finding.registered, measured["seeds"])
         differences = [measured["a_values"][s] - measured["b_values"][s] for s in seeds]
         interval = paired_interval(differences, 1 - alpha)
         test = judge_claim(interval, claim)
         flips = sign_flip_test(differences, claim)
-        items, item = item_columns([side_items(runs, finding[s], seeds) for s in ("a", "b")], claim, seeds, alpha,
-                                   item_settings)
+        items, item = item_columns([side_items(runs, side, seeds) for side in (finding.a, finding.b)], claim, seeds,
+                                   alpha, study.item_test.draws, study.item_test.seed)
         item_tests.append(item)
         row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,
                    seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
@@ -111,7 +107,7 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
                    seeds_to_come=to_come,
                    note="; ".join(x for x in (measured.get("note", "") or ("" if seeds else "no seed has both sides"),
                                               seeds_note) if x),
-                   **gate_row(runs, study, finding, seeds),
+                   **gate_row(runs, study.arms, study.gate, (finding.a, finding.b), seeds),
                    **power_columns(claim, interval.sd, interval.n, alpha / max(1, len(findings))))
         rows.append(row)
         tests.append(test)
@@ -120,8 +116,8 @@ def judge_family(runs: StudyRuns, study: dict[str, Any], adjust: bool = True) ->
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
         judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], item_tests,
-                                 [r["note"] for r in rows], [f.get("withdrawn_after_data") for f in findings.values()],
-                                 alpha, adjust, str(item_settings.get("decides", "both")))
+                                 [r["note"] for r in rows], [f.withdrawn_after_data for f in findings.values()],
+                                 alpha, adjust, study.item_test.decides or "both")
         for column in ("verdict", "seed_verdict", "item_p_holm", "item_verdict", "note"):
             table[column] = [getattr(j, column) for j in judged]
     return table
@@ -131,19 +127,19 @@ def _mean(side: dict[int, float], seeds: list[int]) -> float:
     return sum(side[s] for s in seeds) / len(seeds) if seeds else math.nan
 
 
-def checks_table(runs: StudyRuns, study: dict[str, Any]) -> pd.DataFrame:
+def checks_table(runs: StudyRuns, study: StudySpec) -> pd.DataFrame:
     """Quantities reported with their 95 % interval over seeds but never judged (convergence checks), each beside
     the study's gate over the arms it reads: a value from a run that did not learn is printed, and marked."""
     rows = []
-    for check_id, check in (study.get("checks") or {}).items():
+    for check_id, check in study.checks.items():
         value = dict(check["value"])
         per_seed = values(runs, value)
         interval = paired_interval(list(per_seed.values()))
-        gate = gate_row(runs, study, {"a": value, "b": value}, sorted(per_seed))
+        gate = gate_row(runs, study.arms, study.gate, (value, value), sorted(per_seed))
         rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(value),
                      "per_seed": [round(per_seed[s], 4) for s in sorted(per_seed)], "mean": interval.mean,
                      "ci_low": interval.low, "ci_high": interval.high, "n": interval.n,
-                     "gate": "-" if not study.get("gate") else f"**failed**: {gate['gate_note']}"
+                     "gate": "-" if not study.gate else f"**failed**: {gate['gate_note']}"
                      if gate["gate_failed"] else "passed" if per_seed else "no run read"})  # never a vacuous pass
     return pd.DataFrame(rows)
 
@@ -152,14 +148,15 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     """report/findings.md, report/findings.csv and report/findings.png (the table as a picture) for the seeds present."""
     root = Path(root)
     runs = StudyRuns.read(root)  # every summary, result and report (and TensorBoard curves) read once
-    table, checks = judge_family(runs, study), checks_table(runs, study)
+    spec = StudySpec.parse(study)
+    table, checks = judge_family(runs, spec), checks_table(runs, spec)
     out = root / "report"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "findings.csv", table.to_csv(index=False))
     seeds = sorted({s for r in table.get("seeds", pd.Series(dtype=object)).dropna() for s in r})
     header = (f"# Findings: {root}\n\nPretraining seeds paired by a row: {seeds}. {precision_note(runs.pretraining)} "
               f"{wall_time_note(S.stage_seconds(root))} {S.code_note(runs.pretraining)}").rstrip()
-    atomic_write_text(out / "findings.md", findings_markdown(table, checks, study, header))
+    atomic_write_text(out / "findings.md", findings_markdown(table, checks, spec, header))
     written = [out / "findings.md", out / "findings.csv"]
     drawn = int(table["difference"].notna().sum()) if "difference" in table else 0  # rows with seeds (plot_findings)
     if drawn:

@@ -21,24 +21,25 @@ from typing import Any
 from scipy.stats import chi2
 
 from analysis.findings import above_majority, describe
-from analysis.quantities import StudyRuns
 from analysis.study import lowest_own_margin
+from analysis.study_runs import StudyRuns
 from common.errors import ArmlmError
 
 Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
+Sides = tuple[dict[str, Any], dict[str, Any]]  # a row's A and B (a check's one value, twice)
 
 
-def gate_arm(study: dict[str, Any], arm: str) -> str:
+def gate_arm(arms: dict[str, dict[str, Any]], arm: str) -> str:
     """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""
-    return study["arms"][arm].get("from_arm", arm) if arm in study.get("arms", {}) else arm
+    return arms[arm].get("from_arm", arm) if arm in arms else arm
 
 
-def arms_read(study: dict[str, Any], finding: dict[str, Any]) -> list[str]:
+def arms_read(arms: dict[str, dict[str, Any]], sides: Sides) -> list[str]:
     """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
     likelihood to gate) is left out."""
-    named = [finding[s][k] for s in ("a", "b") for k in ("arm", "relative_to") if finding[s].get(k)]
-    gated = [a for a in named if study.get("arms", {}).get(a, {}).get("gate", True) is not False]
-    return sorted({gate_arm(study, a) for a in gated})
+    named = [side[k] for side in sides for k in ("arm", "relative_to") if side.get(k)]
+    gated = [a for a in named if arms.get(a, {}).get("gate", True) is not False]
+    return sorted({gate_arm(arms, a) for a in gated})
 
 
 def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
@@ -78,8 +79,9 @@ def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
 @dataclass(frozen=True)
 class GateContext:
     runs: StudyRuns
-    study: dict[str, Any]
-    finding: dict[str, Any]
+    arms: dict[str, dict[str, Any]]  # the study's arms
+    gate: dict[str, Any]  # the study's registered gate
+    sides: Sides
     seeds: list[int]
 
 
@@ -115,7 +117,7 @@ class MarginRule(GateRule):
         pretrained with, not only the seeds the row could pair: a seed drops out of a pair exactly when a run never
         left its plateau (past_exit), and that run must still mark the row."""
         pretrained, out = context.runs.pretraining, []
-        for arm in arms_read(context.study, context.finding):
+        for arm in arms_read(context.arms, context.sides):
             margins = self.margins(context.runs, arm)
             arm_seeds = set(context.seeds) | (set(pretrained.loc[pretrained["arm"] == arm, "seed"].astype(int))
                                               if not pretrained.empty else set())
@@ -124,7 +126,7 @@ class MarginRule(GateRule):
 
     def failures(self, context: GateContext, value: Any) -> list[str]:
         threshold, failing = float(value), []
-        stderrs = float((context.study.get("gate") or {}).get("clear_by_mc_stderrs", 0.0))
+        stderrs = float(context.gate.get("clear_by_mc_stderrs", 0.0))
         for arm, seed, found in self.per_seed(context):
             margin, mc_stderr = found or (math.nan, 0.0)
             if found is None:
@@ -161,7 +163,7 @@ class AboveMajority(GateRule):
 
     def failures(self, context: GateContext, value: Any) -> list[str]:
         floor, failing = float(value), []
-        for side in (context.finding["a"], context.finding["b"]):
+        for side in context.sides:
             near = {seed: m for seed, m in (above_majority(context.runs, side) or {}).items() if not m >= floor}
             if near:
                 failing.append(f"{describe(side)} is within {floor:g} of the majority baseline in seeds "
@@ -202,7 +204,7 @@ class Discrimination(GateRule):
 
     def failures(self, context: GateContext, value: Any) -> list[str]:
         alpha, failing = float(value["alpha"]), []
-        for side in (context.finding["a"], context.finding["b"]):
+        for side in context.sides:
             if "zeroshot" not in side or side.get("relative_to"):
                 continue
             method = side["zeroshot"]["method"]
@@ -261,24 +263,20 @@ def check_gate(gate: dict[str, Any] | None) -> None:
         GATE_RULES[key].check(value)
 
 
-def gate_row(runs: StudyRuns, study: dict[str, Any], finding: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+def gate_row(runs: StudyRuns, arms: dict[str, dict[str, Any]], gate: dict[str, Any] | None, sides: Sides,
+             seeds: list[int]) -> dict[str, Any]:
     """The lowest margin of the row's arms under the gate's margin rule, and which arm and seed fail any rule."""
-    gate = study.get("gate")
     if not gate:
         return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
-    context = GateContext(runs, study, finding, seeds)
+    context = GateContext(runs, arms, gate, sides, seeds)
     failing = [f for key, rule in GATE_RULES.items() if key in gate for f in rule.failures(context, gate[key])]
     failing = list(dict.fromkeys(failing))  # a check passes its one value as both sides: each failure once
     margin = next(r for r in MARGIN_RULES if r.key in gate)
     return {"gate": margin.lowest(context), "gate_failed": bool(failing), "gate_note": "; ".join(failing)}
 
 
-def ungated_note(study: dict[str, Any]) -> str:
-    ungated = [name for name, arm in study.get("arms", {}).items() if arm.get("gate", True) is False]
-    return f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""
-
-
-def gate_description(study: dict[str, Any]) -> str:
+def gate_description(arms: dict[str, dict[str, Any]], gate: dict[str, Any]) -> str:
     """What the study's registered gate asks, in the report's words: each rule's, in GATE_RULES' order."""
-    gate = study["gate"]
-    return "".join(rule.describe(gate[key]) for key, rule in GATE_RULES.items() if key in gate) + ungated_note(study)
+    ungated = [name for name, arm in arms.items() if arm.get("gate", True) is False]
+    return ("".join(rule.describe(gate[key]) for key, rule in GATE_RULES.items() if key in gate)
+            + (f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""))

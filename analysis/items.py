@@ -169,11 +169,10 @@ def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
 
 
 def item_columns(items: list[dict[int, BlimpItems | SentenceItems] | None], claim: Claim, seeds: list[int],
-                 alpha: float, settings: dict[str, Any]) -> tuple[dict[str, Any], ClaimTest | None]:
+                 alpha: float, draws: int = ITEM_DRAWS, seed: int = 0) -> tuple[dict[str, Any], ClaimTest | None]:
     """A findings row's item columns (what was resampled, the (1 - alpha) interval) and its item test (None
     where a side has no items)."""
-    interval = item_interval(items, seeds, 1 - alpha, int(settings.get("draws", ITEM_DRAWS)),
-                             int(settings.get("seed", 0)))
+    interval = item_interval(items, seeds, 1 - alpha, int(draws), int(seed))
     if interval is None:
         return {"items": "", "item_low": float("nan"), "item_high": float("nan")}, None
     return {"items": interval.items, "item_low": interval.low, "item_high": interval.high}, item_test(interval, claim)

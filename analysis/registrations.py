@@ -1,73 +1,138 @@
-"""What a study must register before its runs, checked before any stage runs (study.py), and the registrations as
-its findings report prints them: each finding's claim, sides, test and registration (date, commit; `seen:` where
-some seeds had run before it; `seeds:` the pretraining seeds its verdict is read on), the study's gate and error
-rate, and its checks."""
+"""What a study must register before its runs, parsed and checked once into a typed StudySpec before any stage runs
+(study.py), and the registrations as its findings report prints them: each finding's claim, sides, test and
+registration (date, commit; `seen:` where some seeds had run before it; `seeds:` the pretraining seeds its verdict is
+read on), the study's gate and error rate, its item test and its checks."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from analysis.findings import quantity_of
 from analysis.gate import check_gate
+from analysis.items import ITEM_DRAWS
 from analysis.verdicts import ALPHA, DECIDES, Claim
 from common.errors import ArmlmError
 
-# withdrawn_after_data: {date, why}: a row found, after its data, not to test its claim. It stays in its family
-# (Holm counts it, so no other row gains from its leaving) and its verdict reads "withdrawn".
-FINDING_KEYS = {"claim", "anchor", "a", "b", "test", "justification", "registered", "superseded", "withdrawn_after_data"}
-ITEM_TEST_KEYS = {"items", "draws", "seed", "decides"}
-TEST_KEYS = {"kind", "direction", "smallest_effect", "margin"}
+
+def _keys(cls: type) -> set[str]:
+    return {f.name for f in fields(cls)}
 
 
-def registered_claim(finding_id: str, finding: dict[str, Any]) -> Claim:
-    """The finding's claim, after checking that everything the report needs was registered."""
-    unknown = set(finding) - FINDING_KEYS
-    missing = {"claim", "anchor", "a", "b", "test", "justification", "registered"} - set(finding)
-    if unknown or missing:
-        raise ArmlmError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a finding "
-                         f"has {sorted(FINDING_KEYS)} (superseded and withdrawn_after_data optional)")
-    withdrawn = finding.get("withdrawn_after_data")
-    if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
-        raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, why: ...}}")
-    for entry in [finding["registered"], *[e.get("registered", {}) for e in finding.get("superseded") or []]]:
-        if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
-            raise ArmlmError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: <hash>}} "
-                             "(and seen: <which seeds had run>, where some had)")
-    seeds = finding["registered"].get("seeds")
-    if seeds is not None and not (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-                                  and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seeds)):
-        raise ArmlmError(f"finding {finding_id}: registered.seeds={seeds!r}; give the distinct positive pretraining "
-                         "seeds its verdict is read on, e.g. seeds: [1, 2, 3, 4, 5], or leave it out")
-    for side in ("a", "b"):
-        quantity_of(finding[side])
-    test = dict(finding["test"])
-    if set(test) - TEST_KEYS:
-        raise ArmlmError(f"finding {finding_id}: test keys {sorted(test)}; a test has {sorted(TEST_KEYS)}")
-    try:
-        return Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
-    except (KeyError, ValueError) as err:
-        raise ArmlmError(f"finding {finding_id}: {err}") from err
+def _required(cls: type) -> set[str]:
+    return {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
 
 
-def check_registrations(study: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Finding:
+    """One registered row of a study's family."""
+
+    claim: str
+    anchor: str
+    a: dict[str, Any]  # a side: {arm, <one quantity of analysis.quantities>, ...}
+    b: dict[str, Any]
+    test: dict[str, Any]  # {kind, direction, smallest_effect, margin}: a Claim (`claim_test`)
+    justification: str
+    registered: dict[str, Any]  # {date, commit, seen?, seeds?}
+    superseded: list[dict[str, Any]] = field(default_factory=list)  # earlier registrations, kept when a claim changed
+    # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
+    # other row gains from its leaving) and its verdict reads "withdrawn".
+    withdrawn_after_data: dict[str, Any] | None = None
+
+    @property
+    def claim_test(self) -> Claim:
+        return Claim(self.test["kind"], self.test["direction"], float(self.test["smallest_effect"]),
+                     float(self.test.get("margin", 0)))
+
+    @staticmethod
+    def parse(finding_id: str, raw: Mapping[str, Any]) -> Finding:
+        """The finding, after checking that everything the report needs was registered."""
+        unknown, missing = set(raw) - _keys(Finding), _required(Finding) - set(raw)
+        if unknown or missing:
+            raise ArmlmError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a "
+                             f"finding has {sorted(_keys(Finding))} (superseded and withdrawn_after_data optional)")
+        finding = Finding(**{**raw, "superseded": list(raw.get("superseded") or [])})
+        withdrawn = finding.withdrawn_after_data
+        if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
+            raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, "
+                             "why: ...}}")
+        for entry in [finding.registered, *[e.get("registered", {}) for e in finding.superseded]]:
+            if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
+                raise ArmlmError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: "
+                                 "<hash>}} (and seen: <which seeds had run>, where some had)")
+        seeds = finding.registered.get("seeds")
+        if seeds is not None and not (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
+                                      and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seeds)):
+            raise ArmlmError(f"finding {finding_id}: registered.seeds={seeds!r}; give the distinct positive "
+                             "pretraining seeds its verdict is read on, e.g. seeds: [1, 2, 3, 4, 5], or leave it out")
+        for side in (finding.a, finding.b):
+            quantity_of(side)
+        claim_keys = _keys(Claim)
+        if set(finding.test) - claim_keys:
+            raise ArmlmError(f"finding {finding_id}: test keys {sorted(finding.test)}; a test has {sorted(claim_keys)}")
+        try:
+            finding.claim_test
+        except (KeyError, ValueError) as err:
+            raise ArmlmError(f"finding {finding_id}: {err}") from err
+        return finding
+
+
+@dataclass(frozen=True)
+class ItemTest:
+    """Which test decides a row (None: none registered, so both must agree), and the bootstrap's settings."""
+
+    decides: str | None = None
+    draws: int = ITEM_DRAWS
+    seed: int = 0
+    items: str = ""  # what is resampled, in words
+
+    @staticmethod
+    def parse(raw: Mapping[str, Any] | None) -> ItemTest:
+        try:
+            item_test = ItemTest(**dict(raw or {}))
+            valid = item_test.decides in (None, *DECIDES) and int(item_test.draws) >= 1_000
+        except TypeError:
+            valid = False
+        if not valid:
+            raise ArmlmError(f"study.item_test={raw}; give item_test: {{decides: both | seeds | items, draws: "
+                             "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")
+        return item_test
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study's findings report reads of its config, parsed and validated once."""
+
+    arms: dict[str, dict[str, Any]]
+    findings: dict[str, Finding]
+    checks: dict[str, dict[str, Any]]  # reported with their interval, never judged: {what, value: <a side>}
+    withdrawn: dict[str, dict[str, Any]]  # findings registered earlier and no longer tested: {registered, why}
+    gate: dict[str, Any] | None
+    alpha: float
+    item_test: ItemTest
+
+    @staticmethod
+    def parse(study: Mapping[str, Any]) -> StudySpec:
+        alpha = float(study.get("alpha", ALPHA))
+        if not 0 < alpha < 1:
+            raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
+        check_gate(study.get("gate"))
+        arms = dict(study.get("arms") or {})
+        checks = dict(study.get("checks") or {})
+        for check_id, check in checks.items():
+            arm = (check.get("value") or {}).get("arm")
+            if arm not in arms:
+                raise ArmlmError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(arms)}")
+            quantity_of(check["value"])
+        return StudySpec(arms, {fid: Finding.parse(fid, f) for fid, f in (study.get("findings") or {}).items()},
+                         checks, dict(study.get("withdrawn") or {}), study.get("gate"), alpha,
+                         ItemTest.parse(study.get("item_test")))
+
+
+def check_registrations(study: Mapping[str, Any]) -> None:
     """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
-    alpha = study.get("alpha", ALPHA)
-    if not 0 < float(alpha) < 1:
-        raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
-    check_gate(study.get("gate"))
-    item_test = study.get("item_test")
-    if item_test is not None and (not isinstance(item_test, dict) or set(item_test) - ITEM_TEST_KEYS
-                                  or item_test.get("decides", "both") not in DECIDES
-                                  or int(item_test.get("draws", 10_000)) < 1_000):
-        raise ArmlmError(f"study.item_test={item_test}; give item_test: {{decides: both | seeds | items, draws: "
-                         "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")
-    for finding_id, finding in (study.get("findings") or {}).items():
-        registered_claim(finding_id, finding)
-    for check_id, check in (study.get("checks") or {}).items():
-        arm = (check.get("value") or {}).get("arm")
-        if arm not in study["arms"]:
-            raise ArmlmError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(study['arms'])}")
-        quantity_of(check["value"])
+    StudySpec.parse(study)
 
 
 def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[list[int], list[int], str]:

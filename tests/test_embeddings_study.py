@@ -8,7 +8,7 @@ import pytest
 from analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
 from analysis.findings import values
 from analysis.findings_report import findings_table
-from analysis.quantities import StudyRuns
+from analysis.study_runs import StudyRuns
 from common.config import compose_config
 from common.migrations import versioned
 from studies.embeddings_plan import plan

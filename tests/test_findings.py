@@ -7,9 +7,10 @@ import pytest
 
 from analysis.findings import values
 from analysis.findings_report import findings_table, write_findings
-from analysis.quantities import NotComparable, Representation, StudyRuns
+from analysis.quantities import Representation
 from analysis.registrations import check_registrations
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
+from analysis.study_runs import NotComparable, StudyRuns
 from tests.findings_helpers import (
     FINDINGS,
     finetune_result,

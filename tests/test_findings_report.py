@@ -14,7 +14,7 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
                           "registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "a tie is not a superiority"}]
     checks = {"mrf_u": {"what": "a convergence check", "value": {"arm": "mlm", "pairwise": {
         "kind": "random", "row": "mrf", "column": "u_ppl"}}}}
-    write_findings(study, {"findings": {"nsp": tie}, "checks": checks})
+    write_findings(study, {"arms": {"mlm": {}}, "findings": {"nsp": tie}, "checks": checks})
     text = (study / "report" / "findings.md").read_text()
     assert "nsp (re-registered after data)" in text and "was kind superiority" in text and "660408b" in text
     assert "equivalence, \\|A - B\\| < 0.05" in text
@@ -57,7 +57,7 @@ def test_a_check_is_printed_beside_the_gate_of_the_arms_it_reads(study):
                    if line.startswith("| mlm_f1"))
     assert mlm_row.count("majority baseline") == 1  # a check's value is read as both sides: its failure said once
     assert "**failed**: " in mlm_row and "in seeds 1 (+0.700 above it)" in mlm_row
-    write_findings(study, {"checks": checks})  # a study without a gate
+    write_findings(study, {"arms": gated["arms"], "checks": checks})  # a study without a gate
     assert "| [0.7, 0.75, 0.72] | 0.723 [" in (text := (study / "report" / "findings.md").read_text())
     assert all(line.endswith("| - |") for line in text.splitlines() if line.startswith(("| ar_minus_mlm", "| mlm_f1")))
 

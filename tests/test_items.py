@@ -12,7 +12,7 @@ import pytest
 
 from analysis.findings import side_items, values
 from analysis.items import ItemInterval, item_interval, item_test
-from analysis.quantities import StudyRuns
+from analysis.study_runs import StudyRuns
 from analysis.verdicts import Claim, combined_verdict
 
 REPO = Path(__file__).resolve().parents[1]
