@@ -1,5 +1,6 @@
-"""analysis.registration_commits: a registration's commit held to git, in a repository built here commit by commit
-(so every date and change is known), and over this repository's own study configs."""
+"""A registration's commit held to git (tests.helpers.registration_commits, the check of this repository's study
+configs): in a repository built here commit by commit (so every date and change is known), and over this
+repository's own study configs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from analysis.registration_commits import git_history_available, registration_problems
+from tests.helpers.registration_commits import git_history_available, registration_problems
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = "configs/study/toy.yaml"
