@@ -5,7 +5,7 @@
 
 import sys
 
-from common.commands import main as armlm
+from armlm_cli.commands import main as armlm
 
 if __name__ == "__main__":
     armlm(["export", *sys.argv[1:]])

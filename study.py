@@ -6,7 +6,7 @@
 
 import sys
 
-from common.commands import main as armlm
+from armlm_cli.commands import main as armlm
 
 if __name__ == "__main__":
     armlm(["study", *sys.argv[1:]])

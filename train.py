@@ -7,7 +7,7 @@
 
 import sys
 
-from common.commands import main as armlm
+from armlm_cli.commands import main as armlm
 
 FINETUNE = ("task=", "+task=")
 

@@ -6,7 +6,6 @@ each checkpoint contributes its own rows (MLM: every construction; AR: its exact
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -14,23 +13,10 @@ from typing import Any
 import pandas as pd
 import torch
 from matplotlib.axes import Axes
-from omegaconf import OmegaConf
 
 from common.atomic import read_artefact
 from diagnostics.pairwise import DISTANCE_BINS, distance_bins
 from diagnostics.report import ROW_LABELS
-from diagnostics.run import evaluate_config, run_diagnostics
-
-
-def run_or_reuse(checkpoint: str | Path, out: str | Path, overrides: list[str]) -> Path:
-    """`out`/diagnostics.json for `checkpoint`: computed, unless a report with exactly these settings is
-    already there (so re-running a notebook does not redo minutes of forward passes)."""
-    cfg = evaluate_config([f"checkpoint={checkpoint}", f"output_dir={out}", *overrides])
-    report = Path(out) / "diagnostics.json"
-    if report.exists() and json.loads(report.read_text()).get("settings") == OmegaConf.to_container(cfg, resolve=True):
-        return report
-    run_diagnostics(cfg)
-    return report
 
 
 def find_reports(root: str | Path) -> list[Path]:

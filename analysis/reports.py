@@ -1,29 +1,36 @@
-"""`armlm report <kind> <folder> [...]`: rebuild a report from run or study folders, without running anything.
-
-    armlm report study <root>            report.md, tables and figures of a study (analysis.study_report)
-    armlm report findings <root>         the registered findings' verdicts (analysis.findings_report)
-    armlm report blimp <root> [<root>]   BLiMP by objective and method across studies (analysis.blimp_report)
-    armlm report embeddings <root>       the embeddings study's tables (analysis.embeddings_report)
-    armlm report curves <root>           each objective's measures against its budget in words (analysis.curves_report)
-    armlm report finetune <folder>       fine-tuning runs over seeds beside the baseline (analysis.finetune_results)
-"""
+"""`armlm report`'s kinds: each a command in common.commands' style ("module:function", dispatched as `armlm <command>`
+is) whose function reads sys.argv as `armlm report <kind> ...`; `armlm report --help` lists them."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-REPORTS = {"study": "analysis.study_report", "findings": "analysis.findings_report", "blimp": "analysis.blimp_report",
-           "embeddings": "analysis.embeddings_report", "curves": "analysis.curves_report",
-           "finetune": "analysis.finetune_results"}
+from common.commands import Command, dispatch
+
+HEADER = ("`armlm report <kind> <folder> [...]`: rebuild a report from run or study folders, without running "
+          "anything.")
+REPORTS: dict[str, Command] = {c.name: c for c in (
+    Command("study", "report.md, tables and figures of a study", "docs/guides/studies.md",
+            "analysis.study_report:main", args="<root>"),
+    Command("findings", "the registered findings' verdicts", "docs/guides/studies.md",
+            "analysis.findings_report:main", args="<root>"),
+    Command("blimp", "BLiMP by objective and method across studies", "docs/guides/zeroshot.md",
+            "analysis.blimp_report:main", args="<root> [<root>]"),
+    Command("embeddings", "the embeddings study's tables", "docs/guides/studies.md",
+            "analysis.embeddings_report:main", args="<root>"),
+    Command("curves", "each objective's measures against its budget in words", "docs/guides/studies.md",
+            "analysis.curves_report:main", args="<root>"),
+    Command("finetune", "fine-tuning runs over seeds beside the baseline", "docs/guides/finetuning.md",
+            "analysis.finetune_results:main", args="<folder>"),
+)}
+
+
+def usage() -> str:
+    lines = [f"armlm report {c.name} {c.args}" for c in REPORTS.values()]
+    width = max(map(len, lines)) + 3
+    return "\n".join([HEADER, "", *(f"    {line:<{width}}{c.summary} ({c.run.partition(':')[0]})"
+                                    for line, c in zip(lines, REPORTS.values(), strict=True)), ""])
 
 
 def main() -> None:
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
-        return
-    kind = sys.argv[1]
-    if kind not in REPORTS:
-        sys.exit(f"armlm report: unknown report {kind!r}; choose one of {', '.join(REPORTS)}")
-    sys.argv = [f"armlm report {kind}", *sys.argv[2:]]
-    importlib.import_module(REPORTS[kind]).main()
+    dispatch(REPORTS, sys.argv[1:], "armlm report", "report", usage())

@@ -16,7 +16,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from common.errors import ArmlmError
-from studies.plan import Stage, arms_of, done_file, seed_folder, seeds_of
+from studies.plan import Stage, arms_of, seed_folder, seeds_of
+from studies.stages import done_file
 
 ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
 

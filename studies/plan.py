@@ -1,6 +1,6 @@
 """A study's stages: every arm x seed pretrained, fine-tuned on every task and variant, and diagnosed.
 
-A stage is one run of an armlm command (common.commands: train, finetune, evaluate, ...) with Hydra overrides and a fixed run folder
+A stage is one run of an armlm command (studies.stages: train, finetune, evaluate, ...) with Hydra overrides and a fixed run folder
 under the study root, so a rerun finds what is already done. Folders:
 
     <root>/<arm>/seed<k>/pretrain                    summary.json, checkpoints/last.ckpt, tensorboard/
@@ -18,10 +18,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.runs import FINETUNE_SEED_SUFFIX
-from common.commands import Command, stage_command
 from common.errors import ArmlmError
 from studies.branches import branch_overrides, check_branches, trunk_overrides
 from studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
+from studies.stages import StageKind, done_file, stage_kind
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
@@ -50,12 +50,13 @@ class Stage:
         return f"{self.arm}/seed{self.seed} {self.label}"
 
     @property
-    def command(self) -> Command:
-        return stage_command(self.kind)
+    def command(self) -> StageKind:
+        """What it runs: its command's function, config and script."""
+        return stage_kind(self.kind)
 
     @property
     def script(self) -> str:
-        return str(self.command.script)
+        return self.command.script
 
     @property
     def done_file(self) -> Path:
@@ -65,11 +66,6 @@ class Stage:
         """What stage.json keeps, to tell a finished stage of this study from one of another."""
         return {"kind": self.kind, "arm": self.arm, "seed": self.seed, "script": self.script,
                 "overrides": list(self.overrides)}
-
-
-def done_file(kind: str) -> str:
-    """What a finished stage of this kind writes (its command's done file)."""
-    return str(stage_command(kind).done_file)
 
 
 def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from common.atomic import atomic_file, atomic_write_artefact
 from common.errors import ArmlmError
+from common.machine import cpu_has_bf16_units, cpu_model
 from common.provenance import armlm_commit
 from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
 from studies.plan import Stage
 from studies.runner import RECORD as STAGE_RECORD
-from training.setup import cpu_has_bf16_units
 
 log = logging.getLogger("armlm.study")
 KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}
@@ -106,18 +106,10 @@ def copy_files(source: Path, target: Path, files: list[Path]) -> None:
             out.write((source / relative).read_bytes())
 
 
-def _cpu_model() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor() or platform.machine()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
-
-
 def _machine() -> dict[str, object]:
     """What a kept unit's wall times and numerics depend on: on a CPU, train.py trains in bf16 only where it has
     bf16 units (training.setup), so units kept from two machines can differ in precision."""
-    return {"cores": os.cpu_count(), "cpu": _cpu_model(), "bf16_units": cpu_has_bf16_units(),
+    return {"cores": os.cpu_count(), "cpu": cpu_model(), "bf16_units": cpu_has_bf16_units(),
             "python": platform.python_version()}
 
 

@@ -27,11 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.findings_report import write_findings
 from analysis.registrations import check_registrations
 from common.atomic import atomic_write_text
-from common.commands import STAGE_COMMANDS
 from common.errors import ArmlmError
 from studies.plan import Stage, describe
 from studies.records import record_finished, restore_recorded
 from studies.runner import Outcome, check_root, run_stages
+from studies.stages import STAGE_KINDS
 
 log = logging.getLogger("armlm.study")
 
@@ -64,9 +64,9 @@ def of_kinds(stages: list[Stage], kinds: Any) -> list[Stage]:
     fine-tuning for the seeds a fine-tuning finding alone needs."""
     if kinds is None:
         return stages
-    unknown = sorted(set(kinds) - set(STAGE_COMMANDS))
+    unknown = sorted(set(kinds) - set(STAGE_KINDS))
     if unknown or not kinds:
-        raise ArmlmError(f"stages={list(kinds)}; choose some of {list(STAGE_COMMANDS)} (null: every kind)")
+        raise ArmlmError(f"stages={list(kinds)}; choose some of {list(STAGE_KINDS)} (null: every kind)")
     return [stage for stage in stages if stage.kind in set(kinds)]
 
 
@@ -82,7 +82,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     stages = of_kinds(planner(cfg), cfg.get("stages"))
     whole = cfg.arm is None and cfg.seed is None and cfg.get("stages") is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
-    prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in STAGE_COMMANDS}
+    prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in STAGE_KINDS}
     record = Path(cfg.record) if cfg.get("record") else None
     restored: set = set()
     on_done = None

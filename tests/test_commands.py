@@ -1,5 +1,6 @@
-"""One command line: the `armlm` registry, its dispatcher, the top-level wrappers, and a README that names only
-commands that exist, links only files that exist, inside the repository, and stays a front door (<= 12 KB)."""
+"""One command line: the `armlm` registry, its dispatcher, the report and bench registries it shares with, the study
+runner's stage kinds, the top-level wrappers, and a README that names only commands that exist, links only files that
+exist, inside the repository, and stays a front door (<= 12 KB)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from analysis.reports import REPORTS
-from common.commands import COMMANDS, main, resolve, stage_command
+from armlm_cli.bench import benchmarks
+from armlm_cli.commands import COMMANDS, main
+from common.commands import resolve
 from common.config import CONFIGS
+from studies.stages import STAGE_KINDS, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -21,7 +25,7 @@ MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def test_every_command_resolves_to_a_function_its_config_and_its_guide():
-    for cmd in COMMANDS.values():
+    for cmd in [*COMMANDS.values(), *REPORTS.values()]:  # a bench's is imported when it runs (below): torch and more
         assert callable(cmd.function()), cmd.name
         assert cmd.config is None or (CONFIGS / f"{cmd.config}.yaml").is_file(), cmd.name
         assert cmd.script is None or (REPO / cmd.script).is_file(), cmd.name
@@ -30,13 +34,14 @@ def test_every_command_resolves_to_a_function_its_config_and_its_guide():
             assert issubclass(resolve(error), BaseException), error
 
 
-def test_every_study_stage_kind_has_one_command_with_a_done_file():
-    kinds = [c.stage for c in COMMANDS.values() if c.stage]
-    assert len(kinds) == len(set(kinds)) and {"pretrain", "finetune", "diagnose", "zeroshot", "embed"} <= set(kinds)
-    for kind in kinds:
-        assert stage_command(kind).done_file and stage_command(kind).config
+def test_every_study_stage_kind_is_one_commands_with_a_done_file():
+    assert {"pretrain", "finetune", "diagnose", "zeroshot", "embed"} <= STAGE_KINDS.keys()
+    for kind in STAGE_KINDS.values():
+        assert kind.done_file and (CONFIGS / f"{kind.config}.yaml").is_file()
+        (cmd,) = [c for c in COMMANDS.values() if c.run == kind.run]  # what `armlm <command>` runs, run alike
+        assert (cmd.config, cmd.script) == (kind.config, kind.script), kind.kind
     with pytest.raises(ValueError, match="no command runs study stages of kind 'bake'"):
-        stage_command("bake")
+        stage_kind("bake")
 
 
 def test_help_lists_every_command_and_an_unknown_one_names_the_choices(capsys):
@@ -54,9 +59,22 @@ def test_report_and_bench_list_their_choices_and_refuse_unknown_ones(capsys, mon
     with pytest.raises(SystemExit, match="unknown report 'everything'"):
         main(["report", "everything", "x"])
     main(["bench", "--help"])
-    assert "throughput" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "  throughput\n" in listed and "  flops\n" not in listed  # the scripts, not the modules they share
     with pytest.raises(SystemExit, match="unknown benchmark 'warp_speed'"):
         main(["bench", "warp_speed"])
+
+
+def test_a_report_and_a_bench_run_as_their_scripts_would(capsys, monkeypatch):
+    """Dispatched by one path: each reads sys.argv with its own name in argv[0] (argparse's prog) as before."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the dispatch sets it, as a command's own process would
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "finetune", "--help"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage: armlm report finetune ")
+    assert benchmarks()["recipe_search"].script == "bench/recipe_search.py"
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "recipe_search", "--help"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage: recipe_search.py ")
 
 
 def test_the_wrappers_are_thin():
@@ -90,6 +108,6 @@ def test_the_readme_is_a_front_door_naming_only_what_exists():
 
 @pytest.mark.slow  # a process that starts Python
 def test_the_console_entry_point_runs_as_a_module():
-    result = subprocess.run([sys.executable, "-m", "common.commands", "--help"], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "armlm_cli.commands", "--help"], cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and "usage: armlm <command>" in result.stdout

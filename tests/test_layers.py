@@ -1,8 +1,16 @@
 """The packages form layers and each imports only the ones below it (README, "Layout"; docs/architecture.md): read statically from
-every module's imports, function-level ones included, so an upward import fails here, not only a cycle."""
+every module's imports, function-level ones included, so an upward import fails here, not only a cycle.
+
+Code named by a string is an import too, made later: a registry's "module:function" (armlm_cli.commands), a config's
+`_target_` and a study config's `planner:` and `report:` (Hydra's dotted paths). Those strings are read here as
+edges of the same graph: a string in a module belongs to that module's package, a string in a config to the package
+that composes and instantiates that config (CONFIG_READERS)."""
 
 import ast
+import re
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 # Bottom first; packages on one line share a layer and may not import each other.
@@ -14,8 +22,31 @@ LAYERS = [("common",), ("models",), ("objectives",), ("datamodules",), ("trainin
           ("interchange",),  # export reads fine-tuned checkpoints through finetune's module
           ("analysis",),  # tables, reports and verdicts over run and study folders
           ("studies",),  # a study's stages, then its reports and verdicts
-          ("bench",)]
+          ("bench",),
+          ("armlm_cli",)]  # the `armlm` command line: its registry names every command, a study's and a bench's too
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}
+
+# Which package composes or instantiates each config in configs/ (a primary config by its file's stem, a group by its
+# folder); a config read by several packages belongs to the lowest, the first that instantiates what it names.
+CONFIG_READERS = {
+    # primary configs: the package of the command that runs on them (checked against the registry below)
+    "train": "training", "finetune": "finetune", "evaluate": "diagnostics", "zeroshot": "zeroshot",
+    "embeddings": "embeddings", "generate": "generation", "export": "interchange", "study": "studies",
+    "pretraining_data": "training",  # the data settings train.yaml and embeddings.yaml share
+    # groups
+    "data": "training",  # training.setup builds the datamodule (diagnostics, zeroshot, embeddings read it later)
+    "model": "training",  # training.setup.build_model_config
+    "objective": "training",  # training.lit_module instantiates the objective
+    "trainer": "training", "logger": "training",  # training.trainer
+    "experiment": "training",  # a group of train.yaml
+    "task": "finetune",  # a group of finetune.yaml; finetune.metrics instantiates its metrics
+    "method": "embeddings",  # embeddings.run instantiates it
+    "scale": "studies",  # a group of study.yaml, as configs/study/ is (studies.run calls a study's planner and report)
+}
+STUDY_KEYS = ("planner", "report")  # a study config's functions (studies.run, get_method)
+IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+COLON_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})*:{IDENTIFIER}$")  # "training.run:pretrain"
+DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "objectives.mlm.MaskedLM", "analysis.study_report"
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -38,3 +69,107 @@ def test_every_package_imports_only_layers_below_it():
     assert not upward, upward
     packages = {p.name for p in REPO.iterdir() if (p / "__init__.py").is_file()} - {"tests"}
     assert packages <= LEVEL.keys()  # every package has its layer
+
+
+def is_module(dotted: str) -> bool:
+    path = REPO.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def named_module(reference: str) -> str | None:
+    """The armlm module a reference names ("training.run:pretrain" -> training.run; "objectives.mlm.MaskedLM" ->
+    objectives.mlm), None where it names none: another library's, or a dotted string that is no code (a file name
+    such as "diagnostics.json", a setting such as "finetune.dropout")."""
+    if COLON_REFERENCE.match(reference):
+        return reference.partition(":")[0]
+    parts = reference.split(".")
+    return next((".".join(parts[:n]) for n in range(len(parts), 1, -1) if is_module(".".join(parts[:n]))), None)
+
+
+def layer_of(package: str) -> str:
+    return f"{package} (layer {LEVEL[package]}: {', '.join(LAYERS[LEVEL[package]])})"
+
+
+def check(where: str, reader: str, reference: str) -> list[str]:
+    """Why `reference`, read by code of package `reader`, breaks the layers; empty when it does not."""
+    package = reference.split(".")[0]
+    if package not in LEVEL:
+        return []  # another library's (lightning.pytorch.Trainer)
+    module = named_module(reference)
+    if module is None:
+        # a "module:attr" or a config's reference always means code, so one that names no module is broken
+        return [f"{where}: {reference!r} names no module in the repository"] if ":" in reference else []
+    if package != reader and LEVEL[package] >= LEVEL[reader]:
+        return [f"{where}: {reference!r} names {layer_of(package)} from {layer_of(reader)}"]
+    return []
+
+
+def config_references(path: Path) -> list[str]:
+    """Every `_target_` of a config, at any depth, and a study config's planner and report."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            found.extend(str(v) for k, v in node.items() if k == "_target_")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    walk(document)
+    if path.parent.name == "study":
+        found.extend(str(document[key]) for key in STUDY_KEYS if document.get(key))
+    return found
+
+
+def config_edges() -> list[tuple[str, str, str]]:
+    """(where, reading package, reference) for every code reference in configs/."""
+    configs = REPO / "configs"
+    edges = []
+    for path in sorted(configs.rglob("*.yaml")):
+        relative = path.relative_to(configs)
+        reader = CONFIG_READERS[relative.parts[0] if len(relative.parts) > 1 else path.stem]
+        edges += [(f"configs/{relative}", reader, reference) for reference in config_references(path)]
+    return edges
+
+
+def source_edges() -> list[tuple[str, str, str]]:
+    """(where, package, reference) for every string constant in a package's modules that is written as code."""
+    edges = []
+    for package in LEVEL:
+        for path in sorted((REPO / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                        COLON_REFERENCE.match(node.value) or DOTTED_REFERENCE.match(node.value)):
+                    edges.append((f"{path.relative_to(REPO)}:{node.lineno}", package, node.value))
+    return edges
+
+
+def test_every_config_names_only_code_its_reader_may_import():
+    configs = REPO / "configs"
+    entries = {p.stem if p.is_file() else p.name for p in configs.iterdir() if p.suffix == ".yaml" or p.is_dir()}
+    assert entries == CONFIG_READERS.keys(), entries ^ CONFIG_READERS.keys()  # a new config group names its reader
+    edges = config_edges()
+    # the scan sees every kind of reference (an empty scan would pass for nothing)
+    references = {reference for _, _, reference in edges}
+    assert {"objectives.mlm.MaskedLM", "finetune.metrics.accuracy", "studies.embeddings_plan.plan",
+            "analysis.blimp_report.write_blimp_report"} <= references
+    broken = [problem for edge in edges for problem in check(*edge)]
+    assert not broken, "\n".join(broken)
+
+
+def test_every_string_that_names_code_names_only_layers_below_it():
+    edges = source_edges()
+    assert any(reference == "training.run:pretrain" for _, _, reference in edges)  # a registry's, read
+    broken = [problem for edge in edges for problem in check(*edge)]
+    assert not broken, "\n".join(broken)
+
+
+def test_a_primary_configs_reader_is_the_package_of_the_command_that_runs_on_it():
+    from armlm_cli.commands import COMMANDS
+
+    for cmd in COMMANDS.values():
+        if cmd.config is not None:
+            assert CONFIG_READERS[cmd.config] == cmd.run.split(".")[0], cmd.name

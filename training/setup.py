@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ArmlmError, ArmlmFileError
+from common.machine import cpu_has_bf16_units
 from models.backbone import ModelConfig
 
 log = logging.getLogger("armlm.train")
@@ -66,15 +67,6 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") 
         elif mine != saved:
             found.append(f"{prefix}{key}: checkpoint {saved!r} vs run {mine!r}")
     return found
-
-
-def cpu_has_bf16_units() -> bool:
-    """AVX512-BF16 or AMX: bf16 matrix products run natively, faster than fp32 (docs/results.md, "Default runs")."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def choose_cpu_precision(cfg: DictConfig) -> None:

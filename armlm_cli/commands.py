@@ -1,0 +1,66 @@
+"""armlm's commands: the registry that the `armlm` console script and the top-level scripts read.
+
+    armlm train objective=mlm            armlm finetune task=rte pretrained=<run>      armlm --help
+
+Each command is named by import path (common.commands: the mechanics and the dispatch), so listing them imports none.
+A command that runs study stages takes its function, config and script from the study runner's table
+(studies.stages), so `armlm train ...` runs what a study's pretraining stage runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from common.commands import Command, dispatch
+from studies.stages import STAGE_KINDS
+
+
+def runs_stages(kind: str) -> dict[str, str]:
+    """The run function, config and script of the command that runs study stages of this kind."""
+    stage = STAGE_KINDS[kind]
+    return {"run": stage.run, "config": stage.config, "script": stage.script}
+
+
+COMMANDS: dict[str, Command] = {c.name: c for c in (
+    Command("train", "pretrain the backbone with an objective (objective=ar|mlm|...)", "docs/guides/pretraining.md",
+            **runs_stages("pretrain"),
+            errors=("builtins:ConnectionError", "training.lit_module:NonFiniteLossError", "builtins:FloatingPointError",
+                    "training.disk_full:DiskFullError")),
+    Command("finetune", "fine-tune a checkpoint (or static vectors) on a GLUE task or CoNLL-2003",
+            "docs/guides/finetuning.md", **runs_stages("finetune"),
+            errors=("builtins:ConnectionError", "builtins:FloatingPointError", "training.disk_full:DiskFullError")),
+    Command("evaluate", "independence diagnostics and likelihoods of a checkpoint", "docs/guides/diagnostics.md",
+            **runs_stages("diagnose")),
+    Command("zeroshot", "score a checkpoint on BLiMP by every method its objective has", "docs/guides/zeroshot.md",
+            **runs_stages("zeroshot")),
+    Command("harness", "lm-evaluation-harness with armlm's model type (lm_eval's arguments)",
+            "docs/guides/zeroshot.md", "zeroshot.harness_cli:main"),
+    Command("embeddings", "static word vectors, or a checkpoint's type-level vectors, on word benchmarks",
+            "docs/guides/embeddings.md", **runs_stages("embed")),
+    Command("generate", "sample text from a checkpoint", "docs/guides/generation.md",
+            "generation.run:run_generation", "generate", "generate.py"),
+    Command("export", "export a checkpoint to a Hugging Face transformers folder", "docs/guides/export.md",
+            "interchange.export:run_export", "export", "export.py", errors=("builtins:FileExistsError",)),
+    Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
+            "docs/guides/studies.md", "studies.run:study", "study", "study.py"),
+    Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",
+            "docs/guides/studies.md", "analysis.reports:main"),
+    Command("bench", "print measured numbers: armlm bench <name> (bench/README.md lists them)", "bench/README.md",
+            "armlm_cli.bench:main"),
+)}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {c.name:<{width}}  {c.summary}  [{c.guide}]" for c in COMMANDS.values()]
+    return "\n".join(["usage: armlm <command> [settings]   (armlm <command> --help for its settings)", "",
+                      "commands:", *lines])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `armlm` console script: `armlm <command> [its settings]`."""
+    dispatch(COMMANDS, sys.argv[1:] if argv is None else list(argv), "armlm", "command", usage())
+
+
+if __name__ == "__main__":
+    main()
