@@ -9,24 +9,8 @@ A finding (in the study config, `study.findings.<id>`) reads:
     b: {arm: ar, finetune: conll2003-full, metric: f1}
     test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # registered (findings_report)
 
-A side names its arm and one quantity (analysis.quantities.QUANTITIES); its value for a seed comes from that seed's runs:
-
-    finetune: <task>-<variant>, metric[, split][, epoch]  dev score, median over fine-tuning seeds; with epoch: k,
-                                                   the score logged after the run's k-th epoch (its scalars)
-    features_gap: <task>, metric[, split]          fine-tuned minus feature-based score of the same checkpoint
-    finetune_mean: {variant, metrics: {task: metric}}  the mean of several tasks' dev scores (a GLUE-style score),
-                                                   over the seeds every task has
-    pairwise: {kind, row, column}                  a row of the independence table (exact tables only)
-    gap: {min_distance[, max_distance, kind]}      mean independence gap of the pairs at those distances
-    representation: {measure, layer}               e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`
-    likelihood: <key>                              e.g. nll_per_token: AR exact, bidirectional bound (diagnostics)
-    pretraining: <column>                          e.g. below_unigram, val_likelihood
-    words: {benchmark, metric, layer}               embeddings.py's scores (words.json): benchmark simlex999 or
-                                                   wordsim353 with metric spearman or rare_spearman, or analogies
-                                                   with metric semantic, syntactic or overall; layer static or k
-    past_exit: {steps, exit_at}                     the validation NLL per target token (val_likelihood's tag)
-                                                   `steps` after the run's plateau exit: its first validation
-                                                   at or below exit_at nats (one level for every run)
+A side names its arm and one quantity of analysis.quantities.QUANTITIES (each class's docstring gives its
+grammar); its value for a seed comes from that seed's runs.
 
 A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
 (e.g. the validation NLL at 16 epochs minus at 4).

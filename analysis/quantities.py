@@ -1,7 +1,8 @@
 """What a side of a finding can read: one object per quantity, each saying how it reads its per-seed values from a
 study's runs, how it reads in a report, and what else the findings ask of it (its task's majority baseline, its
 items for the item test, whether it compares only on the same held-out blocks). The findings and gate code ask
-the object; a new quantity is one class here and one entry in QUANTITIES. analysis.findings lists the sides."""
+the object; a new quantity is one class here and one entry in QUANTITIES. Each class's docstring is its grammar in
+a side, `{arm: <arm>, <name>: <spec>, ...}`."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ class Quantity:
 
 
 class Finetune(Quantity):
+    """`finetune: <task>-<variant>, metric[, split][, epoch]`: the dev score, median over fine-tuning seeds; with
+    `epoch: k`, the score logged after the run's k-th epoch (its scalars)."""
+
     name = "finetune"
 
     def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
@@ -70,7 +74,7 @@ class Finetune(Quantity):
 
 
 class FeaturesGap(Finetune):
-    """Fine-tuned minus feature-based score of the same checkpoint."""
+    """`features_gap: <task>, metric[, split]`: fine-tuned minus feature-based score of the same checkpoint."""
 
     name = "features_gap"
 
@@ -88,7 +92,8 @@ class FeaturesGap(Finetune):
 
 
 class FinetuneMean(Quantity):
-    """The mean of several tasks' dev scores (a GLUE-style score), over the seeds every task has."""
+    """`finetune_mean: {variant, metrics: {task: metric}}`: the mean of several tasks' dev scores (a GLUE-style
+    score), over the seeds every task has."""
 
     name = "finetune_mean"
 
@@ -124,7 +129,7 @@ def exact_only(report: dict[str, Any], why: str) -> None:
 
 
 class Pairwise(FromDiagnostics):
-    """A row of the independence table (exact tables only)."""
+    """`pairwise: {kind, row, column}`: a row of the independence table (exact tables only)."""
 
     name = "pairwise"
 
@@ -135,7 +140,8 @@ class Pairwise(FromDiagnostics):
 
 
 class Gap(FromDiagnostics):
-    """Mean gap of the headline joint over the pairs whose distance lies in [min, max], pooling kinds."""
+    """`gap: {min_distance[, max_distance, kind]}`: the mean gap of the headline joint over the pairs at those
+    distances, pooling kinds."""
 
     name = "gap"
 
@@ -154,7 +160,8 @@ class Gap(FromDiagnostics):
 
 
 class Representation(FromDiagnostics):
-    """e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`, or a geometry measure."""
+    """`representation: {measure, layer}`: e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`, or a
+    geometry measure."""
 
     name = "representation"
 
@@ -175,7 +182,7 @@ class Representation(FromDiagnostics):
 
 
 class Likelihood(FromDiagnostics):
-    """e.g. nll_per_token: exact for AR, the bound for bidirectional readers (evaluate.py's likelihood)."""
+    """`likelihood: <key>`: e.g. nll_per_token, exact for AR, the bound for bidirectional readers (evaluate.py)."""
 
     name = "likelihood"
     same_blocks = True
@@ -188,7 +195,7 @@ class Likelihood(FromDiagnostics):
 
 
 class Pretraining(Quantity):
-    """A column of the pretraining table, e.g. below_unigram or val_likelihood."""
+    """`pretraining: <column>`: a column of the pretraining table, e.g. below_unigram or val_likelihood."""
 
     name = "pretraining"
 
@@ -217,7 +224,8 @@ def past_exit(curve: pd.Series, spec: dict[str, Any]) -> float:
 
 
 class PastExit(Quantity):
-    """The validation NLL per target token `steps` after the run's plateau exit."""
+    """`past_exit: {steps, exit_at}`: the validation NLL per target token (val_likelihood's tag) `steps` after the
+    run's plateau exit, its first validation at or below exit_at nats (one level for every run)."""
 
     name = "past_exit"
 
@@ -229,7 +237,8 @@ class PastExit(Quantity):
 
 
 class Zeroshot(Quantity):
-    """BLiMP accuracy by `method` at `level` ('overall', 'field', 'phenomenon', 'paradigm') and `name`."""
+    """`zeroshot: {method[, level, name]}`: BLiMP accuracy by `method` at `level` (overall, field, phenomenon,
+    paradigm) and `name`."""
 
     name = "zeroshot"
 
@@ -258,7 +267,9 @@ class Zeroshot(Quantity):
 
 
 class Words(Quantity):
-    """A word-benchmark score of one layer's vectors (words.json); a seed whose benchmark gave none drops out."""
+    """`words: {benchmark, metric, layer}`: embeddings.py's scores (words.json): simlex999 or wordsim353 with
+    spearman or rare_spearman, or analogies with semantic, syntactic or overall; layer static or k. A seed whose
+    benchmark gave none drops out."""
 
     name = "words"
 
