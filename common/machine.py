@@ -10,7 +10,7 @@ CPUINFO = Path("/proc/cpuinfo")
 
 
 def cpu_has_bf16_units() -> bool:
-    """AVX512-BF16 or AMX: bf16 matrix products run natively, faster than fp32 (docs/results.md, "Default runs")."""
+    """AVX512-BF16 or AMX: bf16 matrix products run natively, faster than fp32 (docs/results/recipe.md, "Default runs")."""
     try:
         flags = CPUINFO.read_text()
     except OSError:

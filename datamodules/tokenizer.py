@@ -141,7 +141,7 @@ def encode_documents(tokenizer: Tokenizer, documents: list[str], desc: str = "",
     """Flat token ids with [EOD] (or the id `eod`: another tokenizer's document end) after every document (empty ones
     dropped), and doc offsets (start of each doc, then the end). ENCODE_BATCH documents per call: an Encoding holds far more than its ids (offsets, masks, words).
     `encode_batch_fast` skips the character offsets, which nothing here reads: the same ids, faster on one thread
-    (docs/results.md, "The data path at corpus scale")."""
+    (docs/results/performance.md, "The data path at corpus scale")."""
     eod = tokenizer.token_to_id(EOD) if eod is None else eod
     dtype = token_dtype(tokenizer.get_vocab_size())
     chunks: list[np.ndarray] = []

@@ -64,7 +64,7 @@ def word_table(vectors: StaticVectors, words: set[str]) -> tuple[dict[str, int],
     Every dimension is standardised over the method's vocabulary (mean 0, sd 1), as the backbone's final norm puts
     a checkpoint's states on one scale: raw skip-gram vectors are on a far smaller one, and a linear head at the
     task's step learned nothing from them in one epoch, which measured the step size, not the vectors
-    (docs/results.md, "The embeddings study" and "Figures moved out of code comments")."""
+    (docs/results/embeddings.md and docs/results/performance.md, "Figures moved out of code comments")."""
     splitter = WordSplitter(vectors.tokenizer_json)
     mean, sd = vectors.keyed.vectors.mean(axis=0), vectors.keyed.vectors.std(axis=0)
     sd[sd == 0] = 1.0

@@ -27,7 +27,7 @@ from interchange.source import ExportSource
 
 # The fold adds b_v u / c to head row v. Rounding of h reaches logit v through that row, so the fold multiplies a
 # logit's rounding error by about the row's growth over the tied row it replaces (`fold_growth`). In fp32 that stays
-# far below export's parity tolerance; in bf16 it does not (measured, docs/results.md "Export parity": at a large
+# far below export's parity tolerance; in bf16 it does not (measured, docs/results/export-and-tests.md "Export parity": at a large
 # growth the folded GPT-2 drifts far further from armlm's fp32 than armlm's own file). format=auto takes GPT-2 only
 # below this growth; format=native takes it at any growth and says so in the card.
 AUTO_FOLD_GROWTH = 2.0

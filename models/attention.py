@@ -94,7 +94,7 @@ EXPLICIT_KERNEL_MAX_LEN = 512
 def uses_explicit_kernel(device_type: str, dtype: torch.dtype, length: int, dropout: float) -> bool:
     """Whether `attend` computes attention as two matmuls and a softmax instead of calling SDPA: on a CPU in
     bf16, where SDPA's flash kernel is the slow one: the explicit kernel's forward + backward is faster at every
-    size measured up to 512 tokens (docs/results.md, "bf16 on the CPU", item 1). In fp32 SDPA is as fast or
+    size measured up to 512 tokens (docs/results/performance.md, "bf16 on the CPU", item 1). In fp32 SDPA is as fast or
     faster, so fp32 keeps it.
     With dropout SDPA keeps the job, so its random stream, and what a seed gives, do not change."""
     return device_type == "cpu" and dtype == torch.bfloat16 and dropout == 0.0 and length <= EXPLICIT_KERNEL_MAX_LEN
@@ -116,7 +116,7 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, 
     with torch.autocast(q.device.type, enabled=False):
         if is_causal:
             # The matmul adds the -inf above the diagonal itself (baddbmm's input), and scales: one pass over the
-            # scores fewer than masked_fill, and faster (docs/results.md, "bf16 on the CPU", item 1).
+            # scores fewer than masked_fill, and faster (docs/results/performance.md, "bf16 on the CPU", item 1).
             above = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
             scores = torch.baddbmm(above, q.reshape(b * h, t, hd), k.reshape(b * h, t, hd).transpose(1, 2),
                                    alpha=scale).view(b, h, t, t)

@@ -3,7 +3,7 @@
 The plain `F.cross_entropy(F.linear(h, W, b), y)` materialises an N x V logit matrix and walks it about six
 times (matmul out, log-softmax, its output, the zero-filled NLL gradient, the softmax gradient, the matmul in).
 At AR's N = 4,096, V = 8,192 that is 134 MB per walk, and those memory passes cost a large share of the head's
-matmul time on a CPU (docs/results.md, "Figures moved out of code comments"). Here each block of rows computes its
+matmul time on a CPU (docs/results/performance.md, "Figures moved out of code comments"). Here each block of rows computes its
 logits, its NLL and, when a gradient is wanted, its gradients straight away (softmax minus one-hot, times the
 weights), so the logits never exist whole and stay in cache. Same FLOPs as the plain form; the backward pass only
 scales the stored gradients by the upstream one.

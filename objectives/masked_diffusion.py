@@ -53,7 +53,7 @@ class MaskedDiffusionLM(Objective):
             raise ArmlmError(f"objective.copy_rate={copy_rate!r} must be a number in [0, 1]: the share of visible "
                              "targets that also predict their own token (0: MDLM as published)")
         self.eps = float(eps)
-        # A training aid outside the bound (docs/results.md, "Masked diffusion's plateau"): with [MASK] the only
+        # A training aid outside the bound (docs/results/masked-diffusion.md, "Masked diffusion's plateau"): with [MASK] the only
         # input at every loss position, this backbone sits on its unigram plateau far longer than an MLM with
         # BERT's 10 % kept tokens does. A copy loss at a random share of the visible targets
         # (BERT's kept-token prediction; the visible part of D3PM's auxiliary cross-entropy on x0, Austin et al.

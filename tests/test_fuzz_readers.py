@@ -94,7 +94,7 @@ def test_wikitext(content: bytes) -> None:
 
 @pytest.mark.slow
 def test_thousands_of_inputs_per_reader() -> None:
-    """1,000 inputs for each reader above, in a fresh process (more cost the suite minutes: docs/results.md,
+    """1,000 inputs for each reader above, in a fresh process (more cost the suite minutes: docs/results/performance.md,
     "Figures moved out of code comments"; ARMLM_FUZZ_EXAMPLES=10000 by hand for more)."""
     env = {**os.environ, "ARMLM_FUZZ_EXAMPLES": "1000"}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,

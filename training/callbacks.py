@@ -21,7 +21,7 @@ log = logging.getLogger("armlm.train")
 def logs_this_step(trainer: L.Trainer) -> bool:
     """Whether the logger writes this training step (every trainer.log_every_n_steps, and the last). Logging
     only then matters: each `self.log` costs Lightning milliseconds of Python, a visible share of a CPU step at
-    several calls per step (docs/results.md, "Figures moved out of code comments")."""
+    several calls per step (docs/results/performance.md, "Figures moved out of code comments")."""
     return bool(trainer._logger_connector.should_update_logs)
 
 

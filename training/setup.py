@@ -81,10 +81,10 @@ def keep_large_allocations_on_the_heap() -> None:
     """Stop glibc from handing a training step's memory back to the OS, so the next step does not page-fault
     it in again (every fresh page is a fault and 4 KB of zeroing; a 16 MB block of logits is 4,096 faults).
     - M_MMAP_MAX = 0: large tensors come from the heap, not from fresh mmaps unmapped when freed (faster for
-      dense-head models: docs/results.md, "Figures moved out of code comments");
+      dense-head models: docs/results/performance.md, "Figures moved out of code comments");
     - M_TRIM_THRESHOLD at its maximum: the heap's freed top is kept, not trimmed at 128 KB. Without it an AR
       step in bf16 still faulted most of its pages in again, and kept was faster in bf16 and fp32 alike (page
-      faults and timings: docs/results.md, "bf16 on the CPU", item 2; bench/README.md).
+      faults and timings: docs/results/performance.md, "bf16 on the CPU", item 2; bench/README.md).
     The process's memory stays at its peak, which a training process reaches every step anyway. A setting the
     environment makes, as MALLOC_MMAP_MAX_ / MALLOC_TRIM_THRESHOLD_ or as glibc.malloc.mmap_max /
     glibc.malloc.trim_threshold in GLIBC_TUNABLES, wins. bench/throughput.py applies it to every model it times,
