@@ -77,7 +77,7 @@ def model_card(source: ExportSource, target: str, native: bool, parity: ParityRe
     if source.finetuned:
         lines.append(f"| labels | {', '.join(source.task['labels']) or 'regression'} |")
     lines += ["", "Validation figures are armlm's: an AR model's `val/loss` is an exact NLL per token, an MLM's an "
-              "NLL over masked positions only; compare runs only through armlm's reports (docs/results.md).", ""]
+              "NLL over masked positions only; compare runs only through armlm's reports (docs/results/).", ""]
     return "\n".join(lines)
 
 
