@@ -7,7 +7,7 @@ import pytest
 from nbclient import NotebookClient
 
 from analysis.runs import curve_by_tokens, find_runs, summary_table
-from tests.test_train import tiny_config
+from tests.helpers.configs import tiny_config
 from training.run import run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]

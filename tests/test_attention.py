@@ -18,8 +18,8 @@ from models.attention import (
     uses_explicit_kernel,
 )
 from models.backbone import Transformer
-from tests.lanes import fast_lane_keeps
-from tests.model_helpers import tiny_model
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.models import tiny_model
 
 
 def allowed_by_definition(kind: str, lengths: list[int], padding: list[list[int]], t: int) -> torch.Tensor:

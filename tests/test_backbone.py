@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import ModelConfig, Transformer
-from tests.lanes import fast_lane_keeps
-from tests.model_helpers import VARIANTS, tiny_model
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.models import VARIANTS, tiny_model
 
 
 @pytest.mark.parametrize("norm,positions", VARIANTS)

@@ -115,7 +115,7 @@ def test_likelihood_table_puts_exact_and_bound_side_by_side(capsys, tiny_pretrai
 def test_conll_truncation_scores_a_perfect_tagger_under_the_cut(capsys, tmp_path):
     """At 4 positions ([CLS] two words [SEP]) the second sentence loses 'german' (B-MISC): one of its two
     entities, so the perfect tagger's recall is 2/3 over the split and its precision 1."""
-    from tests.test_finetune_data import word_tokenizer_json
+    from tests.helpers.vocabularies import word_tokenizer_json
 
     (tmp_path / "eng.testa").write_text("-DOCSTART- -X- -X- O\n\nthe O O O\nEU B-NP B-NP B-ORG\n\n"
                                         "EU B-NP B-NP B-ORG\nrejects O O O\nGerman O O B-MISC\ncall O O O\n")

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 import bench.document_context as document_context
 from common.provenance import armlm_commit
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.run import run_pretraining
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import bench.efficiency_pilot as efficiency_pilot
-from tests.pilot_helpers import ARMS, ladder
+from tests.helpers.pilots import ARMS, ladder
 
 PILOTS = Path(__file__).resolve().parents[1] / "docs" / "pilots" / "efficiency-cpu"
 

@@ -10,7 +10,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 import bench.pilot_ladder as pilot_ladder
-from tests.pilot_helpers import ARMS, BARS, ladder, write_run
+from tests.helpers.pilots import ARMS, BARS, ladder, write_run
 
 
 @pytest.mark.parametrize("finished", [True, False])

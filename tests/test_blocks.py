@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from datamodules.blocks import PackedBlocks, SegmentPairs
-from tests.conftest import make_vocabulary
+from tests.helpers.vocabularies import make_vocabulary
 
 
 def stream(doc_lengths, seed=0):

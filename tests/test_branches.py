@@ -10,8 +10,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.conftest import shared_across_workers, tiny_config
-from tests.lanes import fast_lane_keeps
+from tests.helpers.configs import tiny_config
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.runs import shared_across_workers
 from training.optim import decay_start, warmup_then_linear_decay
 from training.run import run_pretraining
 

@@ -14,9 +14,9 @@ from datamodules.finetune import FinetuneDataModule
 from datamodules.pretrain import PretrainDataModule
 from models.backbone import ModelConfig
 from objectives.base import Objective
-from tests.conftest import composed_config
-from tests.lanes import fast_lane_keeps
-from tests.test_finetune_data import word_tokenizer_json
+from tests.helpers.configs import composed_config
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.vocabularies import word_tokenizer_json
 from training.run import check_config, run_pretraining
 from training.setup import build_model_config
 from training.trainer import lightning_settings, step_settings

@@ -32,7 +32,7 @@ from analysis.curves_report import (
     write_curves,
 )
 from common.migrations import versioned
-from tests.conftest import REPO
+from tests.helpers.configs import REPO
 
 KEPT = REPO / "records" / "findings-cpu"
 SEEDS = {"ar_half": [1, 2], "ar": [1, 2, 3], "mlm_half": [1], "mlm": [1, 2]}

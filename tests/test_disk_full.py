@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import REPO, TINY_OVERRIDES
+from tests.helpers.configs import REPO, TINY_OVERRIDES
 from training.disk_full import disk_full_cause, disk_full_message, mount_point
 
 

@@ -11,7 +11,7 @@ from models.backbone import ModelConfig, Transformer
 from objectives.ar import next_token_loss
 from objectives.mlm import MaskedLM
 
-EOD = 5  # tests.conftest.make_vocabulary's [EOD]
+EOD = 5  # tests.helpers.configs.make_vocabulary's [EOD]
 # Each device masks with its own attention kernels (on CUDA, SDPA picks a masked kernel, not the causal flash one):
 # where a GPU is present, the oracle holds there too.
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]

@@ -12,14 +12,12 @@ from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.electra import AllTokensMLM, Electra, ReplaceMLM, binary_entropy
 from objectives.generator import Generator, sample_rows
-
-SHAPE = dict(d_model=64, n_layers=2, max_len=64, positions="learned", norm_position="pre", dropout=0.0,
-             layer_norm_eps=1e-5, init_std=0.02)
+from tests.helpers.models import ELECTRA_SHAPE
 
 
 def build(cls, vocab, **settings):
     torch.manual_seed(0)
-    objective = cls(**SHAPE, **settings)
+    objective = cls(**ELECTRA_SHAPE, **settings)
     objective.set_vocabulary(vocab)
     model = Transformer(ModelConfig(vocab_size=vocab.size, d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64,
                                     dropout=0.0))
@@ -38,12 +36,12 @@ def gen(seed=0):
 
 
 def test_the_generator_is_a_quarter_as_wide_with_64_wide_heads():
-    wide = Generator(**{**SHAPE, "d_model": 768, "n_layers": 12}, width_fraction=1 / 3)
+    wide = Generator(**{**ELECTRA_SHAPE, "d_model": 768, "n_layers": 12}, width_fraction=1 / 3)
     assert (wide.config.d_model, wide.config.n_heads, wide.config.d_ff) == (256, 4, 1024)  # ELECTRA-Base's
-    small = Generator(**SHAPE, width_fraction=0.25)
+    small = Generator(**ELECTRA_SHAPE, width_fraction=0.25)
     assert (small.config.d_model, small.config.n_heads, small.config.n_layers) == (16, 1, 2)
     with pytest.raises(ValueError, match="generator_fraction"):
-        Generator(**SHAPE, width_fraction=0.0)
+        Generator(**ELECTRA_SHAPE, width_fraction=0.0)
 
 
 def test_rtd_labels_mark_exactly_the_samples_that_differ_from_the_original(vocab, monkeypatch):
@@ -121,7 +119,7 @@ def test_the_generator_shares_the_embeddings_but_not_the_output_bias(vocab):
     objective.replace(batch_of(vocab), model, gen()).generator_loss.backward()
     assert model.lm_bias.grad is None or not model.lm_bias.grad.any()  # the backbone's bias: the backbone's alone
     assert before.abs().sum() > 0
-    unset = ReplaceMLM(**SHAPE)
+    unset = ReplaceMLM(**ELECTRA_SHAPE)
     with pytest.raises(RuntimeError, match="set_vocabulary"):
         unset.generator(model, batch_of(vocab)["input_ids"], BIDIRECTIONAL, None, None,
                         torch.ones(4, 24, dtype=torch.bool))
@@ -186,9 +184,9 @@ def test_the_flops_of_both_networks_are_counted(vocab, cls, settings):
 
 def test_bad_settings_are_refused(vocab):
     with pytest.raises(ValueError, match="rtd_positions"):
-        Electra(**SHAPE, rtd_positions="some")
+        Electra(**ELECTRA_SHAPE, rtd_positions="some")
     with pytest.raises(ValueError, match="discriminator_weight"):
-        Electra(**SHAPE, discriminator_weight=0)
+        Electra(**ELECTRA_SHAPE, discriminator_weight=0)
 
 
 def test_the_generators_samples_follow_its_softmax():

@@ -5,28 +5,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from embeddings.run import run_embeddings
 from embeddings.store import load_vectors
 from finetune.static import run_static_finetune
+from tests.helpers.configs import hydra_config
 from training.pretrained import load_pretrained
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def config(name: str, out: Path, *overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose(name, overrides=[f"output_dir={out}", *overrides])
 
 
 @pytest.fixture(scope="module")
 def vectors_folder(tmp_path_factory, cache_dir) -> Path:
     """PPMI-SVD vectors of the embedded corpus, in the tokenizer of the tiny_pretrained runs (its cache is shared)."""
     out = tmp_path_factory.mktemp("ppmi")
-    run_embeddings(config("embeddings", out, "method=ppmi_svd", "method.dim=50", f"data.cache_dir={cache_dir}",
-                          "data.tokenizer.vocab_size=4000"))
+    run_embeddings(hydra_config("embeddings", out, "method=ppmi_svd", "method.dim=50", f"data.cache_dir={cache_dir}",
+                                "data.tokenizer.vocab_size=4000"))
     return out
 
 
@@ -47,9 +41,10 @@ def test_ner_on_static_vectors_fits_a_slice_through_the_fine_tuning_settings(tmp
     blocks = (data_dir / "conll2003" / "eng.train").read_text().split("\n\n")[:301]  # -DOCSTART- + 300
     for name in ("eng.train", "eng.testa"):
         (tmp_path / name).write_text("\n\n".join(blocks) + "\n")
-    cfg = config("finetune", tmp_path / "run", "task=conll2003", f"vectors={vectors_folder}", f"task.data.source={tmp_path}",
-                 "task.epochs=15", "task.optim.features_lr=0.1", "finetune.dropout=0",
-                 "trainer.enable_progress_bar=false", "trainer.precision=32-true", "task.data.max_length=64")
+    cfg = hydra_config("finetune", tmp_path / "run", "task=conll2003", f"vectors={vectors_folder}",
+                       f"task.data.source={tmp_path}", "task.epochs=15", "task.optim.features_lr=0.1",
+                       "finetune.dropout=0", "trainer.enable_progress_bar=false", "trainer.precision=32-true",
+                       "task.data.max_length=64")
     results = run_static_finetune(cfg)
     assert results["mode"] == "features" and results["features"] == "static, standardised per dimension"
     assert results["vectors"]["method"] == "PpmiSvd" and results["max_length"] == 64
@@ -58,13 +53,13 @@ def test_ner_on_static_vectors_fits_a_slice_through_the_fine_tuning_settings(tmp
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
     assert state["state_dict"]["table"].shape[1] == 50 and not state["state_dict"]["table"][0].any()
     with pytest.raises(ValueError, match="not both"):
-        run_static_finetune(config("finetune", tmp_path, "task=conll2003", f"vectors={vectors_folder}",
-                                   "pretrained=/some/run"))
+        run_static_finetune(hydra_config("finetune", tmp_path, "task=conll2003", f"vectors={vectors_folder}",
+                                         "pretrained=/some/run"))
 
 
 def test_a_checkpoint_gives_one_row_per_layer(tmp_path, tiny_pretrained, cache_dir):
-    cfg = config("embeddings", tmp_path, f"checkpoint={tiny_pretrained['ar']}", "contextual.max_contexts=2",
-                 f"data.cache_dir={cache_dir}")
+    cfg = hydra_config("embeddings", tmp_path, f"checkpoint={tiny_pretrained['ar']}", "contextual.max_contexts=2",
+                       f"data.cache_dir={cache_dir}")
     summary = run_embeddings(cfg)
     assert summary["attention"] == "causal" and summary["objective"] == "AutoregressiveLM"
     n_layers = load_pretrained(tiny_pretrained["ar"]).model["n_layers"]

@@ -12,7 +12,7 @@ from analysis.study_runs import StudyRuns
 from common.config import compose_config
 from common.migrations import versioned
 from studies.embeddings_plan import plan
-from tests.conftest import composed_config
+from tests.helpers.configs import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ from diagnostics.run import evaluate_config as composed_evaluate_config
 from diagnostics.run import run_diagnostics
 from diagnostics.sentences import sample_pairs, split_sentences
 from models.backbone import ModelConfig
-from tests.test_finetune_data import word_tokenizer_json
-from tests.test_pretrained import save_checkpoint
+from tests.helpers.checkpoints import save_checkpoint
+from tests.helpers.vocabularies import word_tokenizer_json
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,8 +25,9 @@ from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agree
 from interchange.source import read_source
 from models.attention import BIDIRECTIONAL
 from objectives.base import NOT_A_LANGUAGE_MODEL
-from tests.conftest import REPO, pretraining_checkpoint
-from tests.lanes import fast_lane_keeps
+from tests.helpers.checkpoints import pretraining_checkpoint
+from tests.helpers.configs import REPO
+from tests.helpers.lanes import fast_lane_keeps
 from training.pretrained import load_pretrained
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))

@@ -20,8 +20,8 @@ from interchange.export import AUTO_CLASSES, export_checkpoint
 from interchange.parity import PARITY_TOLERANCE
 from interchange.source import read_source
 from models.backbone import ModelConfig
-from tests.conftest import perturbed
-from tests.lanes import fast_lane_keeps
+from tests.helpers.checkpoints import perturbed
+from tests.helpers.lanes import fast_lane_keeps
 
 
 def finetuned_checkpoint(folder: Path, tokenizer_json: str, name: str, kind: str, labels: tuple[str, ...],

@@ -11,7 +11,7 @@ from analysis.quantities import Representation
 from analysis.registrations import check_registrations
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 from analysis.study_runs import NotComparable, StudyRuns
-from tests.findings_helpers import (
+from tests.helpers.findings import (
     FINDINGS,
     finetune_result,
     judged,

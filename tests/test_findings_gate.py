@@ -6,7 +6,7 @@ import pytest
 
 from analysis.findings_report import findings_table
 from analysis.registrations import check_registrations
-from tests.findings_helpers import (
+from tests.helpers.findings import (
     F1,
     FINDINGS,
     GATED,

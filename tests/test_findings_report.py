@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from analysis.findings_report import wall_time_note, write_findings
-from tests.findings_helpers import F1, FINDINGS, pretraining_summary, registered, write
+from tests.helpers.findings import F1, FINDINGS, pretraining_summary, registered, write
 
 
 def test_the_report_marks_re_registered_claims_and_lists_checks(study):

@@ -2,51 +2,25 @@
 saved datasets, word-level views for NER scoring, and errors for missing splits. Datamodules and GLUE readers'
 specifications come from the task configs, as a run builds them (task_config, glue_task, task_datamodule)."""
 
-from functools import cache
-from pathlib import Path
-
 import datasets
 import pytest
 import torch
 from hydra.errors import MissingConfigException
-from omegaconf import DictConfig
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+from tokenizers import Tokenizer, models
 
-from common.vocabulary import IGNORE_INDEX, SPECIAL_TOKENS
+from common.vocabulary import IGNORE_INDEX
 from datamodules.conll import CONLL2003_TAGS, read_conll
 from datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
-from datamodules.glue import GlueTask, read_release_split
-from tests.conftest import composed_config
-from tests.lanes import fast_lane_keeps
+from datamodules.glue import read_release_split
+from tests.helpers.configs import glue_task, task_config
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.vocabularies import word_tokenizer_json
 from training.setup import build
-
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-
-
-def task_config(name: str, *overrides: str) -> DictConfig:
-    """The fine-tuning config with task=<name>, composed as `armlm finetune task=<name>` composes it."""
-    return composed_config("finetune", [f"task={name}", "pretrained=x", *overrides])
-
-
-@cache
-def glue_task(name: str) -> GlueTask:
-    """The reader specification configs/task/<name>.yaml gives (what GlueDataModule reads the files with)."""
-    cfg = task_config(name)
-    return GlueTask.from_config(cfg.task.name, cfg.task.data)
 
 
 def task_datamodule(name: str, tokenizer_json: str, *overrides: str, **settings) -> FinetuneDataModule:
     """The task's datamodule from its config, with `settings` (task.data.* values) replacing the config's."""
     return build(task_config(name, *overrides).task.data, tokenizer_json=tokenizer_json, **settings)
-
-
-def word_tokenizer_json(words: list[str]) -> str:
-    """A WordLevel tokenizer with armlm's special tokens first, and 2-piece words for long ones via [UNK]."""
-    vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *sorted(set(words))])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    return tokenizer.to_str()
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from datamodules.conll import IGNORE_INDEX, subword_labels, word_predictions, word_subwords
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from finetune.metrics import EntityF1, entity_counts, entity_scores, task_metrics
-from tests.test_finetune_data import task_config
-from tests.test_task_contract import task_info
+from tests.helpers.configs import task_config
+from tests.helpers.tasks import task_info
 
 rng = np.random.default_rng(0)
 

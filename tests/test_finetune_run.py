@@ -14,17 +14,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from common.migrations import migrate_finetune_hparams
 from finetune.run import resolve_settings, run_finetune, trained_max_length
 from sources.base import Reading
-from tests.conftest import composed_config
+from tests.helpers.configs import QUICK, composed_config, finetune_config
 from training.pretrained import load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-QUICK = ["trainer.enable_progress_bar=false", "trainer.precision=32-true", "trainer.log_every_n_steps=2",
-         "task.data.batch_size=16"]
-
-
-def finetune_config(out: Path, *overrides: str):
-    return composed_config("finetune", [*QUICK, *overrides], output_dir=str(out))
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention, attention_share
+from models.attention import BIDIRECTIONAL, CAUSAL, Attention
 from models.backbone import ModelConfig, Transformer
 from models.flops import forward_flops, linear_flops
 from models.heads import ClassificationHead
-
-
-def skipped_causal_half(config: ModelConfig, input_ids: torch.Tensor, attention: Attention,
-                        attention_mask: torch.Tensor | None) -> float:
-    """The attention FLOPs models.flops leaves out for a kernel that skips the causal upper triangle; the
-    flop counter (run on SDPA's math backend) counts the full T x T scores, so the test adds them back."""
-    if attention_share(attention, attention_mask, device_type="cpu", dtype=torch.float32, length=input_ids.shape[1],
-                       dropout=0.0) == 1.0:
-        return 0.0
-    b, t = input_ids.shape
-    return 0.5 * 4 * config.n_layers * b * t * t * config.d_model
+from tests.helpers.objectives import skipped_causal_half
 
 
 def counted(fn) -> float:

@@ -17,7 +17,7 @@ from datamodules.conll import read_conll
 from datamodules.corpora import TextFiles
 from datamodules.glue import read_release_split
 from datamodules.release_corpora import BrownCorpus, WikiText
-from tests.test_finetune_data import glue_task
+from tests.helpers.configs import glue_task
 
 EXAMPLES = int(os.environ.get("ARMLM_FUZZ_EXAMPLES", "50"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.gate import coin_flip_p_value, paradigm_counts
 from analysis.registrations import check_registrations
-from tests.findings_helpers import FINDINGS, gate_report, judged, write
+from tests.helpers.findings import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = {"arms": {"mlm": {}, "ar": {}}, "gate": {"own_below_unigram": 0.5}}

@@ -19,7 +19,7 @@ from objectives.ar import AutoregressiveLM
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
 from objectives.plm import PermutationLM
-from tests.test_pretrained import save_checkpoint
+from tests.helpers.checkpoints import save_checkpoint
 
 LOGITS = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
 

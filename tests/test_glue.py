@@ -6,8 +6,8 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from datamodules.glue import GlueExample, read_hub_split, read_release_split
-from tests.lanes import fast_lane_keeps
-from tests.test_finetune_data import CONFIGS, glue_task, task_config
+from tests.helpers.configs import CONFIGS, glue_task, task_config
+from tests.helpers.lanes import fast_lane_keeps
 
 # Rows and label counts documented in shared/data/README.md (label ids in the hub's order).
 DOCUMENTED = {

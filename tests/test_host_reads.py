@@ -10,7 +10,7 @@ from lightning.pytorch.callbacks import Callback
 
 import training.run
 from objectives.mlm import MaskedLM
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.callbacks import TokenAccounting
 from training.lit_module import NonFiniteLossError, PretrainModule
 from training.run import run_pretraining

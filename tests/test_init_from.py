@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.run import run_pretraining
 
 

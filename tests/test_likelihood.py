@@ -25,8 +25,8 @@ from diagnostics.likelihood import (
 from models.attention import CAUSAL
 from models.backbone import ModelConfig, Transformer
 from objectives.masked_diffusion import MaskedDiffusionLM
-from tests.conftest import make_vocabulary
-from tests.lanes import fast_lane_keeps
+from tests.helpers.lanes import fast_lane_keeps
+from tests.helpers.vocabularies import make_vocabulary
 
 V, L = 10, 4  # 6 special ids + 4 ordinary tokens; [CLS] then L targets
 MASK_ID, EOD_ID = 4, 5

@@ -10,8 +10,8 @@ from objectives.ar import AutoregressiveLM
 from objectives.electra import AllTokensMLM, Electra
 from objectives.masked_diffusion import MaskedDiffusionLM
 from objectives.mlm import MaskedLM
-from tests.test_electra import SHAPE as ELECTRA_SHAPE
-from tests.test_mixture import blocks, mixture
+from tests.helpers.models import ELECTRA_SHAPE
+from tests.helpers.objectives import blocks, mixture
 from training.lit_module import PretrainModule
 
 DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under

@@ -12,7 +12,7 @@ import wandb
 from wandb.proto import wandb_internal_pb2
 
 from analysis.runs import scalars
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.run import run_pretraining
 
 WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a LevelDB-style log of protobuf records

@@ -11,7 +11,7 @@ from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.base import IGNORE_INDEX, TrainingProgress
 from objectives.masked_next_token import MaskedNextTokenLM, span_starts
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 
 
 def make(vocab, **kw) -> MaskedNextTokenLM:

@@ -10,25 +10,13 @@ from objectives.masked_next_token import MaskedNextTokenLM
 from objectives.mixture import RowMixture, apportion
 from objectives.mlm import MaskedLM
 from objectives.mlm_nsp import MaskedLMWithNSP
+from tests.helpers.objectives import blocks, mixture
 
 
 def backbone(vocab):
     torch.manual_seed(0)
     return Transformer(ModelConfig(vocab_size=vocab.size, max_len=32, d_model=16, n_layers=2, n_heads=2, d_ff=32,
                                    dropout=0.0, positions="rope")).eval()
-
-
-def blocks(vocab, rows=8, length=20):
-    ids = torch.randint(6, vocab.size, (rows, length), generator=torch.Generator().manual_seed(1))
-    ids[:, 0] = vocab.cls_id
-    return ids
-
-
-def mixture(vocab, cls=RowMixture, **weights_and_parts):
-    components = {name: {"weight": weight, "objective": part} for name, (weight, part) in weights_and_parts.items()}
-    objective = cls(components) if cls is HybridLM else cls(components, answers_as=next(iter(components)))
-    objective.set_vocabulary(vocab)
-    return objective
 
 
 @pytest.mark.parametrize("weights,rows,expected", [([15, 1], 32, [30, 2]), ([0.5, 0.5], 7, [4, 3]),

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from models.attention import BIDIRECTIONAL
 from models.backbone import ModelConfig, Transformer
 from objectives.mlm_nsp import MaskedLMWithNSP
-from tests.conftest import make_vocabulary
+from tests.helpers.vocabularies import make_vocabulary
 
 
 def test_loss_is_the_weighted_sum_of_mlm_and_nsp():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from objectives.mlm import MaskedLM
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.lit_module import NonFiniteLossError
 from training.run import run_pretraining
 

@@ -31,10 +31,10 @@ from models.attention import KINDS, Attention
 from models.backbone import Transformer
 from objectives.base import NOT_A_LANGUAGE_MODEL, LossOutput, Objective
 from objectives.composite import Composite
-from tests.conftest import REPO, PretrainedRuns, tiny_config
-from tests.test_finetune_run import finetune_config
-from tests.test_flops import skipped_causal_half
-from tests.test_train import COMMON_TAGS, scalar_tags
+from tests.helpers.configs import REPO, finetune_config, tiny_config
+from tests.helpers.objectives import skipped_causal_half
+from tests.helpers.runs import PretrainedRuns
+from tests.helpers.tensorboard_tags import COMMON_TAGS, scalar_tags
 from training.pretrained import load_pretrained
 from training.run import run_pretraining
 from training.setup import build, build_model_config

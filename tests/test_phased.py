@@ -13,7 +13,7 @@ from objectives.base import TrainingProgress
 from objectives.mlm import MaskedLM
 from objectives.mlm_nsp import MaskedLMWithNSP
 from objectives.phased import PhasedObjective
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.callbacks import TokenAccounting
 from training.run import run_pretraining
 

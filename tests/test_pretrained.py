@@ -8,23 +8,8 @@ import torch
 
 from models.backbone import ModelConfig, Transformer
 from models.checkpoint import load_weights, resolve_checkpoint
-from tests.test_finetune_data import word_tokenizer_json
+from tests.helpers.checkpoints import CONFIG, OBJECTIVES, save_checkpoint
 from training.pretrained import load_pretrained
-
-CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)
-OBJECTIVES = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},
-              "mlm": {"_target_": "objectives.mlm.MaskedLM", "mask_rate": 0.15},
-              "plm": {"_target_": "objectives.plm.PermutationLM", "partial_k": 6}}
-
-
-def save_checkpoint(path, objective="ar", config=CONFIG, **changes):
-    weights = {f"model.{k}": v for k, v in Transformer(config).state_dict().items()}
-    ckpt = {"hyper_parameters": {"model": asdict(config), "objective": OBJECTIVES[objective], "optim": {}},
-            "state_dict": weights, "tokenizer_json": word_tokenizer_json(["a", "b", "c", "d"])}
-    ckpt.update(changes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(ckpt, path)
-    return path
 
 
 @pytest.mark.parametrize("objective, attention", [("ar", "causal"), ("mlm", "bidirectional")])

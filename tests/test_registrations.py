@@ -5,7 +5,7 @@ import pytest
 
 from analysis.findings_report import findings_table, write_findings
 from analysis.registrations import check_registrations
-from tests.findings_helpers import FINDINGS, GATED, finetune_result, gate_report, judged, registered
+from tests.helpers.findings import FINDINGS, GATED, finetune_result, gate_report, judged, registered
 
 
 def on_seeds(finding: dict, seeds: list[int]) -> dict:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from models.backbone import ModelConfig
-from tests.conftest import pretraining_checkpoint, tiny_config
+from tests.helpers.checkpoints import pretraining_checkpoint
+from tests.helpers.configs import tiny_config
 from training.run import check_resumable, run_pretraining
 
 

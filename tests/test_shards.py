@@ -22,7 +22,7 @@ from datamodules.corpora import EmbeddedWikipedia
 from datamodules.sampler import ResumableSampler
 from datamodules.shards import LOCK, MANIFEST, PLAN, encode_to_shards, read_shards, shard_paths, split_words
 from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
-from tests.conftest import REPO
+from tests.helpers.configs import REPO
 
 
 @pytest.fixture(scope="module")

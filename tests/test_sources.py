@@ -20,8 +20,7 @@ from sources import open_source
 from tests.helpers.hf_models import CAUSAL as CAUSAL_FAMILIES
 from tests.helpers.hf_models import MASKED as MASKED_FAMILIES
 from tests.helpers.hf_models import POSITIONS
-from tests.lanes import fast_lane_keeps
-from tests.test_zeroshot_blimp import write_paradigm
+from tests.helpers.lanes import fast_lane_keeps
 from zeroshot.run import run_zeroshot, zeroshot_config
 from zeroshot.scoring import encode_sentences
 
@@ -101,16 +100,6 @@ def test_exact_is_the_chain_rule_of_the_models_own_logits(hf_models, family):
         chain = sum(float(log_probs[t - 1, ids[t]]) for t in range(1, len(ids)))
         assert got.log_prob[k] == pytest.approx(chain, abs=TOLERANCE)
         assert got.tokens[k] == len(ids) - 1
-
-
-@pytest.fixture
-def blimp_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "blimp"
-    folder.mkdir()
-    write_paradigm(folder, "agr_1", "subject_verb_agreement", "morphology",
-                   [("The cat sat on the mat.", "The cat sit on the mat."), ("The dog was running.", "The dog were running.")])
-    write_paradigm(folder, "island_1", "island_effects", "syntax", [("Who did the man see?", "Who did the man see it?")])
-    return folder
 
 
 @pytest.mark.parametrize("family", fast_lane_keeps(["bert", "gpt2"], keep=["gpt2"]))
@@ -219,14 +208,14 @@ def test_an_armlm_checkpoint_and_its_export_give_the_same_numbers(untrained, tmp
 def test_type_level_vectors_come_from_every_layer_of_a_wordpiece_model_and_a_byte_level_one_is_refused(hf_models,
                                                                                                      tmp_path):
     from embeddings.run import run_embeddings
-    from tests.test_embeddings_run import config
-    summary = run_embeddings(config("embeddings", tmp_path / "bert", f"checkpoint={hf_models['bert']}",
-                                    "contextual.max_contexts=1", "contextual.min_count=20"))
+    from tests.helpers.configs import hydra_config
+    summary = run_embeddings(hydra_config("embeddings", tmp_path / "bert", f"checkpoint={hf_models['bert']}",
+                                          "contextual.max_contexts=1", "contextual.min_count=20"))
     assert summary["source"] == "huggingface" and summary["attention"] == "bidirectional"
     assert list(summary["layers"]) == ["0", "1", "2"]  # the embeddings, then the two layers
     assert summary["vocabulary"] > 50
     with pytest.raises(ValueError, match="not a byte-level BPE's"):
-        run_embeddings(config("embeddings", tmp_path / "gpt2", f"checkpoint={hf_models['gpt2']}"))
+        run_embeddings(hydra_config("embeddings", tmp_path / "gpt2", f"checkpoint={hf_models['gpt2']}"))
     assert not (tmp_path / "gpt2").exists()
 
 

@@ -19,8 +19,7 @@ from interchange.export import export_checkpoint
 from models.attention import BIDIRECTIONAL, CAUSAL
 from sources import open_source
 from sources.hf_backbone import switched_attention
-from tests.conftest import composed_config
-from tests.test_finetune_run import QUICK
+from tests.helpers.configs import QUICK, composed_config
 
 WORDS = ["The", "cat", "sat", "on", "Mats", "mat", "."]
 

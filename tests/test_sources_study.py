@@ -8,8 +8,7 @@ import pytest
 
 from studies.plan import plan
 from studies.run import run_study
-from tests.conftest import study_config
-from tests.test_sources import blimp_dir  # noqa: F401  (a fixture)
+from tests.helpers.configs import study_config
 
 
 @pytest.mark.parametrize("study", ["published", "published_ettin"])
@@ -36,7 +35,7 @@ def test_an_arm_names_one_source_of_its_model(bad, match, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_published_study_runs_on_local_folders_and_reports_interim_rows(hf_models, blimp_dir, data_dir, tmp_path,  # noqa: F811
+def test_a_published_study_runs_on_local_folders_and_reports_interim_rows(hf_models, blimp_dir, data_dir, tmp_path,
                                                                            monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     def listed(key: str, *items: str) -> str:

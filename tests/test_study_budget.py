@@ -4,7 +4,7 @@ that gives another budget, or a registration in tokens, is refused before any wo
 import pytest
 
 from studies.plan import plan
-from tests.conftest import study_config
+from tests.helpers.configs import study_config
 
 REGISTERED = "++study.budget=1.172e15"  # as a study config's `budget:` registers it, added here to the preset
 

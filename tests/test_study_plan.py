@@ -7,8 +7,8 @@ import pytest
 
 from common.config import compose_config
 from studies.plan import plan
-from tests.conftest import study_config
-from tests.lanes import fast_lane_keeps
+from tests.helpers.configs import study_config
+from tests.helpers.lanes import fast_lane_keeps
 from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from analysis.runs import scalars
 from studies.plan import plan
 from studies.records import KEPT_FILE, record_finished, restore_recorded, units
 from studies.runner import Outcome, check_record
-from tests.conftest import composed_config
+from tests.helpers.configs import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ from common.migrations import versioned
 from studies.plan import plan
 from studies.run import run_study as run_study_in_process
 from studies.runner import RECORD, cut_launch_seconds, run_stages
-from tests.conftest import study_config
+from tests.helpers.configs import study_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from studies.runner import RECORD
-from tests.conftest import composed_config
+from tests.helpers.configs import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_STUDY = """\

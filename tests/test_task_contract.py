@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from common.migrations import HISTORICAL_TASKS, task_info_defaults
@@ -21,15 +21,10 @@ from common.vocabulary import IGNORE_INDEX
 from datamodules.finetune import TASK_KINDS, FinetuneDataModule, GlueDataModule, TaskInfo
 from datamodules.glue import GlueTask
 from finetune.metrics import build_metric, task_metrics
-from tests.test_finetune_data import CONFIGS, task_config, word_tokenizer_json
-from training.setup import build
+from tests.helpers.configs import CONFIGS, task_config
+from tests.helpers.tasks import task_info
 
 TASKS = sorted(path.stem for path in (CONFIGS / "task").glob("*.yaml") if not path.stem.startswith("_"))
-
-
-def task_info(cfg: DictConfig) -> TaskInfo:
-    """What the composed task's datamodule tells the fine-tuning module (no data is read to know it)."""
-    return build(cfg.task.data, tokenizer_json=word_tokenizer_json(["a"])).info
 
 
 def fake_batch(info: TaskInfo, n: int = 24) -> tuple[Tensor, Tensor]:

@@ -14,22 +14,12 @@ from common.provenance import armlm_commit
 from common.vocabulary import Vocabulary
 from models.attention import BIDIRECTIONAL
 from objectives.mlm import MaskedLM
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.lit_module import PretrainModule
 from training.run import check_config, run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def scalar_tags(run_dir: Path) -> set[str]:
-    events = EventAccumulator(str(run_dir / "tensorboard"))
-    events.Reload()
-    return set(events.Tags()["scalars"])
-
-
-COMMON_TAGS = {"train/loss", "val/loss", "val/ppl", "train/tokens_seen", "train/pred_tokens_seen", "train/lr",
-               "train/tokens_per_s", "train/flops_seen", "val/unigram_baseline"}
 
 
 def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path, cache_dir):

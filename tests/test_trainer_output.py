@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import tiny_config
+from tests.helpers.configs import tiny_config
 from training.budget import FLOPS_STEP_MARGIN
 from training.run import run_pretraining
 from training.trainer import DropTips, RunProgressBar, quiet_lightning

@@ -10,14 +10,9 @@ import numpy as np
 import pytest
 
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from tests.helpers.blimp import write_paradigm
 from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
 from zeroshot.run import context_block, encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
-
-
-def write_paradigm(folder: Path, uid: str, term: str, field: str, pairs: list[tuple[str, str]]) -> None:
-    rows = [{"sentence_good": g, "sentence_bad": b, "field": field, "linguistics_term": term, "UID": uid,
-             "pairID": str(k)} for k, (g, b) in enumerate(pairs)]
-    (folder / f"{uid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from tests.test_zeroshot_blimp import write_paradigm
+from tests.helpers.blimp import write_paradigm
 from zeroshot.lm_eval_tasks import GROUP, write_blimp_tasks
 
 TEXTS = ["the city of london is the capital of the country .", "he said that it was a fine day",
