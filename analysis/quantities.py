@@ -73,22 +73,17 @@ class Finetune(Quantity):
         return None if any(v is None for v in found.values()) else found  # type: ignore[return-value]
 
 
-class FeaturesGap(Finetune):
+class FeaturesGap(Quantity):
     """`features_gap: <task>, metric[, split]`: fine-tuned minus feature-based score of the same checkpoint."""
 
     name = "features_gap"
+    detail = Finetune.detail  # read as a fine-tuned score is: its task, metric and epoch
 
     def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
         task, metric, split = side[self.name], side["metric"], side.get("split")
         full = scores(runs, side["arm"], f"{task}-full", metric, split)
         features = scores(runs, side["arm"], f"{task}-features", metric, split)
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
-
-    def majority_reads(self, side: dict[str, Any]) -> None:
-        return None
-
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> None:
-        return None
 
 
 class FinetuneMean(Quantity):

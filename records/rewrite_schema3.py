@@ -38,12 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from common.atomic import atomic_write_text  # noqa: E402  (the repository on the path first)
+from common.migrations import task_info_defaults  # noqa: E402  (the tasks' metrics before schema 2)
 
 VERSION = 3
 ARTEFACTS = {"summary.json", "results.json", "stage.json", "diagnostics.json", "zeroshot.json", "kept.json",
              "words.json", "items.json"}
-PRIMARY_METRICS = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "qqp": "f1", "stsb": "pearson",
-                   "mnli": "accuracy", "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy", "conll2003": "f1"}
 SUMMARY_KEYS_ADDED = ("train_tokens", "epochs", "max_train_tokens", "flops_seen", "val_likelihood",
                       "val_likelihood_tag", "precision", "train_words", "words_seen", "branch_from")
 VAL_LOSS_KINDS = {"AutoregressiveLM": "next_token", "MaskedLM": "masked_token", "MaskedLMWithNSP": "masked_token"}
@@ -75,7 +74,7 @@ def summary(old: dict[str, Any]) -> dict[str, Any]:
 
 def results(old: dict[str, Any]) -> dict[str, Any]:
     out = {"input_mask_share": None} | old
-    out["primary_metric"] = out.get("primary_metric") or PRIMARY_METRICS[old["task"]]
+    out["primary_metric"] = out.get("primary_metric") or task_info_defaults({"name": old["task"]})["primary_metric"]
     return out
 
 
