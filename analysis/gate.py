@@ -3,13 +3,11 @@ must have learned, in every seed, and every side must clear the gate's floors; a
 whichever way it points. A study's `gate:` names rules of GATE_RULES, each one object that checks its registered
 value, finds the failures of a row and says in the report's words what it asks.
 
-One margin rule is registered per gate. `own_below_unigram` (issue 46) reads each arm as it is used: its own held-out
-training loss (masked-token loss for an MLM, the NELBO for masked diffusion, each component of a mixture) at least
-that many nats below the unigram NLL of exactly the targets that loss scored (train.py's summary);
-`own_share_below_unigram` the same as a share of its baseline; `min_below_unigram` reads every arm on one common scale
-(evaluate.py's likelihood), the only one a published checkpoint without a training summary has. Where a study
-registers `clear_by_mc_stderrs`, a margin estimated by Monte Carlo (the any-order bound) must clear the gate by that
-many of its estimate's standard errors: a margin inside the estimate's noise has not shown it passes."""
+One margin rule is registered per gate (MARGIN_RULES, each with its words): an arm's own held-out training loss below
+the unigram NLL of the targets it scored, in nats or as a share of that baseline, or (for a published checkpoint
+without a training summary) evaluate.py's common-scale likelihood below it. Where a study registers
+`clear_by_mc_stderrs`, a margin estimated by Monte Carlo (the any-order bound) must clear the gate by that many of
+its estimate's standard errors: a margin inside the estimate's noise has not shown it passes."""
 
 from __future__ import annotations
 
@@ -50,30 +48,31 @@ def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
             if a == arm and r.get("likelihood", {}).get("below_unigram") is not None}
 
 
+def pretraining_margins(runs: StudyRuns, arm: str, column: str) -> Margins:
+    """A margin column of the arm's pretraining table (analysis.study.pretraining_runs): a fixed validation set and
+    corruption, so no Monte-Carlo error."""
+    table = runs.pretraining
+    if table.empty or column not in table:
+        return {}
+    rows = table[(table["arm"] == arm) & table[column].notna()]
+    return {int(s): (float(v), 0.0) for s, v in zip(rows["seed"], rows[column], strict=True)}
+
+
 def own_margins(runs: StudyRuns, arm: str) -> Margins:
     """The arm's own held-out loss below the unigram NLL of the same targets, the lowest of a mixture's pooled and
-    per-component margins (a fixed validation set and corruption: no Monte-Carlo error). From the arm's pretraining
-    summary, or, for an arm that reads another study's checkpoint (study=embeddings), from its diagnostics report,
-    which copies that run's margins."""
+    per-component margins. From the arm's pretraining summary, or, for an arm that reads another study's checkpoint
+    (study=embeddings), from its diagnostics report, which copies that run's margins."""
     found: Margins = {}
     for (name, seed), report in runs.reports.items():
         margin = lowest_own_margin((report.get("pretraining") or {}).get("own_below_unigram"))
         if name == arm and margin is not None:
             found[seed] = (float(margin), 0.0)
-    table = runs.pretraining
-    if not table.empty and "own_below_unigram" in table:
-        rows = table[(table["arm"] == arm) & table["own_below_unigram"].notna()]
-        found |= {int(s): (float(v), 0.0) for s, v in zip(rows["seed"], rows["own_below_unigram"], strict=True)}
-    return found
+    return found | pretraining_margins(runs, arm, "own_below_unigram")
 
 
 def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
     """The arm's own-loss margin as a share of its baseline (analysis.study.own_share), the lowest scope's."""
-    table = runs.pretraining
-    if table.empty or "own_share_below_unigram" not in table:
-        return {}
-    rows = table[(table["arm"] == arm) & table["own_share_below_unigram"].notna()]
-    return {int(s): (float(v), 0.0) for s, v in zip(rows["seed"], rows["own_share_below_unigram"], strict=True)}
+    return pretraining_margins(runs, arm, "own_share_below_unigram")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.verdicts import Claim, ClaimTest
+from analysis.verdicts import Claim, ClaimTest, claim_test
 from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
 
@@ -152,20 +152,11 @@ def item_interval(items: list[dict[int, BlimpItems | SentenceItems] | None], see
 
 
 def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
-    """Both one-sided bootstrap tests of `claim`, each p doubled as in analysis.verdicts.judge_claim."""
+    """Both one-sided bootstrap tests of `claim` (analysis.verdicts.claim_test's calibration): each tail is the share
+    of draws on the wrong side of the threshold, with the add-one correction."""
     d, draws = claim.sign * interval.differences, len(interval.differences)
-
-    def share(wrong: np.ndarray) -> float:
-        return min(1.0, 2 * (int(wrong.sum()) + 1) / (draws + 1))
-
-    if claim.kind == "equivalence":
-        m = claim.margin
-        claim_p = max(share(d <= -m), share(d >= m))
-        refute_p = min(share(d >= -m), share(d <= m))
-    else:
-        threshold = -claim.margin
-        claim_p, refute_p = share(d <= threshold), share(d >= threshold)
-    return ClaimTest(claim_p, refute_p, draws)
+    return claim_test(claim, lambda t: (int((d <= t).sum()) + 1) / (draws + 1),
+                      lambda t: (int((d >= t).sum()) + 1) / (draws + 1), draws)
 
 
 def item_columns(items: list[dict[int, BlimpItems | SentenceItems] | None], claim: Claim, seeds: list[int],

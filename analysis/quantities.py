@@ -107,12 +107,17 @@ class FinetuneMean(Quantity):
         return [(f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
 
 
-class FromDiagnostics(Quantity):
-    """A figure of each seed's diagnostics.json."""
+class FromReports(Quantity):
+    """A figure of each seed's stage report: `reports` names the StudyRuns field that holds them (diagnostics.json by
+    default). A seed whose figure is NaN drops out where `drops_nan` (a benchmark that gave none)."""
+
+    reports = "reports"
+    drops_nan = False
 
     def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        return {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.reports.items()
+        read = {seed: self.read(report, side[self.name]) for (arm, seed), report in getattr(runs, self.reports).items()
                 if arm == side["arm"]}
+        return {seed: v for seed, v in read.items() if not (self.drops_nan and math.isnan(v))}
 
     def read(self, report: dict[str, Any], spec: Any) -> float:
         raise NotImplementedError
@@ -123,7 +128,7 @@ def exact_only(report: dict[str, Any], why: str) -> None:
         raise NotComparable(why.format(candidates=report["candidates"]))
 
 
-class Pairwise(FromDiagnostics):
+class Pairwise(FromReports):
     """`pairwise: {kind, row, column}`: a row of the independence table (exact tables only)."""
 
     name = "pairwise"
@@ -134,7 +139,7 @@ class Pairwise(FromDiagnostics):
         return float(report["pairwise"][spec["kind"]]["rows"][spec["row"]][spec["column"]])
 
 
-class Gap(FromDiagnostics):
+class Gap(FromReports):
     """`gap: {min_distance[, max_distance, kind]}`: the mean gap of the headline joint over the pairs at those
     distances, pooling kinds."""
 
@@ -154,7 +159,7 @@ class Gap(FromDiagnostics):
         return sum(gaps) / len(gaps) if gaps else math.nan
 
 
-class Representation(FromDiagnostics):
+class Representation(FromReports):
     """`representation: {measure, layer}`: e.g. shift_cosine@0.4 or shift_left_cosine@0.4 at layer `last`, or a
     geometry measure."""
 
@@ -176,7 +181,7 @@ class Representation(FromDiagnostics):
         return float(row[measure])
 
 
-class Likelihood(FromDiagnostics):
+class Likelihood(FromReports):
     """`likelihood: <key>`: e.g. nll_per_token, exact for AR, the bound for bidirectional readers (evaluate.py)."""
 
     name = "likelihood"
@@ -231,18 +236,13 @@ class PastExit(Quantity):
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
 
 
-class Zeroshot(Quantity):
+class Zeroshot(FromReports):
     """`zeroshot: {method[, level, name]}`: BLiMP accuracy by `method` at `level` (overall, field, phenomenon,
     paradigm) and `name`."""
 
-    name = "zeroshot"
+    name, reports = "zeroshot", "zeroshot"
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        return {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.zeroshot.items()
-                if arm == side["arm"]}
-
-    @staticmethod
-    def read(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         results = report["blimp"]["results"]
         if spec["method"] not in results:
             raise ArmlmError(f"zeroshot method {spec['method']!r} was not scored ({sorted(results)}); add it to the "
@@ -261,20 +261,14 @@ class Zeroshot(Quantity):
         return None if any(not items.accuracy for items in found.values()) else found  # a report without paradigms
 
 
-class Words(Quantity):
+class Words(FromReports):
     """`words: {benchmark, metric, layer}`: embeddings.py's scores (words.json): simlex999 or wordsim353 with
     spearman or rare_spearman, or analogies with semantic, syntactic or overall; layer static or k. A seed whose
     benchmark gave none drops out."""
 
-    name = "words"
+    name, reports, drops_nan = "words", "words", True
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        read = {seed: self.read(report, side[self.name]) for (arm, seed), report in runs.words.items()
-                if arm == side["arm"]}
-        return {seed: value for seed, value in read.items() if not math.isnan(value)}
-
-    @staticmethod
-    def read(report: dict[str, Any], spec: dict[str, Any]) -> float:
+    def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         layer = str(spec.get("layer", "static"))
         if layer not in report["layers"]:
             raise ArmlmError(f"words.json has layers {sorted(report['layers'])}, not {layer!r}")

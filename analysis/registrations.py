@@ -130,11 +130,6 @@ class StudySpec:
                          ItemTest.parse(study.get("item_test")))
 
 
-def check_registrations(study: Mapping[str, Any]) -> None:
-    """A study's registrations, gate and error rate, checked before any stage runs (study.py)."""
-    StudySpec.parse(study)
-
-
 def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[list[int], list[int], str]:
     """The seeds a row is judged on, of the `seeds` that have both its sides: those its registration names (every one
     where it names none); the registered seeds not read yet; and a note on both. A verdict read at each look as

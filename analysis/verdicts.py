@@ -28,6 +28,7 @@ Verdicts:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,32 +110,35 @@ class ClaimTest:
         return "reproduced" if self.claim_p <= self.refute_p else "contradicted"
 
 
-def _above(mean: float, threshold: float, se: float, df: int) -> float:
-    """One-sided p-value of H0: true mean <= threshold (small when the mean is clearly above it)."""
-    if se == 0:
-        return 0.0 if mean > threshold else 1.0
-    return float(stats.t.sf((mean - threshold) / se, df))
+Tail = Callable[[float], float]  # threshold -> one-sided p-value
 
 
-def _below(mean: float, threshold: float, se: float, df: int) -> float:
-    if se == 0:
-        return 0.0 if mean < threshold else 1.0
-    return float(stats.t.cdf((mean - threshold) / se, df))
+def claim_test(claim: Claim, above: Tail, below: Tail, n: int) -> ClaimTest:
+    """Both one-sided tests of `claim` from one test's tails: `above(t)` the p of H0 "the (oriented) mean is at most
+    t", `below(t)` of "at least t". Each p is doubled, so that it is below alpha exactly when the two-sided (1 - alpha)
+    interval excludes the null (the usual 2.5 % one-sided level); equivalence is TOST against +-margin."""
+    def doubled(p: float) -> float:
+        return min(1.0, 2 * p)
+
+    if claim.kind == "equivalence":
+        m = claim.margin
+        return ClaimTest(doubled(max(above(-m), below(m))), doubled(min(below(-m), above(m))), n)
+    return ClaimTest(doubled(above(-claim.margin)), doubled(below(-claim.margin)), n)  # threshold 0 for superiority
 
 
 def judge_claim(interval: PairedInterval, claim: Claim) -> ClaimTest:
-    """Both one-sided tests of `claim` on the paired differences, each p doubled so that it is below alpha
-    exactly when the two-sided (1 - alpha) interval excludes the null (the usual 2.5 % one-sided level)."""
+    """The paired t-tests of `claim` (claim_test's calibration)."""
     if interval.n < 2:
         return ClaimTest(1.0, 1.0, interval.n)
     mean, se, df = claim.sign * interval.mean, interval.sd / math.sqrt(interval.n), interval.n - 1
-    if claim.kind == "equivalence":
-        inside = max(_above(mean, -claim.margin, se, df), _below(mean, claim.margin, se, df))
-        outside = min(_below(mean, -claim.margin, se, df), _above(mean, claim.margin, se, df))
-        return ClaimTest(min(1.0, 2 * inside), min(1.0, 2 * outside), interval.n)
-    threshold = -claim.margin  # 0 for superiority
-    return ClaimTest(min(1.0, 2 * _above(mean, threshold, se, df)), min(1.0, 2 * _below(mean, threshold, se, df)),
-                interval.n)
+
+    def above(t: float) -> float:
+        return (0.0 if mean > t else 1.0) if se == 0 else float(stats.t.sf((mean - t) / se, df))
+
+    def below(t: float) -> float:
+        return (0.0 if mean < t else 1.0) if se == 0 else float(stats.t.cdf((mean - t) / se, df))
+
+    return claim_test(claim, above, below, interval.n)
 
 
 MAX_EXACT_SIGN_FLIPS = 20  # 2^20 sign patterns; beyond, the sign-flip test is not computed
@@ -143,31 +147,22 @@ MAX_EXACT_SIGN_FLIPS = 20  # 2^20 sign patterns; beyond, the sign-flip test is n
 def sign_flip_test(differences: list[float] | np.ndarray, claim: Claim) -> ClaimTest | None:
     """The exact sign-flip (permutation) test of `claim` over paired seeds, beside the t-test: under the null the
     differences are symmetric about the claim's threshold, so each of the 2^n sign patterns of (d - threshold) is
-    equally likely. Each one-sided p (the share of patterns whose mean is at least as extreme, the observed one
-    included) is doubled as in judge_claim. With n seeds no p can fall below 2 / 2^n (0.0625 at 5 seeds). None
-    with fewer than two differences or more than MAX_EXACT_SIGN_FLIPS."""
+    equally likely. Each one-sided p is the share of patterns whose mean is at least as extreme, the observed one
+    included (doubled by claim_test). With n seeds no p can fall below 2 / 2^n (0.0625 at 5 seeds). None with fewer
+    than two differences or more than MAX_EXACT_SIGN_FLIPS."""
     d = claim.sign * np.asarray([x for x in differences if x == x], dtype=float)
     n = len(d)
     if n < 2 or n > MAX_EXACT_SIGN_FLIPS:
         return None
     signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)  # every pattern of +-1, identity first
 
-    def at_least(threshold: float) -> float:  # share of patterns with mean >= observed, about threshold
-        centred = d - threshold
-        return float(((signs * np.abs(centred)).mean(axis=1) >= centred.mean() - 1e-12).mean())
+    def above(t: float) -> float:  # share of patterns with mean >= observed, about t
+        return float(((signs * np.abs(d - t)).mean(axis=1) >= (d - t).mean() - 1e-12).mean())
 
-    def at_most(threshold: float) -> float:
-        centred = d - threshold
-        return float(((signs * np.abs(centred)).mean(axis=1) <= centred.mean() + 1e-12).mean())
+    def below(t: float) -> float:
+        return float(((signs * np.abs(d - t)).mean(axis=1) <= (d - t).mean() + 1e-12).mean())
 
-    def doubled(p: float) -> float:
-        return min(1.0, 2 * p)
-
-    if claim.kind == "equivalence":
-        m = claim.margin
-        return ClaimTest(doubled(max(at_least(-m), at_most(m))), doubled(min(at_most(-m), at_least(m))), n)
-    threshold = -claim.margin
-    return ClaimTest(doubled(at_least(threshold)), doubled(at_most(threshold)), n)
+    return claim_test(claim, above, below, n)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -263,6 +258,7 @@ def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come
             final, note = WITHDRAWN, f"withdrawn {withdrawn[i]['date']}: {withdrawn[i]['why']}"
         out.append(RowVerdict(final, verdict, item_p[i], item_verdict[i], note))
     return out
+
 
 def one_sided_power(effect: float, sd: float, n: int, alpha: float) -> float:
     """Exact power of a one-sided paired t-test at level alpha / 2 (the two-sided calibration above) when the

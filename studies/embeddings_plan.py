@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from common.errors import ArmlmError
-from studies.plan import Stage, arms_of, seed_folder, seeds_of
+from studies.plan import Stage, arms_of, check_finding_arms, seed_folder, seeds_of
 from studies.stages import done_file
 
 ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
@@ -33,11 +33,7 @@ def check_embeddings_study(cfg: DictConfig) -> None:
         if unknown:
             raise ArmlmError(f"arm {name}: fine-tuning variants {unknown} are not in study.finetune_variants "
                              f"({list(study.finetune_variants)})")
-    for finding_id, finding in (study.get("findings") or {}).items():
-        for side in ("a", "b"):
-            if finding[side].get("arm") not in study.arms:
-                raise ArmlmError(f"finding {finding_id}: {side}.arm={finding[side].get('arm')!r} is not one of the "
-                                 f"arms {list(study.arms)}")
+    check_finding_arms(study)
     if not cfg.get("checkpoints_from"):
         raise ArmlmError("study=embeddings reads another study's checkpoints: give checkpoints_from=<its root>, e.g. "
                          "the findings study's folder")

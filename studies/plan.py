@@ -11,6 +11,7 @@ under the study root, so a rerun finds what is already done. Folders:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,14 +143,17 @@ def check_study(cfg: DictConfig) -> None:
         raise ArmlmError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
                          "other arms score its candidate sets; drop its diagnose: false or pick another arm")
     finetune_seeds_of(cfg)
-    for finding_id, finding in (study.get("findings") or {}).items():
-        for side in ("a", "b"):
-            for key in ("arm", "relative_to"):
-                arm = finding.get(side, {}).get(key)
-                if (key == "arm" or arm is not None) and arm not in study.arms:
-                    raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms "
-                                     f"{list(study.arms)}")
+    check_finding_arms(study)
     check_budget(cfg)
+
+
+def check_finding_arms(study: DictConfig) -> None:
+    """Every arm a finding's sides read (arm, relative_to) is one of the study's."""
+    for finding_id, finding in (study.get("findings") or {}).items():
+        for side, key in itertools.product(("a", "b"), ("arm", "relative_to")):
+            arm = finding.get(side, {}).get(key)
+            if (key == "arm" or arm is not None) and arm not in study.arms:
+                raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {list(study.arms)}")
 
 
 def corpus(cfg: DictConfig) -> str:

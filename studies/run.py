@@ -25,7 +25,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
 from analysis.findings_report import write_findings
-from analysis.registrations import check_registrations
+from analysis.registrations import StudySpec
 from common.atomic import atomic_write_text
 from common.errors import ArmlmError
 from studies.plan import Stage, describe
@@ -75,7 +75,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     check_root(root)
     if cfg.report not in (True, False, "only"):
         raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
-    check_registrations(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
+    StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
     planner = get_method(cfg.study.get("planner") or "studies.plan.plan")

@@ -66,7 +66,7 @@ def check_record(stage: Stage) -> None:
 def resume_overrides(stage: Stage) -> tuple[list[str], str]:
     """ckpt_path=<its last checkpoint> when an earlier launch of the stage left one, and a note saying so."""
     last = stage.folder / "checkpoints" / "last.ckpt"
-    if stage.kind in ("pretrain", "finetune") and last.is_file():
+    if stage.command.resumes and last.is_file():
         return [f"ckpt_path={last}"], f"resuming from {last}"
     return [], ""
 

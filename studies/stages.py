@@ -24,14 +24,15 @@ class StageKind:
     config: str  # the primary config in configs/
     script: str  # the top-level script a stage's process runs, relative to the repository
     done_file: str  # what a finished run writes into its run folder: the study runner's "done"
+    resumes: bool = False  # a relaunch continues from the last checkpoint an earlier launch left (ckpt_path=)
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
 
 
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
-    StageKind("pretrain", "training.run:pretrain", "train", "train.py", "summary.json"),
-    StageKind("finetune", "finetune.command:finetune", "finetune", "train.py", "results.json"),
+    StageKind("pretrain", "training.run:pretrain", "train", "train.py", "summary.json", resumes=True),
+    StageKind("finetune", "finetune.command:finetune", "finetune", "train.py", "results.json", resumes=True),
     StageKind("diagnose", "diagnostics.run:run_diagnostics", "evaluate", "evaluate.py", "diagnostics.json"),
     StageKind("zeroshot", "zeroshot.run:run_zeroshot", "zeroshot", "zeroshot.py", "zeroshot.json"),
     StageKind("embed", "embeddings.run:run_embeddings", "embeddings", "embeddings.py", "words.json"),

@@ -8,7 +8,7 @@ import pytest
 from analysis.findings import values
 from analysis.findings_report import findings_table, write_findings
 from analysis.quantities import Representation
-from analysis.registrations import check_registrations
+from analysis.registrations import StudySpec
 from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 from analysis.study_runs import NotComparable, StudyRuns
 from tests.helpers.findings import (
@@ -172,7 +172,7 @@ def test_a_row_without_paired_seeds_is_unresolved_and_says_why(tmp_path):
 def test_a_study_is_checked_before_any_stage(study):
     good = {"arms": {"mlm": {}, "ar": {}}, "gate": {"min_below_unigram": 0.5},
             "findings": {"F1": registered(FINDINGS["bidirectional"])}}
-    check_registrations(good)
+    StudySpec.parse(good)
     for bad, match in [({"alpha": 1.5}, "alpha"), ({"gate": {"min_below": 0.5}}, "gate"),
                        ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "registered": {}}}}, "registered"),
                        ({"findings": {"F1": {k: v for k, v in registered(FINDINGS["bidirectional"]).items()
@@ -180,7 +180,7 @@ def test_a_study_is_checked_before_any_stage(study):
                        ({"findings": {"F1": {**registered(FINDINGS["bidirectional"]), "a": {"arm": "mlm"}}}}, "exactly one"),
                        ({"checks": {"c": {"value": {"arm": "bert", "gap": {"min_distance": 1}}}}}, "bert")]:
         with pytest.raises(ValueError, match=match):
-            check_registrations({**good, **bad})
+            StudySpec.parse({**good, **bad})
 
 
 def test_power_beyond_reach_says_so_and_withdrawn_findings_are_listed(study):

@@ -5,7 +5,7 @@ baseline, a BLiMP score near chance, a bound inside its Monte-Carlo noise."""
 import pytest
 
 from analysis.findings_report import findings_table
-from analysis.registrations import check_registrations
+from analysis.registrations import StudySpec
 from tests.helpers.findings import (
     F1,
     FINDINGS,
@@ -41,7 +41,7 @@ def test_a_tie_at_the_majority_baseline_is_not_evidence(tmp_path):
     assert row["verdict"] == "not evidence"
     assert "mlm: finetune rte-full accuracy is within 0.02 of the majority baseline in seeds 1, 2, 3" in row["gate_note"]
     assert "electra: finetune rte-full accuracy is within 0.02 of the majority baseline in seeds 1, 3" in row["gate_note"]
-    check_registrations({**study, "arms": {"electra": {}, "mlm": {}}})
+    StudySpec.parse({**study, "arms": {"electra": {}, "mlm": {}}})
 
 
 def test_the_gate_makes_a_row_not_evidence_whichever_way_it_points(study):
@@ -75,9 +75,9 @@ def test_a_bound_inside_its_monte_carlo_noise_of_the_gate_has_not_cleared_it(stu
     assert not table["gate_note"].str.contains("ar seed").any()
     gate_report(study, "mlm", 2, 0.52, mc_stderr=0.0087)  # 0.52 - 2 x 0.0087 = 0.5026 clears it
     assert list(judged(study, rows, **strict)["verdict"]) == ["reproduced", "contradicted"]
-    check_registrations({"arms": GATED["arms"], **strict, "findings": {}})
+    StudySpec.parse({"arms": GATED["arms"], **strict, "findings": {}})
     with pytest.raises(ValueError, match="clear_by_mc_stderrs"):
-        check_registrations({"arms": GATED["arms"], "gate": {"min_below_unigram": 0.5, "clear_by_mc_stderrs": -1},
+        StudySpec.parse({"arms": GATED["arms"], "gate": {"min_below_unigram": 0.5, "clear_by_mc_stderrs": -1},
                              "findings": {}})
 
 
@@ -112,7 +112,7 @@ def test_a_gate_names_only_its_rules_and_the_retired_chance_floor_is_refused():
     any other unknown rule, is refused before any stage runs, naming the rules there are."""
     for rule in ({"min_above_chance": 0.05}, {"floor": 0.1}):
         with pytest.raises(ValueError, match=rf"unknown rules \['{next(iter(rule))}'\].*min_discrimination"):
-            check_registrations({"arms": {"mlm": {}}, "gate": {"min_below_unigram": 0.5, **rule}, "findings": {}})
+            StudySpec.parse({"arms": {"mlm": {}}, "gate": {"min_below_unigram": 0.5, **rule}, "findings": {}})
     with pytest.raises(ValueError, match=r"min_discrimination=\{'alpha': 2\}"):
-        check_registrations({"arms": {"mlm": {}}, "gate": {"own_below_unigram": 0.5, "min_discrimination": {"alpha": 2}},
+        StudySpec.parse({"arms": {"mlm": {}}, "gate": {"own_below_unigram": 0.5, "min_discrimination": {"alpha": 2}},
                              "findings": {}})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.gate import coin_flip_p_value, paradigm_counts
-from analysis.registrations import check_registrations
+from analysis.registrations import StudySpec
 from tests.helpers.findings import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,8 +72,8 @@ def test_the_share_gate_reads_each_margin_against_its_own_baseline(study):
 def test_a_gate_registers_exactly_one_margin():
     for gate in ({"own_below_unigram": 0.5, "own_share_below_unigram": 0.08}, {"min_above_majority": 0.05}):
         with pytest.raises(ValueError, match="study.gate"):
-            check_registrations({"arms": {"mlm": {}}, "gate": gate, "findings": {}})
-    check_registrations({"arms": {"mlm": {}}, "gate": {"own_share_below_unigram": 0.08}, "findings": {}})
+            StudySpec.parse({"arms": {"mlm": {}}, "gate": gate, "findings": {}})
+    StudySpec.parse({"arms": {"mlm": {}}, "gate": {"own_share_below_unigram": 0.08}, "findings": {}})
 
 
 def coin_flips(rng: np.random.Generator, paradigms: int = 36, pairs: int = 50) -> list[tuple[int, int]]:
@@ -116,11 +116,11 @@ def test_a_blimp_row_whose_side_guesses_is_not_evidence_and_one_that_discriminat
     for seed in (1, 2, 3):
         blimp_report(tmp_path, "ar", seed, "exact", [(int(rng.binomial(50, p)), 50) for p in [0.3, 0.7] * 18])
     assert judged(tmp_path, {"z": pll_vs_exact}, arms=OWN["arms"], gate=gate).iloc[0]["gate_note"] == ""
-    check_registrations({"arms": OWN["arms"], "gate": gate, "findings": {}})
+    StudySpec.parse({"arms": OWN["arms"], "gate": gate, "findings": {}})
     with pytest.raises(ValueError, match="min_discrimination"):
-        check_registrations({"arms": OWN["arms"], "gate": {**gate, "min_discrimination": {"alpha": 2}}, "findings": {}})
+        StudySpec.parse({"arms": OWN["arms"], "gate": {**gate, "min_discrimination": {"alpha": 2}}, "findings": {}})
     with pytest.raises(ValueError, match="own_below_unigram"):
-        check_registrations({"arms": OWN["arms"], "gate": {"min_discrimination": {"alpha": 0.01}}, "findings": {}})
+        StudySpec.parse({"arms": OWN["arms"], "gate": {"min_discrimination": {"alpha": 0.01}}, "findings": {}})
 
 
 def test_an_arm_reading_another_studys_checkpoint_is_gated_on_the_margins_its_diagnostics_copied(study):

@@ -4,7 +4,7 @@ them before it gets a verdict; malformed seed lists are refused before any stage
 import pytest
 
 from analysis.findings_report import findings_table, write_findings
-from analysis.registrations import check_registrations
+from analysis.registrations import StudySpec
 from tests.helpers.findings import FINDINGS, GATED, finetune_result, gate_report, judged, registered
 
 
@@ -48,9 +48,9 @@ def test_a_gate_failed_at_a_seed_already_read_is_final(study):
 @pytest.mark.parametrize("seeds", [[], [0, 1], [1, 1], 3, [1.5], [True, 2], ["1"]])
 def test_a_malformed_seed_list_is_refused_before_any_stage(seeds):
     good = {"arms": {"mlm": {}, "ar": {}}, "findings": {"F": on_seeds(FINDINGS["bidirectional"], [1, 2, 3, 4, 5])}}
-    check_registrations(good)
+    StudySpec.parse(good)
     with pytest.raises(ValueError, match=r"registered.seeds=.*give the distinct positive pretraining seeds"):
-        check_registrations({**good, "findings": {"F": on_seeds(FINDINGS["bidirectional"], seeds)}})
+        StudySpec.parse({**good, "findings": {"F": on_seeds(FINDINGS["bidirectional"], seeds)}})
 
 
 def test_under_holm_a_complete_row_stays_interim_while_another_row_of_its_family_waits(study):
