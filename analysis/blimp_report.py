@@ -17,7 +17,8 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 from scipy import stats
 
 from analysis import study as S
-from common.atomic import atomic_file, atomic_write_text
+from analysis.study_plots import save_figure
+from common.atomic import atomic_write_text
 from common.errors import ArmlmError
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
@@ -37,7 +38,7 @@ def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
     """Every zeroshot.json under the roots, read once, as (arm, seed, report). With several roots an arm is named
     <root folder>/<arm>, since two studies may both have an `mlm` arm."""
     return [(f"{root.name}/{arm}" if len(roots) > 1 else arm, seed, report)
-            for root in roots for (arm, seed), report in S.zeroshot_reports(root).items()]
+            for root in roots for (arm, seed), report in S.stage_reports(root, S.ZEROSHOT).items()]
 
 
 def blimp_runs(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
@@ -93,17 +94,14 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
              "Accuracy (the good sentence scored strictly above the bad one), macro over paradigms as the release "
              "averages, mean ± 95 % t interval over pretraining seeds (no interval for one seed); each arm with "
              "every method its zero-shot stage ran. Chance is 0.5. The release's models (Warstadt et al. 2020) are "
-             "averaged over the same paradigms, all 1,000 pairs each; phenomena are in blimp.csv.", "",
-             "| arm | method | seeds | " + " | ".join(columns) + " |", "|---|---|---|" + "---|" * len(columns)]
-    for (arm, method), part in shown.groupby(["arm", "method"], sort=True):
-        cells = part.set_index("name")
-        values = [S.cell(cells.at[c, "mean"], cells.at[c, "ci95"]) if c in cells.index else "-" for c in columns]
-        lines.append(f"| {arm} | {method} | {int(part['n'].max())} | " + " | ".join(values) + " |")
-    for model, part in published[published["level"].isin(("overall", "field"))].groupby("arm", sort=False):
-        cells = part.set_index("name")["mean"]
-        values = [f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns]
-        lines.append(f"| {model} (release) | published | - | " + " | ".join(values) + " |")
-    return "\n".join(lines) + "\n"
+             "averaged over the same paradigms, all 1,000 pairs each; phenomena are in blimp.csv.", ""]
+    rows = [[arm, method, int(part["n"].max()), *(S.cell(cells.at[c, "mean"], cells.at[c, "ci95"])
+                                                  if c in cells.index else "-" for c in columns)]
+            for (arm, method), part in shown.groupby(["arm", "method"], sort=True) for cells in [part.set_index("name")]]
+    rows += [[f"{model} (release)", "published", "-", *(f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns)]
+             for model, part in published[published["level"].isin(("overall", "field"))].groupby("arm", sort=False)
+             for cells in [part.set_index("name")["mean"]]]
+    return "\n".join([*lines, *S.markdown_rows(["arm", "method", "seeds", *columns], rows)]) + "\n"
 
 
 def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
@@ -118,16 +116,13 @@ def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[
     lines = [f"# BLiMP per paradigm: {', '.join(str(r) for r in roots)}", "",
              "Accuracy per paradigm, mean over pretraining seeds (n), beside the release's models (Warstadt et al. "
              f"2020, all 1,000 pairs each). The last row: each column's Pearson r with the release's {REFERENCE_MODEL} "
-             "over the paradigms both scored.", "", "| paradigm | " + " | ".join(columns) + " |",
-             "|---|" + "---|" * len(columns)]
-    for name in sorted(set(rows["name"])):
-        lines.append(f"| {name} | " + " | ".join(f"{v[name]:.3f}" if name in v.index else "-"
-                                                for v in columns.values()) + " |")
+             "over the paradigms both scored.", ""]
+    cells = [[name, *(f"{v[name]:.3f}" if name in v.index else "-" for v in columns.values())]
+             for name in sorted(set(rows["name"]))]
     reference = columns.get(f"{REFERENCE_MODEL} (release)")
     if reference is not None:
-        lines.append(f"| Pearson r with the {REFERENCE_MODEL} | " + " | ".join(
-            _correlation(values, reference) for values in columns.values()) + " |")
-    return "\n".join(lines) + "\n"
+        cells.append([f"Pearson r with the {REFERENCE_MODEL}", *(_correlation(v, reference) for v in columns.values())])
+    return "\n".join([*lines, *S.markdown_rows(["paradigm", *columns], cells)]) + "\n"
 
 
 def _correlation(values: pd.Series, reference: pd.Series) -> str:
@@ -153,9 +148,7 @@ def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> No
     ax.invert_yaxis()
     ax.set_xlabel("BLiMP accuracy (macro over paradigms; mean, 95 % t interval over seeds)")
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    with atomic_file(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
+    save_figure(fig, path)
 
 
 def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
@@ -193,6 +186,3 @@ def main() -> None:
                          "zero-shot stages first")
     print("\n".join(str(p) for p in written))
 
-
-if __name__ == "__main__":
-    main()

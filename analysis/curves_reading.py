@@ -13,15 +13,9 @@ import itertools
 import pandas as pd
 
 from analysis import study as S
-from analysis.blimp_report import REFERENCE_MODEL
-from common.errors import ArmlmError
 
 BLIMP = "BLiMP"
 STRICT_WORDS = 100_000_000  # BabyLM's strict track
-# The rule fixed before the gutenwiki curve was read (docs/findings.md) picks the zero-shot findings' budget from
-# these lines of this seed, against the release's 5-gram
-BUDGET_RULE_LINES = ("AutoregressiveLM · exact", "MaskedLM · pll")
-BUDGET_RULE_SEED = 1
 # An H100 SXM's dense bf16 datasheet peak. No run reaches a peak (a small model's steps are bound by kernel launches),
 # so hours at it are a lower bound on a GPU run, never an estimate of one.
 H100_PEAK_FLOPS = 989e12
@@ -51,31 +45,12 @@ def crossing_table(table: pd.DataFrame) -> list[str]:
         if words != words:
             return f"not up to {largest / 1e6:.2f}M"
         return f"{words / 1e6:.2f}M" + (f" (through {largest / 1e6:.2f}M)" if through else "")
-    lines = [f"| {r.line} | {r.model} ({r.score:.3f}) | {where(r.first_above, r.largest)} | "
-             f"{where(r.stays_above, r.largest, through=True)} | {where(r.clear_above, r.largest)} |"
-             for r in table.itertuples()]
+    rows = [[r.line, f"{r.model} ({r.score:.3f})", where(r.first_above, r.largest),
+             where(r.stays_above, r.largest, through=True), where(r.clear_above, r.largest)] for r in table.itertuples()]
     return ["Each line's mean over the seeds a point has; the interval is over seeds where a point has several, "
-            "else the bootstrap over its pairs.", "",
-            "| line | release model (overall) | first budget above it | above from (every larger budget scored too) | "
-            "interval clear of it from |", "|---|---|---|---|---|", *lines] if lines else []
-
-
-def registered_budget(runs: pd.DataFrame, budgets: pd.DataFrame, published: pd.DataFrame, lines: tuple[str, ...],
-                      seed: int, model: str) -> tuple[float, pd.DataFrame, float]:
-    """The rule that picks the zero-shot findings' budget (docs/findings.md, fixed before the curve was read): the
-    smallest budget at which seed `seed`'s BLiMP overall is strictly above the release `model`'s overall for every
-    one of `lines` at that same budget. Returns (its words, NaN if none; the seed's scores, a budget per row and a
-    line per column; the model's score). A budget missing a line's score does not qualify."""
-    reference = published[published["level"] == "overall"].set_index("arm")["mean"]
-    if model not in reference.index:
-        raise ArmlmError(f"no release score for {model!r} in the zero-shot reports: the rule reads the release's "
-                         f"{model}; score BLiMP with the release's per-paradigm file present")
-    score = float(reference[model])
-    part = paired(runs, budgets, BLIMP)
-    part = part[(part["seed"] == seed) & part["line"].isin(lines)]
-    scores = part.pivot_table(index="words", columns="line", values="value").reindex(columns=list(lines))
-    qualifying = scores.index[(scores > score).all(axis=1)]
-    return (float(qualifying.min()) if len(qualifying) else float("nan")), scores, score
+            "else the bootstrap over its pairs.", "", *S.markdown_rows(
+                ["line", "release model (overall)", "first budget above it",
+                 "above from (every larger budget scored too)", "interval clear of it from"], rows)] if rows else []
 
 
 def direction(mean: float, ci95: float, n: int, above: str, below: str) -> str:
@@ -138,25 +113,3 @@ def extrapolations(points: pd.DataFrame, budgets: pd.DataFrame, per_word: str, w
                          "seconds_per_kword": largest["mean"], "hours_here": largest["mean"] * words / 1000 / 3600,
                          "flops_per_word": per_word_flops,
                          "hours_at_peak": per_word_flops * words / peak_flops / 3600}).reset_index(drop=True)
-
-
-def rule_text(runs: pd.DataFrame, budgets: pd.DataFrame, published: pd.DataFrame) -> list[str]:
-    """docs/findings.md's rule applied to the curve (BUDGET_RULE_LINES of BUDGET_RULE_SEED against the release's
-    5-gram); nothing before a BLiMP point of those lines has scored."""
-    if published.empty or runs[(runs["measure"] == BLIMP) & runs["line"].isin(BUDGET_RULE_LINES)].empty:
-        return []
-    words, scores, score = registered_budget(runs, budgets, published, BUDGET_RULE_LINES, BUDGET_RULE_SEED,
-                                             REFERENCE_MODEL)
-    unscored = [f"{w / 1e6:.2f}M" for w, row in zip(scores.index, scores.isna().any(axis=1), strict=True) if row]
-    if words == words:
-        verdict = f"**{words / 1e6:.2f}M words**"
-    elif unscored:  # a budget still to score may qualify
-        verdict = f"**not decided yet**: no budget with both scores qualifies, and {', '.join(unscored)} lack one"
-    else:
-        verdict = f"**none** of the budgets (up to {scores.index.max() / 1e6:.2f}M words) qualifies"
-    lines = [f"Seed {BUDGET_RULE_SEED}'s BLiMP overall strictly above the release {REFERENCE_MODEL}'s ({score:.4f}) "
-             f"for {' and '.join(BUDGET_RULE_LINES)} at the same budget (docs/findings.md): {verdict}.", "",
-             "| words | " + " | ".join(scores.columns) + " |", "|---|" + "---|" * len(scores.columns)]
-    lines += [f"| {w / 1e6:.2f}M | " + " | ".join(f"{v:.4f}" if v == v else "not scored" for v in row) + " |"
-              for w, row in zip(scores.index, scores.to_numpy(), strict=True)]
-    return lines

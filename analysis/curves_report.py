@@ -10,7 +10,6 @@ is the mean over the seeds that point has, with a 95 % t interval and n. The stu
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -27,9 +26,10 @@ from analysis.curves_reading import (
     extrapolations,
     lead_changes,
     leads,
-    rule_text,
 )
-from analysis.study_report import save_figure, with_common_scale, write_report
+from analysis.reports import report_main
+from analysis.study_plots import save_figure
+from analysis.study_report import with_common_scale, write_report
 from common.atomic import atomic_write_text, read_artefact
 from common.errors import ArmlmError
 
@@ -68,7 +68,7 @@ def curve_runs(root: Path, budgets: pd.DataFrame, zeroshot: list[tuple[str, int,
     finished stages (a running stage's seconds are a part of its cost): each read once by write_curves."""
     objective = budgets.set_index(["arm", "seed"])["objective"]
     rows = []
-    common = with_common_scale(budgets[["arm", "seed"]], S.diagnostic_reports(root))
+    common = with_common_scale(budgets[["arm", "seed"]], S.stage_reports(root, S.DIAGNOSTICS))
     for measure in COMMON_SCALE:
         rows += [{"arm": r.arm, "seed": r.seed, "measure": measure, "value": getattr(r, measure)}
                  for r in common.itertuples()]
@@ -151,7 +151,7 @@ def _cell(r) -> str:
 
 def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_tables: dict[str, pd.DataFrame],
              crossing_lines: list[str], costs: pd.DataFrame, extrapolated: pd.DataFrame, figures: list[str],
-             root: Path, rule_lines: list[str] = (), running: pd.DataFrame | None = None) -> str:
+             root: Path, running: pd.DataFrame | None = None) -> str:
     parts = [f"# Curves: {root}", "",
              "Each point is one arm: its objective's line, placed at the words its runs saw (passes over the train "
              "split times its whitespace words, BabyLM's unit) and the input tokens that makes. Cells: mean ± 95 % "
@@ -164,39 +164,35 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
              "Descriptive: no finding is registered on this curve. A difference at one seed has no interval over "
              "seeds and says nothing about its sign; one with several is read only where its interval excludes 0, "
              "uncorrected for the family.", ""]
+    def millions(words: float) -> str:
+        return f"{words / 1e6:.2f}M"
+
     for measure, part in points.groupby("measure", sort=True):
-        parts += [f"## {measure}", "", "| line | words | tokens | n | mean |", "|---|---|---|---|---|"]
-        parts += [f"| {r.line} | {r.words / 1e6:.2f}M | {r.tokens / 1e6:.2f}M | {int(r.n)} | {_cell(r)} |"
-                  for r in part.itertuples()]
-        parts.append("")
+        parts += [f"## {measure}", "", *S.markdown_rows(["line", "words", "tokens", "n", "mean"], [
+            [r.line, millions(r.words), millions(r.tokens), int(r.n), _cell(r)] for r in part.itertuples()]), ""]
         lead = lead_tables.get(measure)
         if lead is not None and not lead.empty:
-            parts += ["Paired differences (a − b, same seeds):", "", "| a | b | words | n | a − b | reading |",
-                      "|---|---|---|---|---|---|"]
-            parts += [f"| {r.a} | {r.b} | {r.words / 1e6:.2f}M | {int(r.n)} | {S.cell(r.mean, r.ci95)} | "
-                      f"{direction(r.mean, r.ci95, r.n, 'a above b', 'a below b')} |" for r in lead.itertuples()]
-            parts.append("")
+            parts += ["Paired differences (a − b, same seeds):", "", *S.markdown_rows(
+                ["a", "b", "words", "n", "a − b", "reading"],
+                [[r.a, r.b, millions(r.words), int(r.n), S.cell(r.mean, r.ci95),
+                  direction(r.mean, r.ci95, r.n, "a above b", "a below b")] for r in lead.itertuples()]), ""]
         change = change_tables.get(measure)
         if change is not None and not change.empty:
             parts += ["How a − b moves along the curve ((a − b) at the largest shared budget minus at the smallest, "
                       "paired by seed; whether that is a lead growing or shrinking depends on the sign of a − b):",
-                      "", "| a | b | from | to | n | change | reading |", "|---|---|---|---|---|---|---|"]
-            parts += [f"| {r.a} | {r.b} | {r.from_words / 1e6:.2f}M | {r.to_words / 1e6:.2f}M | {int(r.n)} | "
-                      f"{S.cell(r.mean, r.ci95)} | {direction(r.mean, r.ci95, r.n, 'a − b rose', 'a − b fell')} |"
-                      for r in change.itertuples()]
-            parts.append("")
+                      "", *S.markdown_rows(["a", "b", "from", "to", "n", "change", "reading"], [
+                          [r.a, r.b, millions(r.from_words), millions(r.to_words), int(r.n), S.cell(r.mean, r.ci95),
+                           direction(r.mean, r.ci95, r.n, "a − b rose", "a − b fell")] for r in change.itertuples()]),
+                      ""]
     if crossing_lines:
         parts += ["## Where BLiMP passes the release's models", "", *crossing_lines, ""]
-    if rule_lines:
-        parts += ["## The zero-shot findings' budget, by the rule fixed before the curve was read", "", *rule_lines, ""]
     if not costs.empty:
         kinds = [c for c in costs.columns if c != "seed"]
         parts += ["## Wall minutes per seed (every stage of every arm, each counted once)", "",
                   "-: no stage of that kind, or one that kept no time (its seed's total is then left out).", "",
-                  "| seed | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
-        parts += [f"| {int(r['seed'])} | " + " | ".join(f"{r[k]:.0f}" if r[k] == r[k] else "-" for k in kinds)
-                  + " |" for _, r in costs.iterrows()]
-        parts.append("")
+                  *S.markdown_rows(["seed", *kinds], [[int(r["seed"]), *(f"{r[k]:.0f}" if r[k] == r[k] else "-"
+                                                                          for k in kinds)] for _, r in costs.iterrows()]),
+                  ""]
     if running is not None and not running.empty:
         parts += ["Not counted above (a launch has not come back: running, or stopped and not yet resumed): "
                   + "; ".join(f"{r.stage}, {r.seconds / 60:.0f} minutes so far" for r in running.itertuples()), ""]
@@ -207,12 +203,10 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
                   "the training FLOPs at an H100's dense bf16 datasheet peak: a lower bound no run of a model this "
                   "small approaches (its steps are bound by kernel launches), not an estimate; an estimate needs a "
                   "GPU's measured step time.", "",
-                  "| line | rate read at | n | s per 1,000 words | hours here | training FLOPs per word | "
-                  "H100 hours at peak (bound) |", "|---|---|---|---|---|---|---|"]
-        parts += [f"| {r.line} | {r.at_words / 1e6:.2f}M | {int(r.n)} | {r.seconds_per_kword:.2f} | "
-                  f"{r.hours_here:.1f} | {r.flops_per_word:.3g} | {r.hours_at_peak:.3g} |"
-                  for r in extrapolated.itertuples()]
-        parts.append("")
+                  *S.markdown_rows(["line", "rate read at", "n", "s per 1,000 words", "hours here",
+                                    "training FLOPs per word", "H100 hours at peak (bound)"], [
+                      [r.line, millions(r.at_words), int(r.n), f"{r.seconds_per_kword:.2f}", f"{r.hours_here:.1f}",
+                       f"{r.flops_per_word:.3g}", f"{r.hours_at_peak:.3g}"] for r in extrapolated.itertuples()]), ""]
     parts += ["## Figures", "", *[f"![{name}]({name})" for name in figures], ""]
     return "\n".join(parts)
 
@@ -268,21 +262,10 @@ def write_curves(root: str | Path) -> list[Path]:
     lead_rows = [t.assign(measure=m) for m, t in lead_tables.items() if not t.empty]
     atomic_write_text(out / "leads.csv", (pd.concat(lead_rows) if lead_rows else pd.DataFrame()).to_csv(index=False))
     text = markdown(points, lead_tables, change_tables, crossing_table(crossings(points, published)),
-                    seed_costs(seconds), extrapolations(points, budgets, PER_WORD), figures, root,
-                    rule_text(runs, budgets, published), running)
+                    seed_costs(seconds), extrapolations(points, budgets, PER_WORD), figures, root, running)
     atomic_write_text(out / "curves.md", text)
     return [*written, out / "curves.csv", out / "leads.csv", out / "curves.md", *(out / f for f in figures)]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", help="a curves study's folder (study.py's root=)")
-    try:
-        written = write_curves(parser.parse_args().root)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-    print("\n".join(str(p) for p in written))
-
-
-if __name__ == "__main__":
-    main()
+    report_main(write_curves, __doc__)

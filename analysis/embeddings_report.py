@@ -7,7 +7,6 @@ of the word benchmarks by layer).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -15,8 +14,10 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from matplotlib.ticker import MaxNLocator
 
-from analysis.study import cell, finetuning_runs, over_seeds, per_checkpoint, word_reports
-from common.atomic import atomic_file, atomic_write_text
+from analysis.reports import report_main
+from analysis.study import WORDS, cell, finetuning_runs, markdown_rows, over_seeds, per_checkpoint, stage_reports
+from analysis.study_plots import save_figure
+from common.atomic import atomic_write_text
 
 WORD_COLUMNS = {"simlex999": "SimLex ρ", "wordsim353": "WordSim ρ", "semantic": "analogies, semantic",
                 "syntactic": "analogies, syntactic", "rare": "SimLex rare-word ρ"}
@@ -26,7 +27,7 @@ NER_COLUMN = "CoNLL features F1"
 def word_rows(root: Path) -> pd.DataFrame:
     """One row per arm, seed and layer ('static' for a static method), one column per word benchmark."""
     rows = []
-    for (arm, seed), report in word_reports(root).items():
+    for (arm, seed), report in stage_reports(root, WORDS).items():
         for layer, scores in report["layers"].items():
             rows.append({"arm": arm, "seed": seed, "representation": "vectors" if layer == "static" else f"layer {layer}",
                          "simlex999": scores["simlex999"]["spearman"], "wordsim353": scores["wordsim353"]["spearman"],
@@ -70,11 +71,10 @@ def markdown(table: pd.DataFrame) -> str:
               "the rare-word column scores every SimLex pair with a word seen fewer than 20 times, unseen words taking "
               "the method's own vector or none (cosine 0). Contextual rows: type-level vectors per layer (layer 0 the "
               "embedding layer), then NER on the frozen checkpoint three ways. '-': not measured for that row."), "",
-             "| arm | representation | seeds | " + " | ".join(columns.values()) + " |",
-             "|---|---|---|" + "---|" * len(columns)]
-    for (arm, representation), row in wide.iterrows():
-        values = [row.get(key, "-") if isinstance(row.get(key), str) else "-" for key in columns]
-        lines.append(f"| {arm} | {representation} | {int(seeds[(arm, representation)])} | " + " | ".join(values) + " |")
+             *markdown_rows(["arm", "representation", "seeds", *columns.values()], [
+                 [arm, representation, int(seeds[(arm, representation)]),
+                  *(row.get(key) if isinstance(row.get(key), str) else "-" for key in columns)]
+                 for (arm, representation), row in wide.iterrows()])]
     return "\n".join(lines) + "\n"
 
 
@@ -105,8 +105,7 @@ def figure(words: pd.DataFrame, path: Path) -> bool:
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="center right")
     fig.tight_layout(rect=(0, 0, 0.84, 1))
-    with atomic_file(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
+    save_figure(fig, path, tight=False)
     return True
 
 
@@ -124,10 +123,4 @@ def write_embeddings_report(root: str | Path) -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", help="the embeddings study's folder (study.py's root=)")
-    print("\n".join(str(p) for p in write_embeddings_report(parser.parse_args().root)))
-
-
-if __name__ == "__main__":
-    main()
+    report_main(write_embeddings_report, __doc__)

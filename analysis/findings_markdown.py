@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.gate import gate_description
 from analysis.registrations import StudySpec, registration_text
+from analysis.study import markdown_rows
 from analysis.verdicts import INTERIM, MAX_SEEDS_REPORTED, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {
@@ -118,9 +119,9 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
     lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
               "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
               "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
-              "| finding | claim | registered test | A | B | A - B [95 % CI] | seeds | p | p (Holm) | p (sign-flip) "
-              "| items: A - B [95 %] | p (items, Holm) | gate | verdict | what would resolve it / note |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              *markdown_rows(["finding", "claim", "registered test", "A", "B", "A - B [95 % CI]", "seeds", "p",
+                              "p (Holm)", "p (sign-flip)", "items: A - B [95 %]", "p (items, Holm)", "gate", "verdict",
+                              "what would resolve it / note"], [])]
     for r in table.to_dict("records"):
         interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
         over_items = (f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}]" if r.get("items")
@@ -132,22 +133,20 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
                      f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
                      f"| {_p(r['p_sign_flip'])} | {over_items} | {_p(r['item_p_holm'])} "
                      f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")
-    lines += ["", "## Registrations", "", "| finding | sides | anchor | justification of the margin or effect "
-              "| registered | earlier registrations |", "|---|---|---|---|---|---|"]
-    for r in table.to_dict("records"):
-        lines.append(f"| {r['finding']} | A = {r['a']}; B = {r['b']} | {r['anchor']} | {r['justification']} "
-                     f"| {r['registered']} | {r['superseded'] or '-'} |")
-    withdrawn = study.withdrawn
-    if withdrawn:
-        lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", "| finding | registered | why |",
-                  "|---|---|---|"]
-        lines += [f"| {fid} | {registration_text(w.get('registered', {}))} | {w.get('why', '')} |" for fid, w in withdrawn.items()]
+    lines += ["", "## Registrations", "", *markdown_rows(
+        ["finding", "sides", "anchor", "justification of the margin or effect", "registered", "earlier registrations"],
+        [[r["finding"], f"A = {r['a']}; B = {r['b']}", r["anchor"], r["justification"], r["registered"],
+          r["superseded"] or "-"] for r in table.to_dict("records")])]
+    if study.withdrawn:
+        lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", *markdown_rows(
+            ["finding", "registered", "why"], [[fid, registration_text(w.get("registered", {})), w.get("why", "")]
+                                               for fid, w in study.withdrawn.items()])]
     if not checks.empty:
-        lines += ["", "## Checks (reported, not judged)", "",
-                  "| check | what | value | per seed | mean [95 % CI] | gate of the arms read |", "|---|---|---|---|---|---|"]
-        for c in checks.to_dict("records"):
-            lines.append(f"| {c['check']} | {c['what']} | {c['value']} | {c['per_seed']} "
-                         f"| {_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}] | {c['gate']} |")
+        lines += ["", "## Checks (reported, not judged)", "", *markdown_rows(
+            ["check", "what", "value", "per seed", "mean [95 % CI]", "gate of the arms read"],
+            [[c["check"], c["what"], c["value"], c["per_seed"],
+              f"{_number(c['mean'])} [{_number(c['ci_low'])}, {_number(c['ci_high'])}]", c["gate"]]
+             for c in checks.to_dict("records")])]
     return "\n".join(lines) + "\n"
 
 

@@ -1,34 +1,8 @@
 """A study's findings judged as one family: each row's registered claim tested on the paired per-seed
 differences (analysis.findings measures them), Holm's adjustment over every finding of the study, the common
-learning gate, power for what is unresolved, and the report (report/findings.md and .csv).
-
-The study config holds, beside its arms:
-
-    alpha: 0.05                       # family-wise error rate (default analysis.verdicts.ALPHA)
-    gate: {own_below_unigram: 0.5,    # one margin rule (analysis.gate.GATE_RULES): nats of each arm's own held-out
-                                      # loss below the unigram NLL of the same
-                                      # targets (train.py's summary; a mixture's every component), or
-           min_below_unigram: 0.5,    # nats: the common-scale likelihood below it (evaluate.py; the earlier gate)
-           min_discrimination: {alpha: 0.01},  # optional: a BLiMP side's per-paradigm preferences must reject
-                                      # coin flips (chi-square) at alpha in every seed
-           clear_by_mc_stderrs: 2}    # optional: a Monte-Carlo margin (the bound) clears the gate by this many
-                                      # standard errors of its estimate
-    findings:
-      F1:
-        claim: ..., anchor: ..., a: {...}, b: {...}
-        test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # or non_inferiority /
-                                                  # equivalence with margin:
-        justification: one line from the anchor for the effect and the margin
-        registered: {date: 2026-11-24, commit: abc1234,   # (analysis.registrations checks it)
-                     seeds: [1, 2, 3, 4, 5]}   # optional: the seeds its verdict is read on; until all are
-                                               # read the row is 'interim', and other seeds are left out
-        superseded: [{test: {...}, registered: {...}, why: ...}]   # earlier registrations, kept when a claim
-                                                                   # changed after data were seen
-    checks:                           # reported with their interval, never judged (e.g. convergence)
-      ag_kl: {what: ..., value: {arm: ..., pairwise: {...}}}
-    withdrawn:                        # findings registered earlier and no longer tested, listed in the report
-      F3_ag_faithful: {registered: {date: ..., commit: ...}, why: ...}
-"""
+learning gate, power for what is unresolved, and the report (report/findings.md and .csv). What a study registers
+(alpha, gate, findings, checks, withdrawn rows) is analysis.registrations.StudySpec; docs/guides/studies.md,
+"Findings and verdicts", walks through it."""
 
 from __future__ import annotations
 
@@ -47,8 +21,7 @@ from analysis.findings_markdown import findings_markdown, precision_note, wall_t
 from analysis.gate import gate_row
 from analysis.items import item_columns
 from analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
-from analysis.study_plots import plot_findings
-from analysis.study_report import save_figure
+from analysis.study_plots import plot_findings, save_figure
 from analysis.study_runs import NotComparable, StudyRuns
 from analysis.verdicts import (
     Claim,
@@ -180,6 +153,3 @@ def main() -> None:
         raise SystemExit(f"the study in {root} defines no findings (study.findings)")
     print("\n".join(str(p) for p in write_findings(root, study)))
 
-
-if __name__ == "__main__":
-    main()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.study import SECONDARY_PREFIXES
+
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.
 EXPERIMENT = ["task", "checkpoint", "objective", "mode", "attention", "pooling", "split", "metric"]
 
@@ -55,11 +57,8 @@ def main() -> None:
         raise SystemExit(f"no results.json under {args.root}; run armlm finetune task=... pretrained=... first")
     summary = seed_summary(results_table(paths))
     if not args.all_metrics:
-        summary = summary[~summary["metric"].str.startswith(("f1_", "precision", "recall"))]
+        summary = summary[~summary["metric"].str.startswith(SECONDARY_PREFIXES)]
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60,
                            "display.float_format", "{:.4f}".format):
         print(summary.to_string(index=False))
 
-
-if __name__ == "__main__":
-    main()

@@ -3,7 +3,10 @@ is) whose function reads sys.argv as `armlm report <kind> ...`; `armlm report --
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from common.commands import Command, dispatch
 
@@ -34,3 +37,11 @@ def usage() -> str:
 
 def main() -> None:
     dispatch(REPORTS, sys.argv[1:], "armlm report", "report", usage())
+
+
+def report_main(write: Callable[[Path], list[Path]], about: str | None) -> None:
+    """The `main` of a report kind that reads one study folder: `armlm report <kind> <root>` writes it and lists the
+    files written."""
+    parser = argparse.ArgumentParser(description=about, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", type=Path, help="a study folder (study.py's root=)")
+    print("\n".join(str(p) for p in write(parser.parse_args().root)))

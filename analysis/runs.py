@@ -40,15 +40,9 @@ def summary_table(runs: list[Path]) -> pd.DataFrame:
     return table
 
 
-def scalars(run: Path) -> pd.DataFrame:
-    """All scalar tags of a run as one frame indexed by step (one column per tag): from its TensorBoard events,
-    or from the scalars.csv a study record keeps for a restored run."""
-    return run_scalars(run)
-
-
 def curve_by_steps(run: Path, tag: str) -> pd.Series:
     """`tag` by training step (NaN-free), e.g. a validation curve."""
-    frame = scalars(run)
+    frame = run_scalars(run)  # TensorBoard's events, or the scalars.csv a study record keeps
     if tag not in frame:
         raise ArmlmError(f"{run} logged no {tag!r}; its tags are {sorted(frame.columns)}")
     return frame[tag].dropna()
@@ -57,7 +51,7 @@ def curve_by_steps(run: Path, tag: str) -> pd.Series:
 def curve_by_tokens(run: Path, tag: str = "val/loss", tokens_tag: str = "train/tokens_seen") -> pd.Series:
     """`tag` against input tokens seen (the shared x-axis of a controlled comparison), or against another
     count such as train/pred_tokens_seen."""
-    frame = scalars(run)
+    frame = run_scalars(run)
     tokens = frame[tokens_tag].ffill()
     values = frame[tag].dropna()
     return pd.Series(values.to_numpy(), index=tokens.reindex(values.index).ffill().fillna(0).to_numpy(), name=tag)

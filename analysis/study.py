@@ -9,6 +9,7 @@ seeds as mean ± 95 % confidence interval (Student t, n - 1 degrees of freedom; 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -154,20 +155,14 @@ def stage_seconds(root: Path) -> pd.DataFrame:
         {"seconds": float, "running": bool})
 
 
-def diagnostic_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    return {arm_and_seed(p, root): read_artefact(p)
-            for p in sorted(root.glob("*/seed*/diagnostics/diagnostics.json"))}
+# What each stage kind's report is called in its stage folder: diagnostics (evaluate.py), BLiMP scores (zeroshot.py)
+# and word-benchmark scores (embeddings.py).
+DIAGNOSTICS, ZEROSHOT, WORDS = "diagnostics/diagnostics.json", "zeroshot/zeroshot.json", "embed/words.json"
 
 
-def zeroshot_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """zeroshot.json (zeroshot.py's BLiMP scores) per arm and seed."""
-    return {arm_and_seed(p, root): read_artefact(p)
-            for p in sorted(root.glob("*/seed*/zeroshot/zeroshot.json"))}
-
-
-def word_reports(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """words.json (embeddings.py's word-benchmark scores) per arm and seed."""
-    return {arm_and_seed(p, root): read_artefact(p) for p in sorted(root.glob("*/seed*/embed/words.json"))}
+def stage_reports(root: Path, report: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """One stage report (DIAGNOSTICS, ZEROSHOT or WORDS) per arm and seed."""
+    return {arm_and_seed(p, root): read_artefact(p) for p in sorted(root.glob(f"*/seed*/{report}"))}
 
 
 def independence_runs(reports: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
@@ -238,6 +233,12 @@ def finetune_feature_gap(finetuning: pd.DataFrame) -> pd.DataFrame:
     features = finetuning[finetuning["variant"] == "features"].set_index(keys)["value"]
     both = pd.concat({"full": full, "features": features}, axis=1).dropna()
     return (both["full"] - both["features"]).rename("value").reset_index()
+
+
+def markdown_rows(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    """A Markdown table's lines: its header, the rule under it and a line per row of cells."""
+    return [f"| {' | '.join(map(str, header))} |", "|" + "---|" * len(header),
+            *(f"| {' | '.join(map(str, row))} |" for row in rows)]
 
 
 def cell(mean: float, ci95: float, digits: int = 3) -> str:

@@ -10,15 +10,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from analysis.runs import curve_by_tokens
 from analysis.verdicts import Claim
+from common.atomic import atomic_file
 from common.errors import ArmlmError
 
 GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
             "self_similarity_different_types"]
 TOKEN_AXES = {"train/tokens_seen": "input tokens seen", "train/pred_tokens_seen": "predicted tokens seen"}
+
+
+def save_figure(fig: Figure, path: Path, tight: bool = True) -> None:
+    """A PNG written through a temporary file, so an interrupted report never leaves a truncated one; `tight`: lay
+    the figure out first (False: the caller did, its own way)."""
+    if tight:
+        fig.tight_layout()
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
 
 
 def val_loss_kinds(pretraining: pd.DataFrame) -> pd.Series:

@@ -7,9 +7,6 @@ its stages are done; rerun it by hand on any study folder:
 
 from __future__ import annotations
 
-import argparse
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +16,7 @@ from matplotlib.figure import Figure  # figures without pyplot: no backend, no g
 from analysis import study as S
 from analysis import study_plots as P
 from analysis.blimp_report import write_blimp_report
+from analysis.reports import report_main
 from common.atomic import atomic_write_text
 from common.errors import ArmlmError
 
@@ -59,7 +57,7 @@ def study_tables(root: str | Path) -> StudyTables:
                          "run python study.py first, or give the study's root folder")
     runs = S.finetuning_runs(root)
     finetuning = S.per_checkpoint(runs)
-    reports = S.diagnostic_reports(root)
+    reports = S.stage_reports(root, S.DIAGNOSTICS)
     pretraining = with_common_scale(pretraining, reports)
     downstream = S.over_seeds(finetuning, ["task", "split", "metric", "arm", "variant"], ["value"])
     if not finetuning.empty:
@@ -116,9 +114,7 @@ def markdown_table(table: pd.DataFrame, index: list[str], columns: list[str]) ->
     if isinstance(wide.columns, pd.MultiIndex):
         wide.columns = [" / ".join(str(c) for c in col) for col in wide.columns]
     wide = wide.reset_index().fillna("-")
-    lines = ["| " + " | ".join(map(str, wide.columns)) + " |", "|---" * wide.shape[1] + "|"]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in wide.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(S.markdown_rows(list(wide.columns), wide.itertuples(index=False))) + "\n"
 
 
 def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
@@ -156,8 +152,8 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "(ii) Fine-tuned minus feature-based score (same arm, seed and task):", "",
         markdown_table(gap, ["task", "split", "metric"], ["arm"]) if not gap.empty else "(none)\n",
         "(iii) Share of [MASK] among input tokens:", "",
-        "| arm | pretraining | fine-tuning |\n|---|---|---|\n" + "".join(
-            f"| {r.arm} | {r.pretraining} | {r.finetuning} |\n" for r in share.itertuples()),
+        "\n".join(S.markdown_rows(["arm", "pretraining", "fine-tuning"], share[["arm", "pretraining", "finetuning"]]
+                                   .itertuples(index=False))) + "\n",
         "## Contextual-embedding geometry (per layer)", "",
         markdown_table(t.representations[~t.representations["measure"].str.startswith("shift_")],
                        ["arm", "measure"], ["layer"]) if not t.representations.empty else "(none)\n",
@@ -187,15 +183,6 @@ def epochs_section(t: StudyTables) -> list[str]:
 def subplots(ncols: int, width: float, height: float) -> tuple[Figure, list]:
     fig = Figure(figsize=(width * ncols, height))
     return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
-
-
-def save_figure(fig: Figure, path: Path) -> None:
-    """Write through a temporary file, so an interrupted report never leaves a truncated PNG."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(handle)
-    fig.tight_layout()
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    os.replace(tmp, path)
 
 
 def study_figures(t: StudyTables) -> dict[str, Figure]:
@@ -240,7 +227,7 @@ def study_figures(t: StudyTables) -> dict[str, Figure]:
 def figures(t: StudyTables, out: Path) -> list[str]:
     written = []
     for name, fig in study_figures(t).items():
-        save_figure(fig, out / f"{name}.png")
+        P.save_figure(fig, out / f"{name}.png")
         written.append(f"{name}.png")
     return written
 
@@ -264,14 +251,4 @@ def write_report(root: str | Path) -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", help="a study folder (study.py's root=)")
-    try:
-        written = write_report(parser.parse_args().root)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-    print("\n".join(str(p) for p in written))
-
-
-if __name__ == "__main__":
-    main()
+    report_main(write_report, __doc__)

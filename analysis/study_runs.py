@@ -31,7 +31,7 @@ class StudyRuns:
     @staticmethod
     def read(root: Path) -> StudyRuns:
         return StudyRuns(S.pretraining_runs(root), S.per_checkpoint(S.finetuning_runs(root)),
-                         S.diagnostic_reports(root), S.zeroshot_reports(root), S.word_reports(root), root)
+                         *(S.stage_reports(root, r) for r in (S.DIAGNOSTICS, S.ZEROSHOT, S.WORDS)), root)
 
     def pretraining_rows(self, arm: str) -> pd.DataFrame:
         return self.pretraining[self.pretraining["arm"] == arm] if not self.pretraining.empty else pd.DataFrame()

@@ -23,7 +23,7 @@ def wants_traceback() -> bool:
     return os.environ.get(TRACEBACK_VARIABLE, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def run_or_exit(run: Callable[[DictConfig], Any], cfg: DictConfig, log: logging.Logger,
+def run_or_exit(run: Callable[[DictConfig | None], Any], cfg: DictConfig | None, log: logging.Logger,
                 errors: tuple[type[BaseException], ...] = CONFIG_ERRORS) -> None:
     try:
         run(cfg)

@@ -48,12 +48,10 @@ def resolve(path: str) -> Any:
 
 
 def run_hydra(cmd: Command) -> None:
-    """Compose the command's config from sys.argv (Hydra's grammar, -m included) and run it; configuration and
-    data errors end as one line naming the problem and the fix."""
+    """Compose the command's config from sys.argv (Hydra's grammar, -m included) and run it."""
     import hydra  # only a Hydra command pays for it
 
-    errors = (*CONFIG_ERRORS, *(resolve(e) for e in cmd.errors))
-    run, log = cmd.function(), logging.getLogger(f"armlm.{cmd.name}")
+    run, errors, log = cmd.function(), error_types(cmd), logging.getLogger(f"armlm.{cmd.name}")
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
@@ -62,9 +60,15 @@ def run_hydra(cmd: Command) -> None:
     main()
 
 
+def error_types(cmd: Command) -> tuple[type[BaseException], ...]:
+    """What ends a command as one line naming the problem and the fix (common.cli): a user error, and its own."""
+    return (*CONFIG_ERRORS, *(resolve(e) for e in cmd.errors))
+
+
 def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: str, usage: str) -> None:
     """`<prog> <name> [its arguments]`: the named command runs on sys.argv as it would alone (argv[0] its script, else
-    "<prog> <name>"); no name, or -h, --help or help, prints `usage`; an unknown name ends naming the choices."""
+    "<prog> <name>"), a user error ending as one line either way; no name, or -h, --help or help, prints `usage`; an
+    unknown name ends naming the choices."""
     if not argv or argv[0] in HELP:
         print(usage)
         return
@@ -73,6 +77,6 @@ def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: 
     cmd = commands[argv[0]]
     sys.argv = [str(REPO / cmd.script) if cmd.script else f"{prog} {cmd.name}", *argv[1:]]
     if cmd.config is None:
-        cmd.function()()
+        run_or_exit(lambda _: cmd.function()(), None, logging.getLogger(f"armlm.{cmd.name}"), errors=error_types(cmd))
     else:
         run_hydra(cmd)

@@ -77,6 +77,21 @@ def test_a_report_and_a_bench_run_as_their_scripts_would(capsys, monkeypatch):
     assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage: recipe_search.py ")
 
 
+def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_path, monkeypatch, caplog):
+    """An argument-parser command ends a user error (ArmlmError) as a Hydra command does, and nothing else: a report
+    used to turn every ValueError into one line, a bug deep in pandas included."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "study", str(tmp_path)])
+    assert stop.value.code == 1 and "holds no finished pretraining run" in caplog.text
+    monkeypatch.setenv("ARMLM_TRACEBACK", "1")
+    with pytest.raises(ValueError, match="holds no finished"):
+        main(["report", "curves", str(tmp_path)])
+    monkeypatch.delenv("ARMLM_TRACEBACK")
+    monkeypatch.setattr("analysis.study.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        main(["report", "study", str(tmp_path)])
+
 def test_the_wrappers_are_thin():
     """A top-level script is its docstring, imports, constants and the `__main__` call of the dispatcher."""
     for script in {c.script for c in COMMANDS.values() if c.script}:

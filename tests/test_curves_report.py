@@ -11,15 +11,7 @@ import pytest
 
 from analysis import study as S
 from analysis.blimp_report import labelled_reports, one_release
-from analysis.curves_reading import (
-    crossings,
-    direction,
-    extrapolations,
-    lead_changes,
-    leads,
-    registered_budget,
-    rule_text,
-)
+from analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads
 from analysis.curves_report import (
     BLIMP,
     GATE,
@@ -130,7 +122,7 @@ def test_the_report_writes_a_figure_per_measure_and_says_where_blimp_passes_the_
     assert f"Not counted above (a launch has not come back: running, or stopped and not yet resumed): " \
            f"mlm/seed2/pretrain, {record['seconds'] / 60:.0f} minutes so far" in text
     assert "one seed: direction unresolved" in text and "Descriptive: no finding is registered" in text
-    assert "## The zero-shot findings' budget, by the rule fixed before the curve was read" in text
+    assert "zero-shot findings' budget" not in text  # a one-time rule, retired: its outcome is in its frozen record
     table = pd.read_csv(root / "report" / "curves.csv")
     assert set(table.query("measure == 'heldout_nll'")["n"]) == {1, 2, 3}
 
@@ -201,42 +193,6 @@ def test_a_line_is_extrapolated_at_its_largest_budget_from_its_rate_and_flops_pe
     assert ar["flops_per_word"] == pytest.approx((5e6 + 6e6) / 2)
     assert ar["hours_at_peak"] == pytest.approx(5.5e6 * 1e8 / 1e15 / 3600)
     assert table.loc["mlm", "hours_here"] == pytest.approx(0.8 * 1e5 / 3600)
-
-
-def blimp_runs_of(values: dict[tuple[str, int, float], float]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, budgets) of BLiMP overall scores keyed by (line, seed, millions of words)."""
-    runs = pd.DataFrame([{"arm": f"{line}-{words}", "seed": seed, "measure": BLIMP, "line": line, "value": v}
-                         for (line, seed, words), v in values.items()])
-    budgets = runs[["arm"]].drop_duplicates().assign(words=lambda b: [float(a.split("-")[1]) * 1e6 for a in b["arm"]])
-    return runs, budgets
-
-
-def test_the_registered_budget_is_the_first_where_both_lines_of_seed_one_clear_the_5_gram_together():
-    ar, mlm = "AutoregressiveLM · exact", "MaskedLM · pll"
-    five_gram = 0.584
-    values = {(ar, 1, 2.5): 0.59, (mlm, 1, 2.5): 0.55,  # AR clears first: not yet
-              (ar, 1, 5.0): 0.58, (mlm, 1, 5.0): 0.60,  # MLM clears, AR dips under: not yet
-              (ar, 1, 10.0): 0.62, (mlm, 1, 10.0): five_gram,  # equal is not above
-              (ar, 1, 20.0): 0.64, (mlm, 1, 20.0): 0.61,  # the first budget where both are above
-              (ar, 2, 5.0): 0.70, (mlm, 2, 5.0): 0.70}  # another seed clears earlier and is not read
-    runs, budgets = blimp_runs_of(values)
-    published = pd.DataFrame([{"arm": "5-gram", "level": "overall", "mean": five_gram},
-                              {"arm": "GPT-2", "level": "overall", "mean": 0.8}])
-    words, scores, score = registered_budget(runs, budgets, published, (ar, mlm), seed=1, model="5-gram")
-    assert (words, score) == (20e6, five_gram) and list(scores.columns) == [ar, mlm] and len(scores) == 4
-    # a budget where one line has not scored does not qualify, and nothing qualifying is NaN
-    partial = {k: v for k, v in values.items() if k[2] != 20.0 or k[0] == ar}
-    words, scores, _ = registered_budget(*blimp_runs_of(partial), published, (ar, mlm), seed=1, model="5-gram")
-    assert words != words and scores.loc[20e6, mlm] != scores.loc[20e6, mlm]
-    # the report says which: decided, not decided while a budget lacks a score, or none
-    published_5gram = published[published["arm"] == "5-gram"]
-    assert "**20.00M words**" in rule_text(runs, budgets, published_5gram)[0]
-    assert "**not decided yet**" in rule_text(*blimp_runs_of(partial), published_5gram)[0]
-    below = {k: 0.5 for k in values}
-    assert "**none** of the budgets (up to 20.00M words) qualifies" in rule_text(*blimp_runs_of(below),
-                                                                                  published_5gram)[0]
-    with pytest.raises(ValueError, match="no release score for 'LSTM'"):
-        registered_budget(runs, budgets, published, (ar, mlm), seed=1, model="LSTM")
 
 
 def test_a_difference_s_reading_needs_seeds_and_an_interval_clear_of_zero():

@@ -11,7 +11,7 @@ import pytest
 import wandb
 from wandb.proto import wandb_internal_pb2
 
-from analysis.runs import scalars
+from common.scalars import run_scalars
 from tests.helpers.configs import tiny_config
 from training.run import run_pretraining
 
@@ -48,7 +48,7 @@ def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
     run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "logger=[tensorboard,csv,wandb]",
                           "logger.wandb.offline=true"))
     wandb.finish()  # the CLI's process exit does this; here the run file is read in the same process
-    tensorboard = set(scalars(tmp_path).columns) - {"epoch", "hp_metric"}  # TensorBoardLogger's own extras
+    tensorboard = set(run_scalars(tmp_path).columns) - {"epoch", "hp_metric"}  # TensorBoardLogger's own extras
     with open(tmp_path / "csv" / "metrics.csv") as f:
         columns = set(next(csv.reader(f))) - {"epoch", "step"}
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
@@ -64,7 +64,7 @@ def test_reports_name_the_missing_tensorboard(tmp_path, cache_dir):
     run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=csv", "trainer.max_steps=2"))
     assert (tmp_path / "csv" / "metrics.csv").is_file() and not (tmp_path / "tensorboard").exists()
     with pytest.raises(FileNotFoundError, match="tensorboard among the loggers"):
-        scalars(tmp_path)
+        run_scalars(tmp_path)
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 import studies.records as records
 import studies.run as study
-from analysis.runs import scalars
+from common.scalars import run_scalars
 from studies.plan import plan
 from studies.records import KEPT_FILE, record_finished, restore_recorded, units
 from studies.runner import Outcome, check_record
@@ -94,7 +94,7 @@ def test_a_finished_unit_is_kept_without_weights_or_logs_and_restored_on_a_fresh
         assert stage.done_file.read_bytes() == (root / stage.done_file.relative_to(fresh)).read_bytes()
         assert not (stage.folder / "checkpoints").exists() and not (stage.folder / "train.log").exists()
     # the report's curves read the same from the restored table as from the live event files
-    live, kept_table = scalars(root / "ar" / "seed1" / "pretrain"), scalars(fresh / "ar" / "seed1" / "pretrain")
+    live, kept_table = run_scalars(root / "ar" / "seed1" / "pretrain"), run_scalars(fresh / "ar" / "seed1" / "pretrain")
     assert list(kept_table.columns) == list(live.columns) and (kept_table.index == live.index).all()
     assert (kept_table.to_numpy() == live.to_numpy()).all()
     assert restore_recorded(fresh_stages, fresh, record) == set()  # now it is there
