@@ -15,9 +15,10 @@ from tests.helpers.vocabularies import make_vocabulary
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regold", action="store_true",
-                     help="rewrite the golden tables of the selected report fixtures from report=only instead of "
-                          "comparing (after a change to the report code: pytest tests/test_records_reports.py "
-                          "--regold -m 'slow or not slow', then review the diff)")
+                     help="rewrite the golden tables (tests/golden/<kind>/) from the reports of the selected "
+                          "synthetic studies instead of comparing them (after a change to the report code or to "
+                          "tests/helpers/synthetic_studies.py: pytest tests/test_records_reports.py --regold, then "
+                          "review the diff)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

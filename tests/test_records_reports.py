@@ -2,38 +2,39 @@
 
 Each kept study keeps its report as it was written (records/<record>/report/: the tables, written.json naming the
 commit and launches that wrote them, and that commit's study and scale configs); today's code never re-derives it.
-The report code is held instead to one fixture study per report kind: a slice of a frozen record (its first seeds),
-rebuilt by `report=only` and compared with tests/golden/<kind>/ byte for byte, the run folder's path written as
-<root>. Records never change, so only a change to the report code moves a golden table: rebuild them with
-`pytest tests/test_records_reports.py --regold -m "slow or not slow"` and review the diff before committing it."""
+The report code is held instead to one synthetic study per report kind (tests.helpers.synthetic_studies: generated
+here, from numbers and seeded draws, so neither the records nor configs/study/ move a golden table): its report
+writers run on it as a study's report does (its report kind's, then the findings where it registers any) and every
+.md and .csv under <root>/report is compared with tests/golden/<kind>/ byte for byte, the study folder's path
+written as <root>. Only a change to the report code (or to a generator) moves a golden table: rebuild them with
+`pytest tests/test_records_reports.py --regold` and review the diff before committing it."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from common.config import compose_config
-from studies.run import run_study
+from analysis.blimp_report import write_blimp_report
+from analysis.curves_report import write_curves
+from analysis.embeddings_report import write_embeddings_report
+from analysis.findings_report import write_findings
+from analysis.study_report import write_report
+from tests.helpers.synthetic_studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
-# report kind -> the slice of a frozen record whose report is its fixture (the record's README command, fewer seeds)
-FIXTURES = {
-    # the study report and the findings family (equivalence rows, the own-loss gate)
-    "findings": ["study=packing", "scale=cpu", "record=records/packing-cpu", "seeds=2"],
-    # item intervals from items.json, epoch sides, interim rows (2 of 8 registered seeds)
-    "items": ["study=decomposition_gutenwiki", "scale=gutenwiki", "record=records/decomposition-gutenwiki-cpu",
-              "first_seed=14", "seeds=2"],
-    # BLiMP tables and the coin-flip gate
-    "blimp": ["study=zeroshot_gutenwiki", "scale=gutenwiki", "record=records/zeroshot-gutenwiki-cpu", "first_seed=2",
-              "seeds=2"],
-    # word benchmarks beside static and contextual features
-    "embeddings": ["study=embeddings", "scale=cpu", "record=records/embeddings-v2-cpu", "first_seed=2", "seeds=2"],
-    # each objective's curve against its budget in words
-    "curves": ["study=curves", "scale=gutenwiki", "record=records/curves-gutenwiki-cpu", "seeds=1"],
+# report kind -> the writer of its study's own report (None: the study has only its findings); what each study
+# exercises is its generator's docstring
+FIXTURES: dict[str, Callable[[Path], object] | None] = {
+    "findings": write_report,  # the study report beside every verdict, the own-loss gate and the checks
+    "items": None,  # item intervals over sentences, pairs and paradigms; epoch sides; an interim family
+    "blimp": write_blimp_report,  # BLiMP tables beside the release's models; the coin-flip gate
+    "embeddings": write_embeddings_report,  # word benchmarks per layer and static beside NER features
+    "curves": write_curves,  # each objective's measures against its budget in words, a cooldown branch among them
 }
 RECORDS = sorted(p.parent for p in (REPO / "records").glob("*/report"))
 
@@ -54,17 +55,30 @@ def test_every_record_keeps_its_report_as_written_with_the_commit_and_config_tha
 
 
 def test_every_fixture_has_its_golden_tables():
-    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(FIXTURES)
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(FIXTURES) == sorted(STUDIES)
 
 
-@pytest.mark.slow
+def folder_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", sorted(STUDIES))
+def test_a_synthetic_study_is_the_same_bytes_wherever_and_whenever_it_is_generated(kind, tmp_path):
+    studies = [STUDIES[kind](tmp_path / name) for name in ("first", "second")]
+    assert studies[0] == studies[1]
+    first, second = folder_bytes(tmp_path / "first"), folder_bytes(tmp_path / "second")
+    assert first and first == second  # nor does any artefact name its folder
+
+
 @pytest.mark.parametrize("kind", sorted(FIXTURES))
-def test_report_only_over_a_fixture_rebuilds_its_golden_tables_byte_for_byte(kind, tmp_path, monkeypatch, request):
-    monkeypatch.chdir(REPO)  # the record paths are the README's, relative to the checkout
+def test_the_reports_of_a_synthetic_study_rebuild_its_golden_tables_byte_for_byte(kind, tmp_path, request):
     root = tmp_path / kind
-    cfg = compose_config("study", [f"root={root}", "report=only", f"checkpoints_from={tmp_path / 'findings'}",
-                                   *FIXTURES[kind]])
-    assert run_study(cfg) == []
+    study = STUDIES[kind](root)
+    report = FIXTURES[kind]
+    if report is not None:
+        report(root)
+    if study.get("findings"):
+        write_findings(root, study)
     written = {p.name: p.read_text().replace(str(root), "<root>")
                for p in sorted((root / "report").iterdir()) if p.suffix in (".md", ".csv")}
     golden = GOLDEN / kind
