@@ -21,7 +21,6 @@ interval lies in the claim's region.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from analysis.verdicts import Claim, ClaimTest, claim_test
+from common.atomic import read_artefact
 from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
 
@@ -71,7 +71,7 @@ def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | N
     path = folder / ITEMS_FILE
     if not path.is_file():
         return None
-    record = json.loads(path.read_text())
+    record = read_artefact(path)
     names = [name for name, m in record["metrics"].items() if m["score"] == score]
     if not names:
         return None

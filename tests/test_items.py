@@ -14,6 +14,7 @@ from analysis.findings import side_items, values
 from analysis.items import ItemInterval, item_interval, item_test
 from analysis.study_runs import StudyRuns
 from analysis.verdicts import Claim, combined_verdict
+from common.migrations import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 SUPERIORITY = Claim("superiority", "greater", 0.01)
@@ -68,7 +69,7 @@ def test_pairs_are_resampled_with_both_sides_paired():
 def write_items(folder: Path, counts: list[list[list[int]]]) -> None:
     folder.mkdir(parents=True)
     (folder / "items.json").write_text(json.dumps({
-        "metrics": {"entities": {"statistics": ["tp", "fp", "fn"], "score": "f1"}},
+        "schema_version": SCHEMA_VERSION, "metrics": {"entities": {"statistics": ["tp", "fp", "fn"], "score": "f1"}},
         "splits": {"validation": {"entities": counts}}}))
 
 
