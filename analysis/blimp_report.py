@@ -19,7 +19,7 @@ from scipy import stats
 from analysis import study as S
 from analysis.study_plots import save_figure
 from common.atomic import atomic_write_text
-from common.errors import ArmlmError
+from common.errors import ArmlmError, ArmlmFileError
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row (records written before it were rewritten: records/rewrite_schema3.py).
@@ -182,7 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     written = write_blimp_report(*args.roots, out=args.out)
     if not written:
-        raise SystemExit(f"no zeroshot.json under {args.roots} (<arm>/seed<k>/zeroshot/); run the studies' "
+        raise ArmlmFileError(f"no zeroshot.json under {args.roots} (<arm>/seed<k>/zeroshot/); run the studies' "
                          "zero-shot stages first")
     print("\n".join(str(p) for p in written))
 

@@ -6,7 +6,6 @@ learning gate, power for what is unresolved, and the report (report/findings.md 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -21,6 +20,7 @@ from analysis.findings_markdown import findings_markdown, precision_note, wall_t
 from analysis.gate import gate_row
 from analysis.items import item_columns
 from analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
+from analysis.reports import report_main
 from analysis.study_plots import plot_findings, save_figure
 from analysis.study_runs import NotComparable, StudyRuns
 from analysis.verdicts import (
@@ -34,6 +34,7 @@ from analysis.verdicts import (
     sign_flip_test,
 )
 from common.atomic import atomic_write_text
+from common.errors import ArmlmError, ArmlmFileError
 
 
 def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
@@ -140,16 +141,16 @@ def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
     return written
 
 
-def main() -> None:
-    """`armlm report findings <study root>`: the verdicts again, from the study kept in study.json."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("root", help="a study folder (study.py's root=)")
-    root = Path(parser.parse_args().root)
+def rewrite_findings(root: Path) -> list[Path]:
+    """The verdicts again, from the study its run kept in study.json."""
     settings = root / "study.json"
     if not settings.is_file():
-        raise SystemExit(f"{settings} is missing: run armlm study for this study first")
+        raise ArmlmFileError(f"{settings} is missing: run armlm study for this study first")
     study = json.loads(settings.read_text())["settings"]["study"]
     if not study.get("findings"):
-        raise SystemExit(f"the study in {root} defines no findings (study.findings)")
-    print("\n".join(str(p) for p in write_findings(root, study)))
+        raise ArmlmError(f"the study in {root} defines no findings (study.findings)")
+    return write_findings(root, study)
 
+
+def main() -> None:
+    report_main(rewrite_findings, "`armlm report findings <study root>`: the verdicts again, from its study.json.")

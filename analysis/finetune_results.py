@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.study import SECONDARY_PREFIXES
+from common.errors import ArmlmFileError
 
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.
 EXPERIMENT = ["task", "checkpoint", "objective", "mode", "attention", "pooling", "split", "metric"]
@@ -54,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = find_results(args.root)
     if not paths:
-        raise SystemExit(f"no results.json under {args.root}; run armlm finetune task=... pretrained=... first")
+        raise ArmlmFileError(f"no results.json under {args.root}; run armlm finetune task=... pretrained=... first")
     summary = seed_summary(results_table(paths))
     if not args.all_metrics:
         summary = summary[~summary["metric"].str.startswith(SECONDARY_PREFIXES)]

@@ -84,6 +84,10 @@ def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_
     with pytest.raises(SystemExit) as stop:
         main(["report", "study", str(tmp_path)])
     assert stop.value.code == 1 and "holds no finished pretraining run" in caplog.text
+    for kind, says in (("findings", "study.json is missing"), ("blimp", "no zeroshot.json under")):
+        with pytest.raises(SystemExit) as stop:
+            main(["report", kind, str(tmp_path)])
+        assert stop.value.code == 1 and says in caplog.text
     monkeypatch.setenv("ARMLM_TRACEBACK", "1")
     with pytest.raises(ValueError, match="holds no finished"):
         main(["report", "curves", str(tmp_path)])
