@@ -183,6 +183,6 @@ def main() -> None:
     written = write_blimp_report(*args.roots, out=args.out)
     if not written:
         raise ArmlmFileError(f"no zeroshot.json under {args.roots} (<arm>/seed<k>/zeroshot/); run the studies' "
-                         "zero-shot stages first")
+                             "zero-shot stages first")
     print("\n".join(str(p) for p in written))
 

@@ -164,6 +164,7 @@ def markdown(points: pd.DataFrame, lead_tables: dict[str, pd.DataFrame], change_
              "Descriptive: no finding is registered on this curve. A difference at one seed has no interval over "
              "seeds and says nothing about its sign; one with several is read only where its interval excludes 0, "
              "uncorrected for the family.", ""]
+
     def millions(words: float) -> str:
         return f"{words / 1e6:.2f}M"
 

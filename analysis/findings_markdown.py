@@ -103,6 +103,19 @@ def item_rule_text(decides: str | None, alpha: float) -> str:
             f"reproduced or contradicted only where the seed test and the item test say so: {rule}.")
 
 
+def _finding_row(r: dict[str, Any]) -> list[Any]:
+    """A row of the family's table: the finding, its test, both means, the seed and item intervals and tests, the
+    gate column and the verdict, with what would resolve it."""
+    interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
+    over_items = f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}]" if r.get("items") else "-"
+    note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
+    marked = (" (re-registered after data)" if r.get("superseded")
+              else " (registered after data)" if r.get("registered_after_data") else "")
+    return [f"{r['finding']}{marked}", r["claim"], _test_text(r), _number(r["a_mean"]), _number(r["b_mean"]), interval,
+            r["n"], _p(r["p"]), _p(r["p_holm"]), _p(r["p_sign_flip"]), over_items, _p(r["item_p_holm"]),
+            _number(r["gate"], 2), f"**{r['verdict']}**", note]
+
+
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpec, header: str) -> str:
     alpha, gate = study.alpha, study.gate
     lines = [header, "",
@@ -121,18 +134,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
               "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
               *markdown_rows(["finding", "claim", "registered test", "A", "B", "A - B [95 % CI]", "seeds", "p",
                               "p (Holm)", "p (sign-flip)", "items: A - B [95 %]", "p (items, Holm)", "gate", "verdict",
-                              "what would resolve it / note"], [])]
-    for r in table.to_dict("records"):
-        interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
-        over_items = (f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}]" if r.get("items")
-                      else "-")
-        note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
-        marked = (" (re-registered after data)" if r.get("superseded")
-                  else " (registered after data)" if r.get("registered_after_data") else "")
-        lines.append(f"| {r['finding']}{marked} | {r['claim']} | {_test_text(r)} | {_number(r['a_mean'])} "
-                     f"| {_number(r['b_mean'])} | {interval} | {r['n']} | {_p(r['p'])} | {_p(r['p_holm'])} "
-                     f"| {_p(r['p_sign_flip'])} | {over_items} | {_p(r['item_p_holm'])} "
-                     f"| {_number(r['gate'], 2)} | **{r['verdict']}** | {note} |")
+                              "what would resolve it / note"], [_finding_row(r) for r in table.to_dict("records")])]
     lines += ["", "## Registrations", "", *markdown_rows(
         ["finding", "sides", "anchor", "justification of the margin or effect", "registered", "earlier registrations"],
         [[r["finding"], f"A = {r['a']}; B = {r['b']}", r["anchor"], r["justification"], r["registered"],

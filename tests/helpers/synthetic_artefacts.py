@@ -49,7 +49,7 @@ def run(root: Path, arm: str, seed: int, *stage: str) -> Path:
 def stage_record(folder: Path, kind: str, seconds: float | None, running: bool = False) -> None:
     """The runner's stage.json: wall seconds over its launches (None: kept no time); `running`: a launch out."""
     write(folder / "stage.json", {"seconds": seconds, "kind": kind, "launches": 1,
-                                  "started_at": "2026-12-01T10:00:00" if running else None})
+                                  "started_at": 1_764_583_200.0 if running else None})  # epoch seconds
 
 
 def pretraining(root: Path, arm: str, seed: int, objective: str, val_loss: float, own: float, *,
