@@ -1,111 +1,96 @@
 #!/usr/bin/env bash
-# Issue 73's one call on a lent GPU, at most 10 minutes (WALL seconds, default 540), everything under $OUT:
-#   1. the carried packages installed (.gpu-carry, ../shared/tools/gpu_carry.sh);
-#   2. bench/throughput.py at model=small and model=base, AR and MLM beside HF's GPT-2 and BERT in each process,
-#      eager and compiled, for the baseline checkout (54b17a1) and HEAD in turn: tokens/s, share of the data sheet
-#      and of the matmul peak measured in the same process, ratio to HF;
-#   3. bench/step_profile.py's top ten operators of each step (HEAD, model=base, compiled);
-#   4. a real train.py run (model=base, trainer=gpu): train/mfu over its whole fit, and its start-up;
-#   5. with the time left, scale=gpu_lease: the findings study's AR and MLM arms, 3 seeds, fine-tuned on CoNLL-2003.
-# Each part runs under what is left of WALL; a part that runs out is cut and the next starts.
+# One call on a lent GPU, at most 10 minutes (WALL seconds, default 560), its parts in priority order, each cut at what
+# is left of WALL (a part that runs out is cut and the next starts):
+#   1. learns:     bench/gpu_learns.py: does the step learn, and which setting stops it (issue 82's variants)
+#   2. objectives: bench/objectives_learn.py: every objective config through train.py trainer=gpu, compiled and
+#                  eager, 64- and 512-token blocks, each >= 0.5 nats below its unigram baseline; then CoNLL-2003
+#                  fine-tuned on CUDA from the MLM run. Runs with the fix part 1 names (learns_fix.txt)
+#   3. cuda-tests: the suite's CUDA-only tests (learning, no host sync, SDPA kernels, the CPU tests' checks on CUDA)
+#   4. throughput: bench/throughput.py at base shape, compiled, beside HF's models
+#   5. study:      the findings study's AR and MLM arms, one seed each, fine-tuned on CoNLL-2003 (scale=gpu_lease)
+# Everything comes back as $OUT/lease.tar.gz (logs, summaries, tables; no checkpoints) plus parts.txt and the tables.
 #
-# Prepared here, before the lease (each output is git-ignored and carried):
-#   bash ../shared/tools/gpu_carry.sh && rm -rf .gpu-carry/site/gensim/test/test_data/enwiki*   # 31 MB
-#   git archive 54b17a1 -- . ':!records' ':!docs' ':!tests' ':!notebooks' > .gpu-baseline.tar        # 1.2 MB
-#   tar -C "$ARMLM_DATA_DIR" -cJf .gpu-data.tar.xz conll2003                                         # CoNLL-2003
-# On the device: the run tool with carry [".gpu-carry", ".gpu-baseline.tar", ".gpu-data.tar.xz"] and
+# Prepared here, before the lease (each output is git-ignored and carried; ~20 MB in all):
+#   bash ../shared/tools/gpu_carry.sh                                                   # 28 MB: wheels and gensim
+#   find .gpu-carry/site \( -name '*.c' -o -name '*.cpp' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -delete
+#                                                       # 19 MB: gensim's sources go, its extensions and excerpt stay
+#   tar -C "$ARMLM_DATA_DIR" -cJf .gpu-data.tar.xz conll2003                           # 0.6 MB: CoNLL-2003
+# What travels is the checkout plus carry, 64 MiB at most: tracked files are ~35 MiB, 31.7 of them records/. Set aside
+# what no part reads, and bring it back after the call:
+#   mkdir -p ../aside && mv records docs notebooks ../aside/     # then: mv ../aside/* . && git status --short
+# On the device: the run tool with carry [".gpu-carry", ".gpu-data.tar.xz"] and
 #   bash bench/gpu_lease.sh
 # Here, on the CPU, every part at smoke size (tests/test_gpu_lease.py runs it):
 #   bash bench/gpu_lease.sh --dry-run
 set -uo pipefail
 dry=0; [ "${1:-}" = "--dry-run" ] && dry=1
-out=${OUT:-/tmp/gpu-lease}; mkdir -p "$out"
+out=${OUT:-/tmp/gpu-lease}; mkdir -p "$out/runs"
 here=$(pwd); python=${PYTHON:-python3}
-started=$(date +%s); wall=${WALL:-540}
+started=$(date +%s); wall=${WALL:-560}
 left() { echo $(( wall - ($(date +%s) - started) )); }
-# part NAME SECONDS COMMAND...: run COMMAND under min(SECONDS, what is left), its output in $out/NAME.log
+# part NAME SECONDS COMMAND...: run COMMAND under min(SECONDS, what is left), its output in $out/runs/NAME.log
 part() {
   local name=$1 limit=$2; shift 2
   local budget; budget=$(left); [ "$budget" -gt "$limit" ] && budget=$limit
   if [ "$budget" -le 5 ]; then echo "$name: skipped, no time left" | tee -a "$out/parts.txt"; return; fi
   local t0; t0=$(date +%s)
-  timeout "$budget" "$@" > "$out/$name.log" 2>&1; local rc=$?
+  timeout "$budget" "$@" > "$out/runs/$name.log" 2>&1; local rc=$?
   echo "$name: rc=$rc, $(( $(date +%s) - t0 )) s" | tee -a "$out/parts.txt"
-  grep -v "^{" "$out/$name.log" | tail -n 3
+  grep -v "^{" "$out/runs/$name.log" | tail -n 4
 }
 
 if [ "$dry" = 1 ]; then
-  device=cpu; precision=fp32; backend=aot_eager
-  shapes=("small --d-model 64 --n-layers 2 --n-heads 2 --d-ff 256 --vocab-size 600 --seq-len 32 --batch-size 4")
-  bench_steps=(--rounds 1 --steps 1 --warmup 1); compile_flags="--compile --compile-backend aot_eager"
-  train=(model=tiny trainer.max_steps=3 trainer.val_check_interval=3 trainer.limit_val_batches=2 max_tokens=null
-         data.block_size=32 data.batch_size=8 data.tokenizer.vocab_size=600 trainer.precision=32-true
-         trainer.enable_progress_bar=false
-         trainer.step.compile=true trainer.step.compile_backend=aot_eager)
+  device=cpu; dry_flag=--dry-run
+  objectives=(--objectives mlm --blocks 32 64 --parallel 2
+              --finetune-extra task.data.max_train_examples=16 task.data.max_eval_examples=16 trainer.max_steps=2)
+  tests=(tests/test_cuda_learning.py)  # skips on the CPU, with its reason
+  bench=(--device cpu --precision fp32 --objectives ar --d-model 64 --n-layers 2 --n-heads 2 --d-ff 256
+         --vocab-size 600 --seq-len 32 --batch-size 4 --rounds 1 --steps 1 --warmup 1)
   study=(scale=smoke seeds=1 first_seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]'
          'extra_finetune=["task.data.max_train_examples=16","task.data.max_eval_examples=16"]')
-  arms=(ar)  # the arms share every line of the study's code: one shows the part works
+  arms=(ar)
 else
-  device=cuda; precision=bf16; backend=inductor
-  shapes=("small --d-model 256 --n-layers 4 --n-heads 4 --d-ff 1024 --vocab-size 8192 --seq-len 128 --batch-size 128"
-          "base --d-model 768 --n-layers 12 --n-heads 12 --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32")
-  bench_steps=(--rounds 5 --steps 10); compile_flags="--compile"
-  train=(model=base model.positions=rope trainer=gpu data.block_size=512 data.batch_size=32 max_tokens=20_000_000
-         trainer.val_check_interval=100000 trainer.limit_val_batches=10 trainer.log_every_n_steps=50)
-  study=(scale=gpu_lease seeds=3 first_seed=22); arms=(ar mlm)
+  device=cuda; dry_flag=
+  objectives=(--parallel 16)
+  tests=(tests/test_learning.py tests/test_compiled_step.py tests/test_host_reads.py tests/test_sdpa_calls.py
+         tests/test_cuda_learning.py -k "cuda")
+  bench=(--device cuda --precision bf16 --objectives ar mlm --compile --d-model 768 --n-layers 12 --n-heads 12
+         --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32 --rounds 3 --steps 10)
+  study=(scale=gpu_lease seeds=1 first_seed=22); arms=(ar mlm)
   bash .gpu-carry/install.sh || exit 1
   export PYTHONPATH=/tmp/site:$here/.gpu-carry/site
   mkdir -p /tmp/data && tar -C /tmp/data -xJf .gpu-data.tar.xz && export ARMLM_DATA_DIR=/tmp/data
 fi
 export PYTHONUNBUFFERED=1
-baseline=/tmp/gpu-lease-baseline; archive=${BASELINE_TAR:-.gpu-baseline.tar}
-if [ -f "$archive" ]; then rm -rf "$baseline" && mkdir -p "$baseline" && tar -C "$baseline" -xf "$archive"
-else baseline=  # no archive: HEAD only, said in parts.txt
-fi
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
-  $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__)"; } \
-  | tee "$out/device.txt"
+  $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
+  'cudnn', torch.backends.cudnn.version())"; } | tee "$out/device.txt"
 
-# 2. throughput: baseline and HEAD in turn, per shape, eager then compiled (HF beside armlm in every process)
-for shape in "${shapes[@]}"; do
-  name=${shape%% *}; flags=${shape#* }
-  for compiled in "" "$compile_flags"; do
-    tag=$name${compiled:+-compiled}
-    for tree in ${baseline:+"$baseline"} "$here"; do
-      which=$([ "$tree" = "$here" ] && echo head || echo 54b17a1)
-      # the baseline compiles with inductor only (its backbone alone): a CPU dry run leaves it out
-      [ "$dry" = 1 ] && [ -n "$compiled" ] && [ "$which" != head ] && continue
-      # shellcheck disable=SC2086
-      part "throughput-$tag-$which" 150 $python "$tree/bench/throughput.py" --device "$device" --precision "$precision" \
-        --objectives ar mlm $compiled $flags "${bench_steps[@]}" --json "$out/throughput.jsonl"
-    done
-  done
-done
-[ -z "$baseline" ] && echo "baseline: .gpu-baseline.tar missing, HEAD only" | tee -a "$out/parts.txt"
+# 1. does the step learn, and what stops it; the fix it names is what part 2 runs with
+part learns 170 $python bench/gpu_learns.py $dry_flag --json "$out/learns.jsonl" --fix "$out/learns_fix.txt"
+grep -A 14 "^| variant" "$out/runs/learns.log" > "$out/learns.md"; grep -E "^(culprit|not reproduced|no single)" \
+  "$out/runs/learns.log" >> "$out/learns.md"
+fix=(); [ -s "$out/learns_fix.txt" ] && read -r -a fix < "$out/learns_fix.txt"
 
-# 3. where the compiled step's time goes
-# shellcheck disable=SC2086
-part profile 90 $python bench/step_profile.py --device "$device" --precision "$precision" --steps 3 \
-  $compile_flags ${shapes[-1]#* }
+# 2. every objective learns through train.py trainer=gpu, and a fine-tuning run on CUDA from one of them
+part objectives 270 $python bench/objectives_learn.py $dry_flag "${objectives[@]}" --finetune conll2003 \
+  --out "$out/objectives" --json "$out/objectives.jsonl" ${fix[@]:+--extra "${fix[@]}"}
+grep -E "^(\||fine-tuned|did not)" "$out/runs/objectives.log" > "$out/objectives.md"
 
-# 4. a real run's MFU over its whole fit (train/mfu in its TensorBoard run; summary.json's FLOPs and fit time)
-part train 180 $python train.py objective=mlm "${train[@]}" trainer.step.compile_backend=$backend \
-  "hydra.run.dir=$out/train"
-$python - "$out/train" <<'PY' | tee "$out/train_mfu.txt"
-import json, sys
-from pathlib import Path
-summary = Path(sys.argv[1]) / "summary.json"
-if summary.is_file():
-    s = json.loads(summary.read_text())
-    print({k: s.get(k) for k in ("steps", "tokens_seen", "flops_seen", "fit_seconds", "wall_seconds", "mfu")})
-else:
-    print("train: no summary.json (cut or failed; see train.log)")
-PY
+# 3. the suite's CUDA-only tests
+part cuda-tests 150 $python -m pytest -q -p no:cacheprovider "${tests[@]}"
+
+# 4. speed, compiled, beside HF's models in the same process
+part throughput 90 $python bench/throughput.py "${bench[@]}" --json "$out/throughput.jsonl"
 
 # 5. the findings' AR and MLM arms at 10 x the CPU budget, while time is left
 for arm in "${arms[@]}"; do
-  part "study-$arm" 600 $python study.py study=findings "${study[@]}" arm=$arm 'stages=[pretrain,finetune]' \
+  part "study-$arm" 200 $python study.py study=findings "${study[@]}" arm=$arm 'stages=[pretrain,finetune]' \
     "root=$out/study" report=false
 done
-ls "$out" > "$out/files.txt"
 echo "done in $(( $(date +%s) - started )) s" | tee -a "$out/parts.txt"
+# one archive of everything (no checkpoints or event files); beside it only the tables, at most 8 files in all
+tar -C "$out" --exclude='*.ckpt' --exclude='events.out.*' -czf /tmp/lease.tar.gz . && mv /tmp/lease.tar.gz "$out" \
+  && find "$out" -mindepth 1 -maxdepth 1 ! -name lease.tar.gz ! -name parts.txt ! -name device.txt ! -name learns.md \
+    ! -name objectives.md -exec rm -rf {} +
+ls -la "$out" | tee -a "$out/parts.txt"

@@ -24,7 +24,7 @@ from models.backbone import ModelConfig
 from models.checkpoint import load_weights, read_hyperparameters
 from sources import SOURCE_KEY, ModelSource, open_source
 from training.setup import build, choose_cpu_precision, differences
-from training.trainer import build_trainer, checkpoints, write_items, write_result
+from training.trainer import attention_kernels, build_trainer, checkpoints, step_settings, write_items, write_result
 from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
@@ -163,6 +163,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     if source.kind == "armlm":  # a transformers backbone was reopened with its weights
         load_weights(module.backbone, source.backbone.state_dict(), source.origin)
     module.tokenizer_json = tokenizer_json
+    module.fused_adamw = step_settings(cfg.trainer)["fused_adamw"]
     if cfg.ckpt_path:
         check_finetune_resumable(Path(cfg.ckpt_path), dict(module.hparams))
 
@@ -173,7 +174,8 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
                             limit_val_batches=1.0)
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", source.origin,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    with attention_kernels(cfg.trainer):
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
 
     results = {
         "task": info.name,

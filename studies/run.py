@@ -98,7 +98,8 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     if cfg.report == "only":  # the report over what the root holds now (and the record restored): no stage runs
         write_study_report(cfg, root)
         return []
-    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done, launcher=str(cfg.launcher))
+    outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done, launcher=str(cfg.launcher),
+                          allow_unlearned=bool(cfg.allow_unlearned))
     outcomes = [replace(o, status="restored", detail=f"from {record}") if o.stage in restored else o
                 for o in outcomes]
     log.info("\n%s", summarise(outcomes))
@@ -123,6 +124,6 @@ def study(cfg: DictConfig) -> list[Outcome]:
     except KeyboardInterrupt:
         log.error("interrupted: rerun the same command to resume (finished stages are kept)")
         sys.exit(130)
-    if any(o.status == "failed" for o in outcomes):
+    if any(o.status in ("failed", "refused") for o in outcomes):
         sys.exit(1)
     return outcomes

@@ -35,7 +35,9 @@ UNSAFE_PATH_CHARS = set(" ,=[]{}()'\"\\$")
 @dataclass
 class Outcome:
     stage: Stage
-    status: str  # skipped (done before) | restored (from the study's record) | done | failed | waiting (inputs)
+    # skipped (done before) | restored (from the study's record) | done | failed | waiting (inputs) | refused (an input
+    # run learned nothing)
+    status: str
     seconds: float = 0.0
     detail: str = ""
 
@@ -129,13 +131,28 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     return Outcome(stage, "failed", seconds, f"exit status {returncode}; see {logs}")
 
 
+def unlearned(needs: tuple[Path, ...]) -> list[Path]:
+    """The input runs whose result says they learned nothing (train.py's summary.json: learned: false)."""
+    found = []
+    for need in needs:
+        try:
+            result = json.loads(need.read_text()) if need.suffix == ".json" and need.is_file() else {}
+        except (OSError, ValueError):
+            continue
+        if isinstance(result, dict) and result.get("learned") is False:
+            found.append(need)
+    return found
+
+
 def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, dry_run: bool = False,
-               on_done: Callable[[Stage], object] | None = None, launcher: str = "process") -> list[Outcome]:
+               on_done: Callable[[Stage], object] | None = None, launcher: str = "process",
+               allow_unlearned: bool = False) -> list[Outcome]:
     """Run every stage whose inputs are done, until none can start. Stages whose input stage failed, or
     lies outside this launch (arm=/seed= selections), are reported as waiting. `prefix` maps a stage kind
     to the launcher put before its `python` (e.g. srun); `on_done` is called after each stage that finishes
     (the study's record keeps finished units as they come); `launcher` runs each stage as its own process or inside
-    this one (LAUNCHERS)."""
+    this one (LAUNCHERS). A stage whose input run learned nothing (its held-out loss not below its unigram baseline)
+    is refused unless `allow_unlearned`."""
     if launcher not in LAUNCHERS:
         raise ArmlmError(f"launcher={launcher!r}; choose one of {LAUNCHERS}")
     prefix = prefix or {}
@@ -152,7 +169,12 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
             if stage.done_file.is_file():
                 outcomes[stage] = Outcome(stage, "skipped", detail=f"{stage.done_file.name} exists")
             elif all(need.is_file() or need in planned for need in stage.needs):
-                if dry_run:
+                if not allow_unlearned and unlearned(stage.needs):
+                    runs = ", ".join(str(need.parent) for need in unlearned(stage.needs))
+                    outcomes[stage] = Outcome(stage, "refused", detail=f"{runs} learned nothing (summary.json: learned: "
+                                              "false); fix that run, or give allow_unlearned=true to use it anyway")
+                    log.error("%s: refused: %s", stage.name, outcomes[stage].detail)
+                elif dry_run:
                     outcomes[stage] = Outcome(stage, "planned", detail=" ".join(command(stage, prefix)[0]))
                     planned.add(stage.done_file)
                 else:

@@ -6,12 +6,22 @@ forward and backward as inductor would, without generating kernels (tests/test_t
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
 from bench.objective_cases import objective_case, objective_names
 from objectives.base import TrainingProgress
+from tests.helpers.configs import composed_config
+from tests.helpers.learning import (
+    assert_every_gradient_nonzero,
+    assert_every_parameter_moved,
+    reached_parameters,
+    snapshot,
+)
 from training.compiled import compile_loss, datasheet_peak
+from training.trainer import attention_kernels
 
 TOTAL_TOKENS = 10_000
 
@@ -54,22 +64,43 @@ def test_the_step_is_one_graph_with_eagers_loss_and_gradients(name, documents):
     assert out.forward_flops >= eager.forward_flops > 0
 
 
+# Where the steps run: fp32 and bf16 autocast on the CPU, and bf16 on CUDA with trainer=gpu's attention kernels
+DEVICES = [pytest.param("cpu", None, id="cpu-fp32"), pytest.param("cpu", torch.bfloat16, id="cpu-bf16"),
+           pytest.param("cuda", torch.bfloat16, id="cuda-bf16",
+                        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(("device", "dtype"), DEVICES)
 @pytest.mark.parametrize("name", objective_names())
-def test_later_steps_with_new_draws_rates_and_schedules_do_not_recompile(name):
+def test_later_steps_learn_and_do_not_recompile_with_new_draws_rates_and_schedules(name, device, dtype):
+    """Each step: every trainable gradient non-zero and finite, and every parameter moved by the optimiser (new mask
+    draws alone would make the losses differ with no weight moving)."""
     case, compiled = eager_and_compiled(name)
-    optimizer = torch.optim.AdamW([*case.model.parameters(), *case.objective.parameters()], lr=1e-3)
-    losses = []
-    for step in range(4):
-        if case.objective.needs_progress:  # a schedule moves within its first phase
-            case.objective.set_progress(TrainingProgress(100 * (step + 1), TOTAL_TOKENS))
-        for group in optimizer.param_groups:
-            group["lr"] = 1e-3 / (step + 1)
-        with torch.compiler.set_stance("fail_on_recompile" if step else "default"):
-            out, _ = loss_and_grads(compiled, case.batch, case.model, seed=step)
-        optimizer.step()
-        losses.append(float(out.loss.detach()))
-    assert len(set(losses)) == len(losses)  # new draws and new weights each step: the graph is not a constant
+    model = case.model.to(device)
+    case.objective.to(device)
+    batch = {key: value.to(device) for key, value in case.batch.items()}
+    trained = torch.nn.ModuleList([model, case.objective])
+    optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-3)
+    kernels = attention_kernels(composed_config("train", ["trainer=gpu"]).trainer) if device == "cuda" else (
+        contextlib.nullcontext())
+    case.objective.loss(batch, model, None).loss.backward()  # eagerly: the parameters this objective's loss reaches
+    reached = reached_parameters(model)
+    with kernels:
+        for step in range(4):
+            if case.objective.needs_progress:  # a schedule moves within its first phase
+                case.objective.set_progress(TrainingProgress(100 * (step + 1), TOTAL_TOKENS))
+            for group in optimizer.param_groups:
+                group["lr"] = 1e-3 / (step + 1)
+            with torch.compiler.set_stance("fail_on_recompile" if step else "default"), torch.autocast(
+                    device, dtype=dtype or torch.float32, enabled=dtype is not None):
+                trained.zero_grad(set_to_none=True)
+                torch.manual_seed(step)
+                compiled(batch).loss.backward()
+            assert_every_gradient_nonzero(model, reached)
+            before = {name: value for name, value in snapshot(model).items() if name in reached}
+            optimizer.step()
+            assert_every_parameter_moved(before, model)
 
 
 @pytest.mark.slow

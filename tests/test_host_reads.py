@@ -8,21 +8,14 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-import training.run
 from objectives.mlm import MaskedLM
 from tests.helpers.configs import tiny_config
+from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
 from training.callbacks import TokenAccounting
 from training.lit_module import NonFiniteLossError, PretrainModule
 from training.run import run_pretraining
 
 COMPILED = ("trainer.step.compile=true", "trainer.step.compile_backend=aot_eager")
-
-
-def with_callbacks(monkeypatch, *extra: Callback) -> None:
-    """train.py's trainer with `extra` callbacks after its own."""
-    real = training.run.build_trainer
-    monkeypatch.setattr(training.run, "build_trainer",
-                        lambda trainer, out, callbacks, *a, **k: real(trainer, out, [*callbacks, *extra], *a, **k))
 
 
 def counting_reads(monkeypatch) -> list[int]:
@@ -42,7 +35,10 @@ def counting_reads(monkeypatch) -> list[int]:
 @pytest.mark.slow
 def test_a_compiled_run_trains_as_the_eager_one_and_reads_once_per_logging_step(tmp_path, cache_dir, monkeypatch):
     # masked LM over padded segment pairs would read its input tokens too; blocks of MLM: masks drawn per step
+    with_callbacks(monkeypatch, LearningProbe(at=1))  # each run trains: non-zero gradients, every weight moved
     eager = run_pretraining(tiny_config(tmp_path / "eager", cache_dir, "objective=mlm", "trainer.log_every_n_steps=4"))
+    held_out = logged_scalars(tmp_path / "eager", "val/loss")  # after steps 4 and 8, on the same blocks
+    assert held_out[-1] < held_out[0]  # the reference learns: a run that did not would compare equal too
     reads = counting_reads(monkeypatch)
     compiled = run_pretraining(tiny_config(tmp_path / "compiled", cache_dir, "objective=mlm",
                                            "trainer.log_every_n_steps=4", *COMPILED))
@@ -53,6 +49,9 @@ def test_a_compiled_run_trains_as_the_eager_one_and_reads_once_per_logging_step(
     assert compiled["flops_seen"] >= eager["flops_seen"]  # every row's work: the head runs at every position
     # 8 steps logged every 4th: two logging reads, the checkpoints' and the summary's, never one a step
     assert 1 <= len(reads) <= 5
+    norms = logged_scalars(tmp_path / "compiled", "train/grad_norm")
+    assert len(norms) == 2 and all(0 < n < float("inf") for n in norms)
+    assert norms == pytest.approx(logged_scalars(tmp_path / "eager", "train/grad_norm"), rel=1e-3)
 
 
 class SpoilAt(Callback):
@@ -79,7 +78,7 @@ def test_a_nan_loss_in_a_compiled_step_stops_before_any_checkpoint_holds_its_wei
     torch._dynamo.reset()  # a graph traced through the unpatched loss by an earlier test is not reused
     with_callbacks(monkeypatch, SpoilAt(5))
     cfg = tiny_config(tmp_path, cache_dir, "objective=mlm", "trainer.max_steps=12", *COMPILED)
-    with pytest.raises(NonFiniteLossError, match=r"NaN/inf at or before step \d+ .*last saved checkpoint is intact"):
+    with pytest.raises(NonFiniteLossError, match=r"loss was NaN/inf at step 5 .*last saved checkpoint is intact"):
         run_pretraining(cfg)
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == 4  # the validation before the NaN; none after it
@@ -104,9 +103,12 @@ def test_compiled_steps_on_cuda_never_synchronise(tmp_path, cache_dir, monkeypat
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             torch.cuda.set_sync_debug_mode("error" if 3 <= batch_idx <= 10 else "default")
 
-    with_callbacks(monkeypatch, SyncGuard())
+    with_callbacks(monkeypatch, SyncGuard(), LearningProbe(at=11))  # outside the guarded steps: it reads gradients
     try:
-        assert run_pretraining(cfg)["steps"] == 12
+        summary = run_pretraining(cfg)
+        assert summary["steps"] == 12
+        norms = logged_scalars(tmp_path, "train/grad_norm")  # the last step's, where the logger wrote
+        assert norms and all(0 < n < float("inf") for n in norms)
     finally:
         torch.cuda.set_sync_debug_mode("default")
 

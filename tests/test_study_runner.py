@@ -84,3 +84,22 @@ def test_a_launch_killed_with_its_driver_is_counted_up_to_its_last_checkpoint(tm
     assert cut_launch_seconds({"started_at": 2000.0}, Stage) == 0.0  # a checkpoint older than the launch
     os.utime(last, (time.time() + 3600, time.time() + 3600))  # stamped an hour ahead: read as written now
     assert cut_launch_seconds({"started_at": time.time() - 60}, Stage) == pytest.approx(60, abs=5)
+
+
+def test_a_stage_on_a_pretraining_run_that_learned_nothing_is_refused_unless_asked(tmp_path):
+    """Issue 82: a run whose held-out loss ended above its unigram baseline (summary.json learned: false) starts no
+    fine-tuning or diagnostics; allow_unlearned=true (the smoke scale's setting) starts them."""
+    stages = plan(study_config("scale=cpu", "seeds=1", "arm=mlm", f"root={tmp_path}"))
+    pretrain = stages[0]
+    pretrain.folder.mkdir(parents=True)
+    (pretrain.folder / RECORD).write_text(json.dumps(versioned(pretrain.record())))
+    pretrain.done_file.write_text(json.dumps({"learned": False, "val_loss": 6.86, "unigram_baseline": 5.82}))
+    outcomes = run_stages(stages, dry_run=True)
+    readers = [o for o in outcomes if pretrain.done_file in o.stage.needs]
+    assert readers and all(o.status == "refused" for o in readers)
+    assert all(str(pretrain.folder) in o.detail and "allow_unlearned=true" in o.detail for o in readers)
+    assert all(o.status == "planned" for o in run_stages(stages, dry_run=True, allow_unlearned=True)
+               if pretrain.done_file in o.stage.needs)
+    pretrain.done_file.write_text(json.dumps({"learned": True}))
+    assert all(o.status == "planned" for o in run_stages(stages, dry_run=True) if pretrain.done_file in o.stage.needs)
+    assert study_config("scale=smoke").allow_unlearned and not study_config("scale=cpu").allow_unlearned

@@ -15,6 +15,7 @@ from common.vocabulary import Vocabulary
 from models.attention import BIDIRECTIONAL
 from objectives.mlm import MaskedLM
 from tests.helpers.configs import tiny_config
+from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
 from training.lit_module import PretrainModule
 from training.run import check_config, run_pretraining
 
@@ -31,9 +32,12 @@ def test_the_last_step_validates_and_checkpoints_even_off_the_interval(tmp_path,
     assert torch.load(summary["last_checkpoint"], weights_only=True)["global_step"] == 7
 
 
-def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir):
+def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir, monkeypatch):
+    with_callbacks(monkeypatch, LearningProbe(at=2))  # non-zero finite gradients at step 2, every weight moved
     summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm_nsp", "trainer.precision=bf16-mixed"))
     assert torch.isfinite(torch.tensor(summary["val_loss"]))
+    held_out = logged_scalars(tmp_path, "val/loss")  # after steps 4 and 8, on the same blocks
+    assert held_out[-1] < held_out[0]
     # the precision it ran at, which depends on the machine, is in the written summary
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["precision"] == ("bf16-mixed" if training.setup.cpu_has_bf16_units() else "32-true")
@@ -211,5 +215,7 @@ def test_inductor_compiled_step_gives_the_eager_loss_and_gradients(objective):
         losses.append(loss.detach())
         grads.append([p.grad.clone() for p in module.model.parameters()])
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-6)
+    # two gradients that are zero, or NaN, on both sides would compare equal: every one is finite and non-zero
+    assert all(bool(g.abs().sum() > 0) and bool(torch.isfinite(g).all()) for g in grads[0])
     for compiled, eager in zip(grads[1], grads[0]):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

@@ -59,14 +59,15 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-def fused_adamw_allowed(module: L.LightningModule) -> bool | None:
-    """None (fused where torch has it) unless the gradients are scaled (16-mixed's GradScaler) and clipped: clipping
-    must then follow the unscaling that a fused optimiser does inside its own step. bf16 autocast scales nothing, so
-    its runs clip as they are (ClipsUnscaledGradients) and keep the fused kernel."""
+def fused_adamw_allowed(module: L.LightningModule, wanted: bool | None = None) -> bool | None:
+    """`wanted` (None: fused where torch has it; False: never, trainer.step.fused_adamw) unless the gradients are
+    scaled (16-mixed's GradScaler) and clipped: clipping must then follow the unscaling that a fused optimiser does
+    inside its own step. bf16 autocast scales nothing, so its runs clip as they are (ClipsUnscaledGradients) and keep
+    the fused kernel."""
     trainer = module.trainer
     if grad_scaler(trainer) is not None and trainer.gradient_clip_val:
         return False
-    return None
+    return wanted
 
 
 def grad_scaler(trainer: L.Trainer) -> Any:
@@ -75,9 +76,26 @@ def grad_scaler(trainer: L.Trainer) -> Any:
 
 
 class ClipsUnscaledGradients:
-    """A LightningModule mix-in: where no scaler touches the gradients (fp32, bf16 autocast), clip them with torch
-    directly. Lightning's mixed-precision plugin refuses to clip for any optimiser that unscales by itself, fused
-    AdamW included, even in bf16 where there is nothing to unscale; with a scaler, Lightning's own path runs."""
+    """A LightningModule mix-in that measures the gradients' total norm before clipping and clips with it.
+
+    `on_before_optimizer_step` (after backward, and after a scaler's unscaling) keeps the total 2-norm of every
+    gradient as a device tensor in `grad_norm`: no host read, so a step that defers its reads stays free of syncs;
+    train/grad_norm logs it where the other scalars are logged, and a module may check it (PretrainModule stops at a
+    non-finite one: clipping would turn an infinite norm into a zero update, a run that silently learns nothing).
+    Where no scaler touches the gradients (fp32, bf16 autocast) the norm clips them with torch directly: Lightning's
+    mixed-precision plugin refuses to clip for any optimiser that unscales by itself, fused AdamW included, even in
+    bf16 where there is nothing to unscale; with a scaler, Lightning's own path runs."""
+
+    grad_norm: torch.Tensor | None = None
+
+    def measure_gradients(self, optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
+        """The total 2-norm of the optimiser's gradients (None: no gradient, a skipped batch), kept in `grad_norm`."""
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        self.grad_norm = torch.nn.utils.get_total_norm(grads) if grads else None
+        return self.grad_norm
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.measure_gradients(optimizer)
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
@@ -87,5 +105,5 @@ class ClipsUnscaledGradients:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if gradient_clip_algorithm == "value":
             torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
-        else:  # Lightning's default, "norm": no host read (no error_if_nonfinite)
-            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        elif self.grad_norm is not None:  # Lightning's default, "norm", with the norm measured once: no host read
+            torch.nn.utils.clip_grads_with_norm_(params, gradient_clip_val, self.grad_norm)

@@ -37,7 +37,15 @@ from training.setup import (
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
 )
-from training.trainer import build_trainer, checkpoints, quiet_lightning, step_settings, write_result
+from training.trainer import (
+    attention_kernels,
+    build_trainer,
+    checkpoints,
+    quiet_lightning,
+    sdpa_backends,
+    step_settings,
+    write_result,
+)
 from training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
@@ -55,6 +63,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     model_config = build_model_config(cfg.model)  # validates sizes
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     check_branch_settings(cfg, objective)
+    sdpa_backends(cfg.trainer)  # names torch knows
     TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     if cfg.data.block_size > model_config.max_len:
         raise ArmlmError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
@@ -126,9 +135,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
     resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
     module.peak_flops = step["mfu_peak_flops"] or datasheet_peak(trainer.strategy.root_device)
+    module.fused_adamw = step["fused_adamw"]
     log_plan(cfg, trainer, module, datamodule, tokens, flops_per_step_estimate, out)
     fit_started = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+    with attention_kernels(cfg.trainer):
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
     fit_seconds = time.perf_counter() - fit_started
 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -176,6 +187,9 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # of exactly the held-out targets its own loss scored, minus that loss; "all", and a mixture's components
         "own_below_unigram": {tag.removeprefix(OWN_MARGIN).lstrip("_") or OWN_ALL: value
                               for tag, value in metrics.items() if tag.startswith(OWN_MARGIN)},
+        # whether the final held-out loss is below its own unigram baseline (a study starts no stage on a run that
+        # did not, unless allow_unlearned=true); None: no validation to tell
+        "learned": learned(metrics),
         "wall_seconds": round(time.perf_counter() - started, 1),
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
         # bench/loop.py sets its tokens/s against the bare step's.
@@ -190,10 +204,21 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         "metrics": metrics,
     }
     write_result(trainer, out / "summary.json", summary)
+    if summary["learned"] is False:
+        log.warning("this run learned nothing: its held-out loss is not below its own unigram baseline (%s = %.3f "
+                    "nats); summary.json says learned: false. See train/grad_norm and train/loss in %s", OWN_MARGIN,
+                    metrics[OWN_MARGIN], out)
     log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s; run folder %s",
              rounded(summary["val_loss"], 4), datamodule.unigram_baseline, rounded(summary["val_ppl"], 1), summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"], out)
     return summary
+
+
+def learned(metrics: dict[str, float]) -> bool | None:
+    """Whether the held-out loss ended below its own unigram baseline (val/own_below_unigram > 0: the unigram NLL of
+    exactly the targets its own loss scored, or an objective's own baseline, minus that loss); None without one."""
+    margin = metrics.get(OWN_MARGIN)
+    return None if margin is None or math.isnan(margin) else margin > 0
 
 
 def sequences_in_a_step(trainer: L.Trainer, datamodule: PretrainDataModule) -> int:

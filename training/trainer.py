@@ -4,8 +4,10 @@ way to write the run's result file."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from common.atomic import atomic_write_artefact
 from common.errors import ArmlmError
@@ -68,6 +71,36 @@ def step_settings(trainer: DictConfig) -> dict[str, Any]:
         raise ArmlmError("the trainer config has no `step` settings: start it from configs/trainer/cpu.yaml "
                          "(defaults: [cpu, _self_]), as trainer=gpu and trainer=ddp do")
     return OmegaConf.to_container(trainer.step, resolve=True)
+
+
+# trainer.step.sdpa_backends' names for torch's SDPA kernels
+SDPA_BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                 "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+
+
+def sdpa_backends(trainer: DictConfig) -> list[SDPBackend] | None:
+    """trainer.step.sdpa_backends as torch's SDPBackend values (None: torch's choice), checked."""
+    names = step_settings(trainer).get("sdpa_backends")
+    if names is None:
+        return None
+    unknown = sorted(set(names) - set(SDPA_BACKENDS))
+    if unknown or not names:
+        raise ArmlmError(f"trainer.step.sdpa_backends={list(names)}; choose some of {list(SDPA_BACKENDS)} "
+                         "(null: torch's choice)")
+    return [SDPA_BACKENDS[name] for name in names]
+
+
+@contextlib.contextmanager
+def attention_kernels(trainer: DictConfig) -> Iterator[None]:
+    """Training (and its validation) with only the SDPA kernels trainer.step.sdpa_backends names; null: torch's
+    choice. The flags are torch's global ones, read when a step is traced or dispatched, and restored on leaving.
+    trainer=gpu leaves cuDNN's out until a lease proves its backward (docs/results/gpu.md)."""
+    backends = sdpa_backends(trainer)
+    if backends is None:
+        yield
+        return
+    with sdpa_kernel(backends):
+        yield
 
 
 def lightning_settings(trainer: DictConfig) -> DictConfig:

@@ -1,0 +1,176 @@
+"""Does every objective learn through train.py on this device: each objective config (discovered, not listed), compiled
+and eager, at two block sizes, one real `train.py` run each, several at once; then, optionally, a fine-tuning run
+on one of those checkpoints (issue 82).
+
+    python bench/objectives_learn.py                                  # on a GPU: trainer=gpu, model=small, 64 and 512
+    python bench/objectives_learn.py --finetune conll2003 --json learn.jsonl
+    python bench/objectives_learn.py --dry-run                        # on the CPU: model=tiny, 3 steps a run
+
+A run learns when it ends at least --margin nats below its own unigram baseline (summary.json's own_below_unigram:
+the unigram NLL of exactly the held-out targets its own loss scored, minus that loss), with learned: true. Each run
+has the same input-token budget; the long blocks run a quarter of the batch, so they take half the steps. Exit status 1
+when a run failed or fell short (not in a dry run, whose runs are too short to learn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
+
+from omegaconf import OmegaConf  # noqa: E402
+
+from bench.objective_cases import objective_names  # noqa: E402
+
+GPU = ["trainer=gpu", "trainer.step.loader_workers=1", "trainer.enable_progress_bar=false", "model=small",
+       "trainer.val_check_interval=100000", "trainer.limit_val_batches=20", "logger=csv"]
+DRY_RUN = ["trainer=gpu", "trainer.accelerator=cpu", "trainer.step.compile_backend=aot_eager", "trainer.step.pin_memory=false",
+           "trainer.step.loader_workers=0", "trainer.enable_progress_bar=false", "model=tiny", "max_tokens=null",
+           "trainer.max_steps=3", "trainer.limit_val_batches=2", "logger=csv"]
+MODES = {"compiled": [], "eager": ["trainer.step.compile=false"]}
+MARGIN = 0.5  # nats below its own unigram baseline
+
+
+def runs(objectives: list[str], blocks: list[int], batch: int, modes: list[str]) -> dict[str, list[str]]:
+    """name -> the overrides of its run: every objective x mode x block size, the long blocks at batch / 4; every
+    objective's run of the first block size and mode first (a run cut short by the caller's clock cuts the rest)."""
+    out = {}
+    for block in blocks:
+        rows = batch if block == blocks[0] else max(1, batch // 4)
+        for mode in modes:
+            for objective in objectives:
+                out[f"{objective}/{mode}/{block}"] = [f"objective={objective}", f"data.block_size={block}",
+                                                      f"data.batch_size={rows}", *MODES[mode]]
+    return out
+
+
+def train(name: str, overrides: list[str], root: Path) -> dict[str, Any]:
+    folder = root / name.replace("/", "-")
+    argv = [sys.executable, str(REPO / "train.py"), *overrides, f"hydra.run.dir={folder}"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    (folder.mkdir(parents=True, exist_ok=True), (folder / "train.log").write_text(done.stdout + done.stderr))
+    summary = folder / "summary.json"
+    if done.returncode or not summary.is_file():
+        last = (done.stderr.strip().splitlines() or [""])[-1][:300]
+        return {"run": name, "error": f"exit status {done.returncode}: {last}", "folder": str(folder)}
+    s = json.loads(summary.read_text())
+    return {"run": name, "folder": str(folder), "steps": s["steps"], "val_loss": s["val_loss"],
+            "unigram_baseline": s["unigram_baseline"], "own_margin": s["own_below_unigram"].get("all"),
+            "learned": s.get("learned"), "wall_seconds": s["wall_seconds"], "startup_seconds": s["startup_seconds"],
+            "precision": s["precision"]}
+
+
+def run_all(objectives: list[str], *, blocks: list[int], batch: int, tokens: int, modes: list[str], parallel: int,
+            extra: list[str], out: Path, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Every planned run's row, `parallel` at once, each printed as a table row as it ends (the token caches are
+    written first, here, for every input format the objectives read, so that no two runs write one)."""
+    base = DRY_RUN if dry_run else [*GPU, f"max_tokens={tokens}"]
+    planned = runs(objectives, blocks, batch, modes)
+    prepare_data([[*base, *overrides, *extra] for overrides in planned.values()])
+
+    def one(name: str) -> dict[str, Any]:
+        row = train(name, [*base, *planned[name], *extra], out)
+        print(table([row], MARGIN).splitlines()[-1], flush=True)
+        return row
+
+    with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        return list(pool.map(one, planned))
+
+
+def prepare_data(override_lists: list[list[str]]) -> None:
+    """Each distinct data setting's token cache, written once before the runs read it."""
+    from common.config import compose_config
+    from training.run import check_config
+    from training.setup import build
+
+    done = set()
+    for overrides in override_lists:
+        cfg = compose_config("train", overrides)
+        key = (json.dumps(OmegaConf.to_container(cfg.data, resolve=False), sort_keys=True, default=str),
+               check_config(cfg)[0].input_format)
+        if key not in done:
+            done.add(key)
+            build(cfg.data, input_format=key[1], seed=cfg.seed).setup("fit")
+
+
+def finetune(task: str, pretrained: str, overrides: list[str], root: Path) -> dict[str, Any]:
+    folder = root / f"finetune-{task}"
+    argv = [sys.executable, str(REPO / "train.py"), f"task={task}", f"pretrained={pretrained}", *overrides,
+            f"hydra.run.dir={folder}"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    (folder.mkdir(parents=True, exist_ok=True), (folder / "finetune.log").write_text(done.stdout + done.stderr))
+    results = folder / "results.json"
+    if done.returncode or not results.is_file():
+        return {"run": folder.name, "error": f"exit status {done.returncode}: "
+                                             f"{(done.stderr.strip().splitlines() or [''])[-1][:300]}"}
+    r = json.loads(results.read_text())
+    return {"run": folder.name, "pretrained": pretrained, "metrics": r["metrics"],
+            "majority_baseline": r["majority_baseline"], "steps": r["steps"], "wall_seconds": r["wall_seconds"]}
+
+
+def table(rows: list[dict[str, Any]], margin: float) -> str:
+    lines = [f"| run | steps | val/loss | unigram | own margin (>= {margin}) | learned | wall s (start-up) |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['run']} | failed: {row['error']} | | | | | |")
+            continue
+        mark = "" if row["own_margin"] is not None and row["own_margin"] >= margin else " SHORT"
+        lines.append(f"| {row['run']} | {row['steps']} | {row['val_loss']:.3f} | {row['unigram_baseline']:.3f} | "
+                     f"{row['own_margin']:.3f}{mark} | {row['learned']} | {row['wall_seconds']:.0f} "
+                     f"({row['startup_seconds']}) |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objectives", nargs="*", help="default: every config in configs/objective/")
+    parser.add_argument("--blocks", type=int, nargs="+", default=[64, 512])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--batch", type=int, default=32, help="the short blocks' batch; the long ones run a quarter")
+    parser.add_argument("--tokens", type=int, default=2_200_000, help="every run's input-token budget")
+    parser.add_argument("--margin", type=float, default=MARGIN, help="nats below its own unigram baseline")
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--extra", nargs="*", default=[], help="more train.py overrides for every run")
+    parser.add_argument("--finetune", help="a task to fine-tune a run's checkpoint on (conll2003)")
+    parser.add_argument("--finetune-from", default="mlm/compiled/64", help="that run (default: else the first run)")
+    parser.add_argument("--finetune-extra", nargs="*", default=["task.data.max_train_examples=2000",
+                                                                 "task.data.max_eval_examples=1000", "task.epochs=2"])
+    parser.add_argument("--out", type=Path, default=Path("outputs/objectives-learn"))
+    parser.add_argument("--json", type=Path, help="append every row here")
+    parser.add_argument("--dry-run", action="store_true", help="on the CPU, model=tiny, 3 steps a run")
+    args = parser.parse_args()
+    rows = run_all(args.objectives or objective_names(), blocks=args.blocks, batch=args.batch, tokens=args.tokens,
+                   modes=args.modes, parallel=args.parallel, extra=args.extra, out=args.out, dry_run=args.dry_run)
+    base = DRY_RUN if args.dry_run else [*GPU, f"max_tokens={args.tokens}"]
+    print(f"every objective through train.py ({' '.join(base)} {' '.join(args.extra)})")
+    print(table(rows, args.margin))
+    if args.finetune:
+        finished = [row for row in rows if "error" not in row]
+        source = next((row for row in finished if row["run"] == args.finetune_from), finished[0] if finished else None)
+        tuned = (finetune(args.finetune, source["folder"], ["trainer=gpu", "trainer.enable_progress_bar=false",
+                                                            *(["trainer.accelerator=cpu"] if args.dry_run else []),
+                                                            *args.finetune_extra], args.out)
+                 if source else {"run": f"finetune-{args.finetune}", "error": "no pretraining run to fine-tune"})
+        print(f"fine-tuned {tuned.get('pretrained', '-')} on {args.finetune}: "
+              f"{tuned.get('metrics', tuned.get('error'))}; majority baseline {tuned.get('majority_baseline')}")
+        rows.append(tuned)
+    if args.json:
+        with args.json.open("a") as file:
+            file.writelines(json.dumps(row) + "\n" for row in rows)
+    short = [row["run"] for row in rows if "error" in row or (row.get("own_margin") is not None
+                                                              and row["own_margin"] < args.margin)]
+    if short and not args.dry_run:
+        print(f"did not learn to {args.margin} nats below the unigram baseline: {', '.join(short)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
