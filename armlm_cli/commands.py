@@ -24,7 +24,7 @@ def runs_stages(kind: str) -> dict[str, str]:
 COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("train", "pretrain the backbone with an objective (objective=ar|mlm|...)", "docs/guides/pretraining.md",
             **runs_stages("pretrain"),
-            errors=("builtins:ConnectionError", "training.lit_module:NonFiniteLossError", "builtins:FloatingPointError",
+            errors=("builtins:ConnectionError", "training.nonfinite:NonFiniteLossError", "builtins:FloatingPointError",
                     "training.disk_full:DiskFullError")),
     Command("finetune", "fine-tune a checkpoint (or static vectors) on a GLUE task or CoNLL-2003",
             "docs/guides/finetuning.md", **runs_stages("finetune"),

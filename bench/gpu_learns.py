@@ -41,9 +41,9 @@ from training.run import check_config  # noqa: E402
 from training.setup import build  # noqa: E402
 from training.trainer import attention_kernels, step_settings  # noqa: E402
 
-AS_OF_4_DECEMBER = ["trainer=gpu", "trainer.step.sdpa_backends=null"]
+ISSUE_82_STEP = ["trainer=gpu", "trainer.step.sdpa_backends=null"]
 NO_CUDNN = "trainer.step.sdpa_backends=[flash,efficient,math]"
-# name -> the overrides on top of AS_OF_4_DECEMBER; "{long}" is the long block size (--blocks' second)
+# name -> the overrides on top of ISSUE_82_STEP; "{long}" is the long block size (--blocks' second)
 VARIANTS: dict[str, list[str]] = {
     "as of 4 Dec": [],
     "eager": ["trainer.step.compile=false"],
@@ -56,6 +56,8 @@ VARIANTS: dict[str, list[str]] = {
     "long blocks, cuDNN off": ["data.block_size={long}", NO_CUDNN],
     "fp32": ["trainer.precision=32-true"],
 }
+# The variants whose change a run can adopt and still be the run the tables name, preferred in this order
+FIXES = ("cuDNN attention off", "plain AdamW", "math attention only", "fp32")
 # The dry run's CPU stand-ins for what only a GPU has
 DRY_RUN = ["trainer.accelerator=cpu", "trainer.step.compile_backend=aot_eager", "trainer.step.loader_workers=0",
            "trainer.step.pin_memory=false", "model=tiny", "data.batch_size=4"]
@@ -63,7 +65,7 @@ WINDOW = 10  # steps averaged at each end of the loss curve
 
 
 def compose(objective: str, block: int, extra: list[str], variant: list[str]) -> Any:
-    return compose_config("train", [*AS_OF_4_DECEMBER, f"objective={objective}", "model=small",
+    return compose_config("train", [*ISSUE_82_STEP, f"objective={objective}", "model=small",
                                     f"data.block_size={block}", *extra, *variant])
 
 
@@ -179,13 +181,12 @@ def verdict(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def fix(rows: dict[str, dict[str, Any]]) -> list[str]:
-    """The overrides of a variant that learns where the step as of 4 Dec does not, the fewest changes first (and, among
-    equals, VARIANTS' order: cuDNN off before the others); none where that step learns or nothing does."""
+    """The overrides of a variant that learns where the step as of 4 Dec does not, among FIXES (a kernel, the
+    optimiser, the precision: what the objectives' table can run with and still be compiled and eager at both block
+    sizes), in their order; none where that step learns or no fix does."""
     if learns(rows.get("as of 4 Dec", {})):
         return []
-    learning = [name for name in VARIANTS if name in rows and learns(rows[name])]
-    best = min(learning, key=lambda name: (len(VARIANTS[name]), name != "cuDNN attention off"), default=None)
-    return [] if best is None else rows[best]["overrides"]
+    return next((rows[name]["overrides"] for name in FIXES if name in rows and learns(rows[name])), [])
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
@@ -225,9 +226,12 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=10, help="variants run at once, each in its own process")
     parser.add_argument("--dry-run", action="store_true", help="every variant on the CPU at tiny size, 3 steps")
     parser.add_argument("--json", type=Path, help="append each variant's row here")
+    parser.add_argument("--markdown", type=Path, help="write the table and the verdict here")
     parser.add_argument("--fix", type=Path, help="write the overrides of the fewest changes that learn here (nothing "
                                                  "where the step as of 4 Dec learns or none does)")
     parser.add_argument("--extra", nargs="*", default=[], help="more train.py overrides for every variant")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="NAME",
+                        help=f"only these variants (default: every one): {', '.join(VARIANTS)}")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process's variant (JSON list of overrides)
     args = parser.parse_args()
     if args.dry_run:
@@ -239,7 +243,8 @@ def main() -> None:
     for block in sorted(set(args.blocks)):
         cfg = compose(args.objective, block, args.extra, [])
         build(cfg.data, input_format=check_config(cfg)[0].input_format, seed=cfg.seed).setup("fit")
-    variants = {name: [o.format(long=args.blocks[1]) for o in overrides] for name, overrides in VARIANTS.items()}
+    variants = {name: [o.format(long=args.blocks[1]) for o in overrides] for name, overrides in VARIANTS.items()
+                if args.variants is None or name in args.variants}
 
     def child(overrides: list[str]) -> dict[str, Any]:
         argv = [sys.executable, __file__, "--one", json.dumps(overrides), "--objective", args.objective, "--steps",
@@ -259,12 +264,14 @@ def main() -> None:
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
         rows = dict(zip(variants, pool.map(variant, variants)))
     print(f"{args.objective}, model=small, blocks of {args.blocks[0]} ({args.blocks[1]} where named), {args.steps} "
-          f"steps a variant; on top of: {' '.join(AS_OF_4_DECEMBER)}")
+          f"steps a variant; on top of: {' '.join(ISSUE_82_STEP)}")
     print(table(rows))
     for name, row in rows.items():
         if row.get("nonfinite_params"):
             print(f"{name}: parameters most often NaN/inf: {', '.join(row['nonfinite_params'])}")
     print(verdict(rows))
+    if args.markdown:
+        args.markdown.write_text(f"{table(rows)}\n\n{verdict(rows)}\n")
     if args.fix:
         args.fix.write_text(" ".join(fix(rows)))
     if args.json:

@@ -6,8 +6,11 @@
 #                  eager, 64- and 512-token blocks, each >= 0.5 nats below its unigram baseline; then CoNLL-2003
 #                  fine-tuned on CUDA from the MLM run. Runs with the fix part 1 names (learns_fix.txt)
 #   3. cuda-tests: the suite's CUDA-only tests (learning, no host sync, SDPA kernels, the CPU tests' checks on CUDA)
-#   4. throughput: bench/throughput.py at base shape, compiled, beside HF's models
-#   5. study:      the findings study's AR and MLM arms, one seed each, fine-tuned on CoNLL-2003 (scale=gpu_lease)
+#   4. throughput: bench/throughput.py at base shape, compiled, beside HF's models eager and compiled (issue 83)
+#   5. profile:    bench/step_profile.py at base shape, compiled: each kernel once, beside the measured step
+#   6. train:      a real train.py run at base shape (trainer=gpu): MFU over its whole fit, and its start-up
+#   7. study:      the findings study's AR and MLM arms, 8 seeds each, fine-tuned on CoNLL-2003 (scale=gpu_lease),
+#                  every arm x seed a concurrent launch (the joblib launcher)
 # Everything comes back as $OUT/lease.tar.gz (logs, summaries, tables; no checkpoints) plus parts.txt and the tables.
 #
 # Prepared here, before the lease (each output is git-ignored and carried; ~20 MB in all):
@@ -41,22 +44,32 @@ part() {
 
 if [ "$dry" = 1 ]; then
   device=cpu; dry_flag=--dry-run
-  objectives=(--objectives mlm --blocks 32 64 --parallel 2
+  learns=(--variants "as of 4 Dec" "cuDNN attention off" "long blocks")  # each variant runs one code path
+  objectives=(--objectives mlm --blocks 32 --parallel 2
               --finetune-extra task.data.max_train_examples=16 task.data.max_eval_examples=16 trainer.max_steps=2)
   tests=(tests/test_cuda_learning.py)  # skips on the CPU, with its reason
-  bench=(--device cpu --precision fp32 --objectives ar --d-model 64 --n-layers 2 --n-heads 2 --d-ff 256
-         --vocab-size 600 --seq-len 32 --batch-size 4 --rounds 1 --steps 1 --warmup 1)
-  study=(scale=smoke seeds=1 first_seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]'
+  bench=(--device cpu --precision fp32 --objectives ar --compile --compile-backend aot_eager --d-model 64 --n-layers 2
+         --n-heads 2 --d-ff 256 --vocab-size 600 --seq-len 32 --batch-size 4 --rounds 1 --steps 1 --warmup 1)
+  profile=(--device cpu --precision fp32 --objectives ar --steps 1 --d-model 64 --n-layers 2 --n-heads 2 --d-ff 256
+           --vocab-size 600 --seq-len 32 --batch-size 4)
+  train=(model=tiny trainer.accelerator=cpu trainer.max_steps=3 trainer.val_check_interval=3 trainer.limit_val_batches=2
+         max_tokens=null data.block_size=32 data.batch_size=8 trainer.precision=32-true trainer.step.compile_backend=aot_eager
+         trainer.step.loader_workers=0 trainer.step.pin_memory=false)
+  study=(scale=smoke seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]' arm=ar hydra.launcher.n_jobs=1
          'extra_finetune=["task.data.max_train_examples=16","task.data.max_eval_examples=16"]')
-  arms=(ar)
 else
   device=cuda; dry_flag=
+  learns=()
   objectives=(--parallel 16)
-  tests=(tests/test_learning.py tests/test_compiled_step.py tests/test_host_reads.py tests/test_sdpa_calls.py
-         tests/test_cuda_learning.py -k "cuda")
+  # test_cuda_learning.py's runs are part 2's compiled 64-token rows again: part 2 stands for it here
+  tests=(tests/test_learning.py tests/test_compiled_step.py tests/test_host_reads.py tests/test_sdpa_calls.py -k "cuda")
   bench=(--device cuda --precision bf16 --objectives ar mlm --compile --d-model 768 --n-layers 12 --n-heads 12
          --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32 --rounds 3 --steps 10)
-  study=(scale=gpu_lease seeds=1 first_seed=22); arms=(ar mlm)
+  profile=(--device cuda --precision bf16 --objectives ar mlm --steps 3 --compile --d-model 768 --n-layers 12
+           --n-heads 12 --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32)
+  train=(model=base data.block_size=512 data.batch_size=32 max_tokens=20_000_000 trainer.val_check_interval=100000
+         trainer.limit_val_batches=10 trainer.log_every_n_steps=50)
+  study=(scale=gpu_lease seed=22,23,24,25,26,27,28,29 arm=ar,mlm hydra.launcher.n_jobs=16)
   bash .gpu-carry/install.sh || exit 1
   export PYTHONPATH=/tmp/site:$here/.gpu-carry/site
   mkdir -p /tmp/data && tar -C /tmp/data -xJf .gpu-data.tar.xz && export ARMLM_DATA_DIR=/tmp/data
@@ -67,9 +80,9 @@ export PYTHONUNBUFFERED=1
   'cudnn', torch.backends.cudnn.version())"; } | tee "$out/device.txt"
 
 # 1. does the step learn, and what stops it; the fix it names is what part 2 runs with
-part learns 170 $python bench/gpu_learns.py $dry_flag --json "$out/learns.jsonl" --fix "$out/learns_fix.txt"
-grep -A 14 "^| variant" "$out/runs/learns.log" > "$out/learns.md"; grep -E "^(culprit|not reproduced|no single)" \
-  "$out/runs/learns.log" >> "$out/learns.md"
+part learns 170 $python bench/gpu_learns.py $dry_flag "${learns[@]}" --json "$out/learns.jsonl" --fix "$out/learns_fix.txt" \
+  --markdown "$out/learns.md"
+[ -s "$out/learns.md" ] || grep "^| " "$out/runs/learns.log" > "$out/learns.md"  # cut short: the rows that ended
 fix=(); [ -s "$out/learns_fix.txt" ] && read -r -a fix < "$out/learns_fix.txt"
 
 # 2. every objective learns through train.py trainer=gpu, and a fine-tuning run on CUDA from one of them
@@ -83,11 +96,16 @@ part cuda-tests 150 $python -m pytest -q -p no:cacheprovider "${tests[@]}"
 # 4. speed, compiled, beside HF's models in the same process
 part throughput 90 $python bench/throughput.py "${bench[@]}" --json "$out/throughput.jsonl"
 
-# 5. the findings' AR and MLM arms at 10 x the CPU budget, while time is left
-for arm in "${arms[@]}"; do
-  part "study-$arm" 200 $python study.py study=findings "${study[@]}" arm=$arm 'stages=[pretrain,finetune]' \
-    "root=$out/study" report=false
-done
+# 5. where the compiled step's time goes, each kernel once
+part profile 60 $python bench/step_profile.py "${profile[@]}"
+
+# 6. a real run's MFU over its whole fit (summary.json's mfu, fit and start-up seconds)
+part train 120 $python train.py objective=mlm trainer=gpu trainer.enable_progress_bar=false "${train[@]}" \
+  "hydra.run.dir=$out/train"
+
+# 7. the findings' AR and MLM arms at 10 x the CPU budget, every arm x seed launched at once, while time is left
+part study 300 $python study.py -m hydra/launcher=joblib study=findings "${study[@]}" 'stages=[pretrain,finetune]' \
+  "root=$out/study" report=false
 echo "done in $(( $(date +%s) - started )) s" | tee -a "$out/parts.txt"
 # one archive of everything (no checkpoints or event files); beside it only the tables, at most 8 files in all
 tar -C "$out" --exclude='*.ckpt' --exclude='events.out.*' -czf /tmp/lease.tar.gz . && mv /tmp/lease.tar.gz "$out" \

@@ -46,6 +46,7 @@ from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 N_SPECIAL = SPECIAL_IDS  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
 OBJECTIVE_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "objective"
 HF_REFERENCE = {"ar": "HF gpt2", "mlm": "HF bert"}  # the Hugging Face model each armlm objective is held against
+COMPILED = " compiled"  # the suffix of a Hugging Face model's compiled contestant (--compile)
 
 
 def build_objective(name: str, d_model: int, n_layers: int) -> Objective:
@@ -120,7 +121,9 @@ def armlm_contestants(args: argparse.Namespace, shape: Shape, device: torch.devi
 
 def hf_contestants(args: argparse.Namespace, shape: Shape, device: torch.device, batch: Tensor) -> list[Contestant]:
     """GPT2LMHeadModel and BertForMaskedLM at the same size, with SDPA attention and fused AdamW (what the
-    HF Trainer uses). BERT gets inputs corrupted once by armlm's MLM objective, outside the timed step."""
+    HF Trainer uses). BERT gets inputs corrupted once by armlm's MLM objective, outside the timed step. With
+    --compile each also runs compiled (torch.compile of its forward and loss, as users compile HF models), a
+    contestant of its own on the same weights, so armlm's compiled step is held against both."""
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
@@ -142,20 +145,28 @@ def hf_contestants(args: argparse.Namespace, shape: Shape, device: torch.device,
     corruption.set_vocabulary(vocabulary(shape.vocab_size))
     corrupted, labels = corruption.to(device).corrupt(batch, torch.Generator(device=device).manual_seed(args.seed))
     losses = {
-        "gpt2": (gpt2, lambda: gpt2(input_ids=batch, labels=batch).loss, "ar", True, 1.0, False),
-        "bert": (bert, lambda: bert(input_ids=corrupted, labels=labels).loss, "mlm", False, 1.0, True),
+        "gpt2": (gpt2, lambda ids, targets: gpt2(input_ids=ids, labels=targets).loss, (batch, batch), "ar", True),
+        "bert": (bert, lambda ids, targets: bert(input_ids=ids, labels=targets).loss, (corrupted, labels), "mlm", False),
     }
     contestants = []
-    for name, (model, loss_of_batch, objective, causal, vocab_share, transform) in losses.items():
-        # The HF Trainer's default optimiser with torch >= 2.8: adamw_torch_fused.
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01,
-                                      fused=device.type in FUSED_ADAMW_DEVICES)
+    for name, (model, loss, inputs, objective, causal) in losses.items():
+        flops = forward_flops_per_token(shape, causal=causal, vocab_share=1.0, mlm_transform=not causal)
         autocast = lambda: precision_context(device, args.precision)  # noqa: E731
-        contestants.append(Contestant(
-            f"HF {name}", objective, training_step(model, loss_of_batch, optimizer, autocast),
-            inference_step(model, loss_of_batch, autocast),
-            forward_flops_per_token(shape, causal=causal, vocab_share=vocab_share, mlm_transform=transform),
-        ))
+        ways = {"": loss}
+        if args.compile:
+            ways[COMPILED] = torch.compile(loss, backend=args.compile_backend,
+                                           **({} if args.compile_mode == "default" else {"mode": args.compile_mode}))
+        for suffix, run_loss in ways.items():
+            # The HF Trainer's default optimiser with torch >= 2.8: adamw_torch_fused.
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01,
+                                          fused=device.type in FUSED_ADAMW_DEVICES)
+
+            def loss_of_batch(run_loss=run_loss, inputs=inputs) -> Tensor:
+                return run_loss(*inputs)
+
+            contestants.append(Contestant(
+                f"HF {name}{suffix}", objective, training_step(model, loss_of_batch, optimizer, autocast),
+                inference_step(model, loss_of_batch, autocast), flops))
     return contestants
 
 
@@ -201,9 +212,9 @@ def run(args: argparse.Namespace) -> dict:
                 row["datasheet_share"] = achieved / sheet
             if mode == "train":
                 row["classic_peak_share"] = statistics.median(tokens_per_s) * classic_flops_per_token(shape) / peak
-            if (reference, mode) in seconds and c.name != reference:
-                ratios = [ref / mine for mine, ref in zip(per_round, seconds[(reference, mode)])]
-                row["ratio_vs_hf"] = summarise(ratios)
+            for key, hf in (("ratio_vs_hf", reference), ("ratio_vs_hf_compiled", f"{reference}{COMPILED}")):
+                if c.name.startswith("armlm") and (hf, mode) in seconds:
+                    row[key] = summarise([ref / mine for mine, ref in zip(per_round, seconds[(hf, mode)])])
             if c.name.startswith("armlm") and ("armlm ar", mode) in seconds and c.name != "armlm ar":
                 # tokens/s of this objective over armlm AR's, round by round: what the objective itself costs
                 row["ratio_vs_ar"] = summarise([ar / mine for mine, ar in zip(per_round, seconds[("armlm ar", mode)])])
@@ -223,14 +234,15 @@ def print_table(result: dict) -> None:
           f"compile={cfg['compile']} allocator={cfg['allocator']} threads={cfg['threads']}; "
           f"median of {cfg['rounds']} rounds x {cfg['steps']} steps")
     print(f"# matmul peak {peak['median'] / 1e9:.1f} GFLOP/s (rounds {peak['min'] / 1e9:.1f}-{peak['max'] / 1e9:.1f})")
-    print("| model | step | tokens/s (min-max) | / armlm ar (min-max) | armlm / HF (min-max) | share of peak "
-          "| 6NT share | share of the data sheet |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | step | tokens/s (min-max) | / armlm ar (min-max) | armlm / HF eager (min-max) "
+          "| armlm / HF compiled (min-max) | share of peak | 6NT share | share of the data sheet |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in result["rows"]:
         t = row["tokens_per_s"]
         classic = f"{row['classic_peak_share']:.0%}" if "classic_peak_share" in row else ""
         print(f"| {row['model']} | {row['mode']} | {t['median']:,.0f} ({t['min']:,.0f}-{t['max']:,.0f}) "
               f"| {ratio_text(row.get('ratio_vs_ar'))} | {ratio_text(row.get('ratio_vs_hf'))} "
+              f"| {ratio_text(row.get('ratio_vs_hf_compiled'))} "
               f"| {row['peak_share']:.0%} | {classic} | {format(row['datasheet_share'], '.1%') if 'datasheet_share' in row else ''} |")
 
 

@@ -24,7 +24,15 @@ from models.backbone import ModelConfig
 from models.checkpoint import load_weights, read_hyperparameters
 from sources import SOURCE_KEY, ModelSource, open_source
 from training.setup import build, choose_cpu_precision, differences
-from training.trainer import attention_kernels, build_trainer, checkpoints, step_settings, write_items, write_result
+from training.trainer import (
+    attention_kernels,
+    build_trainer,
+    checkpoints,
+    sdpa_backends,
+    step_settings,
+    write_items,
+    write_result,
+)
 from training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
@@ -134,6 +142,7 @@ def input_mask_share(datamodule: FinetuneDataModule, mask_id: int | None) -> flo
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
+    sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
     if not cfg.pretrained:
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")

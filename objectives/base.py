@@ -114,6 +114,11 @@ class Objective(nn.Module, ABC):
     # predicts) for most; masked diffusion's val/nelbo. A mixture's components are also gated one by one
     # (`target_scopes`, each against its val/loss_<scope>).
     own_loss_metric: ClassVar[str] = "loss"
+    # What that loss is read against (`own_baseline`): "unigram" (the unigram NLL of the same targets, in nats per
+    # token), or an objective's own context-free baseline (ELECTRA's "binary_entropy" of its replaced share, a loss
+    # over labels that is never far below it in nats): a learning check reads the first's margin in nats, the second's
+    # as a share of the baseline (bench/objectives_learn.py).
+    own_baseline_kind: ClassVar[str] = "unigram"
     # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
     # total is known in advance (train.py refuses a run without one).
     needs_progress: ClassVar[bool] = False

@@ -18,7 +18,7 @@ DOWNSTREAM_ATTRIBUTES = ("pretraining_attention", "finetune_attention", "scoring
                          "mask_in_support", "left_to_right_reader", "masked_prediction_offset", "reference")
 # What validation logs: a composite that validates with one component (the last phase) takes these from it too.
 VALIDATION_ATTRIBUTES = ("val_loss_kind", "likelihood_metric", "extra_metrics", "perplexity_of", "own_loss_metric",
-                         "own_baseline")
+                         "own_baseline", "own_baseline_kind")
 
 
 class Composite(Objective):

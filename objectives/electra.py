@@ -40,6 +40,7 @@ class Electra(GeneratorCorruption):
     val_loss_kind = "generator_masked_token"
     # The gate reads the discriminator: its held-out detection loss below the best constant guess of its labels
     own_loss_metric = "rtd_loss"
+    own_baseline_kind = "binary_entropy"
 
     def __init__(self, *, rtd_positions: str = "all", discriminator_weight: float = 50.0, **settings) -> None:
         """`settings`: GeneratorCorruption's (the backbone's shape, generator_fraction, mask_rate, mask_prob)."""

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from common.atomic import atomic_write_artefact, read_artefact
@@ -106,6 +108,17 @@ def cut_launch_seconds(before: dict, stage: Stage) -> float:
     return max(0.0, round(min(last.stat().st_mtime, time.time()) - started, 1))
 
 
+def how_launched(launcher: str) -> dict[str, object]:
+    """How this launch runs its stages, for its records: each in a process of its own or inside this one, and beside
+    how many launches of the same sweep run at once at most (a Hydra multirun's parallel launcher: joblib's n_jobs,
+    as given, -1 for every core; None for a plain launch). Concurrent launches are processes of their own and share nothing but the caches, which have
+    writer locks (tests/test_study_runs.py holds a seed run beside another to the same bits as run alone)."""
+    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    hydra_launcher = HydraConfig.get().launcher if sweep else {}
+    return {"launcher": launcher, "sweep_launcher": str(hydra_launcher.get("_target_")) if sweep else None,
+            "sweep_n_jobs": hydra_launcher.get("n_jobs") if sweep else None}
+
+
 def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process") -> Outcome:
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
@@ -115,6 +128,7 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     # driver is still counted by the next one, up to its last checkpoint
     cut = cut_launch_seconds(before, stage)
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
+              "launched": how_launched(launcher),
               "seconds": round(before.get("seconds", 0.0) + cut, 1), "started_at": time.time()}
     atomic_write_artefact(record_path, record)
     if cut:
@@ -169,9 +183,10 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
             if stage.done_file.is_file():
                 outcomes[stage] = Outcome(stage, "skipped", detail=f"{stage.done_file.name} exists")
             elif all(need.is_file() or need in planned for need in stage.needs):
-                if not allow_unlearned and unlearned(stage.needs):
-                    runs = ", ".join(str(need.parent) for need in unlearned(stage.needs))
-                    outcomes[stage] = Outcome(stage, "refused", detail=f"{runs} learned nothing (summary.json: learned: "
+                stalled = [] if allow_unlearned else unlearned(stage.needs)
+                if stalled:
+                    runs = ", ".join(str(need.parent) for need in stalled)
+                    outcomes[stage] = Outcome(stage, "refused", detail=f"{runs} did not learn (summary.json: learned: "
                                               "false); fix that run, or give allow_unlearned=true to use it anyway")
                     log.error("%s: refused: %s", stage.name, outcomes[stage].detail)
                 elif dry_run:

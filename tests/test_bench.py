@@ -52,6 +52,22 @@ def test_benchmark_prints_a_table_and_a_json_line_for_every_model(capsys, tmp_pa
 
 
 @pytest.mark.slow
+def test_compiled_runs_time_hugging_face_eager_and_compiled_and_ratio_against_each(capsys):
+    """Issue 83: a compiled armlm step is held against HF's models run eagerly and compiled, in the same process."""
+    throughput.main([*TINY, "--objectives", "ar", "mlm", "--compile", "--compile-backend", "aot_eager"])
+    out = capsys.readouterr().out
+    rows = {(r["model"], r["mode"]): r for r in json.loads(out.strip().splitlines()[-1])["rows"]}
+    hf = {"HF gpt2", "HF bert", "HF gpt2 compiled", "HF bert compiled"}
+    assert set(rows) == {(m, s) for m in hf | {"armlm ar", "armlm mlm"} for s in ("train", "infer")}
+    for model in ("armlm ar", "armlm mlm"):
+        for mode in ("train", "infer"):
+            assert rows[(model, mode)]["ratio_vs_hf"]["median"] > 0
+            assert rows[(model, mode)]["ratio_vs_hf_compiled"]["median"] > 0
+    assert not any("ratio_vs_hf" in rows[(m, s)] for m in hf for s in ("train", "infer"))
+    assert "| armlm / HF compiled (min-max) |" in out
+
+
+@pytest.mark.slow
 def test_flop_count_matches_torch_flop_counter():
     """torch's counter sees every matmul (it does not count the CPU flash-attention kernel, so the attention
     term is left out of the comparison). armlm's MLM and masked diffusion count their own, varying rows

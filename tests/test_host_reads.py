@@ -12,7 +12,8 @@ from objectives.mlm import MaskedLM
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
 from training.callbacks import TokenAccounting
-from training.lit_module import NonFiniteLossError, PretrainModule
+from training.lit_module import PretrainModule
+from training.nonfinite import NonFiniteLossError
 from training.run import run_pretraining
 
 COMPILED = ("trainer.step.compile=true", "trainer.step.compile_backend=aot_eager")

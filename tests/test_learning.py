@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Callback
 from common.errors import ArmlmError
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import assert_finite_checkpoint, logged_scalars, with_callbacks, write_learnable_corpus
-from training.lit_module import NonFiniteGradientError
+from training.nonfinite import NonFiniteGradientError
 from training.run import run_pretraining
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ def test_zero_gradients_end_with_learned_false_and_one_warning(tmp_path, cache_d
     assert summary["learned"] is False and summary["own_below_unigram"]["all"] <= 0
     assert json.loads((tmp_path / "summary.json").read_text())["learned"] is False
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "armlm.train"]
-    assert len(warnings) == 1 and "learned nothing" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "this run did not learn" in warnings[0].getMessage()
     assert "\n" not in warnings[0].getMessage() and not warnings[0].exc_info
     assert set(logged_scalars(tmp_path, "train/grad_norm")) == {0.0}
 
@@ -121,3 +121,11 @@ def test_trainer_gpu_leaves_cudnn_attention_out():
 def test_an_unknown_sdpa_backend_is_one_clear_error(tmp_path, cache_dir):
     with pytest.raises(ArmlmError, match=r"sdpa_backends=\['fast'\]; choose some of \['flash', 'efficient', 'cudnn'"):
         run_pretraining(tiny_config(tmp_path, cache_dir, "trainer.max_steps=1", "trainer.step.sdpa_backends=[fast]"))
+
+
+def test_a_gradient_stop_ends_armlm_train_in_one_line():
+    """The command's one-line errors take it (a subclass of the NaN loss's), so it prints no traceback."""
+    from armlm_cli.commands import COMMANDS
+    from common.commands import error_types
+    assert issubclass(NonFiniteGradientError, error_types(COMMANDS["train"]))
+    assert not issubclass(RuntimeError, error_types(COMMANDS["train"]))

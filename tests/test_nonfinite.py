@@ -7,7 +7,7 @@ import torch
 
 from objectives.mlm import MaskedLM
 from tests.helpers.configs import tiny_config
-from training.lit_module import NonFiniteLossError
+from training.nonfinite import NonFiniteLossError
 from training.run import run_pretraining
 
 

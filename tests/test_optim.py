@@ -55,6 +55,9 @@ class TinyModule(ClipsUnscaledGradients, L.LightningModule):
     def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
         super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
         self.norms.append(float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in self.parameters()]))))
+
+    def on_before_optimizer_step(self, optimizer):
+        super().on_before_optimizer_step(optimizer)
         self.measured.append(float(self.grad_norm))
 
     def configure_optimizers(self):

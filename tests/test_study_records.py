@@ -156,7 +156,7 @@ def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_pa
     once mlm_sentence has run too, and a fresh machine's arm=mlm_sentence restores the unit whole."""
     record = tmp_path / "record"
 
-    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process"):
+    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process", allow_unlearned=False):
         outcomes = []
         for stage in stages:
             if not stage.done_file.is_file():
@@ -184,7 +184,7 @@ def test_a_launch_of_some_kinds_of_stage_keeps_and_restores_those(tmp_path, monk
     zero-shot scores they never get, and come back on a fresh machine with the same command."""
     record, selection = tmp_path / "record", ("study=findings", "arm=ar", "stages=[pretrain,finetune]", "first_seed=9")
 
-    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process"):
+    def run_stages(stages, prefix, dry_run=False, on_done=None, launcher="process", allow_unlearned=False):
         for stage in stages:
             finish(stage)
             on_done(stage)

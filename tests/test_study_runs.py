@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from studies.runner import RECORD
 from tests.helpers.configs import composed_config
+from tests.helpers.learning import logged_scalars
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_STUDY = """\
@@ -49,15 +51,40 @@ def study_settings(tmp_path_factory, data_dir, cache_dir) -> list[str]:
             'extra_diagnose=["pairs=4","candidates=4","representations.sentences=8"]']
 
 
-def run_study(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def run_study(*args: str, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "study.py", *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
 def statuses(root: Path) -> dict[str, str]:
     return {s["stage"]: s["status"] for s in json.loads((root / "study.json").read_text())["stages"]}
+
+
+@pytest.mark.slow
+def test_a_seed_run_beside_another_computes_what_it_computes_alone(study_settings, tmp_path):
+    """Issue 83's concurrent seeds: two seeds launched at once (the joblib launcher, two processes, sharing the token
+    cache) give each seed's pretraining the same losses and the same final weights, bit for bit, as the seed run
+    alone; each stage.json says how its launch ran. One thread per process in both
+    ways, since a thread count changes a reduction's order."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    only = ["arm=ar", "stages=[pretrain]", "report=false", *study_settings]
+    run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", f"root={together}", *only, env=env)
+    run_study("seed=1", f"root={alone}", *only, env=env)
+    pretrain = Path("ar") / "seed1" / "pretrain"
+    ours, theirs = (torch.load(root / pretrain / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+                    for root in (together, alone))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert (json.loads((together / pretrain / "summary.json").read_text())["val_loss"]
+            == json.loads((alone / pretrain / "summary.json").read_text())["val_loss"])
+    losses = logged_scalars(alone / pretrain, "train/loss")
+    assert losses and logged_scalars(together / pretrain, "train/loss") == losses
+    launched = json.loads((together / pretrain / RECORD).read_text())["launched"]
+    assert launched["sweep_n_jobs"] == 2 and "joblib" in launched["sweep_launcher"]
+    assert json.loads((alone / pretrain / RECORD).read_text())["launched"] == {
+        "launcher": "process", "sweep_launcher": None, "sweep_n_jobs": None}
 
 
 @pytest.mark.slow

@@ -25,29 +25,14 @@ from models.flops import TRAINING_PASSES
 from objectives.base import Batch, LossOutput, Objective, TrainingProgress
 from training.callbacks import TokenAccounting, logs_this_step
 from training.compiled import compile_loss
-from training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed, grad_scaler
+from training.nonfinite import LOSS, NonFiniteLossError, StopsAtNonFinite
+from training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed
 
 log = logging.getLogger("armlm.train")
 OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram
 
 
-class NonFiniteLossError(RuntimeError):
-    """Raised before the optimiser step, so no checkpoint ever holds the weights a NaN/inf produced."""
-
-
-class NonFiniteGradientError(NonFiniteLossError):
-    """A NaN/inf gradient norm with a finite loss. Clipping scales such gradients by max_norm / inf = 0, so without this
-    stop a run takes zero updates and ends at its initial loss, exiting 0."""
-
-
-# The first step at which a training loss, and a gradient norm, was NaN/inf (-1: none), in one device tensor
-LOSS, GRADIENT = 0, 1
-GRADIENT_CAUSES = ("an attention kernel's backward (trainer.step.sdpa_backends; on CUDA, cuDNN's: trainer=gpu leaves it "
-                   "out), a learning rate too high for the warmup (optim.lr, optim.warmup_steps), or bf16 overflow "
-                   "(trainer.precision=32-true tells)")
-
-
-class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
+class PretrainModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule):
     def __init__(self, model: dict[str, Any], objective: dict[str, Any], optim: dict[str, Any], seed: int = 0,
                  compile_step: dict[str, Any] | None = None, nonfinite_loss: str = "stop",
                  built_objective: Objective | None = None, init_from: list[dict[str, Any]] | None = None) -> None:
@@ -70,9 +55,6 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
                              "(trainer.step.compile=true); use nonfinite_loss=stop, or trainer.step.compile=false")
         # The objective's loss over the backbone as one graph (the module's own objects: the state dict keeps its names)
         self.compiled_loss = None if compile_step is None else compile_loss(self.objective, self.model, **compile_step)
-        # Where reads are deferred: the first step whose training loss (LOSS) and gradient norm (GRADIENT) were
-        # NaN/inf, -1 for none, updated on the device each step and read with the other scalars (check_finite)
-        self.nonfinite_at: Tensor | None = None
         # The optimiser: fused AdamW where torch has the kernel (None), or not (False; trainer.step.fused_adamw)
         self.fused_adamw: bool | None = None
         # The devices' peak FLOP/s that train/mfu is a share of (train.py: trainer.step.mfu_peak_flops or the data
@@ -204,57 +186,6 @@ class PretrainModule(ClipsUnscaledGradients, L.LightningModule):
     def step_outputs(out: LossOutput) -> dict[str, Any]:
         return {"loss": out.loss, "input_tokens": out.input_tokens, "predicted_tokens": out.predicted_tokens,
                 "flops": TRAINING_PASSES * out.forward_flops}
-
-    def note_nonfinite(self, which: int, value: Tensor) -> None:
-        """Where reads are deferred: record this step in nonfinite_at[which] if `value` is NaN/inf and none was before
-        (device operations only)."""
-        if self.nonfinite_at is None:
-            self.nonfinite_at = torch.full((2,), -1, dtype=torch.long, device=value.device)
-        first = self.nonfinite_at[which]
-        self.nonfinite_at[which] = torch.where(~torch.isfinite(value) & (first < 0), self.global_step, first)
-
-    def check_finite(self) -> None:
-        """Raise NonFiniteLossError (NonFiniteGradientError) if a training loss (gradient norm) since the last check
-        was NaN/inf: one read of a device tensor. Where reads are deferred it runs at logging steps, before any
-        checkpoint is written and when training ends, so no checkpoint holds the weights such a step produced."""
-        if self.nonfinite_at is None:
-            return
-        loss_step, gradient_step = self.nonfinite_at.tolist()
-        self.nonfinite_at = None
-        if gradient_step >= 0 and not 0 <= loss_step <= gradient_step:  # the first to go wrong (a NaN/inf gradient
-            # is clipped to NaN weights, so the next step's loss follows it)
-            raise NonFiniteGradientError(self.gradient_message("NaN/inf", gradient_step))
-        if loss_step >= 0:
-            raise NonFiniteLossError(
-                f"a training loss was NaN/inf at step {loss_step} (this run reads the loss once per "
-                "trainer.log_every_n_steps). Stopped before any checkpoint held its weights: the last saved checkpoint "
-                "is intact. Lower optim.lr, raise optim.warmup_steps or check the data.")
-
-    def gradient_message(self, value: str, step: int) -> str:
-        return (f"the gradient norm was {value} at step {step} with a finite loss (epoch {self.current_epoch}). "
-                "Stopped before any checkpoint held the weights it produced: the last saved checkpoint is intact. "
-                f"Likely causes: {GRADIENT_CAUSES}.")
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """train/grad_norm (the total norm before clipping) at logging steps, and a stop at a NaN/inf one: at once
-        where reads are free, else at the next check (check_finite). A gradient scaler (16-mixed) skips such steps
-        and lowers its scale by design, so there the norm is only logged."""
-        norm = self.measure_gradients(optimizer)
-        if norm is None:  # a skipped batch: no gradients
-            return
-        if logs_this_step(self.trainer):
-            self.log("train/grad_norm", norm)
-        if grad_scaler(self.trainer) is not None:
-            return
-        if not self.reads_every_step:
-            self.note_nonfinite(GRADIENT, norm)
-            return
-        value = float(norm)
-        if not math.isfinite(value):
-            raise NonFiniteGradientError(self.gradient_message(str(value), self.global_step))
-
-    def on_train_end(self) -> None:
-        self.check_finite()  # the steps after the last logging step, where no checkpoint followed them
 
     def on_validation_epoch_start(self) -> None:
         self.objective.set_progress(None)  # an objective with a schedule validates at its end-of-training setting

@@ -61,11 +61,10 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
 
 def fused_adamw_allowed(module: L.LightningModule, wanted: bool | None = None) -> bool | None:
     """`wanted` (None: fused where torch has it; False: never, trainer.step.fused_adamw) unless the gradients are
-    scaled (16-mixed's GradScaler) and clipped: clipping must then follow the unscaling that a fused optimiser does
-    inside its own step. bf16 autocast scales nothing, so its runs clip as they are (ClipsUnscaledGradients) and keep
-    the fused kernel."""
-    trainer = module.trainer
-    if grad_scaler(trainer) is not None and trainer.gradient_clip_val:
+    scaled (16-mixed's GradScaler): a fused optimiser unscales inside its own step, so Lightning would hand the
+    optimiser hook, and clipping, gradients still scaled (the measured norm too). bf16 autocast scales nothing, so its
+    runs clip as they are (ClipsUnscaledGradients) and keep the fused kernel."""
+    if grad_scaler(module.trainer) is not None:
         return False
     return wanted
 
@@ -79,9 +78,9 @@ class ClipsUnscaledGradients:
     """A LightningModule mix-in that measures the gradients' total norm before clipping and clips with it.
 
     `on_before_optimizer_step` (after backward, and after a scaler's unscaling) keeps the total 2-norm of every
-    gradient as a device tensor in `grad_norm`: no host read, so a step that defers its reads stays free of syncs;
-    train/grad_norm logs it where the other scalars are logged, and a module may check it (PretrainModule stops at a
-    non-finite one: clipping would turn an infinite norm into a zero update, a run that silently learns nothing).
+    gradient as a device tensor in `grad_norm`: no host read, so a step that defers its reads stays free of syncs. A
+    module may log and check it there (training.nonfinite: train/grad_norm, and a stop at a non-finite one, which
+    clipping would otherwise turn into a zero update: a run that silently learns nothing).
     Where no scaler touches the gradients (fp32, bf16 autocast) the norm clips them with torch directly: Lightning's
     mixed-precision plugin refuses to clip for any optimiser that unscales by itself, fused AdamW included, even in
     bf16 where there is nothing to unscale; with a scaler, Lightning's own path runs."""
@@ -105,5 +104,8 @@ class ClipsUnscaledGradients:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if gradient_clip_algorithm == "value":
             torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
-        elif self.grad_norm is not None:  # Lightning's default, "norm", with the norm measured once: no host read
-            torch.nn.utils.clip_grads_with_norm_(params, gradient_clip_val, self.grad_norm)
+        else:  # Lightning's default, "norm", with this step's norm as measured in the hook: no host read
+            norm = self.grad_norm if self.grad_norm is not None else torch.nn.utils.get_total_norm(
+                [p.grad for p in params if p.grad is not None])
+            torch.nn.utils.clip_grads_with_norm_(params, gradient_clip_val, norm)
+        self.grad_norm = None  # measured again next step, never reused

@@ -190,6 +190,10 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # whether the final held-out loss is below its own unigram baseline (a study starts no stage on a run that
         # did not, unless allow_unlearned=true); None: no validation to tell
         "learned": learned(metrics),
+        # what own_below_unigram's "all" is a margin of: the objective's own loss (val/<own_loss_metric>) below
+        # val/own_unigram, the unigram NLL of its targets or a baseline of its own (own_baseline_kind)
+        "own_loss_metric": module.objective.own_loss_metric,
+        "own_baseline_kind": module.objective.own_baseline_kind,
         "wall_seconds": round(time.perf_counter() - started, 1),
         # The training loop alone (steps, logging, validation, checkpoints), without data preparation:
         # bench/loop.py sets its tokens/s against the bare step's.
@@ -205,9 +209,9 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     }
     write_result(trainer, out / "summary.json", summary)
     if summary["learned"] is False:
-        log.warning("this run learned nothing: its held-out loss is not below its own unigram baseline (%s = %.3f "
-                    "nats); summary.json says learned: false. See train/grad_norm and train/loss in %s", OWN_MARGIN,
-                    metrics[OWN_MARGIN], out)
+        log.warning("this run did not learn: its own held-out loss is not below its unigram baseline (%s = %.3f "
+                    "nats); summary.json says learned: false, and a study starts no stage on it. See train/grad_norm "
+                    "and train/loss in %s", OWN_MARGIN, metrics[OWN_MARGIN], out)
     log.info("done: val/loss %s (unigram baseline %.3f), val/ppl %s, %d steps, %d input tokens, %.0f s; run folder %s",
              rounded(summary["val_loss"], 4), datamodule.unigram_baseline, rounded(summary["val_ppl"], 1), summary["steps"],
              summary["tokens_seen"], summary["wall_seconds"], out)

@@ -83,8 +83,7 @@ def sdpa_backends(trainer: DictConfig) -> list[SDPBackend] | None:
     names = step_settings(trainer).get("sdpa_backends")
     if names is None:
         return None
-    unknown = sorted(set(names) - set(SDPA_BACKENDS))
-    if unknown or not names:
+    if not isinstance(names, list) or not names or set(names) - set(SDPA_BACKENDS):
         raise ArmlmError(f"trainer.step.sdpa_backends={list(names)}; choose some of {list(SDPA_BACKENDS)} "
                          "(null: torch's choice)")
     return [SDPA_BACKENDS[name] for name in names]

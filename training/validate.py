@@ -68,6 +68,8 @@ RULES = (
          optional=True),
     Rule("trainer.step.loader_workers", (int,), at_least(0), "an integer >= 0", optional=True),
     Rule("trainer.step.pin_memory", (bool,), lambda v: True, "true or false", optional=True),
+    Rule("trainer.step.fused_adamw", (bool,), lambda v: v is False, "false, or null (fused where torch has it)",
+         optional=True),
     Rule("trainer.step.mfu_peak_flops", NUMBER, above(0), "a positive FLOP/s per device (e.g. 989e12), or null",
          optional=True),
     Rule("optim.lr", NUMBER, above(0), "a number > 0"),
