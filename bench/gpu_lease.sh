@@ -18,8 +18,8 @@
 #   find .gpu-carry/site \( -name '*.c' -o -name '*.cpp' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -delete
 #                                                       # 19 MB: gensim's sources go, its extensions and excerpt stay
 #   tar -C "$ARMLM_DATA_DIR" -cJf .gpu-data.tar.xz conll2003                           # 0.6 MB: CoNLL-2003
-# What travels is the checkout plus carry, 64 MiB at most: tracked files are ~35 MiB, 31.7 of them records/. Set aside
-# what no part reads, and bring it back after the call:
+# What travels is the checkout plus carry, 64 MiB at most: tracked files are ~35 MiB (31.7 of them records/), so with
+# the carry above ~54 MiB travels. For room, set aside what no part reads (~21 MiB then), and bring it back after:
 #   mkdir -p ../aside && mv records docs notebooks ../aside/     # then: mv ../aside/* . && git status --short
 # On the device: the run tool with carry [".gpu-carry", ".gpu-data.tar.xz"] and
 #   bash bench/gpu_lease.sh
