@@ -57,16 +57,22 @@ def runs(objectives: list[str], blocks: list[int], batch: int, modes: list[str])
     return out
 
 
-def train(name: str, overrides: list[str], root: Path) -> dict[str, Any]:
-    folder = root / name.replace("/", "-")
+def train_py(overrides: list[str], folder: Path, done_file: str) -> str | None:
+    """`python train.py <overrides>` writing into `folder`, its output kept in folder/train.log; None when it wrote
+    `done_file`, else what went wrong in one line."""
     argv = [sys.executable, str(REPO / "train.py"), *overrides, f"hydra.run.dir={folder}"]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.log").write_text(done.stdout + done.stderr)
-    if done.returncode or not (folder / "summary.json").is_file():
-        last = (done.stderr.strip().splitlines() or [""])[-1][:300]
-        return {"run": name, "error": f"exit status {done.returncode}: {last}", "folder": str(folder)}
-    return summary_row(name, folder)
+    if done.returncode or not (folder / done_file).is_file():
+        return f"exit status {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:300]}"
+    return None
+
+
+def train(name: str, overrides: list[str], root: Path) -> dict[str, Any]:
+    folder = root / name.replace("/", "-")
+    error = train_py(overrides, folder, "summary.json")
+    return {"run": name, "error": error, "folder": str(folder)} if error else summary_row(name, folder)
 
 
 def baseline_kind_of(folder: Path) -> str:
@@ -130,16 +136,10 @@ def prepare_data(override_lists: list[list[str]]) -> None:
 
 def finetune(task: str, pretrained: str, overrides: list[str], root: Path) -> dict[str, Any]:
     folder = root / f"finetune-{task}"
-    argv = [sys.executable, str(REPO / "train.py"), f"task={task}", f"pretrained={pretrained}", *overrides,
-            f"hydra.run.dir={folder}"]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "finetune.log").write_text(done.stdout + done.stderr)
-    results = folder / "results.json"
-    if done.returncode or not results.is_file():
-        return {"run": folder.name, "error": f"exit status {done.returncode}: "
-                                             f"{(done.stderr.strip().splitlines() or [''])[-1][:300]}"}
-    r = json.loads(results.read_text())
+    error = train_py([f"task={task}", f"pretrained={pretrained}", *overrides], folder, "results.json")
+    if error:
+        return {"run": folder.name, "error": error}
+    r = json.loads((folder / "results.json").read_text())
     return {"run": folder.name, "pretrained": pretrained, "metrics": r["metrics"],
             "majority_baseline": r["majority_baseline"], "steps": r["steps"], "wall_seconds": r["wall_seconds"]}
 

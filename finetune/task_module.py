@@ -40,7 +40,6 @@ class TaskModule(ClipsUnscaledGradients, L.LightningModule):
         # give them (EntityF1.item_counts): what a bootstrap over dev items resamples (items.json)
         self.item_scores: dict[str, dict[str, list[list[list[int]]]]] = {}
         self.optim_settings, self.seed = optim, seed
-        self.fused_adamw: bool | None = None  # trainer.step.fused_adamw (None: fused where torch has the kernel)
 
     @abstractmethod
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
@@ -106,7 +105,7 @@ class TaskModule(ClipsUnscaledGradients, L.LightningModule):
         return adamw_with_schedule(
             self, lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"]), betas=tuple(cfg["betas"]),
             eps=float(cfg["eps"]), warmup_steps=round(float(cfg["warmup_ratio"]) * total), total_steps=total,
-            min_lr_ratio=0.0, fused=fused_adamw_allowed(self, self.fused_adamw), own_rates=self.own_rates(),
+            min_lr_ratio=0.0, fused=fused_adamw_allowed(self), own_rates=self.own_rates(),
         )
 
     def own_rates(self) -> list[dict[str, Any]]:

@@ -109,10 +109,11 @@ def cut_launch_seconds(before: dict, stage: Stage) -> float:
 
 
 def how_launched(launcher: str) -> dict[str, object]:
-    """How this launch runs its stages, for its records: each in a process of its own or inside this one, and beside
-    how many launches of the same sweep run at once at most (a Hydra multirun's parallel launcher: joblib's n_jobs,
-    as given, -1 for every core; None for a plain launch). Concurrent launches are processes of their own and share nothing but the caches, which have
-    writer locks (tests/test_study_runs.py holds a seed run beside another to the same bits as run alone)."""
+    """How this launch runs its stages, for its records: each in a process of its own or inside this one, and how
+    many launches of the same sweep run at once at most (a Hydra multirun's parallel launcher: joblib's n_jobs, as
+    given, -1 for every core; None for a plain launch). Concurrent launches are processes of their own that share
+    nothing but the caches, which have writer locks (tests/test_study_runs.py holds a seed run beside another to the
+    same bits as run alone)."""
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     hydra_launcher = HydraConfig.get().launcher if sweep else {}
     return {"launcher": launcher, "sweep_launcher": str(hydra_launcher.get("_target_")) if sweep else None,

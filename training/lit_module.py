@@ -55,8 +55,6 @@ class PretrainModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule
                              "(trainer.step.compile=true); use nonfinite_loss=stop, or trainer.step.compile=false")
         # The objective's loss over the backbone as one graph (the module's own objects: the state dict keeps its names)
         self.compiled_loss = None if compile_step is None else compile_loss(self.objective, self.model, **compile_step)
-        # The optimiser: fused AdamW where torch has the kernel (None), or not (False; trainer.step.fused_adamw)
-        self.fused_adamw: bool | None = None
         # The devices' peak FLOP/s that train/mfu is a share of (train.py: trainer.step.mfu_peak_flops or the data
         # sheet's); None logs no MFU.
         self.peak_flops: float | None = None
@@ -260,5 +258,5 @@ class PretrainModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule
         return adamw_with_schedule(
             self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],
             warmup_steps=warmup, total_steps=total, min_lr_ratio=float(cfg["min_lr_ratio"]),
-            fused=fused_adamw_allowed(self, self.fused_adamw), decay_start=decay_start(total, warmup, cfg.get("decay_fraction")),
+            fused=fused_adamw_allowed(self), decay_start=decay_start(total, warmup, cfg.get("decay_fraction")),
         )

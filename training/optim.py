@@ -59,14 +59,15 @@ def adamw_with_schedule(module: nn.Module, *, lr: float, weight_decay: float, be
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-def fused_adamw_allowed(module: L.LightningModule, wanted: bool | None = None) -> bool | None:
-    """`wanted` (None: fused where torch has it; False: never, trainer.step.fused_adamw) unless the gradients are
+def fused_adamw_allowed(module: L.LightningModule) -> bool | None:
+    """The module's `fused_adamw` (None: fused where torch has it; False: never, trainer.step.fused_adamw) unless the
+    gradients are
     scaled (16-mixed's GradScaler): a fused optimiser unscales inside its own step, so Lightning would hand the
     optimiser hook, and clipping, gradients still scaled (the measured norm too). bf16 autocast scales nothing, so its
     runs clip as they are (ClipsUnscaledGradients) and keep the fused kernel."""
     if grad_scaler(module.trainer) is not None:
         return False
-    return wanted
+    return getattr(module, "fused_adamw", None)
 
 
 def grad_scaler(trainer: L.Trainer) -> Any:
@@ -86,6 +87,8 @@ class ClipsUnscaledGradients:
     bf16 where there is nothing to unscale; with a scaler, Lightning's own path runs."""
 
     grad_norm: torch.Tensor | None = None
+    # trainer.step.fused_adamw, set by the run before fitting (None: fused where torch has the kernel; False: never)
+    fused_adamw: bool | None = None
 
     def measure_gradients(self, optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
         """The total 2-norm of the optimiser's gradients (None: no gradient, a skipped batch), kept in `grad_norm`."""
@@ -105,7 +108,7 @@ class ClipsUnscaledGradients:
         if gradient_clip_algorithm == "value":
             torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
         else:  # Lightning's default, "norm", with this step's norm as measured in the hook: no host read
-            norm = self.grad_norm if self.grad_norm is not None else torch.nn.utils.get_total_norm(
-                [p.grad for p in params if p.grad is not None])
-            torch.nn.utils.clip_grads_with_norm_(params, gradient_clip_val, norm)
+            norm = self.grad_norm if self.grad_norm is not None else self.measure_gradients(optimizer)
+            if norm is not None:  # None: no gradient to clip
+                torch.nn.utils.clip_grads_with_norm_(params, gradient_clip_val, norm)
         self.grad_norm = None  # measured again next step, never reused
