@@ -13,11 +13,14 @@ A side names its arm and one quantity of analysis.quantities.QUANTITIES (each cl
 grammar); its value for a seed comes from that seed's runs.
 
 A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
-(e.g. the validation NLL at 16 epochs minus at 4).
+(e.g. the validation NLL at 16 epochs minus at 4). `relative_to: {<key>: <value>, ...}` names the reference by the
+keys it changes instead (`{finetune: conll2003-causal}`: the same arm's bidirectional score minus its causal one), so
+a row can compare two such differences (an interaction).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from analysis.quantities import QUANTITIES, Quantity
@@ -33,24 +36,46 @@ def quantity_of(side: dict[str, Any]) -> Quantity:
     return named[0]
 
 
+def plain_sides(side: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A side as its own plain side and the plain side it is taken relative to (None where it is not)."""
+    reference = side.get("relative_to")
+    plain = {k: v for k, v in side.items() if k != "relative_to"}
+    if not reference:
+        return plain, None
+    changed = dict(reference) if isinstance(reference, Mapping) else {"arm": reference}
+    if set(changed) - set(plain) - {"arm"}:
+        raise ArmlmError(f"relative_to={dict(changed)} changes keys the side does not have ({sorted(plain)})")
+    return plain, {**plain, **changed}
+
+
+def arms_of(side: dict[str, Any]) -> list[str]:
+    """Every arm a side reads: its own, and its reference's where that is another arm."""
+    own, reference = plain_sides(side)
+    return [own["arm"]] + ([reference["arm"]] if reference and reference["arm"] != own["arm"] else [])
+
+
 def values(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
     """seed -> the side's value for every seed that has it (its change from `relative_to`'s, if given)."""
-    if side.get("relative_to"):
-        plain = {k: v for k, v in side.items() if k != "relative_to"}
-        own, reference = values(runs, plain), values(runs, {**plain, "arm": side["relative_to"]})
+    own_side, reference_side = plain_sides(side)
+    if reference_side is not None:
+        own, reference = values(runs, own_side), values(runs, reference_side)
         return {seed: own[seed] - reference[seed] for seed in own.keys() & reference.keys()}
     return quantity_of(side).values(runs, side)
 
 
 def describe(side: dict[str, Any]) -> str:
-    since = f" minus {side['relative_to']}'s" if side.get("relative_to") else ""
-    return f"{side['arm']}: {quantity_of(side).detail(side)}{since}"
+    own, reference = plain_sides(side)
+    if reference is None:
+        return f"{own['arm']}: {quantity_of(own).detail(own)}"
+    if reference["arm"] != own["arm"] and len(reference.items() - own.items()) == 1:
+        return f"{own['arm']}: {quantity_of(own).detail(own)} minus {reference['arm']}'s"  # another arm, same reading
+    return f"{describe(own)} minus {describe(reference)}"
 
 
 def above_majority(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float] | None:
     """seed -> how far a fine-tuned side scores above the majority-class baseline of its task(s) (a mean over tasks
     for finetune_mean); None for a side that is not a fine-tuned score (or is a difference between arms)."""
-    reads = None if side.get("relative_to") else quantity_of(side).majority_reads(side)
+    reads = None if plain_sides(side)[1] else quantity_of(side).majority_reads(side)
     if reads is None:
         return None
     margins = [{seed: value - scores(runs, side["arm"], *read, column="baseline")[seed]

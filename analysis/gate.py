@@ -18,7 +18,7 @@ from typing import Any
 
 from scipy.stats import chi2
 
-from analysis.findings import above_majority, describe
+from analysis.findings import above_majority, arms_of, describe
 from analysis.study import lowest_own_margin
 from analysis.study_runs import StudyRuns
 from common.errors import ArmlmError
@@ -35,7 +35,7 @@ def gate_arm(arms: dict[str, dict[str, Any]], arm: str) -> str:
 def arms_read(arms: dict[str, dict[str, Any]], sides: Sides) -> list[str]:
     """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
     likelihood to gate) is left out."""
-    named = [side[k] for side in sides for k in ("arm", "relative_to") if side.get(k)]
+    named = [arm for side in sides for arm in arms_of(side)]
     gated = [a for a in named if arms.get(a, {}).get("gate", True) is not False]
     return sorted({gate_arm(arms, a) for a in gated})
 

@@ -33,6 +33,10 @@ from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
+# What an item bootstrap can resample, as a registration names the population its claim generalises over: CoNLL dev
+# documents (each with all its sentences) or sentences one by one; BLiMP pairs within each paradigm (the fixed macro
+# average) or whole paradigms (the phenomena).
+ITEM_UNITS = ("documents", "sentences", "pairs", "paradigms")
 
 
 @dataclass(frozen=True)

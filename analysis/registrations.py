@@ -11,7 +11,7 @@ from typing import Any
 
 from analysis.findings import quantity_of
 from analysis.gate import check_gate
-from analysis.items import ITEM_DRAWS
+from analysis.items import ITEM_DRAWS, ITEM_UNITS
 from analysis.verdicts import ALPHA, DECIDES, Claim
 from common.errors import ArmlmError
 
@@ -39,6 +39,9 @@ class Finding:
     # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
     # other row gains from its leaving) and its verdict reads "withdrawn".
     withdrawn_after_data: dict[str, Any] | None = None
+    # The items the claim generalises over, which the item bootstrap resamples (analysis.items.ITEM_UNITS): None
+    # leaves it to what the sides kept (CoNLL documents where known, BLiMP pairs within paradigms where kept).
+    items: str | None = None
 
     @property
     def claim_test(self) -> Claim:
@@ -53,6 +56,9 @@ class Finding:
             raise ArmlmError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a "
                              f"finding has {sorted(_keys(Finding))} (superseded and withdrawn_after_data optional)")
         finding = Finding(**{**raw, "superseded": list(raw.get("superseded") or [])})
+        if finding.items is not None and finding.items not in ITEM_UNITS:
+            raise ArmlmError(f"finding {finding_id}: items={finding.items!r}; choose one of {ITEM_UNITS} (what its "
+                             "claim generalises over), or leave it out")
         withdrawn = finding.withdrawn_after_data
         if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
             raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, "
@@ -80,7 +86,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class ItemTest:
-    """Which test decides a row (None: none registered, so both must agree), and the bootstrap's settings."""
+    """Which test decides a row (None: none registered, so the crossed interval decides; studies registered before
+    4 December 2026 said `both`), and the bootstrap's settings."""
 
     decides: str | None = None
     draws: int = ITEM_DRAWS
@@ -95,8 +102,8 @@ class ItemTest:
         except TypeError:
             valid = False
         if not valid:
-            raise ArmlmError(f"study.item_test={raw}; give item_test: {{decides: both | seeds | items, draws: "
-                             "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (both decide)")
+            raise ArmlmError(f"study.item_test={raw}; give item_test: {{decides: {' | '.join(DECIDES)}, draws: "
+                             "<at least 1,000>, seed: <int>, items: <what is resampled>}} or leave it out (crossed)")
         return item_test
 
 

@@ -194,7 +194,9 @@ def verdicts(tests: list[ClaimTest], gated: list[bool], alpha: float = ALPHA, ad
 
 WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
 INTERIM = "interim"  # not a verdict: the absence of one until the registered seeds are read
-DECIDES = ("both", "seeds", "items")  # which test a study's registration says decides a row (item_test.decides)
+# Which test a study's registration says decides a row (item_test.decides): since 4 December 2026 (issue 84) the
+# crossed interval, over seeds and items together (analysis.items); before it, both tests had to agree.
+DECIDES = ("crossed", "both", "seeds", "items")
 
 
 def item_verdicts(tests: list[ClaimTest | None], alpha: float) -> tuple[list[float], list[str | None]]:

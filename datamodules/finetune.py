@@ -108,6 +108,8 @@ class FinetuneDataModule(L.LightningDataModule):
         self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
         self.group_by_length, self.num_workers, self.seed = group_by_length, num_workers, seed
         self.encoded: dict[str, list[Encoded]] = {}
+        # per evaluation split, the cluster each example was drawn in (cluster_of), where the task has clusters
+        self.clusters: dict[str, list[int]] = {}
         self.word_subword = "first"
 
     def use_frame(self, frame: TaskFrame) -> None:
@@ -133,6 +135,11 @@ class FinetuneDataModule(L.LightningDataModule):
     @abstractmethod
     def encode(self, example: Any) -> Encoded: ...
 
+    def cluster_of(self, example: Any) -> int | None:
+        """The group an evaluation example was sampled in (a CoNLL sentence's document), which a bootstrap over items
+        resamples whole (analysis.items); None where the examples are independent draws."""
+        return None
+
     def setup(self, stage: str | None = None) -> None:
         if self.encoded:
             return
@@ -144,6 +151,9 @@ class FinetuneDataModule(L.LightningDataModule):
             examples = self.read_split(split)[: limits.get(split, self.max_eval_examples)]
             if not examples:
                 raise ArmlmError(f"{self.info.name} {split} has no examples; check task.data.source")
+            clusters = [self.cluster_of(e) for e in examples] if split != "train" else [None]
+            if None not in clusters:
+                self.clusters[split] = clusters
             self.encoded[split] = [self.encode(e) for e in tqdm(examples, desc=f"encoding {self.info.name} {split}",
                                                                  leave=False)]
         log.info("%s: %s examples", self.info.name, {s: len(e) for s, e in self.encoded.items()})
@@ -248,6 +258,9 @@ class ConllDataModule(FinetuneDataModule):
                 return read_conll(source / name, CONLL2003_TAGS)
         raise ArmlmFileError(f"CoNLL-2003 {split}: {source} has none of {self.FILE_NAMES[split]}; point "
                                 "task.data.source at the folder holding the shared-task files")
+
+    def cluster_of(self, sentence: Sentence) -> int | None:
+        return sentence.document
 
     def encode(self, sentence: Sentence) -> Encoded:
         tag_ids = [CONLL2003_TAGS.index(tag) for tag in sentence.tags]

@@ -163,13 +163,15 @@ def task_metrics(info: TaskInfo) -> MetricCollection:
     return MetricCollection({name: build_metric(spec, info.labels) for name, spec in info.metrics.items()})
 
 
-def item_record(info: TaskInfo, module: Any) -> dict[str, Any]:
+def item_record(info: TaskInfo, module: Any, clusters: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """items.json: for each metric that gives per-item statistics, their names and the score they give; for each
-    dev split, one list per evaluation (after each epoch) of every dev item's values, in dev-set order. Empty
+    dev split, one list per evaluation (after each epoch) of every dev item's values, in dev-set order, and (where
+    the task has them, `clusters`) the cluster each item was drawn in: a bootstrap resamples clusters whole. Empty
     where no metric gives any."""
     if not module.item_scores:
         return {}
     metrics = {name: {"statistics": list(metric.item_statistics), "score": metric.item_score}
                for collection in module.val_metrics for name, metric in collection.items()
                if hasattr(metric, "item_statistics")}
-    return {"task": info.name, "metrics": metrics, "splits": module.item_scores}
+    kept = {split: list(c) for split, c in (clusters or {}).items() if split in module.item_scores}
+    return {"task": info.name, "metrics": metrics, "splits": module.item_scores, **({"clusters": kept} if kept else {})}

@@ -218,7 +218,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         "finetuned_checkpoint": str(out / "checkpoints" / "last.ckpt"),
     }
     # Each dev item's statistics after every epoch (a bootstrap over dev items reads them), before the done file
-    write_items(trainer, out / ITEMS_FILE, item_record(info, module))
+    write_items(trainer, out / ITEMS_FILE, item_record(info, module, datamodule.clusters))
     write_result(trainer, out / "results.json", results)
     log.info("%s dev scores: %s (majority baseline %s), %.0f s", info.name, results["metrics"],
              results["majority_baseline"], results["wall_seconds"])

@@ -12,6 +12,7 @@ under the study root, so a rerun finds what is already done. Folders:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,10 +149,12 @@ def check_study(cfg: DictConfig) -> None:
 
 
 def check_finding_arms(study: DictConfig) -> None:
-    """Every arm a finding's sides read (arm, relative_to) is one of the study's."""
+    """Every arm a finding's sides read (arm, and relative_to's where it names another) is one of the study's."""
     for finding_id, finding in (study.get("findings") or {}).items():
         for side, key in itertools.product(("a", "b"), ("arm", "relative_to")):
             arm = finding.get(side, {}).get(key)
+            if key == "relative_to" and isinstance(arm, Mapping):
+                arm = arm.get("arm")
             if (key == "arm" or arm is not None) and arm not in study.arms:
                 raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {list(study.arms)}")
 
