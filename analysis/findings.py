@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from analysis.items import SideItems
 from analysis.quantities import QUANTITIES, Quantity
 from analysis.study_runs import NotComparable, StudyRuns, scores
 from common.errors import ArmlmError
@@ -67,7 +68,7 @@ def describe(side: dict[str, Any]) -> str:
     own, reference = plain_sides(side)
     if reference is None:
         return f"{own['arm']}: {quantity_of(own).detail(own)}"
-    if reference["arm"] != own["arm"] and len(reference.items() - own.items()) == 1:
+    if [k for k in reference if reference[k] != own.get(k)] == ["arm"]:
         return f"{own['arm']}: {quantity_of(own).detail(own)} minus {reference['arm']}'s"  # another arm, same reading
     return f"{describe(own)} minus {describe(reference)}"
 
@@ -84,10 +85,15 @@ def above_majority(runs: StudyRuns, side: dict[str, Any]) -> dict[int, float] | 
     return {seed: sum(m[seed] for m in margins) / len(margins) for seed in sorted(seeds)}
 
 
-def side_items(runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> dict | None:
-    """seed -> the side's items for the item test, for every seed; None where its quantity has none (or the side is
-    a difference between arms), or a seed lacks them."""
-    return None if side.get("relative_to") or not seeds else quantity_of(side).items(runs, side, seeds)
+def side_items(runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SideItems | None:
+    """The side's items for the item bootstrap, every seed's, as signed readings (its own, less its reference's where
+    it is relative to one); None where a reading's quantity has none, or a seed lacks them."""
+    if not seeds:
+        return None
+    own, reference = plain_sides(side)
+    readings = [(1.0, own)] + ([(-1.0, reference)] if reference else [])
+    found = [(sign, quantity_of(plain).items(runs, plain, seeds)) for sign, plain in readings]
+    return None if any(items is None for _, items in found) else found  # type: ignore[misc]
 
 
 def likelihood_blocks(runs: StudyRuns, side: dict[str, Any]) -> dict[int, str]:

@@ -10,7 +10,8 @@ import pandas as pd
 from analysis.gate import gate_description
 from analysis.registrations import StudySpec, registration_text
 from analysis.study import markdown_rows
-from analysis.verdicts import INTERIM, MAX_SEEDS_REPORTED, VERDICTS, WITHDRAWN
+from analysis.power import MAX_SEEDS_REPORTED
+from analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
@@ -52,14 +53,27 @@ def _test_text(r: dict[str, Any]) -> str:
 def _power_text(r: dict[str, Any]) -> str:
     if r["verdict"] != "unresolved":
         return ""
-    observed, upper = r.get("seeds_needed"), r.get("seeds_needed_sd_upper")
+    observed, upper, factor = r.get("seeds_needed"), r.get("seeds_needed_sd_upper"), r.get("item_factor")
+    oriented_high = r["ci_high"] if r["direction"] == "greater" else -r["ci_low"]
+    if r["kind"] == "superiority" and oriented_high < r["smallest_effect"]:
+        return (f"its interval excludes the smallest effect of interest ({r['smallest_effect']:g}): more seeds or "
+                "items would not show one of that size; only an equivalence claim, registered for new seeds, can say "
+                "more")
+    over_items = r.get("decided_by", "seeds") != "seeds"
+    if over_items and observed != observed:  # the item component alone keeps it unresolved
+        more = (f"~{int(factor)} times the {r['items']} at these seeds" if factor == factor and factor is not None
+                else "over 100 times the items: not at this scale")
+        return f"not resolvable by more seeds (the items alone keep it unresolved); {more}"
     if observed is None or observed != observed:
         return "needs two seeds or more"
 
     def seeds(n: float) -> str:
         return f"~{int(n)} seeds" if n <= MAX_SEEDS_REPORTED else f"over {MAX_SEEDS_REPORTED:,} seeds: not at this scale"
 
-    return f"{seeds(observed)} (sd {r['sd']:.3g}); {seeds(upper)} at the sd's upper 80 % limit ({r['sd_upper80']:.3g})"
+    held = f" with these {r['items']}" if over_items else ""
+    at_upper = seeds(upper) if upper == upper else "none at this scale"
+    return (f"{seeds(observed)}{held} (seed sd {r['sd']:.3g}); {at_upper} at the seed sd's upper 80 % limit "
+            f"({r['sd_upper80']:.3g})")
 
 
 def precision_note(pretraining: pd.DataFrame) -> str:
@@ -92,28 +106,32 @@ def wall_time_note(seconds: pd.DataFrame) -> str:
     return "Wall minutes per seed, the sum of its stages' launches: " + "; ".join(parts) + "."
 
 
-def item_rule_text(decides: str | None, alpha: float) -> str:
-    """What the item columns are and which test decides a row (analysis.items)."""
-    rule = {"both": "the registration says both must agree", "seeds": "the registration says the seed test decides",
-            "items": "the registration says the item test decides",
-            None: "this study registered no rule, so both must agree (the rule since 2 December 2026)"}[decides]
-    return (f"Items: where both sides kept their items, A - B is also resampled over them, the seeds held (BLiMP's "
-            f"paradigms and the pairs within them where kept, CoNLL's dev sentences), with its {100 * (1 - alpha):g} "
-            f"% percentile interval and a bootstrap p Holm-adjusted over the rows that have one. A row is "
-            f"reproduced or contradicted only where the seed test and the item test say so: {rule}.")
+def item_rule_text(alpha: float) -> str:
+    """What the crossed interval is, and what the seed-only and item-only columns are (analysis.items)."""
+    level = f"{100 * (1 - alpha):g} %"
+    return (f"Where both sides kept their items, the interval that decides is crossed: a bootstrap that resamples "
+            f"the pretraining seeds and, independently, the items the claim generalises over (CoNLL dev documents, "
+            f"each with all its sentences, or sentences; BLiMP pairs within each paradigm, or whole paradigms), "
+            f"the same item draw for every seed and side; the {level} interval is the mean +- t times the draws' sd, "
+            f"with Welch-Satterthwaite degrees of freedom, and its p is Holm-adjusted over the family. A row without "
+            f"items is decided by the seed test. The seed-only (paired t) and item-only (percentile) intervals, each "
+            f"with its verdict under Holm, are diagnostics: they show which source limits a row and never decide it "
+            f"(the rule since 4 December 2026, issue 84; before it, a registration could require both to agree).")
 
 
 def _finding_row(r: dict[str, Any]) -> list[Any]:
-    """A row of the family's table: the finding, its test, both means, the seed and item intervals and tests, the
-    gate column and the verdict, with what would resolve it."""
+    """A row of the family's table: the finding, its test, both means, the deciding interval and its test, the
+    seed-only and item-only diagnostics, the gate column and the verdict, with what would resolve it."""
     interval = f"{_number(r['difference'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}]"
-    over_items = f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}]" if r.get("items") else "-"
+    seed_only = f"[{_number(r['seed_low'])}, {_number(r['seed_high'])}] {r.get('seed_verdict') or ''}".rstrip()
+    item_only = (f"{r['items']}: [{_number(r['item_low'])}, {_number(r['item_high'])}] {r.get('item_verdict') or ''}"
+                 .rstrip() if r.get("items") else "-")
     note = "; ".join(x for x in (_power_text(r), r.get("gate_note") or "", r.get("note") or "") if x)
     marked = (" (re-registered after data)" if r.get("superseded")
               else " (registered after data)" if r.get("registered_after_data") else "")
     return [f"{r['finding']}{marked}", r["claim"], _test_text(r), _number(r["a_mean"]), _number(r["b_mean"]), interval,
-            r["n"], _p(r["p"]), _p(r["p_holm"]), _p(r["p_sign_flip"]), over_items, _p(r["item_p_holm"]),
-            _number(r["gate"], 2), f"**{r['verdict']}**", note]
+            r.get("decided_by", "seeds"), r["n"], _p(r["p"]), _p(r["p_holm"]), seed_only, _p(r["p_sign_flip"]),
+            item_only, _number(r["gate"], 2), f"**{r['verdict']}**", note]
 
 
 def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpec, header: str) -> str:
@@ -121,20 +139,23 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
     lines = [header, "",
              f"One family: the {len(table)} registered findings of this study, Holm-adjusted together at a "
              f"family-wise error rate of {alpha:g}. Each difference is A - B per pretraining seed (paired: same seed, "
-             "data order and fine-tuning seeds), with its unadjusted "
-             f"{100 * (1 - alpha):g} % Student-t interval over seeds and the exact sign-flip test's p beside the "
-             "t-test's (reported, not judged: with n seeds it cannot fall below 2 / 2^n).",
-             item_rule_text(study.item_test.decides, alpha),
+             f"data order and fine-tuning seeds), with its unadjusted {100 * (1 - alpha):g} % interval over what "
+             "the `over` column names, and the exact sign-flip test's p over seeds beside it (reported, not judged: "
+             "with n seeds it cannot fall below 2 / 2^n).",
+             item_rule_text(alpha),
              (gate_description(study.arms, gate) if gate else "No learning gate is registered for this study."), ""]
     found = table.get("verdict", pd.Series(dtype=object))
     shown = [*VERDICTS, *(v for v in (WITHDRAWN, INTERIM) if (found == v).any())]
     lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}." for v in shown]
-    lines += ["", "Seeds for 80 % power are at Holm's strictest step (alpha / m) for the registered smallest effect "
-              "(superiority), a true difference of 0 against the margin (non-inferiority), or equivalence shown "
-              "at a true difference of 0; at the observed sd and at its upper 80 % confidence limit.", "",
-              *markdown_rows(["finding", "claim", "registered test", "A", "B", "A - B [95 % CI]", "seeds", "p",
-                              "p (Holm)", "p (sign-flip)", "items: A - B [95 %]", "p (items, Holm)", "gate", "verdict",
-                              "what would resolve it / note"], [_finding_row(r) for r in table.to_dict("records")])]
+    lines += ["", "What would resolve a row is 80 % power at Holm's strictest step (alpha / m) for the registered smallest "
+              "effect (superiority), a true difference of 0 against the margin (non-inferiority), or equivalence "
+              "shown at a true difference of 0, in the unit that limits it: seeds (at the observed seed sd and its "
+              "upper 80 % confidence limit, the items as they are), or, where the items alone keep a crossed row "
+              "unresolved, how many times its items.", "",
+              *markdown_rows(["finding", "claim", "registered test", "A", "B", "A - B [95 % CI]", "over", "seeds",
+                              "p", "p (Holm)", "seeds only [95 %]", "p (sign-flip)", "items only [95 %]", "gate",
+                              "verdict", "what would resolve it / note"],
+                             [_finding_row(r) for r in table.to_dict("records")])]
     lines += ["", "## Registrations", "", *markdown_rows(
         ["finding", "sides", "anchor", "justification of the margin or effect", "registered", "earlier registrations"],
         [[r["finding"], f"A = {r['a']}; B = {r['b']}", r["anchor"], r["justification"], r["registered"],

@@ -18,31 +18,45 @@ from analysis import study as S
 from analysis.findings import describe, measure, side_items, values
 from analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
 from analysis.gate import gate_row
-from analysis.items import item_columns
+from analysis.items import ItemInterval, crossed_test, item_interval, item_test
+from analysis.power import crossed_needs, sd_upper_limit, seeds_for
 from analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
 from analysis.reports import report_main
 from analysis.study_plots import plot_findings, save_figure
 from analysis.study_runs import NotComparable, StudyRuns
 from analysis.verdicts import (
     Claim,
+    ClaimTest,
+    PairedInterval,
     family_verdicts,
     holm,
     judge_claim,
     paired_interval,
-    sd_upper_limit,
-    seeds_for,
     sign_flip_test,
 )
 from common.atomic import atomic_write_text
 from common.errors import ArmlmError, ArmlmFileError
 
 
-def power_columns(claim: Claim, sd: float, n: int, alpha: float) -> dict[str, Any]:
-    """Seeds a row needs at Holm's strictest step (alpha / m, which no other row can loosen), at the observed
-    sd and at its upper 80 % confidence limit (3 seeds' sd can be far below the true one)."""
+def power_columns(claim: Claim, interval: PairedInterval, items: ItemInterval | None, alpha: float) -> dict[str, Any]:
+    """What would resolve a row, at Holm's strictest step (alpha / m, which no other row can loosen). Judged on seeds
+    alone: the seeds it needs at the observed sd and at its upper 80 % confidence limit (3 seeds' sd can be far below
+    the true one). Judged on its crossed interval: the seeds it needs with its items as they are (at the seed sd and
+    its upper limit), or none where the item component alone keeps it unresolved, and then the items it needs."""
+    sd, n = interval.sd, interval.n
     upper = sd_upper_limit(sd, n)
-    return {"seeds_needed": seeds_for(claim, sd, alpha), "seeds_needed_sd_upper": seeds_for(claim, upper, alpha),
-            "sd": sd, "sd_upper80": upper}
+    columns: dict[str, Any] = {"seeds_needed": seeds_for(claim, sd, alpha), "sd": sd, "sd_upper80": upper,
+                               "seeds_needed_sd_upper": seeds_for(claim, upper, alpha), "item_factor": math.nan}
+    if items is not None and n > 1:
+        def needs(seed_sd: float) -> tuple[int | None, int | None]:
+            seed_variance = seed_sd ** 2 / n
+            se = math.sqrt(items.se ** 2 - items.seed_variance + seed_variance)  # the crossed se at that seed sd
+            return crossed_needs(claim, seed_variance, items.item_variance, se, n, items.resampled, alpha)
+
+        (observed, factor), (at_upper, _) = needs(sd), needs(upper)
+        columns.update(seeds_needed=math.nan if observed is None else observed, item_factor=factor,
+                       seeds_needed_sd_upper=math.nan if at_upper is None else at_upper)
+    return columns
 
 
 def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:
@@ -50,9 +64,19 @@ def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True)
     return judge_family(StudyRuns.read(Path(root)), StudySpec.parse(study), adjust)
 
 
+def item_columns(interval: ItemInterval | None, claim: Claim) -> tuple[dict[str, Any], ClaimTest | None,
+                                                                        ClaimTest | None]:
+    """A row's item and crossed columns, and its item-only and crossed tests (None where a side has no items)."""
+    if interval is None:
+        return {"items": "", **{c: math.nan for c in ("item_low", "item_high", "crossed_se", "crossed_df")}}, None, None
+    return ({"items": interval.items, "item_low": interval.item_low, "item_high": interval.item_high,
+             "crossed_se": interval.se, "crossed_df": interval.df},
+            item_test(interval, claim), crossed_test(interval, claim) if len(interval.observed) > 1 else None)
+
+
 def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.DataFrame:
     findings, alpha = study.findings, study.alpha
-    rows, tests, gated, item_tests = [], [], [], []
+    rows, tests, seed_tests, item_tests, gated = [], [], [], [], []
     for finding_id, finding in findings.items():
         claim = finding.claim_test
         row = {"finding": finding_id, "claim": finding.claim, "anchor": finding.anchor,
@@ -69,30 +93,36 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
         seeds, to_come, seeds_note = at_registered_seeds(finding.registered, measured["seeds"])
         differences = [measured["a_values"][s] - measured["b_values"][s] for s in seeds]
         interval = paired_interval(differences, 1 - alpha)
-        test = judge_claim(interval, claim)
+        seed_test = judge_claim(interval, claim)
         flips = sign_flip_test(differences, claim)
-        items, item = item_columns([side_items(runs, side, seeds) for side in (finding.a, finding.b)], claim, seeds,
-                                   alpha, study.item_test.draws, study.item_test.seed)
-        item_tests.append(item)
+        over_items = item_interval([side_items(runs, side, seeds) for side in (finding.a, finding.b)], seeds,
+                                   1 - alpha, int(study.item_test.draws), int(study.item_test.seed), finding.items)
+        items, item, crossed = item_columns(over_items, claim)
+        deciding = crossed or seed_test
+        low, high = ((over_items.crossed_low, over_items.crossed_high) if crossed
+                     else (interval.low, interval.high))
         row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,
                    seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
-                   b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=interval.low,
-                   ci_high=interval.high, p=test.p,
+                   b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=low, ci_high=high,
+                   decided_by=f"seeds and {over_items.items}" if crossed else "seeds", seed_low=interval.low,
+                   seed_high=interval.high, p=deciding.p, p_seed=seed_test.p, p_items=math.nan if item is None else item.p,
                    seeds_to_come=to_come,
                    note="; ".join(x for x in (measured.get("note", "") or ("" if seeds else "no seed has both sides"),
                                               seeds_note) if x),
                    **gate_row(runs, study.arms, study.gate, (finding.a, finding.b), seeds),
-                   **power_columns(claim, interval.sd, interval.n, alpha / max(1, len(findings))))
+                   **power_columns(claim, interval, over_items if crossed else None, alpha / max(1, len(findings))))
         rows.append(row)
-        tests.append(test)
+        tests.append(deciding)
+        seed_tests.append(seed_test)
+        item_tests.append(item)
         gated.append(row["gate_failed"] or bool(measured.get("note")))  # not comparable: no evidence either
     table = pd.DataFrame(rows)
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
-        judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], item_tests,
-                                 [r["note"] for r in rows], [f.withdrawn_after_data for f in findings.values()],
-                                 alpha, adjust, study.item_test.decides or "both")
-        for column in ("verdict", "seed_verdict", "item_p_holm", "item_verdict", "note"):
+        judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], [r["note"] for r in rows],
+                                 [f.withdrawn_after_data for f in findings.values()], alpha, adjust, seed_tests,
+                                 item_tests)
+        for column in ("verdict", "deciding_verdict", "seed_verdict", "item_verdict", "note"):
             table[column] = [getattr(j, column) for j in judged]
     return table
 

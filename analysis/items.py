@@ -1,33 +1,43 @@
-"""Intervals over items beside intervals over seeds: a finding's difference resampled over the fixed items it was
-measured on (BLiMP's paradigms and the pairs within them, CoNLL-2003's dev sentences), the seeds held as they are.
+"""Intervals over items, and over seeds and items together: a finding's difference resampled over the fixed items it
+was measured on (CoNLL-2003's dev documents or sentences, BLiMP's pairs within paradigms or whole paradigms), and the
+crossed interval that covers both sources a claim generalises over.
 
-A seed interval (analysis.verdicts) answers "would other pretraining seeds give the same difference?" on these
-items; an item interval answers "would other items of the same kind give it?" on these seeds. One draw resamples
-the items with replacement, the same draw for every seed and both sides (each seed's pairing kept), recomputes
-every side's value per seed on the drawn items and takes the mean over seeds of A - B:
+One item draw gives every dev unit a weight (how often the draw picked it), the same draw for every seed and both
+sides, so each seed's pairing is kept; every run's score is recomputed from its items under those weights:
 
-- BLiMP (a `zeroshot` side at level overall): the release's macro average over paradigms. A draw picks the
-  paradigms and, where zeroshot.json keeps each pair's outcome (`pair_outcomes`), the pairs within each paradigm.
-  The pair draw of a paradigm is shared by the slots that pick it twice in one draw (a vectorised nested
-  bootstrap; it narrows the within-paradigm part a little). Reports written before pair outcomes were kept
-  resample paradigms only, with their pairs as they are.
-- CoNLL-2003 (a `finetune` side with an entity F1): micro F1 from each dev sentence's [tp, fp, fn] (items.json,
-  after the epoch the side reads, else the last), 2 tp / (2 tp + fp + fn) over the drawn sentences.
+- CoNLL-2003 (a `finetune` side with an entity F1): micro F1, 2 tp / (2 tp + fp + fn), from each dev sentence's
+  [tp, fp, fn] (items.json, after the epoch the side reads). `documents` draws whole documents (each brings all its
+  sentences: sentences of one news story share topics and names, so they are not independent draws); `sentences`
+  draws them one by one.
+- BLiMP (a `zeroshot` side at level overall), the release's macro average over paradigms: `pairs` draws pairs
+  within each paradigm (the population is the fixed macro average, so paradigms are strata, not draws); `paradigms`
+  draws whole paradigms with their accuracies as they are (the population is the phenomena).
 
-The item test is calibrated as the seed test: its p-value is twice the share of draws on the wrong side of the
-claim's threshold (with the add-one correction), so it is below alpha exactly when the percentile (1 - alpha)
-interval lies in the claim's region.
+Three intervals come of the draws, all of the mean over seeds of A - B:
+- item-only (seeds held): its percentile interval, a diagnostic;
+- seed-only: the paired t interval (analysis.verdicts), a diagnostic;
+- crossed: each draw also resamples the seeds, independently of the items, with their spread around the draw's mean
+  scaled by sqrt(n / (n - 1)) (the bootstrap's small-sample shrinkage undone). The interval is the observed mean +- t
+  * the crossed draws' sd, with Welch-Satterthwaite degrees of freedom from the seed and item components; its test
+  is calibrated as the seed test's (its p is below alpha exactly when the interval lies in the claim's region). The
+  verdict reads it (analysis.findings_report).
+
+A side that is a difference of two readings (`relative_to`, an interaction) gives its items as signed terms.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+from scipy import stats
 
-from analysis.verdicts import Claim, ClaimTest, claim_test
+from analysis.verdicts import Claim, ClaimTest, claim_test, t_tails
 from common.atomic import read_artefact
 from common.errors import ArmlmError
 from finetune.metrics import ITEMS_FILE
@@ -37,6 +47,7 @@ ITEM_DRAWS = 10_000
 # documents (each with all its sentences) or sentences one by one; BLiMP pairs within each paradigm (the fixed macro
 # average) or whole paradigms (the phenomena).
 ITEM_UNITS = ("documents", "sentences", "pairs", "paradigms")
+_BLOCK = 500  # draws weighed at once: (block, units) integer weights
 
 
 @dataclass(frozen=True)
@@ -50,14 +61,11 @@ class BlimpItems:
 @dataclass(frozen=True)
 class SentenceItems:
     counts: np.ndarray  # (sentences, 3): tp, fp, fn
+    documents: np.ndarray | None = None  # (sentences,): the document each was drawn in, where known
 
 
-@dataclass(frozen=True)
-class ItemInterval:
-    items: str  # what was resampled: "paradigms", "paradigms and pairs", "sentences"
-    differences: np.ndarray  # one mean-over-seeds A - B per draw
-    low: float
-    high: float
+Items = BlimpItems | SentenceItems
+SideItems = list[tuple[float, dict[int, Items]]]  # a side's value is the signed sum of these readings' scores
 
 
 def blimp_items(report: dict[str, Any], method: str) -> BlimpItems:
@@ -71,7 +79,8 @@ def blimp_items(report: dict[str, Any], method: str) -> BlimpItems:
 
 def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | None:
     """The per-sentence statistics that give `score` in one fine-tuning run folder, after `epoch` (1-based; None: the
-    last), or None where the run kept none (it predates items.json, or no metric gives that score per item)."""
+    last), with each sentence's document where items.json kept them; None where the run kept none (it predates
+    items.json, or no metric gives that score per item)."""
     path = folder / ITEMS_FILE
     if not path.is_file():
         return None
@@ -84,90 +93,225 @@ def read_items(folder: Path, score: str, epoch: int | None) -> SentenceItems | N
     evaluations = splits[split][names[0]]
     if epoch is not None and not 1 <= epoch <= len(evaluations):
         raise ArmlmError(f"{path} has {len(evaluations)} evaluations; a side reads epoch {epoch}")
-    return SentenceItems(np.asarray(evaluations[-1 if epoch is None else epoch - 1], dtype=np.int64))
+    counts = np.asarray(evaluations[-1 if epoch is None else epoch - 1], dtype=np.int64)
+    documents = record.get("clusters", {}).get(split) or clusters_from_source(folder, split, len(counts))
+    return SentenceItems(counts, None if documents is None else np.asarray(documents, dtype=np.int64))
 
 
-def _blimp_draws(sides: list[dict[int, BlimpItems]], seeds: list[int], draws: int,
-                 rng: np.random.Generator) -> tuple[list[np.ndarray], str]:
-    """Per side, (draws, seeds) overall accuracies on resampled paradigms (and pairs, where every table has them)."""
-    tables = [side[s] for side in sides for s in seeds]
-    uids = sorted(set.intersection(*(set(t.accuracy) for t in tables)))
-    if len(uids) != len(tables[0].accuracy) or any(len(t.accuracy) != len(uids) for t in tables):
-        raise ArmlmError("the sides' BLiMP reports hold different paradigms; score both on the same ones")
-    with_pairs = all(t.outcomes is not None for t in tables)
-    chosen = rng.integers(0, len(uids), size=(draws, len(uids)))
-    per_paradigm = []  # per table: (paradigms, draws) accuracy of each paradigm in each draw
-    pair_draws = {}
-    if with_pairs:
-        for uid in uids:
-            n = len(tables[0].outcomes[uid])
-            if any(len(t.outcomes[uid]) != n for t in tables):
-                raise ArmlmError(f"paradigm {uid} has different pairs in the sides' reports")
-            pair_draws[uid] = rng.integers(0, n, size=(draws, n))
-    for t in tables:
-        if with_pairs:
-            per_paradigm.append(np.stack([t.outcomes[u][pair_draws[u]].mean(axis=1) for u in uids]))
-        else:
-            per_paradigm.append(np.repeat(np.array([t.accuracy[u] for u in uids])[:, None], draws, axis=1))
-    columns = np.arange(draws)[:, None]
-    overall = [p[chosen, columns].mean(axis=1) for p in per_paradigm]  # (draws,) per table
-    k = len(seeds)
-    per_side = [np.stack(overall[i * k:(i + 1) * k], axis=1) for i in range(len(sides))]
-    return per_side, "paradigms and pairs" if with_pairs else "paradigms"
-
-
-def _sentence_draws(sides: list[dict[int, SentenceItems]], seeds: list[int], draws: int,
-                    rng: np.random.Generator) -> tuple[list[np.ndarray], str]:
-    n = len(sides[0][seeds[0]].counts)
-    if any(len(side[s].counts) != n for side in sides for s in seeds):
-        raise ArmlmError("the sides' runs were scored on different dev sentences; fine-tune both on the same split")
-    chosen = rng.integers(0, n, size=(draws, n))
-    tables = np.concatenate([side[s].counts for side in sides for s in seeds], axis=1)  # (n, 3 x tables)
-    totals = np.empty((draws, tables.shape[1]), dtype=np.int64)
-    for start in range(0, draws, 1000):  # each draw's totals: how often it drew each sentence, times its counts
-        block = chosen[start:start + 1000]
-        offsets = block + n * np.arange(len(block))[:, None]
-        weights = np.bincount(offsets.ravel(), minlength=len(block) * n).reshape(len(block), n)
-        totals[start:start + len(block)] = weights @ tables
-    tp, fp, fn = totals[:, 0::3], totals[:, 1::3], totals[:, 2::3]
-    denominator = 2 * tp + fp + fn
-    f1 = np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0)  # (draws, tables)
-    k = len(seeds)
-    per_side = [f1[:, i * k:(i + 1) * k] for i in range(len(sides))]
-    return per_side, "sentences"
-
-
-def item_interval(items: list[dict[int, BlimpItems | SentenceItems] | None], seeds: list[int], level: float = 0.95,
-                  draws: int = ITEM_DRAWS, seed: int = 0) -> ItemInterval | None:
-    """The mean over `seeds` of A - B under `draws` resamples of the items both sides were measured on (`items`:
-    per side, seed -> its items; analysis.findings.side_items), with its percentile interval at `level`; None where
-    a side has no items (or they differ in kind)."""
-    if not seeds or any(i is None for i in items):
+def clusters_from_source(folder: Path, split: str, items: int) -> list[int] | None:
+    """The cluster of each of the first `items` examples of a run's split, asked of its task's data module
+    (`clusters_in`) from the source its Hydra config names: for items.json written before they were kept there (4
+    December 2026). None where the run kept no config, or its task has no clusters, or the source is unreadable."""
+    config = folder / ".hydra" / "config.yaml"
+    if not config.is_file():
         return None
-    kinds = {type(next(iter(i.values()))) for i in items}
-    if len(kinds) != 1:
+    data = OmegaConf.load(config).task.data
+    try:
+        clusters = get_class(data._target_).clusters_in(str(data.source), split)
+    except (ArmlmError, OSError, AttributeError):
         return None
+    return None if clusters is None or len(clusters) < items else clusters[:items]
+
+
+class _Design:
+    """How one kind of item is resampled: the weight each unit gets in a draw, each reading's (units, k) table of
+    what it sums, and the score of a weighted sum."""
+
+    units: str  # what is resampled, in words
+    resampled: int  # independent draws per resample (the item component's degrees of freedom + 1)
+    size: int  # columns of a weight matrix
+
+    def weights(self, rng: np.random.Generator, draws: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def table(self, items: Items) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(self, totals: np.ndarray) -> np.ndarray:
+        return totals[..., 0]
+
+
+def _counts(rng: np.random.Generator, draws: int, n: int) -> np.ndarray:
+    """(draws, n): how often each of n units is picked when n are drawn with replacement."""
+    picked = rng.integers(0, n, size=(draws, n)) + n * np.arange(draws)[:, None]
+    return np.bincount(picked.ravel(), minlength=draws * n).reshape(draws, n)
+
+
+class _Sentences(_Design):
+    def __init__(self, first: SentenceItems, by_document: bool) -> None:
+        self.size = len(first.counts)
+        self.documents = None
+        if by_document:
+            _, self.documents = np.unique(first.documents, return_inverse=True)
+        self.resampled = self.size if self.documents is None else int(self.documents.max()) + 1
+        self.units = "documents" if by_document else "sentences"
+
+    def weights(self, rng: np.random.Generator, draws: int) -> np.ndarray:
+        picked = _counts(rng, draws, self.resampled)
+        return picked if self.documents is None else picked[:, self.documents]
+
+    def table(self, items: Items) -> np.ndarray:
+        if not isinstance(items, SentenceItems) or len(items.counts) != self.size:
+            raise ArmlmError("the sides' runs were scored on different dev sentences; fine-tune both on the same split")
+        if self.documents is not None and items.documents is not None and len(items.documents) != self.size:
+            raise ArmlmError("the sides' runs kept different dev documents; fine-tune both on the same split")
+        return items.counts.astype(float)
+
+    def score(self, totals: np.ndarray) -> np.ndarray:
+        tp, fp, fn = totals[..., 0], totals[..., 1], totals[..., 2]
+        denominator = 2 * tp + fp + fn
+        return np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1), 0.0)
+
+
+class _Paradigms(_Design):
+    """The macro average over paradigms, as a weighted sum: each unit's column is its value / (pairs x paradigms)."""
+
+    def __init__(self, first: BlimpItems, by_pair: bool) -> None:
+        self.uids = sorted(first.accuracy)
+        self.by_pair = by_pair
+        self.sizes = [len(first.outcomes[u]) for u in self.uids] if by_pair else [1] * len(self.uids)
+        self.size = sum(self.sizes)
+        self.resampled = self.size - (len(self.uids) - 1 if by_pair else 0)  # strata cost one df each, less one
+        self.units = "pairs within paradigms" if by_pair else "paradigms"
+
+    def weights(self, rng: np.random.Generator, draws: int) -> np.ndarray:
+        if not self.by_pair:
+            return _counts(rng, draws, self.size)
+        return np.concatenate([_counts(rng, draws, n) for n in self.sizes], axis=1)
+
+    def table(self, items: Items) -> np.ndarray:
+        if not isinstance(items, BlimpItems) or sorted(items.accuracy) != self.uids:
+            raise ArmlmError("the sides' BLiMP reports hold different paradigms; score both on the same ones")
+        if not self.by_pair:
+            return np.array([[items.accuracy[u] / len(self.uids)] for u in self.uids])
+        if items.outcomes is None or [len(items.outcomes.get(u, ())) for u in self.uids] != self.sizes:
+            raise ArmlmError("the sides' BLiMP reports kept different pairs; score both on the same pairs")
+        return np.concatenate([items.outcomes[u] / (n * len(self.uids)) for u, n in zip(self.uids, self.sizes)])[:, None]
+
+
+def _design(first: Items, unit: str | None, every: list[Items]) -> _Design:
+    """The resampling a row's registered unit asks for (None: the finest the items allow of its claim's default)."""
+    if isinstance(first, SentenceItems):
+        known = all(isinstance(i, SentenceItems) and i.documents is not None for i in every)
+        if unit in (None, "documents") and known:
+            return _Sentences(first, by_document=True)
+        if unit == "documents":
+            raise ArmlmError("the row registered dev documents, but its runs kept no documents (items.json before "
+                             "4 December 2026): fine-tune again, or register items: sentences")
+        if unit not in (None, "sentences"):
+            raise ArmlmError(f"items={unit!r} for a fine-tuned side; choose documents or sentences")
+        return _Sentences(first, by_document=False)
+    kept = all(isinstance(i, BlimpItems) and i.outcomes is not None for i in every)
+    if unit == "pairs" and not kept:
+        raise ArmlmError("the row registered BLiMP pairs, but its zero-shot reports kept no pair outcomes; score again")
+    if unit not in (None, "pairs", "paradigms"):
+        raise ArmlmError(f"items={unit!r} for a BLiMP side; choose pairs or paradigms")
+    return _Paradigms(first, by_pair=unit == "pairs" or (unit is None and kept))
+
+
+@dataclass(frozen=True)
+class ItemInterval:
+    """A row's difference on every item per seed, under item draws (seeds held) and crossed draws."""
+
+    items: str  # what was resampled
+    observed: np.ndarray  # (seeds,): A - B on every item
+    item_draws: np.ndarray  # (draws,): the mean over seeds of A - B, items resampled
+    crossed_draws: np.ndarray  # (draws,): seeds and items resampled; empty with fewer than two seeds
+    resampled: int  # independent item units per draw
+    level: float
+
+    @property
+    def mean(self) -> float:
+        return float(self.observed.mean())
+
+    @property
+    def item_low(self) -> float:
+        return float(np.quantile(self.item_draws, (1 - self.level) / 2))
+
+    @property
+    def item_high(self) -> float:
+        return float(np.quantile(self.item_draws, (1 + self.level) / 2))
+
+    @property
+    def seed_variance(self) -> float:
+        """The variance of the mean from seeds: the paired t-test's squared standard error (NaN below two seeds)."""
+        n = len(self.observed)
+        return float(self.observed.var(ddof=1) / n) if n > 1 else math.nan
+
+    @property
+    def item_variance(self) -> float:
+        return float(self.item_draws.var(ddof=1))
+
+    @property
+    def se(self) -> float:
+        """The crossed standard error of the mean difference (NaN below two seeds)."""
+        return float(self.crossed_draws.std(ddof=1)) if len(self.crossed_draws) > 1 else math.nan
+
+    @property
+    def df(self) -> float:
+        """Welch-Satterthwaite degrees of freedom of the two components."""
+        seeds, v_seed, v_item = len(self.observed), self.seed_variance, self.item_variance
+        if not seeds > 1:
+            return math.nan
+        denominator = v_seed ** 2 / (seeds - 1) + v_item ** 2 / max(1, self.resampled - 1)
+        return float(seeds - 1) if denominator == 0 else (v_seed + v_item) ** 2 / denominator
+
+    @property
+    def half_width(self) -> float:
+        return float(stats.t.ppf(0.5 + self.level / 2, self.df)) * self.se if self.df == self.df else math.nan
+
+    @property
+    def crossed_low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def crossed_high(self) -> float:
+        return self.mean + self.half_width
+
+
+def item_interval(sides: list[SideItems | None], seeds: list[int], level: float = 0.95, draws: int = ITEM_DRAWS,
+                  seed: int = 0, unit: str | None = None) -> ItemInterval | None:
+    """A - B (`sides`: per side, its signed readings, seed -> items; analysis.findings.side_items) on every item per
+    seed, under `draws` item draws of `unit` (ITEM_UNITS; None: the finest the items allow) and as many crossed
+    draws; None where a side has no items or the sides' items differ in kind."""
+    if not seeds or any(not side for side in sides):
+        return None
+    readings = [(sign if k == 0 else -sign, by_seed) for k, side in enumerate(sides) for sign, by_seed in side]
+    every = [by_seed[s] for _, by_seed in readings for s in seeds]
+    if len({type(i) for i in every}) != 1:
+        return None
+    design = _design(every[0], unit, every)
+    tables = [(sign, [design.table(by_seed[s]) for s in seeds]) for sign, by_seed in readings]
+
+    def differences(weights: np.ndarray) -> np.ndarray:  # (draws, units) -> (draws, seeds) A - B
+        return sum(sign * np.stack([design.score(weights @ t) for t in per_seed], axis=-1) for sign, per_seed in tables)
+
     rng = np.random.default_rng(seed)
-    resample = _blimp_draws if kinds == {BlimpItems} else _sentence_draws
-    (side_a, side_b), what = resample(items, seeds, draws, rng)
-    differences = (side_a - side_b).mean(axis=1)
-    low, high = np.quantile(differences, [(1 - level) / 2, (1 + level) / 2])
-    return ItemInterval(what, differences, float(low), float(high))
+    observed = differences(np.ones((1, design.size)))[0]
+    per_seed = np.concatenate([differences(design.weights(rng, min(_BLOCK, draws - start)))
+                               for start in range(0, draws, _BLOCK)])  # (draws, seeds)
+    means = per_seed.mean(axis=1)
+    n = len(seeds)
+    crossed = np.empty(0)
+    if n > 1:  # the same item draws, each with its own seed draw
+        picked = rng.integers(0, n, size=(draws, n))
+        resampled_seeds = np.take_along_axis(per_seed, picked, axis=1).mean(axis=1)
+        crossed = means + math.sqrt(n / (n - 1)) * (resampled_seeds - means)
+    return ItemInterval(design.units, observed, means, crossed, design.resampled, level)
 
 
 def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
-    """Both one-sided bootstrap tests of `claim` (analysis.verdicts.claim_test's calibration): each tail is the share
-    of draws on the wrong side of the threshold, with the add-one correction."""
-    d, draws = claim.sign * interval.differences, len(interval.differences)
+    """Both one-sided bootstrap tests of `claim` over items alone (analysis.verdicts.claim_test's calibration): each
+    tail is the share of item draws on the wrong side of the threshold, with the add-one correction."""
+    d, draws = claim.sign * interval.item_draws, len(interval.item_draws)
     return claim_test(claim, lambda t: (int((d <= t).sum()) + 1) / (draws + 1),
                       lambda t: (int((d >= t).sum()) + 1) / (draws + 1), draws)
 
 
-def item_columns(items: list[dict[int, BlimpItems | SentenceItems] | None], claim: Claim, seeds: list[int],
-                 alpha: float, draws: int = ITEM_DRAWS, seed: int = 0) -> tuple[dict[str, Any], ClaimTest | None]:
-    """A findings row's item columns (what was resampled, the (1 - alpha) interval) and its item test (None
-    where a side has no items)."""
-    interval = item_interval(items, seeds, 1 - alpha, int(draws), int(seed))
-    if interval is None:
-        return {"items": "", "item_low": float("nan"), "item_high": float("nan")}, None
-    return {"items": interval.items, "item_low": interval.low, "item_high": interval.high}, item_test(interval, claim)
+def crossed_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
+    """Both one-sided t-tests of `claim` on the crossed standard error and degrees of freedom."""
+    n = len(interval.observed)
+    if n < 2:
+        return ClaimTest(1.0, 1.0, n)
+    above, below = t_tails(claim.sign * interval.mean, interval.se, interval.df)
+    return claim_test(claim, above, below, n)

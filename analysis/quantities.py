@@ -17,7 +17,7 @@ from analysis.runs import curve_by_steps
 from analysis.study_runs import NotComparable, StudyRuns, epoch_scores, scores
 from common.errors import ArmlmError
 
-Items = dict[int, BlimpItems | SentenceItems]
+SeedItems = dict[int, BlimpItems | SentenceItems]  # seed -> one reading's items
 
 
 class Quantity:
@@ -40,7 +40,7 @@ class Quantity:
         the gate's min_above_majority reads; None for a side that is not a fine-tuned score."""
         return None
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
         """seed -> the side's items for the item test (analysis.items), for every seed; None where it has none."""
         return None
 
@@ -64,7 +64,7 @@ class Finetune(Quantity):
     def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]] | None:
         return [(side["finetune"], side["metric"], side.get("split"))]
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
         if runs.root is None:
             return None
         # one run per checkpoint: a median over fine-tuning seeds (<variant>-ft<j> folders) has no item resample
@@ -253,7 +253,7 @@ class Zeroshot(FromReports):
                 return float(row["accuracy"])
         raise ArmlmError(f"BLiMP has no {level} {name!r} in this study's paradigms")
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> Items | None:
+    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
         spec = side[self.name]
         if spec.get("level", "overall") != "overall" or any((side["arm"], s) not in runs.zeroshot for s in seeds):
             return None

@@ -1,7 +1,8 @@
 """What a study must register before its runs, parsed and checked once into a typed StudySpec before any stage runs
 (study.py), and the registrations as its findings report prints them: each finding's claim, sides, test and
-registration (date, commit; `seen:` where some seeds had run before it; `seeds:` the pretraining seeds its verdict is
-read on), the study's gate and error rate, its item test and its checks."""
+registration (date, commit; `seen:` where this row's own comparison had been measured on its data before it, which
+marks the row "registered after data"; `prior:` what was known from other data; `seeds:` the pretraining seeds its
+verdict is read on), the study's gate and error rate, its item test and its checks."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Finding:
     b: dict[str, Any]
     test: dict[str, Any]  # {kind, direction, smallest_effect, margin}: a Claim (`claim_test`)
     justification: str
-    registered: dict[str, Any]  # {date, commit, seen?, seeds?}
+    registered: dict[str, Any]  # {date, commit, seen?, prior?, seeds?}
     superseded: list[dict[str, Any]] = field(default_factory=list)  # earlier registrations, kept when a claim changed
     # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
     # other row gains from its leaving) and its verdict reads "withdrawn".
@@ -155,9 +156,11 @@ def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[l
 def registration_text(registered: dict[str, Any]) -> str:
     # `seen`: what data the registration came after (a claim added once some seeds had run), printed so a
     # reader can discount it; the claim stays pre-registered for the seeds run after it.
+    # `prior`: what was known beforehand from other data (another corpus, an earlier study): printed, not marked.
     seen = f", after seeing {registered['seen']}" if registered.get("seen") else ""
+    prior = f", knowing {registered['prior']}" if registered.get("prior") else ""
     seeds = f"; read on seeds {registered['seeds']}" if registered.get("seeds") else ""
-    return f"{registered.get('date')} at {registered.get('commit')}{seen}{seeds}"
+    return f"{registered.get('date')} at {registered.get('commit')}{seen}{prior}{seeds}"
 
 
 def superseded_text(entry: dict[str, Any]) -> str:

@@ -42,8 +42,6 @@ ClaimKind = Literal["superiority", "non_inferiority", "equivalence"]
 CLAIM_KINDS = ("superiority", "non_inferiority", "equivalence")
 VERDICTS = ("reproduced", "contradicted", "unresolved", "not evidence")
 ALPHA = 0.05  # family-wise error rate of each study's findings
-POWER = 0.8
-MAX_SEEDS_REPORTED = 10_000  # beyond this a power calculation says "not at this scale"
 
 
 @dataclass(frozen=True)
@@ -130,15 +128,20 @@ def judge_claim(interval: PairedInterval, claim: Claim) -> ClaimTest:
     """The paired t-tests of `claim` (claim_test's calibration)."""
     if interval.n < 2:
         return ClaimTest(1.0, 1.0, interval.n)
-    mean, se, df = claim.sign * interval.mean, interval.sd / math.sqrt(interval.n), interval.n - 1
+    above, below = t_tails(claim.sign * interval.mean, interval.sd / math.sqrt(interval.n), interval.n - 1)
+    return claim_test(claim, above, below, interval.n)
 
+
+def t_tails(mean: float, se: float, df: float) -> tuple[Tail, Tail]:
+    """The one-sided t-test p-values of an (oriented) mean with standard error `se` on `df` degrees of freedom:
+    H0 "at most t" and H0 "at least t"."""
     def above(t: float) -> float:
         return (0.0 if mean > t else 1.0) if se == 0 else float(stats.t.sf((mean - t) / se, df))
 
     def below(t: float) -> float:
         return (0.0 if mean < t else 1.0) if se == 0 else float(stats.t.cdf((mean - t) / se, df))
 
-    return claim_test(claim, above, below, interval.n)
+    return above, below
 
 
 MAX_EXACT_SIGN_FLIPS = 20  # 2^20 sign patterns; beyond, the sign-flip test is not computed
@@ -194,106 +197,56 @@ def verdicts(tests: list[ClaimTest], gated: list[bool], alpha: float = ALPHA, ad
 
 WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
 INTERIM = "interim"  # not a verdict: the absence of one until the registered seeds are read
-# Which test a study's registration says decides a row (item_test.decides): since 4 December 2026 (issue 84) the
-# crossed interval, over seeds and items together (analysis.items); before it, both tests had to agree.
-DECIDES = ("crossed", "both", "seeds", "items")
+# The rule a registration names for reading a row (item_test.decides). Since 4 December 2026 (issue 84) there is
+# one: the crossed interval over seeds and items (analysis.items), or the seed test alone where a row has no items.
+# Studies registered earlier said `both` (the seed and item tests had to agree): they were re-judged under this rule
+# (docs/findings.md, "Amendment of 4 December").
+DECIDES = ("crossed",)
 
 
-def item_verdicts(tests: list[ClaimTest | None], alpha: float) -> tuple[list[float], list[str | None]]:
-    """Holm over the rows that have an item test (the others: NaN and None), and each one's item verdict."""
+def diagnostic_verdicts(tests: list[ClaimTest | None], gated: list[bool], alpha: float,
+                        adjust: bool = True) -> list[str | None]:
+    """One test's verdicts on the rows that have it (None where a row has not), Holm over those rows: the seed test
+    alone and the item test alone, printed beside the verdict so a reader sees which source limits a row."""
     judged = [i for i, t in enumerate(tests) if t is not None]
-    adjusted = holm([tests[i].p for i in judged])
-    p_holm: list[float] = [float("nan")] * len(tests)
-    verdict: list[str | None] = [None] * len(tests)
-    for i, p in zip(judged, adjusted):
-        p_holm[i] = p
-        verdict[i] = tests[i].side if p < alpha else "unresolved"
-    return p_holm, verdict
-
-
-def combined_verdict(seed_verdict: str, item_verdict: str | float | None, decides: str) -> tuple[str, str]:
-    """A row's verdict under the registered rule, and a note saying which test held it back (or '')."""
-    if decides not in DECIDES:
-        raise ArmlmError(f"item_test.decides={decides!r}; choose one of {DECIDES}")
-    if not isinstance(item_verdict, str) or seed_verdict not in ("reproduced", "contradicted", "unresolved"):
-        return seed_verdict, ""
-    if decides == "seeds":
-        return seed_verdict, ""
-    if decides == "items":
-        return item_verdict, ""
-    if seed_verdict == item_verdict:
-        return seed_verdict, ""
-    held = "the item test" if seed_verdict != "unresolved" else "the seed test"
-    return "unresolved", f"seeds say {seed_verdict}, items {item_verdict}: held back by {held}"
+    found = verdicts([tests[i] for i in judged], [gated[i] for i in judged], alpha, adjust)  # type: ignore[misc]
+    out: list[str | None] = [None] * len(tests)
+    for i, verdict in zip(judged, found):
+        out[i] = verdict
+    return out
 
 
 @dataclass(frozen=True)
 class RowVerdict:
     verdict: str  # what the report reads
-    seed_verdict: str  # the seed test's (interim included), before the item test and any withdrawal
-    item_p_holm: float
-    item_verdict: str | None
+    deciding_verdict: str  # the deciding test's under Holm (interim included), before any withdrawal
+    seed_verdict: str | None  # the seed test alone under Holm, a diagnostic
+    item_verdict: str | None  # the item test alone under Holm, a diagnostic (None: no items)
     note: str  # the row's note, with what the verdict logic adds
 
 
-def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come: list[bool],
-                    item_tests: list[ClaimTest | None], notes: list[str], withdrawn: list[dict | None],
-                    alpha: float = ALPHA, adjust: bool = True, decides: str = "both") -> list[RowVerdict]:
-    """Every row's verdict, in the one place verdicts are decided: the seed test under Holm (verdicts), interim while
-    a row or (under Holm, where each row's adjusted p depends on every row's) the family waits for registered seeds,
-    unless a gate already failed at a seed that was read; the item test combined by the registered rule (`decides`;
-    both must agree where a study registered none); a row withdrawn after its data reads "withdrawn", still counted
-    in the family."""
-    seed_verdicts = verdicts(tests, gated, alpha, adjust)
+def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come: list[bool], notes: list[str],
+                    withdrawn: list[dict | None], alpha: float = ALPHA, adjust: bool = True,
+                    seed_tests: list[ClaimTest] | None = None,
+                    item_tests: list[ClaimTest | None] | None = None) -> list[RowVerdict]:
+    """Every row's verdict, in the one place verdicts are decided: each row's deciding test (the crossed one where it
+    has items, else the seed test) under Holm over the family (verdicts); interim while a row or (under Holm, where
+    each row's adjusted p depends on every row's) the family waits for registered seeds, unless a gate already
+    failed at a seed that was read; a row withdrawn after its data reads "withdrawn", still counted in the family.
+    The seed-only and item-only verdicts come beside it, never deciding."""
+    deciding = verdicts(tests, gated, alpha, adjust)
+    seed_only = diagnostic_verdicts(seed_tests or tests, gated, alpha, adjust)
+    item_only = diagnostic_verdicts(item_tests or [None] * len(tests), gated, alpha, adjust)
     family_waits = any(own_seeds_to_come) if adjust else False
-    item_p, item_verdict = item_verdicts(item_tests, alpha)
     out = []
-    for i, verdict in enumerate(seed_verdicts):
+    for i, verdict in enumerate(deciding):
         note = notes[i]
         if (own_seeds_to_come[i] or family_waits) and not gated[i]:
             if not own_seeds_to_come[i]:
                 note = "interim: its own seeds are read, the Holm family's are not" + (f"; {note}" if note else "")
             verdict = INTERIM
-        final, held = combined_verdict(verdict, item_verdict[i], decides)
-        note = "; ".join(x for x in (held, note) if x)
+        final = verdict
         if withdrawn[i]:
             final, note = WITHDRAWN, f"withdrawn {withdrawn[i]['date']}: {withdrawn[i]['why']}"
-        out.append(RowVerdict(final, verdict, item_p[i], item_verdict[i], note))
+        out.append(RowVerdict(final, verdict, seed_only[i], item_only[i], note))
     return out
-
-
-def one_sided_power(effect: float, sd: float, n: int, alpha: float) -> float:
-    """Exact power of a one-sided paired t-test at level alpha / 2 (the two-sided calibration above) when the
-    true mean lies `effect` beyond the null: the noncentral t's tail past the critical value."""
-    if n < 2:
-        return 0.0
-    if sd == 0:
-        return 1.0 if effect > 0 else 0.0
-    critical = stats.t.ppf(1 - alpha / 2, n - 1)
-    return float(stats.nct.sf(critical, n - 1, effect * math.sqrt(n) / sd))
-
-
-def seeds_for(claim: Claim, sd: float, alpha: float, power: float = POWER) -> int | None:
-    """Seeds a paired test needs to reach `power` for the registered claim at level alpha:
-    superiority, a true difference of the smallest effect; non-inferiority, a true difference of 0 (distance
-    `margin` from the null); equivalence, a true difference of 0 shown inside +-margin by both one-sided
-    tests (each side at power 1 - (1 - power) / 2, a Bonferroni bound on TOST's power). None without an sd."""
-    if not sd == sd:
-        return None
-    effect = claim.smallest_effect if claim.kind == "superiority" else claim.margin
-    per_side = power if claim.kind != "equivalence" else 1 - (1 - power) / 2
-    if one_sided_power(effect, sd, MAX_SEEDS_REPORTED, alpha) < per_side:
-        return MAX_SEEDS_REPORTED + 1
-    low, high = 1, MAX_SEEDS_REPORTED  # power grows with n: bisect for the smallest n that reaches it
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if one_sided_power(effect, sd, middle, alpha) >= per_side else (middle, high)
-    return high
-
-
-def sd_upper_limit(sd: float, n: int, confidence: float = 0.8) -> float:
-    """The upper `confidence` limit of a standard deviation estimated from n values (chi-square, n - 1 df):
-    with 3 seeds the observed sd can be well below the true one, so power is also read at this limit."""
-    if n < 2 or not sd == sd:
-        return math.nan
-    return sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - confidence, n - 1))

@@ -20,7 +20,7 @@ CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-
 class Sentence:
     words: tuple[str, ...]
     tags: tuple[str, ...]  # IOB2
-    document: int  # index of the -DOCSTART- section it belongs to
+    document: int | None  # index of the -DOCSTART- section it belongs to (None: a copy that does not mark them)
 
 
 def iob1_to_iob2(tags: list[str]) -> list[str]:
@@ -128,5 +128,5 @@ def read_hub_conll(split: str, dataset_name: str = "eriktks/conll2003") -> list[
     dataset = load_split(dataset_name, split, what=f"CoNLL-2003 {split}",
                          offline_fix="Point task.data.source at a folder with eng.train/eng.testa/eng.testb.")
     names = dataset.features["ner_tags"].feature.names
-    return [Sentence(tuple(row["tokens"]), tuple(names[t] for t in row["ner_tags"]), 0)
+    return [Sentence(tuple(row["tokens"]), tuple(names[t] for t in row["ner_tags"]), None)
             for row in dataset if row["tokens"]]

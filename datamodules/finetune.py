@@ -140,6 +140,11 @@ class FinetuneDataModule(L.LightningDataModule):
         resamples whole (analysis.items); None where the examples are independent draws."""
         return None
 
+    @classmethod
+    def clusters_in(cls, source: str, split: str) -> list[int] | None:
+        """Each example's cluster in a split, read from its source alone (for runs that predate items.json's)."""
+        return None
+
     def setup(self, stage: str | None = None) -> None:
         if self.encoded:
             return
@@ -250,14 +255,24 @@ class ConllDataModule(FinetuneDataModule):
         return {word for examples in self.encoded.values() for example in examples for word in example.words or ()}
 
     def read_split(self, split: str) -> list[Sentence]:
-        source = Path(self.source)
-        if not source.is_dir() or is_saved_dataset(source):
-            return read_hub_conll(split, self.source)
-        for name in self.FILE_NAMES[split]:
-            if (source / name).is_file():
-                return read_conll(source / name, CONLL2003_TAGS)
-        raise ArmlmFileError(f"CoNLL-2003 {split}: {source} has none of {self.FILE_NAMES[split]}; point "
+        return self.read_source(self.source, split)
+
+    @classmethod
+    def read_source(cls, source: str, split: str) -> list[Sentence]:
+        folder = Path(source)
+        if not folder.is_dir() or is_saved_dataset(folder):
+            return read_hub_conll(split, source)
+        for name in cls.FILE_NAMES[split]:
+            if (folder / name).is_file():
+                return read_conll(folder / name, CONLL2003_TAGS)
+        raise ArmlmFileError(f"CoNLL-2003 {split}: {folder} has none of {cls.FILE_NAMES[split]}; point "
                                 "task.data.source at the folder holding the shared-task files")
+
+    @classmethod
+    def clusters_in(cls, source: str, split: str) -> list[int] | None:
+        """Each example's cluster in a split, read from its source alone (for runs that predate items.json's)."""
+        documents = [sentence.document for sentence in cls.read_source(source, split)]
+        return None if None in documents else documents
 
     def cluster_of(self, sentence: Sentence) -> int | None:
         return sentence.document

@@ -129,6 +129,22 @@ def test_a_side_relative_to_another_arm_is_the_change_between_them(tmp_path):
     assert row["a"] == "mdlm_e16: pretraining val_likelihood minus mdlm_e4's"
 
 
+def test_a_side_relative_to_another_reading_of_its_arm_gives_an_interaction(tmp_path):
+    """decomposition_2x2's F1_interaction: each arm's bidirectional minus causal F1, MLM's against AR's."""
+    f1 = {("mlm", "bi"): 0.78, ("mlm", "causal"): 0.62, ("ar", "bi"): 0.77, ("ar", "causal"): 0.71}
+    for seed in (1, 2, 3):
+        for (arm, variant), score in f1.items():
+            pretraining_summary(tmp_path, arm, seed, 3.0, arm)
+            finetune_result(tmp_path, arm, seed, f"conll2003-{variant}", score + 0.01 * seed * (arm == "mlm"))
+    side = {"arm": "mlm", "finetune": "conll2003-bi", "metric": "f1", "relative_to": {"finetune": "conll2003-causal"}}
+    assert values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.16, 2: 0.16, 3: 0.16})
+    row = judged(tmp_path, {"interaction": {"a": side, "b": {**side, "arm": "ar"}}}).iloc[0]
+    assert row["difference"] == pytest.approx(0.16 - 0.06) and row["verdict"] == "reproduced"
+    assert row["a"] == "mlm: finetune conll2003-bi f1 minus mlm: finetune conll2003-causal f1"
+    with pytest.raises(ValueError, match="changes keys the side does not have"):
+        values(StudyRuns.read(tmp_path), {**side, "relative_to": {"epoch": 2}})
+
+
 def test_holm_runs_over_the_whole_family(study):
     one = judged(study, {"bidirectional": FINDINGS["bidirectional"]}, adjust=True).iloc[0]
     family = judged(study, FINDINGS, adjust=True).set_index("finding")

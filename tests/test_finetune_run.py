@@ -12,6 +12,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from common.migrations import migrate_finetune_hparams
+from datamodules.conll import read_conll
 from finetune.run import resolve_settings, run_finetune, trained_max_length
 from sources.base import Reading
 from tests.helpers.configs import QUICK, composed_config, finetune_config
@@ -89,6 +90,9 @@ def test_conll_slice_beats_the_all_o_baseline_on_held_out_sentences(tmp_path, ti
     assert len(per_epoch) == 6 and all(len(counts) == results["examples"]["validation"] for counts in per_epoch)
     tp, fp, fn = np.asarray(per_epoch[-1]).sum(axis=0)
     assert 2 * tp / (2 * tp + fp + fn) == pytest.approx(scores["f1"], abs=1e-6)
+    # each dev sentence's document, in dev order: the first 300 of eng.testa's, as read_conll numbers them
+    documents = [s.document for s in read_conll(data_dir / "conll2003" / "eng.testa")][:300]
+    assert items["clusters"] == {"validation": documents} and len(set(documents)) > 5
 
 
 def test_feature_based_ner_fits_a_slice_with_the_backbone_frozen(tmp_path, tiny_pretrained, conll_slice):

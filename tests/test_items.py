@@ -1,4 +1,6 @@
-"""Intervals over items (analysis.items): hand-built studies whose bootstrap distributions are known exactly."""
+"""Intervals over items and over seeds and items together (analysis.items): hand-built studies whose bootstrap
+distributions are known exactly, and simulated studies with known variance components for the crossed interval's
+coverage."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from scipy import stats
 
 from analysis.findings import side_items, values
-from analysis.items import ItemInterval, item_interval, item_test
+from analysis.items import BlimpItems, ItemInterval, SentenceItems, crossed_test, item_interval, item_test, read_items
 from analysis.study_runs import StudyRuns
-from analysis.verdicts import Claim, combined_verdict
+from analysis.verdicts import Claim
+from common.errors import ArmlmError
 from common.migrations import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,11 +45,12 @@ def zeroshot_runs(reports: dict[tuple[str, int], dict]) -> StudyRuns:
 
 SIDE_A = {"arm": "a", "zeroshot": {"method": "m", "level": "overall", "name": "overall"}}
 SIDE_B = {**SIDE_A, "arm": "b"}
+NER = {"finetune": "conll2003-full", "metric": "f1"}
 
 
-def shares(interval: ItemInterval) -> dict[float, float]:
-    found, counts = np.unique(interval.differences.round(9), return_counts=True)
-    return {float(v): c / len(interval.differences) for v, c in zip(found, counts)}
+def shares(draws: np.ndarray) -> dict[float, float]:
+    found, counts = np.unique(draws.round(9), return_counts=True)
+    return {float(v): c / len(draws) for v, c in zip(found, counts)}
 
 
 def test_resampling_paradigms_gives_the_exact_distribution_of_a_two_paradigm_study():
@@ -52,25 +58,30 @@ def test_resampling_paradigms_gives_the_exact_distribution_of_a_two_paradigm_stu
     # probabilities 1/4, 1/2, 1/4, so the 95 % interval is [0, 0.2]
     reports = {(arm, seed): blimp_report({"p1": 0.6, "p2": 0.8 if arm == "a" else 0.6}) for arm in "ab" for seed in (1, 2)}
     interval = interval_of(zeroshot_runs(reports), SIDE_A, SIDE_B, [1, 2], draws=DRAWS)
-    assert interval.items == "paradigms" and (interval.low, interval.high) == pytest.approx((0.0, 0.2))
-    assert shares(interval) == pytest.approx({0.0: 0.25, 0.1: 0.5, 0.2: 0.25}, abs=0.015)
+    assert interval.items == "paradigms" and (interval.item_low, interval.item_high) == pytest.approx((0.0, 0.2))
+    assert shares(interval.item_draws) == pytest.approx({0.0: 0.25, 0.1: 0.5, 0.2: 0.25}, abs=0.015)
 
 
-def test_pairs_are_resampled_with_both_sides_paired():
-    # one paradigm of four pairs; A wins pairs 1-2, B pair 1 only: the per-pair difference is (0, 1, 0, 0), so
-    # A - B is (times pair 2 is drawn) / 4: zero with probability (3/4)^4. Unpaired draws would give another law.
-    reports = {("a", 1): blimp_report({"p": 0.5}, {"p": "1100"}), ("b", 1): blimp_report({"p": 0.25}, {"p": "1000"})}
+def test_pairs_are_resampled_within_their_paradigm_with_both_sides_paired():
+    # paradigm p: four pairs, A wins pairs 1-2, B pair 1 only, so the per-pair difference is (0, 1, 0, 0); paradigm q:
+    # both sides win both pairs. The macro average's A - B is (times pair 2 is drawn) / 4 / 2: q is a stratum, never
+    # dropped or doubled, so it always halves p's difference. Unpaired or paradigm draws would give other laws.
+    reports = {("a", 1): blimp_report({"p": 0.5, "q": 1.0}, {"p": "1100", "q": "11"}),
+               ("b", 1): blimp_report({"p": 0.25, "q": 1.0}, {"p": "1000", "q": "11"})}
     interval = interval_of(zeroshot_runs(reports), SIDE_A, SIDE_B, [1], draws=DRAWS)
-    assert interval.items == "paradigms and pairs"
-    binomial = {k / 4: float(math.comb(4, k) * 0.25 ** k * 0.75 ** (4 - k)) for k in range(5)}
-    assert shares(interval) == pytest.approx(binomial, abs=0.015)
+    assert interval.items == "pairs within paradigms" and interval.mean == pytest.approx(0.125)
+    binomial = {k / 8: float(math.comb(4, k) * 0.25 ** k * 0.75 ** (4 - k)) for k in range(5)}
+    assert shares(interval.item_draws) == pytest.approx(binomial, abs=0.015)
+    by_paradigm = interval_of(zeroshot_runs(reports), SIDE_A, SIDE_B, [1], draws=DRAWS, unit="paradigms")
+    assert shares(by_paradigm.item_draws) == pytest.approx({0.0: 0.25, 0.125: 0.5, 0.25: 0.25}, abs=0.015)
 
 
-def write_items(folder: Path, counts: list[list[list[int]]]) -> None:
+def write_items(folder: Path, counts: list[list[list[int]]], documents: list[int] | None = None) -> None:
     folder.mkdir(parents=True)
+    clusters = {} if documents is None else {"clusters": {"validation": documents}}
     (folder / "items.json").write_text(json.dumps({
         "schema_version": SCHEMA_VERSION, "metrics": {"entities": {"statistics": ["tp", "fp", "fn"], "score": "f1"}},
-        "splits": {"validation": {"entities": counts}}}))
+        "splits": {"validation": {"entities": counts}}, **clusters}))
 
 
 def test_resampling_dev_sentences_recomputes_micro_f1_from_their_counts(tmp_path):
@@ -79,40 +90,139 @@ def test_resampling_dev_sentences_recomputes_micro_f1_from_their_counts(tmp_path
     write_items(tmp_path / "a" / "seed1" / "finetune" / "conll2003-full", [[[0, 0, 1], [0, 0, 1]], [[1, 0, 0], [1, 0, 0]]])
     write_items(tmp_path / "b" / "seed1" / "finetune" / "conll2003-full", [[[1, 0, 0], [0, 0, 1]]] * 2)
     runs = StudyRuns(pd.DataFrame(), pd.DataFrame(), {}, {}, root=tmp_path)
-    a = {"arm": "a", "finetune": "conll2003-full", "metric": "f1"}
+    a = {"arm": "a", **NER}
     interval = interval_of(runs, a, {**a, "arm": "b"}, [1], draws=DRAWS)
     assert interval.items == "sentences"
-    assert shares(interval) == pytest.approx({0.0: 0.25, round(1 / 3, 9): 0.5, 1.0: 0.25}, abs=0.015)
+    assert shares(interval.item_draws) == pytest.approx({0.0: 0.25, round(1 / 3, 9): 0.5, 1.0: 0.25}, abs=0.015)
     after_first = interval_of(runs, {**a, "epoch": 1}, {**a, "arm": "b", "epoch": 1}, [1], draws=DRAWS)
-    assert shares(after_first) == pytest.approx({-1.0: 0.25, round(-2 / 3, 9): 0.5, 0.0: 0.25}, abs=0.015)
+    assert shares(after_first.item_draws) == pytest.approx({-1.0: 0.25, round(-2 / 3, 9): 0.5, 0.0: 0.25}, abs=0.015)
 
 
-def test_a_side_without_items_has_no_item_interval(tmp_path):
+def test_a_document_is_drawn_with_all_its_sentences(tmp_path):
+    # four sentences in two documents; B misses both of document 1's entities. Drawn by document, B's F1 is 1, 2/3
+    # or 0 (A - B 0, 1/3, 1) as document 0 is drawn twice, once or never; drawn by sentence, five values occur
+    for arm, counts in (("a", [[1, 0, 0]] * 4), ("b", [[1, 0, 0], [1, 0, 0], [0, 0, 1], [0, 0, 1]])):
+        write_items(tmp_path / arm / "seed1" / "finetune" / "conll2003-full", [counts], documents=[0, 0, 1, 1])
     runs = StudyRuns(pd.DataFrame(), pd.DataFrame(), {}, {}, root=tmp_path)
-    a = {"arm": "a", "finetune": "conll2003-full", "metric": "f1"}
-    assert interval_of(runs, a, {**a, "arm": "b"}, [1]) is None
+    a = {"arm": "a", **NER}
+    by_document = interval_of(runs, a, {**a, "arm": "b"}, [1], draws=DRAWS)
+    assert by_document.items == "documents" and by_document.resampled == 2
+    assert shares(by_document.item_draws) == pytest.approx({0.0: 0.25, round(1 / 3, 9): 0.5, 1.0: 0.25}, abs=0.015)
+    by_sentence = interval_of(runs, a, {**a, "arm": "b"}, [1], draws=DRAWS, unit="sentences")
+    assert by_sentence.items == "sentences" and len(shares(by_sentence.item_draws)) == 5
 
 
-def test_the_item_test_is_calibrated_as_the_interval():
-    claim_side = ItemInterval("paradigms", np.r_[np.full(9_990, 0.1), np.full(10, -0.1)], 0.1, 0.1)
+def clustered_study(rng: np.random.Generator, documents: int = 40, per_document: int = 10,
+                    seeds: int = 5) -> list[dict[int, SentenceItems]]:
+    """Two sides' per-sentence entity counts where whether B misses an entity depends on its document (some
+    documents are hard for B: their sentences' misses come together)."""
+    n = documents * per_document
+    document_of = np.repeat(np.arange(documents), per_document)
+    hard = rng.random(documents) < 0.3
+    sides: list[dict[int, SentenceItems]] = [{}, {}]
+    for seed in range(1, seeds + 1):
+        entities = np.full(n, 4)
+        for k, miss in enumerate((np.full(n, 0.2), np.where(hard[document_of], 0.6, 0.1))):
+            found = rng.binomial(entities, 1 - miss)
+            counts = np.stack([found, np.zeros(n, dtype=int), entities - found], axis=1)
+            sides[k][seed] = SentenceItems(counts, document_of)
+    return sides
+
+
+def test_a_clustered_design_gives_a_wider_interval_than_an_unclustered_one():
+    sides = clustered_study(np.random.default_rng(3))
+    seeds = sorted(sides[0])
+    width = {unit: (lambda i: i.item_high - i.item_low)(item_interval([[(1.0, s)] for s in sides], seeds, draws=4000,
+                                                                      unit=unit))
+             for unit in ("documents", "sentences")}
+    assert width["documents"] > 1.5 * width["sentences"], width
+
+
+def test_an_unknown_or_unkept_unit_is_refused():
+    sides = clustered_study(np.random.default_rng(4), documents=4, per_document=2, seeds=2)
+    with pytest.raises(ArmlmError, match="choose documents or sentences"):
+        item_interval([[(1.0, s)] for s in sides], [1, 2], draws=1000, unit="pairs")
+    unkept = [{seed: SentenceItems(items.counts) for seed, items in side.items()} for side in sides]
+    with pytest.raises(ArmlmError, match="kept no documents"):
+        item_interval([[(1.0, s)] for s in unkept], [1, 2], draws=1000, unit="documents")
+    blimp = [{1: BlimpItems({"p": 0.5}, None)}, {1: BlimpItems({"p": 0.4}, None)}]
+    with pytest.raises(ArmlmError, match="kept no pair outcomes"):
+        item_interval([[(1.0, s)] for s in blimp], [1], draws=1000, unit="pairs")
+
+
+def simulated_coverage(seed_sd: float, item_sd: float, studies: int, seeds: int = 8, items: int = 30,
+                       level: float = 0.95) -> dict[str, float]:
+    """Per-paradigm A - B = seed effect + paradigm effect + noise, true mean 0.1: the share of studies whose
+    crossed, seed-only and item-only intervals cover it."""
+    rng = np.random.default_rng(11)
+    covered = {"crossed": 0, "seeds": 0, "items": 0}
+    uids = [f"p{k}" for k in range(items)]
+    for _ in range(studies):
+        d = (0.1 + rng.normal(0, seed_sd, (seeds, 1)) + rng.normal(0, item_sd, (1, items))
+             + rng.normal(0, 0.01, (seeds, items)))
+        a = {s + 1: BlimpItems(dict(zip(uids, 0.5 + d[s])), None) for s in range(seeds)}
+        b = {s + 1: BlimpItems(dict.fromkeys(uids, 0.5), None) for s in range(seeds)}
+        interval = item_interval([[(1.0, a)], [(1.0, b)]], list(a), level, draws=1000, seed=int(rng.integers(1 << 30)))
+        half = float(stats.sem(interval.observed) * stats.t.ppf(0.5 + level / 2, seeds - 1))
+        covered["crossed"] += interval.crossed_low <= 0.1 <= interval.crossed_high
+        covered["seeds"] += abs(interval.mean - 0.1) <= half
+        covered["items"] += interval.item_low <= 0.1 <= interval.item_high
+    return {k: v / studies for k, v in covered.items()}
+
+
+@pytest.mark.parametrize(("seed_sd", "item_sd", "undercovering", "below"), [
+    (0.03, 0.005, ["items"], 0.5),  # the seeds dominate: the item interval misses most of the variance
+    (0.005, 0.03, ["seeds"], 0.7),
+    (0.01, 0.02, ["seeds", "items"], 0.9),  # comparable components: each alone misses about half
+])
+def test_the_crossed_interval_has_its_nominal_coverage_where_either_source_alone_falls_short(seed_sd, item_sd,
+                                                                                            undercovering, below):
+    coverage = simulated_coverage(seed_sd, item_sd, studies=300)
+    assert 0.92 <= coverage["crossed"] <= 0.98, coverage  # 300 studies: 0.95 +- 2.4 standard errors
+    assert all(coverage[k] < below for k in undercovering), coverage
+
+
+def test_the_tests_are_calibrated_as_their_intervals():
+    claim_side = ItemInterval("paradigms", np.zeros(2), np.r_[np.full(9_990, 0.1), np.full(10, -0.1)], np.empty(0),
+                              10, 0.95)
     test = item_test(claim_side, SUPERIORITY)
     assert test.claim_p == pytest.approx(2 * 11 / 10_001) and test.side == "reproduced"
-    straddling = ItemInterval("paradigms", np.r_[np.full(500, 0.1), np.full(500, -0.1)], -0.1, 0.1)
-    assert item_test(straddling, SUPERIORITY).p == 1.0
+    rng = np.random.default_rng(5)
+    for shift in (0.0, 0.01, 0.02, 0.03, -0.03):
+        observed = shift + rng.normal(0, 0.02, 6)
+        interval = ItemInterval("documents", observed, observed.mean() + rng.normal(0, 0.005, 4000),
+                                observed.mean() + rng.normal(0, 0.01, 4000), 50, 0.95)
+        crossed = crossed_test(interval, SUPERIORITY)
+        assert (crossed.claim_p < 0.05) == (interval.crossed_low > 0), shift
+        assert (crossed.refute_p < 0.05) == (interval.crossed_high < 0), shift
 
 
-@pytest.mark.parametrize(("seeds", "items", "decides", "verdict"), [
-    ("reproduced", "reproduced", "both", "reproduced"),
-    ("reproduced", "unresolved", "both", "unresolved"),
-    ("unresolved", "reproduced", "both", "unresolved"),
-    ("contradicted", "reproduced", "both", "unresolved"),
-    ("reproduced", "unresolved", "seeds", "reproduced"),
-    ("unresolved", "reproduced", "items", "reproduced"),
-    ("not evidence", "reproduced", "both", "not evidence"),
-    ("reproduced", None, "both", "reproduced"),
-])
-def test_the_registered_rule_decides_between_the_seed_test_and_the_item_test(seeds, items, decides, verdict):
-    assert combined_verdict(seeds, items, decides)[0] == verdict
+def test_an_interaction_side_resamples_both_of_its_readings_on_the_same_draw(tmp_path):
+    # one entity per sentence: a's bidirectional run finds both, its causal run and both of b's runs sentence 1's
+    # only. A = F1(a, bi) - F1(a, causal) = 1 - 2/3, B = 0: an interaction of 1/3
+    for arm, variant, found in (("a", "bi", [1, 1]), ("a", "causal", [1, 0]), ("b", "bi", [1, 0]), ("b", "causal", [1, 0])):
+        write_items(tmp_path / arm / "seed1" / "finetune" / f"conll2003-{variant}",
+                    [[[f, 0, 1 - f] for f in found]], documents=[0, 1])
+    runs = StudyRuns(pd.DataFrame(), pd.DataFrame(), {}, {}, root=tmp_path)
+    side = {"arm": "a", "finetune": "conll2003-bi", "metric": "f1", "relative_to": {"finetune": "conll2003-causal"}}
+    interval = interval_of(runs, side, {**side, "arm": "b"}, [1], draws=DRAWS)
+    assert interval.mean == pytest.approx(1 / 3)
+    # sentence 2 drawn never: every run's F1 is 1 (0); once: 1/3; twice: a's bidirectional 1, the others 0 (1)
+    assert shares(interval.item_draws) == pytest.approx({0.0: 0.25, round(1 / 3, 9): 0.5, 1.0: 0.25}, abs=0.015)
+
+
+def test_items_kept_before_their_documents_read_them_from_the_runs_source(tmp_path, data_dir):
+    folder = tmp_path / "run"
+    write_items(folder, [[[1, 0, 0]] * 5])
+    (folder / ".hydra").mkdir()
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
+        "data_dir": str(data_dir), "task": {"data": {"_target_": "datamodules.finetune.ConllDataModule",
+                                                     "source": "${data_dir}/conll2003"}}}))
+    items = read_items(folder, "f1", None)
+    assert items.documents is not None and len(items.documents) == 5 and items.documents[0] == 0
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
+        "task": {"data": {"_target_": "datamodules.finetune.GlueDataModule", "source": "x"}}}))
+    assert read_items(folder, "f1", None).documents is None  # a task without clusters
 
 
 def test_the_epoch_reading_of_the_kept_excerpt_study_gives_issue_72s_table():

@@ -1,4 +1,4 @@
-"""Claims, Holm's adjustment, power and the family-wise error of the full verdict procedure."""
+"""Claims, Holm's adjustment and the family-wise error of the full verdict procedure (power: tests/test_power.py)."""
 
 import itertools
 import math
@@ -12,10 +12,7 @@ from analysis.verdicts import (
     ClaimTest,
     holm,
     judge_claim,
-    one_sided_power,
     paired_interval,
-    sd_upper_limit,
-    seeds_for,
     sign_flip_test,
     verdicts,
 )
@@ -104,29 +101,6 @@ def test_claims_refuse_what_cannot_be_tested():
         Claim("superiority", "greater", smallest_effect=0.0)
     with pytest.raises(ValueError, match="kind"):
         Claim("better", "greater", smallest_effect=0.1)
-
-
-def test_power_is_the_noncentral_t_and_matches_simulation():
-    rng = np.random.default_rng(1)
-    n, effect, sd = 5, 0.8, 1.0
-    d = rng.normal(effect, sd, size=(40_000, n))
-    t = d.mean(1) / (d.std(1, ddof=1) / math.sqrt(n))
-    simulated = float((t > stats.t.ppf(0.975, n - 1)).mean())
-    assert one_sided_power(effect, sd, n, alpha=0.05) == pytest.approx(simulated, abs=0.01)
-    claim = Claim("superiority", "greater", smallest_effect=0.5)
-    needed = seeds_for(claim, sd=1.0, alpha=0.05)
-    assert one_sided_power(0.5, 1.0, needed, 0.05) >= 0.8 > one_sided_power(0.5, 1.0, needed - 1, 0.05)
-    # equivalence asks each one-sided test for 90 % (a bound on TOST's power), so it needs more seeds
-    assert seeds_for(Claim("equivalence", "greater", 0.5, margin=0.5), 1.0, 0.05) > needed
-    assert seeds_for(claim, float("nan"), 0.05) is None
-
-
-def test_the_sd_upper_limit_covers_the_true_sd_80_percent_of_the_time():
-    rng = np.random.default_rng(2)
-    samples = rng.normal(0, 1.0, size=(20_000, 3))
-    upper = np.array([sd_upper_limit(float(s.std(ddof=1)), 3) for s in samples[:4000]])
-    assert float((upper >= 1.0).mean()) == pytest.approx(0.8, abs=0.02)
-    assert sd_upper_limit(1.0, 3) == pytest.approx(math.sqrt(2 / stats.chi2.ppf(0.2, 2)))
 
 
 def null_study_false_reproductions(rng: np.random.Generator, adjust: bool, studies: int = 1000, seeds: int = 5) -> float:

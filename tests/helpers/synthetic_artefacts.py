@@ -126,14 +126,17 @@ def finetuning(root: Path, arm: str, seed: int, task_variant: str, metrics: dict
     return folder
 
 
-def tagging(root: Path, arm: str, seed: int, task_variant: str, epochs: list[np.ndarray], **run: Any) -> None:
+def tagging(root: Path, arm: str, seed: int, task_variant: str, epochs: list[np.ndarray],
+            documents: list[int] | None = None, **run: Any) -> None:
     """A CoNLL-2003 run scored from its dev sentences' entity counts after each epoch: results.json (the last
-    epoch's micro F1, precision and recall), items.json (every epoch's counts) and, for more than one epoch, the
-    dev F1 logged at each epoch's end (scalars.csv), which an `epoch:` side reads. `run`: finetuning's settings."""
+    epoch's micro F1, precision and recall), items.json (every epoch's counts, and each sentence's document where
+    `documents` gives them) and, for more than one epoch, the dev F1 logged at each epoch's end (scalars.csv), which an
+    `epoch:` side reads. `run`: finetuning's settings."""
     folder = finetuning(root, arm, seed, task_variant, f1_scores(epochs[-1]), **run)
+    clusters = {} if documents is None else {"clusters": {"validation": list(documents)}}
     write(folder / ITEMS_FILE, {"task": "conll2003",
                                 "metrics": {"entities": {"statistics": ["tp", "fp", "fn"], "score": "f1"}},
-                                "splits": {"validation": {"entities": [c.tolist() for c in epochs]}}})
+                                "splits": {"validation": {"entities": [c.tolist() for c in epochs]}}, **clusters})
     if len(epochs) > 1:
         frame = pd.DataFrame({"epoch": range(len(epochs)), "conll2003/val/f1": [f1_scores(c)["f1"] for c in epochs]},
                              index=pd.Index([100 * (k + 1) for k in range(len(epochs))], name="step"))
