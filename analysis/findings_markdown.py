@@ -8,9 +8,9 @@ from typing import Any
 import pandas as pd
 
 from analysis.gate import gate_description
+from analysis.power import MAX_SEEDS_REPORTED
 from analysis.registrations import StudySpec, registration_text
 from analysis.study import markdown_rows
-from analysis.power import MAX_SEEDS_REPORTED
 from analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {
