@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.gate import gate_description
-from analysis.power import MAX_SEEDS_REPORTED
+from analysis.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
 from analysis.registrations import StudySpec, registration_text
 from analysis.study import markdown_rows
 from analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
@@ -61,8 +61,9 @@ def _power_text(r: dict[str, Any]) -> str:
                 "more")
     over_items = r.get("decided_by", "seeds") != "seeds"
     if over_items and observed != observed:  # the item component alone keeps it unresolved
-        more = (f"~{int(factor)} times the {r['items']} at these seeds" if factor == factor and factor is not None
-                else "over 100 times the items: not at this scale")
+        k = abs(int(factor))
+        more = (f"over {MAX_ITEM_FACTOR} times the {r['items']}: not at this scale" if k > MAX_ITEM_FACTOR
+                else f"~{k} times the {r['items']}" + (" at these seeds" if factor > 0 else ", and far more seeds"))
         return f"not resolvable by more seeds (the items alone keep it unresolved); {more}"
     if observed is None or observed != observed:
         return "needs two seeds or more"

@@ -79,7 +79,8 @@ def crossed_needs(claim: Claim, seed_variance: float, item_variance: float, cros
                   items: int, alpha: float, power: float = POWER) -> tuple[int | None, int | None]:
     """(seeds, item factor) that would resolve a crossed row at `power`: the seeds it needs with its items as they
     are, or None where the item component alone prevents it, and then how many times its items it needs at these
-    seeds (None: over MAX_ITEM_FACTOR). The components (variances of the mean at `seeds` and `items`) are scaled to
+    seeds, or, negated, with far more seeds as well where these seeds also fall short (MAX_ITEM_FACTOR + 1: more
+    than that). The components (variances of the mean at `seeds` and `items`) are scaled to
     the crossed bootstrap's own variance, which also counts their interaction."""
     if not (seeds > 1 and crossed_se == crossed_se):
         return None, None
@@ -92,7 +93,8 @@ def crossed_needs(claim: Claim, seed_variance: float, item_variance: float, cros
 
     if not enough(MAX_SEEDS_REPORTED, 1):
         factor = next((k for k in range(1, MAX_ITEM_FACTOR + 1) if enough(seeds, k)), None)
-        return None, factor
+        return None, factor if factor is not None else -next(  # negative: with far more seeds as well
+            (k for k in range(1, MAX_ITEM_FACTOR + 1) if enough(MAX_SEEDS_REPORTED, k)), MAX_ITEM_FACTOR + 1)
     low, high = 1, MAX_SEEDS_REPORTED
     while high - low > 1:
         middle = (low + high) // 2

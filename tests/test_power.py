@@ -77,3 +77,10 @@ def test_a_row_its_seeds_hold_back_needs_seeds_and_its_items_as_they_are():
 
     assert power(seeds_needed) >= 0.8 > power(seeds_needed - 1)
     assert crossed_needs(SUPERIORITY, 0.0, 0.0, math.nan, 1, 10, 0.05) == (None, None)
+
+
+def test_a_row_both_sources_hold_back_needs_items_and_far_more_seeds():
+    # at 3 seeds the seed component alone (sd of the mean 0.01) already exceeds what 0.02 needs at alpha 0.05 / 6
+    seeds_needed, factor = crossed_needs(SUPERIORITY, seed_variance=0.01 ** 2, item_variance=0.012 ** 2,
+                                         crossed_se=math.hypot(0.01, 0.012), seeds=3, items=36, alpha=0.05 / 6)
+    assert seeds_needed is None and factor is not None and factor < -1  # negated: with far more seeds as well
