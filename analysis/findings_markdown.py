@@ -56,9 +56,9 @@ def _power_text(r: dict[str, Any]) -> str:
     observed, upper, factor = r.get("seeds_needed"), r.get("seeds_needed_sd_upper"), r.get("item_factor")
     oriented_high = r["ci_high"] if r["direction"] == "greater" else -r["ci_low"]
     if r["kind"] == "superiority" and oriented_high < r["smallest_effect"]:
-        return (f"its interval excludes the smallest effect of interest ({r['smallest_effect']:g}): more seeds or "
-                "items would not show one of that size; only an equivalence claim, registered for new seeds, can say "
-                "more")
+        return (f"its interval lies below the smallest effect of interest ({r['smallest_effect']:g}): more seeds "
+                "or items could contradict the claim, not show an effect of that size; 'no effect' is an equivalence "
+                "claim, to register for new seeds")
     over_items = r.get("decided_by", "seeds") != "seeds"
     if over_items and observed != observed:  # the item component alone keeps it unresolved
         k = abs(int(factor))

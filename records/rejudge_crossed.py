@@ -3,7 +3,8 @@
     python records/rejudge_crossed.py [<record> ...]      (default: every records/<record>/report/findings.csv)
 
 Each record's frozen report (report/findings.csv, report/study.yaml) stays as it was written. This reads the record's
-runs with today's code and its frozen registration, with one change, the rule: a row with items is decided by its
+runs with today's code and its registration as it stands (configs/study/<name>.yaml with its dated amendments, where
+that config is still the record's registration: CURRENT; else the frozen one), with one change, the rule: a row with items is decided by its
 crossed interval over seeds and items (analysis.items), a row without by the seed test, Holm over the family. It
 writes <record>/amended/2026-12-04-crossed/findings.md and .csv (today's full report of the family) and prints each
 row's verdict as written beside today's. A registration whose gate names a rule since retired (`min_above_chance`, v1's
@@ -30,6 +31,11 @@ from common.atomic import atomic_write_text  # noqa: E402
 from common.errors import ArmlmError  # noqa: E402
 
 AMENDMENT = "2026-12-04-crossed"
+# record -> the config that is still its registration (amended since its report was frozen); v1's records
+# (findings-cpu, embeddings-cpu) ran under registrations since replaced, kept only in their report/study.yaml
+CURRENT = {"curricula-cpu": "curricula", "decomposition-gutenwiki-cpu": "decomposition_gutenwiki",
+           "embeddings-v2-cpu": "embeddings", "findings-v2-cpu": "findings", "packing-cpu": "packing",
+           "zeroshot-gutenwiki-cpu": "zeroshot_gutenwiki"}
 NOT_EVIDENCE = "not evidence"
 
 
@@ -44,7 +50,9 @@ def spec_of(study: dict) -> tuple[StudySpec, bool]:
 
 def rejudge(record: Path) -> pd.DataFrame:
     written = pd.read_csv(record / "report" / "findings.csv").set_index("finding")
-    study = yaml.safe_load((record / "report" / "study.yaml").read_text())
+    config = (REPO / "configs" / "study" / f"{CURRENT[record.name]}.yaml" if record.name in CURRENT
+              else record / "report" / "study.yaml")
+    study = yaml.safe_load(config.read_text())
     spec, carried = spec_of(study.get("study", study))
     runs = StudyRuns.read(record)
     table = judge_family(runs, spec)

@@ -37,10 +37,14 @@ FIXTURES: dict[str, Callable[[Path], object] | None] = {
     "curves": write_curves,  # each objective's measures against its budget in words, a cooldown branch among them
 }
 RECORDS = sorted(p.parent for p in (REPO / "records").glob("*/report"))
+# Records of a study still running keep only their units (records/README.md): their report is frozen when it ends.
+RUNNING = {"decomposition-2x2-cpu"}
 
 
 def test_every_record_keeps_its_report_as_written_with_the_commit_and_config_that_wrote_it():
-    folders = sorted(p for p in (REPO / "records").iterdir() if p.is_dir() and any(p.glob("*/seed*")))
+    folders = sorted(p for p in (REPO / "records").iterdir()
+                     if p.is_dir() and any(p.glob("*/seed*")) and p.name not in RUNNING)
+    assert not {p.name for p in RECORDS} & RUNNING, "a running record with a frozen report: take it off RUNNING"
     assert RECORDS == folders, "a record without its frozen report/ (or a report/ without a record)"
     shallow = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True,
                              text=True).stdout.strip()

@@ -114,6 +114,12 @@ def test_zeroshot_and_evaluate_run_on_a_hugging_face_folder_with_units_that_comp
                                    ("Who did the man see?", "Who did the man see it?")] for t in pair})
     n_bytes = sum(len(t.encode()) for t in texts)
     for method in methods:
+        # each pair's outcome is kept, one character per pair ("1": the good sentence won), so a study can resample
+        # pairs within paradigms (analysis.items); its share is the paradigm's accuracy
+        kept = report["blimp"]["pair_outcomes"][method]
+        paradigms = {r["name"]: r["accuracy"] for r in report["blimp"]["results"][method] if r["level"] == "paradigm"}
+        assert set(kept) == set(paradigms) and all(set(bits) <= {"0", "1"} for bits in kept.values())
+        assert all(kept[u].count("1") / len(kept[u]) == pytest.approx(paradigms[u]) for u in kept)
         units = report["blimp"]["units"][method]
         nats = units["nll_per_token"] * report["blimp"]["tokens"]
         assert units["bits_per_byte"] == pytest.approx(nats / n_bytes / 0.6931471805599453)
