@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
 
 from common.errors import ArmlmError
 
@@ -27,6 +28,12 @@ def run_or_exit(run: Callable[[DictConfig | None], Any], cfg: DictConfig | None,
                 errors: tuple[type[BaseException], ...] = CONFIG_ERRORS) -> None:
     try:
         run(cfg)
+    except MissingMandatoryValue as err:  # a `???` in a command's config the user did not give
+        if wants_traceback():
+            raise
+        key = err.full_key or "a required setting"
+        log.error("ArmlmError: %s has no value; give it on the command line, e.g. %s=<value>", key, key)
+        sys.exit(1)
     except errors as err:
         if wants_traceback():
             raise

@@ -74,9 +74,9 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
 
 
-def _offline_hint(ref: str, err: Exception) -> ValueError:
+def _offline_hint(ref: str, err: Exception) -> ArmlmError:
     why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub cannot be reached"
-    return ValueError(f"hf:{ref} cannot be loaded: {why} and it is not in the local cache ({type(err).__name__}). Where "
+    return ArmlmError(f"hf:{ref} cannot be loaded: {why} and it is not in the local cache ({type(err).__name__}). Where "
                       f"the hub is reachable, download it (`hf download {ref} --local-dir <folder>`) and give "
                       "checkpoint=<folder>, or point HF_HOME at a cache that holds it and set HF_HUB_OFFLINE=1")
 

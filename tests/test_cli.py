@@ -45,3 +45,15 @@ def test_armlm_traceback_shows_a_user_errors_trace(monkeypatch):
 
 def test_user_errors_are_still_value_and_file_errors():
     assert issubclass(ArmlmError, ValueError) and issubclass(ArmlmFileError, FileNotFoundError)
+
+
+def test_a_required_setting_left_out_is_one_line_naming_it(caplog, monkeypatch):
+    """`out: ???` (export's folder) read before the user gave it: omegaconf's MissingMandatoryValue, one line."""
+    from omegaconf import OmegaConf
+    monkeypatch.delenv("ARMLM_TRACEBACK", raising=False)
+    cfg = OmegaConf.create({"out": "???"})
+    with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as stop:
+        run_or_exit(lambda c: c.out, cfg, LOG)
+    [record] = caplog.records
+    assert stop.value.code == 1 and record.exc_info is None
+    assert record.getMessage() == "ArmlmError: out has no value; give it on the command line, e.g. out=<value>"

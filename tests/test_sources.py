@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from diagnostics.run import evaluate_config, run_diagnostics
 from interchange.export import export_checkpoint
@@ -60,6 +60,12 @@ def test_every_family_loads_by_path_and_declares_how_it_reads(hf_models, family)
     assert list(sentence.ids) == framed(hf_models[family], SENTENCES[0])[0]
 
 
+def reference_model(folder: Path, auto_class: type) -> torch.nn.Module:
+    """The folder's model as transformers loads it, independently of armlm's source (an oracle: a loader that picked
+    the wrong head or dropped weights cannot confirm itself), in eval mode and fp32."""
+    return auto_class.from_pretrained(folder, torch_dtype=torch.float32).eval()
+
+
 def zeroshot_scorer(folder: Path):
     from zeroshot.run import open_scorer
     cfg = zeroshot_config([f"checkpoint={folder}", "blimp.dir=unused", "output_dir=unused"])
@@ -69,7 +75,7 @@ def zeroshot_scorer(folder: Path):
 @pytest.mark.parametrize("family", fast_lane_keeps(list(MASKED_FAMILIES), keep=["roberta"]))
 def test_pll_is_the_models_own_conditional_one_masked_position_at_a_time(hf_models, family):
     source, scorer = zeroshot_scorer(hf_models[family])
-    lm = source.backbone.lm
+    lm = reference_model(hf_models[family], AutoModelForMaskedLM)  # loaded apart from the code under test
     sentences = encode_sentences(source.tokenizer, SENTENCES, source.special)
     for method in ("pll", "pll_word_l2r"):
         got = scorer.score(sentences, method, progress=False).log_prob
@@ -93,10 +99,11 @@ def test_exact_is_the_chain_rule_of_the_models_own_logits(hf_models, family):
     source, scorer = zeroshot_scorer(hf_models[family])
     assert scorer.methods == ("exact",)
     got = scorer.score(encode_sentences(source.tokenizer, SENTENCES, source.special), "exact", progress=False)
+    lm = reference_model(hf_models[family], AutoModelForCausalLM)
     for k, text in enumerate(SENTENCES):
         ids = torch.tensor(framed(hf_models[family], text)[0])
         with torch.no_grad():
-            log_probs = source.backbone.lm(input_ids=ids[None]).logits[0].double().log_softmax(-1)
+            log_probs = lm(input_ids=ids[None]).logits[0].double().log_softmax(-1)
         chain = sum(float(log_probs[t - 1, ids[t]]) for t in range(1, len(ids)))
         assert got.log_prob[k] == pytest.approx(chain, abs=TOLERANCE)
         assert got.tokens[k] == len(ids) - 1
@@ -238,7 +245,8 @@ def test_the_lm_eval_model_type_scores_a_continuation_by_the_models_own_logits(h
     context = tokenizer("The cat")["input_ids"]
     ids = torch.tensor([tokenizer.bos_token_id, *tokenizer("The cat sat on the mat.")["input_ids"]])
     with torch.no_grad():
-        log_probs = lm.model.lm(input_ids=ids[None]).logits[0].double().log_softmax(-1)
+        log_probs = reference_model(hf_models["gpt2"], AutoModelForCausalLM)(input_ids=ids[None]).logits[0]
+    log_probs = log_probs.double().log_softmax(-1)
     chain = sum(float(log_probs[t - 1, ids[t]]) for t in range(1 + len(context), len(ids)))
     assert log_prob == pytest.approx(chain, abs=TOLERANCE)
     assert ArmlmLM(str(hf_models["bert"])).method == "pll"  # an encoder's first method

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -63,7 +64,10 @@ def test_a_hugging_face_model_fine_tunes_on_conll_in_either_attention(hf_models,
     want = {"bert": "bidirectional", "gpt2": "causal"}[family] if attention == "pretrained" else attention
     assert results["attention"] == want and results["word_subword"] == read_at
     assert results["pretrained"]["source"] == "huggingface" and results["input_mask_share"] == 0.0
-    assert 0.0 <= results["metrics"]["validation"]["f1"] <= 1.0
+    counts = np.asarray(json.loads((tmp_path / "items.json").read_text())["splits"]["validation"]["entities"][-1])
+    tp, fp, fn = counts.sum(axis=0)  # micro F1 recomputed from each dev sentence's counts: the metric's oracle
+    assert len(counts) == results["examples"]["validation"] == 24
+    assert results["metrics"]["validation"]["f1"] == pytest.approx(2 * tp / max(1, 2 * tp + fp + fn), abs=1e-6)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["objective"] == results["objective"]
     module = FinetuneModule.load_from_checkpoint(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
@@ -118,4 +122,5 @@ def test_a_hugging_face_model_fine_tunes_on_a_glue_pair_task(hf_models, tmp_path
                           output_dir=str(tmp_path / "run"))
     results = run_finetune(cfg)
     assert results["task"] == "rte" and results["pooling"] == "first" and results["examples"]["train"] == 32
-    assert 0.0 <= results["metrics"]["dev"]["accuracy"] <= 1.0
+    accuracy = results["metrics"]["dev"]["accuracy"]  # over the 32 dev pairs: a whole number of them
+    assert results["examples"]["dev"] == 32 and accuracy * 32 == pytest.approx(round(accuracy * 32), abs=1e-4)
