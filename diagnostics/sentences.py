@@ -57,13 +57,19 @@ def sentence_texts(corpus: Corpus, tokenizer: Tokenizer, *, min_tokens: int, max
         raise ArmlmError(f"split={split!r}; the corpus has 'train' and 'validation'")
     cls_id = token_id(tokenizer, CLS) if start is None else start
     special = set(special_token_ids(tokenizer) if specials is None else specials)
-    sentences = []
+    sentences, in_length = [], 0
     for document in tqdm(documents, desc=f"tokenizing {split} sentences", unit="doc"):
         for text in split_sentences(document):
             ids = tokenizer.encode(text, add_special_tokens=False).ids
-            if min_tokens <= len(ids) <= max_tokens and not special.intersection(ids):
-                sentences.append((text, [cls_id, *ids]))
+            if min_tokens <= len(ids) <= max_tokens:
+                in_length += 1
+                if not special.intersection(ids):  # an [UNK] (or another special token) inside the text: left out
+                    sentences.append((text, [cls_id, *ids]))
     if not sentences:
+        if in_length:  # the length filter kept some: the special-token filter emptied the set, so say that
+            raise ArmlmError(f"every one of the {in_length} {split} sentences of {corpus.describe()} with "
+                             f"{min_tokens}-{max_tokens} tokens holds a special token ([UNK] where the tokenizer "
+                             "lacks a word); use a corpus this tokenizer covers, or the model's own tokenizer")
         raise ArmlmError(f"no {split} sentence of {corpus.describe()} has {min_tokens}-{max_tokens} tokens; "
                          "lower sentences.min_tokens or raise sentences.max_tokens")
     return sentences
