@@ -60,7 +60,7 @@ def _power_text(r: dict[str, Any]) -> str:
                 "or items could contradict the claim, not show an effect of that size; 'no effect' is an equivalence "
                 "claim, to register for new seeds")
     over_items = r.get("decided_by", "seeds") != "seeds"
-    if over_items and observed != observed:  # the item component alone keeps it unresolved
+    if over_items and observed != observed and factor == factor and factor is not None:  # the items alone hold it
         k = abs(int(factor))
         more = (f"over {MAX_ITEM_FACTOR} times the {r['items']}: not at this scale" if k > MAX_ITEM_FACTOR
                 else f"~{k} times the {r['items']}" + (" at these seeds" if factor > 0 else ", and far more seeds"))

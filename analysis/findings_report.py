@@ -49,9 +49,8 @@ def power_columns(claim: Claim, interval: PairedInterval, items: ItemInterval | 
                                "seeds_needed_sd_upper": seeds_for(claim, upper, alpha), "item_factor": math.nan}
     if items is not None and n > 1:
         def needs(seed_sd: float) -> tuple[int | None, int | None]:
-            seed_variance = seed_sd ** 2 / n
-            se = math.sqrt(items.se ** 2 - items.seed_variance + seed_variance)  # the crossed se at that seed sd
-            return crossed_needs(claim, seed_variance, items.item_variance, se, n, items.resampled, alpha)
+            return crossed_needs(claim, seed_sd ** 2 / n, items.item_variance, items.interaction, n, items.resampled,
+                                 alpha)
 
         (observed, factor), (at_upper, _) = needs(sd), needs(upper)
         columns.update(seeds_needed=math.nan if observed is None else observed, item_factor=factor,

@@ -63,29 +63,30 @@ def _target(claim: Claim, power: float) -> tuple[float, float]:
 
 def crossed_power(effect: float, seed_part: float, item_part: float, seeds: int, items: float, alpha: float) -> float:
     """Power of the crossed t-test at level alpha / 2 per side with `seeds` seeds and `items` item units, from the
-    variance one seed (`seed_part`) and one item unit (`item_part`) add to the mean difference, with the
-    Welch-Satterthwaite degrees of freedom the crossed interval uses."""
+    variance one seed (`seed_part`) and one item unit (`item_part`) add to the mean difference, with the degrees of
+    freedom the crossed interval uses (analysis.items.ItemInterval.df)."""
     if seeds < 2:
         return 0.0
     a, b = seed_part / seeds, item_part / items
     if a + b == 0:
         return 1.0 if effect > 0 else 0.0
-    df = (a + b) ** 2 / (a ** 2 / (seeds - 1) + b ** 2 / max(1.0, items - 1))
+    df = float(seeds - 1) if a >= b else (a + b) ** 2 / (a ** 2 / (seeds - 1) + b ** 2 / max(1.0, items - 1))
     critical = stats.t.ppf(1 - alpha / 2, df)
     return float(stats.nct.sf(critical, df, effect / math.sqrt(a + b)))
 
 
-def crossed_needs(claim: Claim, seed_variance: float, item_variance: float, crossed_se: float, seeds: int,
+def crossed_needs(claim: Claim, seed_variance: float, item_variance: float, interaction: float, seeds: int,
                   items: int, alpha: float, power: float = POWER) -> tuple[int | None, int | None]:
     """(seeds, item factor) that would resolve a crossed row at `power`: the seeds it needs with its items as they
     are, or None where the item component alone prevents it, and then how many times its items it needs at these
     seeds, or, negated, with far more seeds as well where these seeds also fall short (MAX_ITEM_FACTOR + 1: more
-    than that). The components (variances of the mean at `seeds` and `items`) are scaled to
-    the crossed bootstrap's own variance, which also counts their interaction."""
-    if not (seeds > 1 and crossed_se == crossed_se):
+    than that). The components are variances of the mean at `seeds` and `items` (analysis.items.ItemInterval): the
+    seed one holds the seed x item interaction, which more seeds shrink too, so the item part more seeds cannot
+    shrink is the item variance less it."""
+    if not (seeds > 1 and seed_variance == seed_variance and item_variance == item_variance):
         return None, None
-    scale = crossed_se ** 2 / max(seed_variance + item_variance, 1e-300)
-    seed_part, item_part = scale * seed_variance * seeds, scale * item_variance * items
+    seed_part = seed_variance * seeds
+    item_part = max(0.0, item_variance - (interaction if interaction == interaction else 0.0)) * items
     effect, per_side = _target(claim, power)
 
     def enough(n: int, factor: float) -> bool:

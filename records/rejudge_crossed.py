@@ -58,7 +58,9 @@ def rejudge(record: Path) -> pd.DataFrame:
     table = judge_family(runs, spec)
     if carried:
         gated = table["finding"].map(lambda f: written.loc[f, "verdict"] == NOT_EVIDENCE)
-        table.loc[gated, "verdict"] = NOT_EVIDENCE
+        for column in ("verdict", "deciding_verdict", "seed_verdict"):
+            table.loc[gated, column] = NOT_EVIDENCE
+        table.loc[gated & table["item_verdict"].notna(), "item_verdict"] = NOT_EVIDENCE
     out = record / "amended" / AMENDMENT
     out.mkdir(parents=True, exist_ok=True)
     gate_note = (" Its gate names a rule since retired: the rows its frozen report found not evidence stay so."

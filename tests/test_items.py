@@ -151,7 +151,7 @@ def test_an_unknown_or_unkept_unit_is_refused():
 
 
 def simulated_coverage(seed_sd: float, item_sd: float, studies: int, seeds: int = 8, items: int = 30,
-                       level: float = 0.95) -> dict[str, float]:
+                       level: float = 0.95, interaction_sd: float = 0.01) -> dict[str, float]:
     """Per-paradigm A - B = seed effect + paradigm effect + noise, true mean 0.1: the share of studies whose
     crossed, seed-only and item-only intervals cover it."""
     rng = np.random.default_rng(11)
@@ -159,7 +159,7 @@ def simulated_coverage(seed_sd: float, item_sd: float, studies: int, seeds: int 
     uids = [f"p{k}" for k in range(items)]
     for _ in range(studies):
         d = (0.1 + rng.normal(0, seed_sd, (seeds, 1)) + rng.normal(0, item_sd, (1, items))
-             + rng.normal(0, 0.01, (seeds, items)))
+             + rng.normal(0, interaction_sd, (seeds, items)))
         a = {s + 1: BlimpItems(dict(zip(uids, 0.5 + d[s])), None) for s in range(seeds)}
         b = {s + 1: BlimpItems(dict.fromkeys(uids, 0.5), None) for s in range(seeds)}
         interval = item_interval([[(1.0, a)], [(1.0, b)]], list(a), level, draws=1000, seed=int(rng.integers(1 << 30)))
@@ -170,16 +170,39 @@ def simulated_coverage(seed_sd: float, item_sd: float, studies: int, seeds: int 
     return {k: v / studies for k, v in covered.items()}
 
 
-@pytest.mark.parametrize(("seed_sd", "item_sd", "undercovering", "below"), [
-    (0.03, 0.005, ["items"], 0.5),  # the seeds dominate: the item interval misses most of the variance
-    (0.005, 0.03, ["seeds"], 0.7),
-    (0.01, 0.02, ["seeds", "items"], 0.9),  # comparable components: each alone misses about half
+@pytest.mark.parametrize(("seed_sd", "item_sd", "undercovering", "below", "seeds"), [
+    (0.03, 0.005, ["items"], 0.5, 8),  # the seeds dominate: the item interval misses most of the variance
+    (0.005, 0.03, ["seeds"], 0.7, 8),
+    (0.01, 0.02, ["seeds", "items"], 0.9, 8),  # comparable components: each alone misses about half
+    (0.03, 0.01, ["items"], 0.5, 3),  # three seeds: a seed variance on 2 df must not narrow the interval
+    (0.005, 0.05, ["seeds"], 0.8, 3),
 ])
 def test_the_crossed_interval_has_its_nominal_coverage_where_either_source_alone_falls_short(seed_sd, item_sd,
-                                                                                            undercovering, below):
-    coverage = simulated_coverage(seed_sd, item_sd, studies=300)
-    assert 0.92 <= coverage["crossed"] <= 0.98, coverage  # 300 studies: 0.95 +- 2.4 standard errors
+                                                                                            undercovering, below,
+                                                                                            seeds):
+    coverage = simulated_coverage(seed_sd, item_sd, studies=300, seeds=seeds)
+    assert 0.92 <= coverage["crossed"] <= 0.985, coverage  # 300 studies: 0.95 +- 2.4 standard errors
     assert all(coverage[k] < below for k in undercovering), coverage
+
+
+def test_the_seed_by_item_interaction_is_counted_once():
+    """Pure interaction (no seed or item main effect): the crossed draws' own sd counts it about three times; the
+    corrected standard error is near the true sd of the mean over 300 studies, and the interval still covers."""
+    coverage = simulated_coverage(0.0, 0.0, studies=300, interaction_sd=0.05)
+    assert 0.92 <= coverage["crossed"] <= 0.985, coverage
+    rng = np.random.default_rng(12)
+    uids = [f"p{k}" for k in range(30)]
+    means, ses, raw = [], [], []
+    for _ in range(300):
+        d = 0.1 + rng.normal(0, 0.05, (8, 30))
+        a = {s + 1: BlimpItems(dict(zip(uids, 0.5 + d[s])), None) for s in range(8)}
+        b = {s + 1: BlimpItems(dict.fromkeys(uids, 0.5), None) for s in range(8)}
+        interval = item_interval([[(1.0, a)], [(1.0, b)]], list(a), draws=1000, seed=int(rng.integers(1 << 30)))
+        means.append(interval.mean)
+        ses.append(interval.se)
+        raw.append(float(interval.crossed_draws.std(ddof=1)))
+    truth = float(np.std(means))  # 0.05 / sqrt(240)
+    assert np.mean(ses) == pytest.approx(truth, rel=0.15) and np.mean(raw) > 1.4 * truth
 
 
 def test_the_tests_are_calibrated_as_their_intervals():
@@ -188,13 +211,18 @@ def test_the_tests_are_calibrated_as_their_intervals():
     test = item_test(claim_side, SUPERIORITY)
     assert test.claim_p == pytest.approx(2 * 11 / 10_001) and test.side == "reproduced"
     rng = np.random.default_rng(5)
-    for shift in (0.0, 0.01, 0.02, 0.03, -0.03):
+    claims = {"superiority": (SUPERIORITY, 0.0, None), "non_inferiority": (Claim("non_inferiority", "greater", 0.02,
+                                                                                    margin=0.02), -0.02, None),
+              "equivalence": (Claim("equivalence", "greater", 0.02, margin=0.02), -0.02, 0.02)}
+    for shift in (0.0, 0.01, 0.02, 0.03, -0.03, -0.01):
         observed = shift + rng.normal(0, 0.02, 6)
         interval = ItemInterval("documents", observed, observed.mean() + rng.normal(0, 0.005, 4000),
                                 observed.mean() + rng.normal(0, 0.01, 4000), 50, 0.95)
-        crossed = crossed_test(interval, SUPERIORITY)
-        assert (crossed.claim_p < 0.05) == (interval.crossed_low > 0), shift
-        assert (crossed.refute_p < 0.05) == (interval.crossed_high < 0), shift
+        for claim, low, high in claims.values():
+            crossed = crossed_test(interval, claim)
+            inside = interval.crossed_low > low and (high is None or interval.crossed_high < high)
+            assert (crossed.claim_p < 0.05) == inside, (shift, claim)
+        assert (crossed_test(interval, SUPERIORITY).refute_p < 0.05) == (interval.crossed_high < 0), shift
 
 
 def test_an_interaction_side_resamples_both_of_its_readings_on_the_same_draw(tmp_path):

@@ -40,17 +40,19 @@ def test_the_crossed_power_without_items_is_the_paired_t_tests():
         assert crossed_power(0.02, 0.03 ** 2, 0.0, n, 100, 0.05) == pytest.approx(one_sided_power(0.02, 0.03, n, 0.05))
 
 
-def test_the_crossed_power_matches_simulation_of_the_crossed_t_test():
-    """Seeds x items with known components: the share of simulated crossed t-tests (Welch-Satterthwaite df, the
-    components estimated) that reject, against crossed_power from the true components."""
+@pytest.mark.parametrize(("effect", "seed_sd", "item_sd"), [(0.02, 0.02, 0.1), (0.03, 0.03, 0.02)])  # items, seeds lead
+def test_the_crossed_power_matches_simulation_of_the_crossed_t_test(effect, seed_sd, item_sd):
+    """Seeds x items with known components: the share of simulated crossed t-tests (the components estimated, the
+    interval's df rule) that reject, against crossed_power from the true components."""
     rng = np.random.default_rng(8)
-    seeds, items, effect, seed_sd, item_sd, studies = 6, 40, 0.02, 0.02, 0.05, 20_000
+    seeds, items, studies = 6, 40, 20_000
     seed_means = effect + rng.normal(0, seed_sd, (studies, seeds))
     item_means = rng.normal(0, item_sd, (studies, items))
     v_seed = seed_means.var(axis=1, ddof=1) / seeds
     v_item = item_means.var(axis=1, ddof=1) / items
     mean = seed_means.mean(axis=1) + item_means.mean(axis=1)
-    df = (v_seed + v_item) ** 2 / (v_seed ** 2 / (seeds - 1) + v_item ** 2 / (items - 1))
+    satterthwaite = (v_seed + v_item) ** 2 / (v_seed ** 2 / (seeds - 1) + v_item ** 2 / (items - 1))
+    df = np.where(v_seed >= v_item, seeds - 1, satterthwaite)  # the crossed interval's rule (ItemInterval.df)
     rejected = mean / np.sqrt(v_seed + v_item) > stats.t.ppf(0.975, df)
     assert crossed_power(effect, seed_sd ** 2, item_sd ** 2, seeds, items, 0.05) == pytest.approx(rejected.mean(),
                                                                                                   abs=0.02)
@@ -59,7 +61,7 @@ def test_the_crossed_power_matches_simulation_of_the_crossed_t_test():
 def test_more_seeds_cannot_resolve_a_row_its_items_hold_back():
     # the items alone give the mean an sd of 0.012: at 0.02, no number of seeds reaches 80 % power at alpha 0.05 / 6
     seeds_needed, factor = crossed_needs(SUPERIORITY, seed_variance=0.004 ** 2, item_variance=0.012 ** 2,
-                                         crossed_se=math.hypot(0.004, 0.012), seeds=8, items=36, alpha=0.05 / 6)
+                                         interaction=0.0, seeds=8, items=36, alpha=0.05 / 6)
     assert seeds_needed is None and factor is not None and factor > 1
     item_part = 0.012 ** 2 * 36
     assert crossed_power(0.02, 0.004 ** 2 * 8, item_part, 8, factor * 36, 0.05 / 6) >= 0.8
@@ -68,7 +70,7 @@ def test_more_seeds_cannot_resolve_a_row_its_items_hold_back():
 
 def test_a_row_its_seeds_hold_back_needs_seeds_and_its_items_as_they_are():
     seeds_needed, factor = crossed_needs(SUPERIORITY, seed_variance=0.02 ** 2 / 8, item_variance=0.002 ** 2,
-                                         crossed_se=math.hypot(0.02 / math.sqrt(8), 0.002), seeds=8, items=216,
+                                         interaction=0.0, seeds=8, items=216,
                                          alpha=0.05 / 6)
     assert factor == 1 and seeds_needed > 8
 
@@ -82,5 +84,14 @@ def test_a_row_its_seeds_hold_back_needs_seeds_and_its_items_as_they_are():
 def test_a_row_both_sources_hold_back_needs_items_and_far_more_seeds():
     # at 3 seeds the seed component alone (sd of the mean 0.01) already exceeds what 0.02 needs at alpha 0.05 / 6
     seeds_needed, factor = crossed_needs(SUPERIORITY, seed_variance=0.01 ** 2, item_variance=0.012 ** 2,
-                                         crossed_se=math.hypot(0.01, 0.012), seeds=3, items=36, alpha=0.05 / 6)
+                                         interaction=0.0, seeds=3, items=36, alpha=0.05 / 6)
     assert seeds_needed is None and factor is not None and factor < -1  # negated: with far more seeds as well
+
+
+def test_an_item_variance_that_is_seed_by_item_interaction_shrinks_with_more_seeds():
+    # the same item-only variance as above, but nine tenths of it the interaction: more seeds now resolve the row
+    held, _ = crossed_needs(SUPERIORITY, seed_variance=0.004 ** 2, item_variance=0.012 ** 2, interaction=0.0,
+                            seeds=8, items=36, alpha=0.05 / 6)
+    freed, factor = crossed_needs(SUPERIORITY, seed_variance=0.004 ** 2 + 0.9 * 0.012 ** 2, item_variance=0.012 ** 2,
+                                  interaction=0.9 * 0.012 ** 2, seeds=8, items=36, alpha=0.05 / 6)
+    assert held is None and freed is not None and freed > 8 and factor == 1

@@ -43,3 +43,5 @@ def test_a_retired_gate_rule_keeps_the_rows_it_found_not_evidence(tmp_path):
     frozen_record(tmp_path, gate={"min_below_unigram": 0.5, "min_above_chance": 0.05})  # v1's, since retired
     table = rejudge_crossed.rejudge(tmp_path).set_index("finding")
     assert table.loc["stalled", "verdict"] == "not evidence" and table.loc["F1", "verdict"] == "reproduced"
+    # carried over into the diagnostic columns too: judged without the gate, seeds alone would say reproduced
+    assert table.loc["stalled", ["seed_verdict", "item_verdict"]].tolist() == ["not evidence"] * 2
