@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from common.atomic import atomic_write_artefact, atomic_write_text, read_artefact
+from common.atomic import atomic_write_artefact, atomic_write_text
 from common.config import compose_config
 from common.errors import ArmlmError, ArmlmFileError
 from common.units import likelihood_units, text_units
@@ -240,17 +240,6 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
             "blocks_fingerprint": blocks_fingerprint(blocks), "seconds": round(time.perf_counter() - started, 2)}
 
 
-def own_margins_of(checkpoint: Path) -> dict[str, Any] | None:
-    """The own-loss margins (train.py's own_below_unigram) in the summary.json of the run that wrote `checkpoint`
-    (<run>/checkpoints/<file>), approximate for a summary rewritten from before they were logged; None without one."""
-    summary = checkpoint.parent.parent / "summary.json"
-    if not summary.is_file():
-        return None
-    read = read_artefact(summary)
-    return {"own_below_unigram": read["own_below_unigram"],
-            "approximate": read.get("own_below_unigram_approximate", False)}
-
-
 def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.output_dir)
@@ -270,7 +259,7 @@ def run_diagnostics(cfg: DictConfig) -> dict[str, Any]:
         "settings": OmegaConf.to_container(cfg, resolve=True),
         # how well the checkpoint learned its own objective (its run's summary): a study's learning gate reads it
         # here where the pretraining run lives in another study's folder (study=embeddings)
-        "pretraining": own_margins_of(Path(source.origin)) if source.kind == "armlm" else None,
+        "pretraining": source.own_margins(),
     }
     if cfg.independence:
         report.update(independence(s, cfg))

@@ -28,16 +28,19 @@ __all__ = ["FEATURES", "MODES", "FinetuneModule", "metric_tag"]
 
 class FinetuneModule(TaskModule):
     def __init__(self, model: dict[str, Any], task: dict[str, Any], settings: dict[str, Any],
-                 optim: dict[str, Any], pretrained: dict[str, Any] | None = None, seed: int = 0) -> None:
+                 optim: dict[str, Any], pretrained: dict[str, Any] | None = None, seed: int = 0,
+                 backbone: nn.Module | None = None) -> None:
         """`settings`: mode, attention, pooling, head_dropout, feature_layers, features. `pretrained` only records
-        where the backbone came from; its weights are loaded by the caller (`load_backbone`)."""
+        where the backbone came from. `backbone`: the pretrained one to train, as its source opened it (never saved
+        as a hyperparameter); without it (a reload) the backbone is rebuilt from `model` and the checkpoint's state
+        dict fills it."""
         super().__init__(task, optim, seed)
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["backbone"])
         self.mode, self.pooling = settings["mode"], settings["pooling"]
         self.features = settings.get("features", FINETUNE_FEATURES_BEFORE)  # common.migrations
         self.attention = Attention.named(settings["attention"])
         self.check(settings)
-        self.backbone = backbone_for(model)
+        self.backbone = backbone if backbone is not None else backbone_for(model)
         d_model, dropout = self.backbone.config.d_model, float(settings["head_dropout"])
         self.mix: ScalarMix | None = None
         if self.info.kind == "tagging":

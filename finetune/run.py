@@ -20,9 +20,8 @@ from common.migrations import migrate_finetune_hparams
 from datamodules.finetune import FinetuneDataModule, TaskInfo
 from finetune.metrics import ITEMS_FILE, item_record, task_metrics
 from finetune.module import FinetuneModule
-from models.backbone import ModelConfig
-from models.checkpoint import load_weights, read_hyperparameters
-from sources import SOURCE_KEY, ModelSource, open_source
+from models.checkpoint import read_hyperparameters
+from sources import ModelSource, open_source
 from training.setup import build, choose_cpu_precision, differences
 from training.trainer import (
     attention_kernels,
@@ -60,7 +59,7 @@ def trained_max_length(requested: int, source: ModelSource) -> int:
     model's: the positions it takes). Learned position rows beyond the pretraining block keep their initial values,
     and even rotary attention never saw those distances, so reading them would measure initialisation, not
     pretraining."""
-    trained = source.trained_length if source.kind == "armlm" else source.longest_input
+    trained = source.trained_positions
     if trained is None:
         log.warning("%s does not record its pretraining block size (written before armlm kept it): positions "
                     "up to task.data.max_length=%d are used, some perhaps untrained", source.origin, requested)
@@ -86,11 +85,7 @@ def check_fit(datamodule: FinetuneDataModule, source: ModelSource, requested: in
     if requested > positions:  # the length used is never above the one requested
         raise ArmlmError(f"task.data.max_length={requested} exceeds the checkpoint's model.max_len={positions} "
                          f"({source.origin}); lower task.data.max_length")
-    vocab = datamodule.tokenizer.get_vocab_size()
-    # armlm's embedding has one row per token; a transformers one may be padded past its tokenizer
-    if vocab != source.vocab_size if source.kind == "armlm" else vocab > source.vocab_size:
-        raise ArmlmError(f"{source.origin}: its tokenizer has {vocab} tokens but its model.vocab_size is "
-                         f"{source.vocab_size}; the checkpoint is inconsistent, re-save it from its run")
+    source.check_vocabulary(datamodule.tokenizer.get_vocab_size())
 
 
 def majority_baseline(datamodule: FinetuneDataModule, info: TaskInfo) -> dict[str, dict[str, float | None]]:
@@ -149,9 +144,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     trust = bool(cfg.get("trust_remote_code", False))
     source = open_source(cfg.pretrained, trust_remote_code=trust)
     settings = resolve_settings(cfg.finetune, source)
-    # armlm's backbone is rebuilt at the fine-tuning dropout; a transformers model keeps its own config's
-    model = (asdict(ModelConfig(**{**source.details["model"], "dropout": float(cfg.finetune.dropout)}))
-             if source.kind == "armlm" else {SOURCE_KEY: source.origin, "trust_remote_code": trust})
+    dropout = float(cfg.finetune.dropout)
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)
     requested_length = int(cfg.task.data.max_length)
@@ -167,10 +160,10 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     features_lr = optim.pop("features_lr")
     if settings["mode"] == "features":
         optim["lr"] = features_lr
-    module = FinetuneModule(model=model, task=asdict(info), settings=settings, optim=optim,
-                            pretrained=source.summary(), seed=int(cfg.seed))
-    if source.kind == "armlm":  # a transformers backbone was reopened with its weights
-        load_weights(module.backbone, source.backbone.state_dict(), source.origin)
+    # the backbone opened above is the one trained (each model loaded once); the hyperparameters say how to rebuild it
+    module = FinetuneModule(model=source.finetune_model(dropout, trust), task=asdict(info), settings=settings,
+                            optim=optim, pretrained=source.summary(), seed=int(cfg.seed),
+                            backbone=source.finetune_backbone(dropout))
     module.tokenizer_json = tokenizer_json
     module.fused_adamw = step_settings(cfg.trainer)["fused_adamw"]
     if cfg.ckpt_path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -138,6 +138,17 @@ class Transformer(nn.Module):
         for block in self.blocks:
             for proj in (block.attn.proj, block.mlp[2]):
                 nn.init.normal_(proj.weight, std=cfg.init_std / math.sqrt(2 * cfg.n_layers))
+
+    def set_dropout(self, p: float) -> Transformer:
+        """Every dropout of the model at rate `p`, in place (fine-tuning trains at its own rate, the weights as they
+        are: no second model is built), and the config that records it."""
+        self.config = replace(self.config, dropout=float(p))  # ModelConfig checks the rate
+        for module in self.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = float(p)
+            elif isinstance(module, SelfAttention):
+                module.dropout = float(p)
+        return self
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):

@@ -12,10 +12,10 @@ from torch import nn
 from common.errors import ArmlmError
 from models.backbone import ModelConfig, Transformer
 from sources.armlm import open_armlm
-from sources.base import ModelSource, Reading, SpecialTokens
+from sources.base import SOURCE_KEY, ModelSource, Reading, SpecialTokens
 from sources.huggingface import HUB_PREFIX, is_huggingface_folder, open_huggingface
 
-__all__ = ["ModelSource", "Reading", "SpecialTokens", "backbone_for", "open_source"]
+__all__ = ["SOURCE_KEY", "ModelSource", "Reading", "SpecialTokens", "backbone_for", "open_source"]
 
 
 def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
@@ -32,9 +32,6 @@ def open_source(spec: str | Path, device: str | torch.device = "cpu", *, trust_r
         raise ArmlmError(f"{path} is neither an armlm run (no checkpoints/last.ckpt) nor a Hugging Face model (no "
                          "config.json); give a run folder, a checkpoint file, a Hugging Face folder or hf:<hub id>")
     return open_armlm(path, device)
-
-
-SOURCE_KEY = "source"  # in a fine-tuning checkpoint's `model` hyperparameters: a transformers model's origin
 
 
 def backbone_for(model: dict[str, Any]) -> nn.Module:

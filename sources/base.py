@@ -122,6 +122,9 @@ class SpecialTokens:
         return self.mask
 
 
+SOURCE_KEY = "source"  # in a fine-tuning checkpoint's `model` hyperparameters: a transformers model's origin
+
+
 @dataclass
 class ModelSource:
     """A model opened for the instruments (sources.open_source)."""
@@ -144,6 +147,33 @@ class ModelSource:
     @property
     def vocab_size(self) -> int:
         return int(self.backbone.config.vocab_size)
+
+    # What fine-tuning and diagnostics ask of a source. These are a transformers model's answers; an armlm run answers
+    # for itself (sources.armlm.ArmlmSource), so nothing downstream switches on `kind`.
+    @property
+    def trained_positions(self) -> int | None:
+        """The positions pretraining trained, to which fine-tuning cuts its inputs (None: not recorded)."""
+        return self.longest_input
+
+    def check_vocabulary(self, tokenizer_size: int) -> None:
+        """A transformers embedding may be padded past its tokenizer: only more ids than rows is inconsistent."""
+        if tokenizer_size > self.vocab_size:
+            raise ArmlmError(f"{self.origin}: its tokenizer has {tokenizer_size} tokens but its model.vocab_size is "
+                             f"{self.vocab_size}; the model is inconsistent, save it again with its tokenizer")
+
+    def finetune_backbone(self, dropout: float) -> Backbone:
+        """The backbone fine-tuning trains, the one already loaded (a transformers model keeps its own config's
+        dropout)."""
+        return self.backbone
+
+    def finetune_model(self, dropout: float, trust_remote_code: bool) -> dict[str, Any]:
+        """A fine-tuning checkpoint's `model` hyperparameters, from which a reload rebuilds the backbone
+        (sources.backbone_for): a transformers model reopens from its origin, its weights then replaced."""
+        return {SOURCE_KEY: self.origin, "trust_remote_code": trust_remote_code}
+
+    def own_margins(self) -> dict[str, Any] | None:
+        """How far below the unigram baseline it learned its own objective (a study's gate): unknown for a release."""
+        return None
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": self.origin, "source": self.kind, "objective": self.name,

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from common.migrations import migrate_finetune_hparams
 from datamodules.conll import read_conll
 from finetune.run import resolve_settings, run_finetune, trained_max_length
+from sources.armlm import ArmlmSource
 from sources.base import Reading
 from tests.helpers.configs import QUICK, composed_config, finetune_config
 from training.pretrained import load_pretrained
@@ -171,7 +171,8 @@ def test_bad_fine_tuning_commands_name_the_fix(tmp_path, tiny_pretrained):
 
 @pytest.mark.parametrize("trained,requested,used", [(64, 128, 64), (64, 48, 48), (None, 128, 128)])
 def test_inputs_are_cut_to_the_positions_pretraining_trained(trained, requested, used, caplog):
-    source = SimpleNamespace(kind="armlm", origin="x.ckpt", trained_length=trained, longest_input=512)
+    source = ArmlmSource(origin="x.ckpt", kind="armlm", backbone=None, reading=None, tokenizer=None, special=None,
+                         longest_input=512, trained_length=trained)  # only what the cut reads
     assert trained_max_length(requested, source) == used
     assert ("exceeds the 64 positions" in caplog.text) == (requested > 64 and trained == 64)
     assert ("does not record its pretraining block size" in caplog.text) == (trained is None)

@@ -134,10 +134,15 @@ def test_an_arm_reading_another_studys_checkpoint_is_gated_on_the_margins_its_di
 
 
 def test_evaluate_copies_the_own_margins_of_the_run_that_wrote_the_checkpoint(tmp_path):
-    from diagnostics.run import own_margins_of
+    from sources.armlm import ArmlmSource
 
     checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"
     checkpoint.parent.mkdir(parents=True)
+
+    def own_margins_of(path):  # only the origin matters to the answer; the rest of a source is not read
+        return ArmlmSource(origin=str(path), kind="armlm", backbone=None, reading=None, tokenizer=None, special=None,
+                           longest_input=64).own_margins()
+
     assert own_margins_of(checkpoint) is None  # a bare checkpoint: nothing to copy
     write(tmp_path / "run" / "summary.json", {"objective": "MaskedLM", "val_loss": 3.7, "unigram_baseline": 5.8,
                                               "own_below_unigram": {"all": 2.15}})

@@ -173,3 +173,16 @@ def test_a_primary_configs_reader_is_the_package_of_the_command_that_runs_on_it(
     for cmd in COMMANDS.values():
         if cmd.config is not None:
             assert CONFIG_READERS[cmd.config] == cmd.run.split(".")[0], cmd.name
+
+
+def test_nothing_downstream_of_the_sources_switches_on_a_sources_kind():
+    """A source answers for itself (sources.base.ModelSource's methods, sources.armlm.ArmlmSource's): `kind` is a
+    label for reports, never a branch."""
+    switches = []
+    for path in sorted(REPO.glob("*/*.py")):
+        if path.parts[-2] in ("sources", "tests", ".venv") or path.parts[-2].startswith("."):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(r"\.kind\s*[!=]=\s*[\"'](armlm|huggingface)[\"']", line):
+                switches.append(f"{path.relative_to(REPO)}:{number}")
+    assert not switches, switches

@@ -124,3 +124,26 @@ def test_a_hugging_face_model_fine_tunes_on_a_glue_pair_task(hf_models, tmp_path
     assert results["task"] == "rte" and results["pooling"] == "first" and results["examples"]["train"] == 32
     accuracy = results["metrics"]["dev"]["accuracy"]  # over the 32 dev pairs: a whole number of them
     assert results["examples"]["dev"] == 32 and accuracy * 32 == pytest.approx(round(accuracy * 32), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_each_model_is_loaded_once_to_fine_tune_it(hf_models, tiny_pretrained, tmp_path, data_dir, monkeypatch):
+    """A transformers model is read from its folder once (the source's), an armlm backbone built once and trained at
+    the fine-tuning dropout; neither switches on the source's kind (tests/test_layers.py)."""
+    from transformers import AutoModelForCausalLM
+
+    from models.backbone import Transformer
+
+    loads, builds = [], []
+    load = AutoModelForCausalLM.from_pretrained.__func__
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: loads.append(a) or load(cls, *a, **k)))
+    finetune(tmp_path / "hf", hf_models["gpt2"], data_dir)
+    assert len(loads) == 1
+    build = Transformer.__init__
+    monkeypatch.setattr(Transformer, "__init__", lambda self, cfg: builds.append(cfg) or build(self, cfg))
+    results = finetune(tmp_path / "armlm", tiny_pretrained["mlm"], data_dir, "finetune.dropout=0.3")
+    assert len(builds) == 1 and results["pretrained"]["source"] == "armlm"
+    module = FinetuneModule.load_from_checkpoint(tmp_path / "armlm" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert module.hparams["model"]["dropout"] == 0.3 and module.backbone.config.dropout == 0.3
+    assert {m.p for m in module.backbone.modules() if isinstance(m, torch.nn.Dropout)} == {0.3}
