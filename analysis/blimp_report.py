@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from scipy import stats
 
-from analysis import study as S
+from analysis import study_tables as S
 from analysis.study_plots import save_figure
 from common.atomic import atomic_write_text
 from common.errors import ArmlmError, ArmlmFileError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study as S
+from analysis import study_tables as S
 from analysis.blimp_report import blimp_runs, labelled_reports, one_release
 from analysis.curves_reading import (
     BLIMP,

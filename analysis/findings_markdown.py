@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.gate import gate_description
 from analysis.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
 from analysis.registrations import StudySpec, registration_text
-from analysis.study import markdown_rows
+from analysis.study_tables import markdown_rows
 from analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study as S
+from analysis import study_tables as S
 from analysis.findings import describe, measure, side_items, values
 from analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
 from analysis.gate import gate_row

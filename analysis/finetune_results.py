@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study import SECONDARY_PREFIXES
+from analysis.study_tables import SECONDARY_PREFIXES
 from common.errors import ArmlmFileError
 
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.

@@ -19,8 +19,8 @@ from typing import Any
 from scipy.stats import chi2
 
 from analysis.findings import above_majority, arms_of, describe
-from analysis.study import lowest_own_margin
 from analysis.study_runs import StudyRuns
+from analysis.study_tables import lowest_own_margin
 from common.errors import ArmlmError
 
 Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
@@ -49,7 +49,7 @@ def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
 
 
 def pretraining_margins(runs: StudyRuns, arm: str, column: str) -> Margins:
-    """A margin column of the arm's pretraining table (analysis.study.pretraining_runs): a fixed validation set and
+    """A margin column of the arm's pretraining table (analysis.study_tables.pretraining_runs): a fixed validation set and
     corruption, so no Monte-Carlo error."""
     table = runs.pretraining
     if table.empty or column not in table:
@@ -71,7 +71,7 @@ def own_margins(runs: StudyRuns, arm: str) -> Margins:
 
 
 def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
-    """The arm's own-loss margin as a share of its baseline (analysis.study.own_share), the lowest scope's."""
+    """The arm's own-loss margin as a share of its baseline (analysis.study_tables.own_share), the lowest scope's."""
     return pretraining_margins(runs, arm, "own_share_below_unigram")
 
 

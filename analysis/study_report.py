@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study as S
 from analysis import study_plots as P
+from analysis import study_tables as S
 from analysis.blimp_report import write_blimp_report
 from analysis.reports import report_main
 from common.atomic import atomic_write_text

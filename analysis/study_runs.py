@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis import study as S
+from analysis import study_tables as S
 from analysis.runs import FINETUNE_SEED_SUFFIX
 from common.errors import ArmlmError
 from common.scalars import run_scalars
@@ -21,8 +21,8 @@ from finetune.task_module import metric_tag
 class StudyRuns:
     """What the findings read, one entry per (arm, pretraining seed)."""
 
-    pretraining: pd.DataFrame  # analysis.study.pretraining_runs
-    finetuning: pd.DataFrame  # analysis.study.per_checkpoint (median over fine-tuning seeds)
+    pretraining: pd.DataFrame  # analysis.study_tables.pretraining_runs
+    finetuning: pd.DataFrame  # analysis.study_tables.per_checkpoint (median over fine-tuning seeds)
     reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
     zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
     words: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # words.json per arm and seed

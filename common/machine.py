@@ -1,5 +1,5 @@
 """Facts about the machine a process runs on, which a run's speed and numerics depend on: training chooses its CPU
-precision by them (training.setup) and a study's record keeps them beside each unit (studies.records)."""
+precision by them (training.setup) and a study's record keeps them beside each unit (studies.keeping)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def versioned(artefact: dict[str, Any]) -> dict[str, Any]:
 
 # Fine-tuning tasks before schema version 2 (26 November 2026, issue 45): TaskInfo in fine-tune checkpoints had no
 # `metrics` or `primary_metric`, nor results.json a `primary_metric`; finetune.metrics chose them by task name, and
-# analysis.study's plots by its PRIMARY_METRIC table. This is that choice, frozen: the only tasks that existed.
+# analysis.study_tables's plots by its PRIMARY_METRIC table. This is that choice, frozen: the only tasks that existed.
 def _metric(factory: str) -> dict[str, str]:
     return {"_target_": f"finetune.metrics.{factory}"}
 

@@ -1,5 +1,5 @@
 """A run's logged scalars as one table: read from its TensorBoard event files, or from the `scalars.csv` that a
-study record keeps in their place (studies/records.py), so reports read a restored run as they read a live one."""
+study record keeps in their place (studies/keeping.py), so reports read a restored run as they read a live one."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 
 Rerunning the same command skips stages whose results file exists and resumes interrupted ones from their last
 checkpoint. With record=<folder> (committed beside the code), every finished unit's results are kept there and a
-fresh machine restores them instead of redoing them (studies/records.py). configs/study.yaml lists the settings,
+fresh machine restores them instead of redoing them (studies/keeping.py). configs/study.yaml lists the settings,
 docs/guides/studies.md the cluster recipes.
 """
 
@@ -28,8 +28,8 @@ from analysis.findings_report import write_findings
 from analysis.registrations import StudySpec
 from common.atomic import atomic_write_text
 from common.errors import ArmlmError
+from studies.keeping import record_finished, restore_recorded
 from studies.plan import Stage, describe
-from studies.records import record_finished, restore_recorded
 from studies.runner import Outcome, check_root, run_stages
 from studies.stages import STAGE_KINDS
 

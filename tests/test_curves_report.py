@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import study as S
+from analysis import study_tables as S
 from analysis.blimp_report import labelled_reports, one_release
 from analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads
 from analysis.curves_report import (

@@ -9,8 +9,8 @@ from analysis.findings import values
 from analysis.findings_report import findings_table, write_findings
 from analysis.quantities import Representation
 from analysis.registrations import StudySpec
-from analysis.study import finetuning_runs, per_checkpoint, representation_runs
 from analysis.study_runs import NotComparable, StudyRuns
+from analysis.study_tables import finetuning_runs, per_checkpoint, representation_runs
 from tests.helpers.findings import (
     FINDINGS,
     finetune_result,

@@ -9,7 +9,9 @@ import pytest
 from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 
-from analysis.study import (
+from analysis.study_plots import plot_learning_curves
+from analysis.study_report import study_figures, study_tables
+from analysis.study_tables import (
     cell,
     finetune_feature_gap,
     logged_mask_share,
@@ -18,8 +20,6 @@ from analysis.study import (
     pretraining_runs,
     val_loss_kind,
 )
-from analysis.study_plots import plot_learning_curves
-from analysis.study_report import study_figures, study_tables
 from common.migrations import versioned
 
 
@@ -120,7 +120,7 @@ def test_a_run_s_mask_share_is_zero_only_where_nothing_was_masked(metrics, share
 def test_the_findings_report_names_the_commits_its_pretraining_runs_ran_on():
     import pandas as pd
 
-    from analysis.study import code_note
+    from analysis.study_tables import code_note
 
     runs = pd.DataFrame({"arm": ["ar", "mlm", "ar", "mlm", "prefix_lm"], "seed": [1, 1, 2, 2, 2],
                          "code": ["unknown", "unknown", "a7440e0650d5", "a7440e0650d5", "9139e942e28d+dirty"]})

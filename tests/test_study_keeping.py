@@ -1,4 +1,4 @@
-"""studies/records.py: a study's finished units kept without weights or event files, and restored on a fresh
+"""studies/keeping.py: a study's finished units kept without weights or event files, and restored on a fresh
 machine only whole, only where nothing of them ran there, with their curves reading as the live run's."""
 
 import json
@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-import studies.records as records
+import studies.keeping as records
 import studies.run as study
 from common.scalars import run_scalars
+from studies.keeping import KEPT_FILE, record_finished, restore_recorded, units
 from studies.plan import plan
-from studies.records import KEPT_FILE, record_finished, restore_recorded, units
 from studies.runner import Outcome, check_record
 from tests.helpers.configs import composed_config
 
