@@ -64,6 +64,7 @@ def model_card(source: ExportSource, target: str, native: bool, parity: ParityRe
         f"data_epochs={config.get('data_epochs')}, seed={config.get('seed')} |" if config else "| budget | not recorded |",
         f"| tokens seen in pretraining | {pretraining.get('summary', {}).get('tokens_seen', 'not recorded')} |",
         f"| validation | {validation_figures(summary)} |",
+        f"| BabyLM 2025 pipeline backend | {babylm_backend_text(source)} |",
         f"| armlm commit (training) | {source.commit or 'not recorded'} |",
         f"| armlm commit (export) | {exporter_commit or 'not recorded'} |",
         f"| parity with armlm (fp32) | max abs logit diff {parity.max_abs_logit_diff:.2e} over {parity.positions} rows "
@@ -79,6 +80,14 @@ def model_card(source: ExportSource, target: str, native: bool, parity: ParityRe
     lines += ["", "Validation figures are armlm's: an AR model's `val/loss` is an exact NLL per token, an MLM's an "
               "NLL over masked positions only; compare runs only through armlm's reports (docs/results/).", ""]
     return "\n".join(lines)
+
+
+def babylm_backend_text(source: ExportSource) -> str:
+    if source.finetuned:
+        return "not a pretraining checkpoint"
+    if source.babylm_backend is None:
+        return f"none: no backend of babylm/evaluation-pipeline-2025 reads a {source.objective}"
+    return f"`{source.babylm_backend}` (its `--backend {source.babylm_backend}`)"
 
 
 def validation_figures(summary: dict[str, Any]) -> str:

@@ -42,6 +42,7 @@ from interchange.card import model_card
 from interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
 from interchange.source import ExportSource, read_source, trained_positions
 from interchange.tokenizer import exported_tokenizer, save_tokenizer
+from training.milestones import milestone_name
 
 log = logging.getLogger("armlm.export")
 
@@ -219,8 +220,31 @@ class staged:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def run_export(cfg: Any) -> ExportResult:
-    """`armlm export checkpoint=<ckpt or run folder> out=<folder> [format=auto|native|remote] [overwrite=true]`."""
+def export_milestones(run: str | Path, out: str | Path, *, format: str = "auto",
+                      overwrite: bool = False) -> list[ExportResult]:
+    """Each word-milestone checkpoint of a pretraining run (save_at_words) as <out>/chck_<N>M, in word order; one
+    line where the run saved none, or its objective has no BabyLM backend to read the exports."""
+    folder = Path(run) / "checkpoints"
+    found = sorted((int(p.stem.split("-", 1)[1]), p) for p in folder.glob("words-*.ckpt")) if folder.is_dir() else []
+    if not found:
+        raise ArmlmError(f"{run} saved no word-milestone checkpoint (checkpoints/words-<W>.ckpt); train it with "
+                         "save_at_words=[...] or save_at_words=babylm, and give its run folder as checkpoint=")
+    backend = read_source(found[0][1]).babylm_backend
+    if backend is None:
+        raise ArmlmError(f"no backend of the BabyLM 2025 pipeline reads {read_source(found[0][1]).objective}'s "
+                         "exports (causal: AR; mlm: MLM; mntp: GPT-BERT's hybrid); export it without milestones=true")
+    return [export_checkpoint(path, Path(out) / milestone_name(words), format=format, overwrite=overwrite)
+            for words, path in found]
+
+
+def run_export(cfg: Any) -> ExportResult | list[ExportResult]:
+    """`armlm export checkpoint=<ckpt or run folder> out=<folder> [format=auto|native|remote] [overwrite=true]`
+    (`milestones=true`: every word-milestone checkpoint of a run, as <out>/chck_<N>M)."""
+    if cfg.get("milestones"):
+        results = export_milestones(cfg.checkpoint, cfg.out, format=str(cfg.format), overwrite=bool(cfg.overwrite))
+        log.info("wrote %d milestone exports under %s: %s", len(results), cfg.out,
+                 ", ".join(f"{r.out.name} ({r.target})" for r in results))
+        return results
     result = export_checkpoint(cfg.checkpoint, cfg.out, format=str(cfg.format), overwrite=bool(cfg.overwrite))
     how = "native, no remote code" if result.native else "armlm's modelling file: trust_remote_code=True"
     log.info("wrote %s: %s (%s); max |delta logit| vs armlm %.2e over %d rows, same top prediction on %.0f%%, "

@@ -40,6 +40,7 @@ class ExportSource:
     settings: dict[str, Any] | None = None  # fine-tuned: mode, attention, pooling, head_dropout, feature_layers
     trained_length: int | None = None
     commit: str | None = None  # the armlm commit the checkpoint was written with, where it was recorded
+    babylm_backend: str | None = None  # Objective.babylm_backend (pretraining checkpoints)
 
     @property
     def finetuned(self) -> bool:
@@ -84,6 +85,7 @@ def read_source(path: str | Path) -> ExportSource:
         architecture="ArmlmForCausalLM" if cls.scoring == "chain_rule" else "ArmlmForMaskedLM",
         attention=cls.finetune_attention, lm_reader=cls.left_to_right_reader, mask_in_support=cls.mask_in_support,
         lm_bias=lm_bias, trained_length=pretrained.trained_length, commit=ckpt.get("armlm_commit"),
+        babylm_backend=cls.babylm_backend,
     )
 
 

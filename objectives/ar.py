@@ -39,6 +39,7 @@ class AutoregressiveLM(Objective):
     scoring = "chain_rule"
     masked_conditionals = False
     reference = "Radford et al. 2019 (GPT-2)"
+    babylm_backend = "causal"
     val_loss_kind = "next_token"  # every next token of the block, [EOD] included
     likelihood_metric = "loss"  # the exact NLL per target token
 

@@ -24,6 +24,7 @@ class HybridLM(RowMixture):
     masked_conditionals = True
     masked_prediction_offset = 1
     reference = "Charpentier and Samuel 2024 (GPT-BERT)"
+    babylm_backend = "mntp"
     val_loss_kind = "mixed_next_token"
 
     def __init__(self, components: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ class MaskedNextTokenLM(MaskedLM):
     masked_conditionals = True
     masked_prediction_offset = 1
     reference = "Charpentier and Samuel 2024 (GPT-BERT), masked next-token prediction"
+    babylm_backend = "mntp"
     val_loss_kind = "masked_next_token"
     extra_metrics = ("mask_share", "mask_rate")
 

@@ -55,6 +55,7 @@ class MaskedLM(Objective):
     scoring = "conditionals"
     masked_conditionals = True
     reference = "Devlin et al. 2019 (BERT); Liu et al. 2019 (RoBERTa)"
+    babylm_backend = "mlm"
     val_loss_kind = "masked_token"  # the selected positions only (mask_rate of the inputs, some left visible)
     extra_metrics = ("mask_share",)
 

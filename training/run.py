@@ -28,6 +28,7 @@ from training.compiled import datasheet_peak
 from training.disk_full import reporting_full_disk
 from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from training.lit_module import OWN_ALL, PretrainModule
+from training.milestones import milestone_name, save_at_words
 from training.setup import (
     build,
     build_model_config,
@@ -133,6 +134,8 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
                                                first_step],
                             cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
+    milestones = save_at_words(cfg, trainer, datamodule.train_words, datamodule.epoch_positions(trainer.world_size),
+                               tokens, module.budget_tokens, out / "checkpoints")
     resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
     module.peak_flops = step["mfu_peak_flops"] or datasheet_peak(trainer.strategy.root_device)
     module.fused_adamw = step["fused_adamw"]
@@ -171,6 +174,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # for a token cache written before its manifest counted words)
         "train_words": datamodule.train_words,
         "words_seen": None if datamodule.train_words is None else epochs * datamodule.train_words,
+        "word_milestones": {milestone_name(w): n for w, n in milestones.items()},  # input tokens at each
         "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (docs/guides/pretraining.md, "What is logged")

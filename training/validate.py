@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from common.errors import ArmlmError, ArmlmFileError
 from training.compiled import COMPILE_MODES
@@ -143,6 +143,11 @@ def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 or (max_tokens and n >= max_tokens)
            for n in points):
         raise ArmlmError(f"save_at_tokens={points}: give input-token counts between 0 and max_tokens={max_tokens}")
+    words = cfg.get("save_at_words")
+    if words and words != "babylm" and not (isinstance(words, (list, ListConfig)) and all(
+            isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in words)):
+        raise ArmlmError(f"save_at_words={words}: give word counts, e.g. save_at_words=[1000000,2000000], or "
+                         "save_at_words=babylm (the challenge's schedule)")
     budgets = {key: cfg.get(key) for key in BUDGETS if cfg.get(key)}
     if len(budgets) > 1:
         given = " and ".join(f"{key}={value if isinstance(value, int) else format(value, 'g')}"

@@ -1,0 +1,90 @@
+"""Checkpoints at word milestones, as the BabyLM challenge counts words: whitespace words of the training text,
+repeats included (its 2025 rules: a checkpoint every 1M words up to 10M, every 10M up to 100M, every 100M up to 1B,
+and at most 10 passes over the corpus).
+
+armlm counts input tokens as it trains; the train split's words per token (its whitespace words over the positions
+one pass gives, the ratio summary.json's `words_seen` uses) turns a word milestone into the first token count at or
+past it, so a milestone is met to within one batch, never early. `save_at_words=[<words>, ...]` saves
+checkpoints/words-<W>.ckpt at each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a budget
+over 10 passes. `armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import lightning as L
+from omegaconf import DictConfig
+
+from common.errors import ArmlmError
+from training.callbacks import SaveAtTokens, TokenAccounting
+
+log = logging.getLogger("armlm.train")
+
+BABYLM = "babylm"
+BABYLM_MAX_EPOCHS = 10
+MILLION = 1_000_000
+WORDS_CHECKPOINT = "words-{words}.ckpt"
+
+
+def babylm_schedule(budget_words: float) -> list[int]:
+    """The 2025 rules' milestones up to `budget_words`: every 1M to 10M, every 10M to 100M, every 100M to 1B."""
+    points = [k * step for step in (MILLION, 10 * MILLION, 100 * MILLION) for k in range(1 if step == MILLION else 2, 11)]
+    return [p for p in points if p <= budget_words]
+
+
+def milestone_name(words: int) -> str:
+    """The challenge's branch name for a checkpoint: chck_<N>M, N the millions of words."""
+    millions = words / MILLION
+    return f"chck_{int(millions)}M" if millions == int(millions) else f"chck_{millions:g}M"
+
+
+class SaveAtWords(SaveAtTokens):
+    """checkpoints/words-<W>.ckpt the first time the input tokens seen reach the count that holds W words."""
+
+    def __init__(self, tokens: TokenAccounting, points: dict[int, int], folder: Path) -> None:
+        self.words_at = {n: w for w, n in points.items()}  # token count -> the words it stands for
+        super().__init__(tokens, list(points.values()), folder)
+
+    def path(self, folder: Path, tokens: int) -> Path:  # type: ignore[override]
+        return folder / WORDS_CHECKPOINT.format(words=self.words_at[tokens])
+
+
+def word_points(setting: object, words_per_token: float, budget_tokens: int, epochs: float) -> dict[int, int]:
+    """words -> the input tokens that hold them, for `save_at_words` (a list of word counts, or "babylm")."""
+    budget_words = budget_tokens * words_per_token
+    if setting == BABYLM:
+        if epochs > BABYLM_MAX_EPOCHS:
+            raise ArmlmError(f"save_at_words=babylm: the budget is {epochs:.1f} passes over the corpus; the challenge "
+                             f"allows at most {BABYLM_MAX_EPOCHS}: lower max_tokens (or data_epochs)")
+        words = babylm_schedule(budget_words)
+    else:
+        words = list(setting)  # type: ignore[call-overload]
+        if any(isinstance(w, bool) or not isinstance(w, int) or not 0 < w <= budget_words for w in words):
+            raise ArmlmError(f"save_at_words={words}: give word counts between 0 and the budget's "
+                             f"{budget_words:,.0f} words, or save_at_words=babylm")
+    return {w: min(budget_tokens, math.ceil(w / words_per_token)) for w in sorted(set(words))}
+
+
+def save_at_words(cfg: DictConfig, trainer: L.Trainer, train_words: float | None, epoch_positions: int,
+                  tokens: TokenAccounting, budget_tokens: int | None, folder: Path) -> dict[int, int]:
+    """Add the word-milestone checkpoints `save_at_words` asks for to `trainer` (once the data and the budget are
+    known: `budget_tokens`, the input tokens a token or step budget takes); the milestones as words -> input
+    tokens."""
+    setting = cfg.get("save_at_words")
+    if not setting:
+        return {}
+    if train_words is None:
+        raise ArmlmError("save_at_words needs the train split's word count, which this token cache predates; "
+                         "build it again (a fresh data.cache_dir)")
+    if not budget_tokens:
+        raise ArmlmError("save_at_words needs a budget in tokens or steps to place its milestones in (a FLOPs "
+                         "budget's length is an estimate): give max_tokens, data_epochs or trainer.max_steps")
+    words_per_token = train_words / epoch_positions
+    points = word_points(setting, words_per_token, int(budget_tokens), budget_tokens / epoch_positions)
+    trainer.callbacks.append(SaveAtWords(tokens, points, folder))  # after `tokens`, as SaveAtTokens needs
+    log.info("word milestones (%.3f words a token): %s", words_per_token,
+             ", ".join(f"{milestone_name(w)} at {n:,} tokens" for w, n in points.items()))
+    return points
