@@ -11,7 +11,15 @@ import pytest
 
 from datamodules.tokenizer import TokenizerSettings, train_tokenizer
 from tests.helpers.blimp import write_paradigm
-from zeroshot.blimp import Paradigm, accuracy_table, pair_outcomes, published_beside, read_blimp, read_published
+from zeroshot.blimp import (
+    Paradigm,
+    accuracy_table,
+    pair_outcomes,
+    pair_ties,
+    published_beside,
+    read_blimp,
+    read_published,
+)
 from zeroshot.run import context_block, encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
 
 
@@ -40,6 +48,20 @@ def test_accuracy_per_paradigm_phenomenon_field_and_overall_is_a_macro_average(f
     assert rows[("field", "syntax")]["accuracy"] == 0.5 and rows[("phenomenon", "agreement")]["paradigms"] == 1
     # a two-pair paradigm at 1/2: its resampled accuracy is 0, 1/2 or 1
     assert rows[("paradigm", "agr_1")]["ci_low"] == 0.0 and rows[("paradigm", "agr_1")]["ci_high"] == 1.0
+
+
+def test_a_tie_counts_as_wrong_and_is_counted_beside_accuracy(four_pairs):
+    """lm-evaluation-harness's rule (a tie is wrong); the BabyLM 2025 pipeline's (the first of two equal scores, the
+    good sentence) would count it right: accuracy there is this one plus the ties' share."""
+    paradigms = read_blimp(four_pairs)
+    tied = {**SCORES, **{bad: SCORES[good] for p in paradigms for good, bad in zip(p.good, p.bad)}}  # every pair
+    outcomes, ties = pair_outcomes(paradigms, tied), pair_ties(paradigms, tied)
+    rows = {(r["level"], r["name"]): r for r in accuracy_table(paradigms, outcomes, resamples=100, ties=ties)}
+    overall = rows[("overall", "overall")]
+    assert overall["accuracy"] == 0.0 and overall["ties"] == overall["pairs"] == 4
+    given = {(r["level"], r["name"]): r["ties"] for r in accuracy_table(
+        paradigms, pair_outcomes(paradigms, SCORES), resamples=100, ties=pair_ties(paradigms, SCORES))}
+    assert given[("overall", "overall")] == given[("paradigm", "agr_1")] == 1 and given[("paradigm", "island_1")] == 0
 
 
 def test_the_macro_average_weights_paradigms_not_pairs(tmp_path):

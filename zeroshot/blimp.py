@@ -83,6 +83,13 @@ def pair_outcomes(paradigms: Sequence[Paradigm], score: Mapping[str, float]) -> 
     return {p.uid: np.array([score[g] > score[b] for g, b in zip(p.good, p.bad, strict=True)]) for p in paradigms}
 
 
+def pair_ties(paradigms: Sequence[Paradigm], score: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """Per paradigm, a bool per pair: both sentences scored exactly alike. A tie counts as wrong here, as in
+    lm-evaluation-harness; the BabyLM 2025 pipeline takes the first of two equal scores (torch.max), and its good
+    sentence comes first, so there a tie counts as right: the two agree except on ties, counted beside accuracy."""
+    return {p.uid: np.array([score[g] == score[b] for g, b in zip(p.good, p.bad, strict=True)]) for p in paradigms}
+
+
 def groups(paradigms: Sequence[Paradigm]) -> dict[tuple[str, str], list[str]]:
     """(level, name) -> the paradigms it averages: every paradigm, phenomenon, field, and 'overall'."""
     out: dict[tuple[str, str], list[str]] = {}
@@ -93,8 +100,9 @@ def groups(paradigms: Sequence[Paradigm]) -> dict[tuple[str, str], list[str]]:
 
 
 def accuracy_table(paradigms: Sequence[Paradigm], outcomes: Mapping[str, np.ndarray], *, resamples: int = 10_000,
-                   level: float = 0.95, seed: int = 0) -> list[dict]:
-    """One row per group: accuracy (macro over its paradigms), the bootstrap interval, pairs and paradigms."""
+                   level: float = 0.95, seed: int = 0, ties: Mapping[str, np.ndarray] | None = None) -> list[dict]:
+    """One row per group: accuracy (macro over its paradigms), the bootstrap interval, pairs and paradigms, and
+    (given `ties`, pair_ties) how many of its pairs tied."""
     rng = np.random.default_rng(seed)
     uids = [p.uid for p in paradigms]
     n = np.array([len(outcomes[u]) for u in uids])
@@ -106,7 +114,8 @@ def accuracy_table(paradigms: Sequence[Paradigm], outcomes: Mapping[str, np.ndar
         at = [index[u] for u in members]
         low, high = np.quantile(draws[at].mean(0), [(1 - level) / 2, (1 + level) / 2])
         rows.append({"level": kind, "name": name, "accuracy": float(accuracy[at].mean()), "ci_low": float(low),
-                     "ci_high": float(high), "pairs": int(n[at].sum()), "paradigms": len(at)})
+                     "ci_high": float(high), "pairs": int(n[at].sum()), "paradigms": len(at),
+                     **({} if ties is None else {"ties": int(sum(ties[u].sum() for u in members))})})
     order = {"overall": 0, "field": 1, "phenomenon": 2, "paradigm": 3}
     return sorted(rows, key=lambda r: (order[r["level"]], r["name"]))
 

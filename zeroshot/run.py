@@ -29,6 +29,7 @@ from zeroshot.blimp import (
     Paradigm,
     accuracy_table,
     pair_outcomes,
+    pair_ties,
     published_beside,
     read_blimp,
     read_published,
@@ -123,12 +124,13 @@ def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str],
              + "".join(f" | {m}" for m in models) + " |", "|---" * (3 + len(methods) + len(models)) + "|"]
     for k, row in enumerate(results[methods[0]]):
         cells = [f"{results[m][k]['accuracy']:.3f} [{results[m][k]['ci_low']:.3f}, {results[m][k]['ci_high']:.3f}]"
-                 for m in methods]
+                 + (f", {results[m][k]['ties']} ties" if results[m][k].get("ties") else "") for m in methods]
         release = beside.get((row["level"], row["name"]), {})
         cells += [f"{release[m]:.3f}" if m in release else "-" for m in models]
         lines.append(f"| {row['level']} | {row['name']} | {row['pairs']} | " + " | ".join(cells) + " |")
     lines += ["", "Accuracy is a macro average over paradigms, as the release reports it; the interval is a bootstrap "
-              "over pairs. The release's models are averaged over the same paradigms (raw_results/summary); over all "
+              "over pairs. A tie (both sentences scored alike) counts as wrong, as in lm-evaluation-harness; the "
+              "BabyLM 2025 pipeline counts it right, so the two differ by the ties shown. The release's models are averaged over the same paradigms (raw_results/summary); over all "
               "67 they score " + ", ".join(f"{m} {v:.2f}" for m, v in PUBLISHED_ALL_67.items()) + " (humans from the "
               "paper)."]
     return "\n".join(lines) + "\n"
@@ -149,8 +151,10 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
             raise ArmlmError(f"{method} scores are not finite ({per_token[method]}): the checkpoint's weights hold "
                              "NaN or inf; score another checkpoint")
         units[method] = likelihood_units(float(scores.log_prob.sum()), int(scores.tokens.sum()), words, n_bytes)
-        outcomes = pair_outcomes(paradigms, dict(zip(texts, scores.log_prob.tolist(), strict=True)))
-        results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed)
+        scored = dict(zip(texts, scores.log_prob.tolist(), strict=True))
+        outcomes = pair_outcomes(paradigms, scored)
+        results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed,
+                                         ties=pair_ties(paradigms, scored))
         # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.items)
         kept[method] = {uid: "".join("1" if x else "0" for x in won) for uid, won in outcomes.items()}
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
