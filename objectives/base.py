@@ -122,8 +122,9 @@ class Objective(nn.Module, ABC):
     # Whether `loss` depends on how far training has got (`set_progress`): such an objective needs a budget whose
     # total is known in advance (train.py refuses a run without one).
     needs_progress: ClassVar[bool] = False
-    # The BabyLM 2025 evaluation pipeline's backend that reads this objective's export: "causal" (left to right),
-    # "mlm" (PLL over [MASK]) or "mntp" (masked next-token, GPT-BERT's); None where none reads it (its card says so).
+    # The BabyLM 2025 evaluation pipeline's backend that reads this objective's export (armlm export): "causal" (an
+    # AutoModelForCausalLM, left to right), "mlm" (an AutoModelForMaskedLM, PLL) or "mntp" (masked next-token); None
+    # where none reads it (its card says so).
     babylm_backend: ClassVar[str | None] = None
 
     @property

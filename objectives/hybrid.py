@@ -24,7 +24,9 @@ class HybridLM(RowMixture):
     masked_conditionals = True
     masked_prediction_offset = 1
     reference = "Charpentier and Samuel 2024 (GPT-BERT)"
-    babylm_backend = "mntp"
+    # Exported by its chain-rule reading (ArmlmForCausalLM), which the 2025 pipeline's causal backend loads; its mntp
+    # backend loads AutoModelForMaskedLM, which this export is not (docs/guides/babylm.md)
+    babylm_backend = "causal"
     val_loss_kind = "mixed_next_token"
 
     def __init__(self, components: dict[str, Any]) -> None:
