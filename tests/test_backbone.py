@@ -156,3 +156,18 @@ def test_rows_given_their_positions_may_come_in_any_order(norm, positions):
                                          position_ids=order.expand(2, 12)), causal[:, order])
     with pytest.raises(ValueError, match="below model.max_len"):
         model(ids, attention=BIDIRECTIONAL, position_ids=torch.full((2, 12), 32))
+
+
+def test_set_dropout_reaches_every_dropout_in_place_and_checks_the_rate():
+    """Fine-tuning trains the opened backbone at its own rate (sources.armlm.ArmlmSource.finetune_backbone)."""
+    from common.errors import ArmlmError
+    from models.backbone import SelfAttention
+
+    model = Transformer(ModelConfig(vocab_size=50, d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, dropout=0.1))
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    assert model.set_dropout(0.3) is model and model.config.dropout == 0.3
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.3}
+    assert {m.dropout for m in model.modules() if isinstance(m, SelfAttention)} == {0.3}
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())  # the weights as they were
+    with pytest.raises(ArmlmError, match="dropout"):
+        model.set_dropout(1.5)

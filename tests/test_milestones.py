@@ -23,8 +23,8 @@ def test_the_2025_schedule_is_every_1m_to_10m_every_10m_to_100m_every_100m_to_1b
     assert whole[19:] == [k * 100 * MILLION for k in range(2, 11)] and len(whole) == 28
     assert babylm_schedule(10 * MILLION) == [k * MILLION for k in range(1, 11)]  # strict-small
     assert babylm_schedule(2.5 * MILLION) == [MILLION, 2 * MILLION]
-    assert [milestone_name(w) for w in (MILLION, 20 * MILLION, 1_000 * MILLION, 1_500_000)] == [
-        "chck_1M", "chck_20M", "chck_1000M", "chck_1.5M"]
+    assert [milestone_name(w) for w in (MILLION, 20 * MILLION, 1_000 * MILLION, 1_500_000, 1_234_567, 1_234_568)] == [
+        "chck_1M", "chck_20M", "chck_1000M", "chck_1.5M", "chck_1.234567M", "chck_1.234568M"]  # exact: never merged
 
 
 def test_a_milestone_is_the_first_token_count_that_holds_its_words():
@@ -40,6 +40,45 @@ def test_a_babylm_budget_over_ten_passes_and_a_milestone_past_the_budget_are_ref
         word_points(BABYLM, 0.75, 40 * MILLION, epochs=10.5)
     with pytest.raises(ArmlmError, match="between 0 and the budget"):
         word_points([5_000], 0.5, 4000, epochs=1)
+    with pytest.raises(ArmlmError, match="fall in the same input token"):  # 3 and 4 words: both token 2 at 2 a token
+        word_points([3, 4], 2.0, 4000, epochs=1)
+
+
+class Counted:
+    """What SaveAtWords reads of TokenAccounting: the tokens seen, and whether a point may have been reached."""
+
+    def __init__(self, seen: int) -> None:
+        self.tokens_seen = seen
+
+    def watch(self, points: list[int]) -> None:
+        pass
+
+    def may_have_reached(self, n: int) -> bool:
+        return True
+
+
+class Saving:
+    def __init__(self) -> None:
+        self.saved: list[str] = []
+
+    def save_checkpoint(self, path) -> None:
+        self.saved.append(path.name)
+        path.write_bytes(b"")
+
+
+def test_only_a_milestone_crossed_in_this_fit_is_saved(tmp_path):
+    """A run resumed (or given the setting) past a milestone it never saved must not save later weights under its
+    name; one saved before the stop is kept and not rewritten."""
+    from training.milestones import SaveAtWords
+
+    (tmp_path / "words-100.ckpt").write_bytes(b"kept")
+    tokens, trainer = Counted(seen=500), Saving()
+    callback = SaveAtWords(tokens, {100: 200, 200: 400, 300: 600}, tmp_path)  # words -> tokens
+    callback.on_train_start(trainer, None)
+    tokens.tokens_seen = 700
+    callback.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.saved == ["words-300.ckpt"] and (tmp_path / "words-100.ckpt").read_bytes() == b"kept"
+    assert callback.written() == {100: 200, 300: 600}  # words-200 (passed before this fit) was never written
 
 
 @pytest.mark.slow
@@ -57,10 +96,16 @@ def test_a_run_saves_a_checkpoint_at_each_word_milestone(tmp_path, cache_dir):
     assert json.loads((out / "summary.json").read_text())["word_milestones"] == summary["word_milestones"]
 
 
-@pytest.mark.parametrize("setting", ["save_at_words=soon", "save_at_words=[0]", "save_at_words=[1.5]"])
-def test_a_malformed_milestone_setting_is_refused_before_any_data(tmp_path, setting):
-    with pytest.raises(ArmlmError, match="save_at_words=.*give word counts"):
-        run_pretraining(tiny_config(tmp_path / "run", tmp_path / "no-cache", setting))
+@pytest.mark.parametrize(("settings", "says"), [
+    (["save_at_words=soon"], "give word counts"), (["save_at_words=[0]"], "give word counts"),
+    (["save_at_words=[1.5]"], "give word counts"),
+    (["save_at_words=[100]", "objective=mlm_nsp"], "segment-pair inputs are padded"),
+    (["save_at_words=[100]", "init_from=/some/run"], "init_from= counts from the parent"),
+    (["save_at_words=[100]", "max_flops=1e12", "trainer.max_steps=-1"], "FLOPs budget's length is an estimate"),
+])
+def test_a_milestone_setting_that_cannot_be_honoured_is_refused_before_any_data(tmp_path, settings, says):
+    with pytest.raises(ArmlmError, match=says):
+        run_pretraining(tiny_config(tmp_path / "run", tmp_path / "no-cache", *settings))
     assert not (tmp_path / "no-cache").exists()
 
 
@@ -77,11 +122,14 @@ def test_each_milestone_exports_as_a_chck_folder_whose_card_names_its_backend(tm
     run_pretraining(tiny_config(run, cache_dir, f"objective={objective}", "save_at_words=[150,450]"))
     results = export_milestones(run, tmp_path / "babylm")
     assert [r.out.name for r in results] == ["chck_0.00015M", "chck_0.00045M"]
+    outputs = []
     for result in results:
         card = (result.out / "README.md").read_text()
         assert f"| BabyLM 2025 pipeline backend | `{backend}` (its `--backend {backend}`) |" in card
-        model = getattr(transformers, auto).from_pretrained(result.out, trust_remote_code=True)
-        assert model.config.vocab_size > 0
+        model = getattr(transformers, auto).from_pretrained(result.out, trust_remote_code=True).eval()
+        with torch.no_grad():
+            outputs.append(model(input_ids=torch.tensor([[2, 10, 11, 12]])).logits)
+    assert not torch.allclose(*outputs)  # each folder holds its own milestone's weights, not one checkpoint twice
 
 
 def test_milestone_exports_are_refused_in_one_line_without_milestones_or_a_backend(tmp_path, untrained):

@@ -37,8 +37,7 @@ def babylm_schedule(budget_words: float) -> list[int]:
 
 def milestone_name(words: int) -> str:
     """The challenge's branch name for a checkpoint: chck_<N>M, N the millions of words."""
-    millions = words / MILLION
-    return f"chck_{int(millions)}M" if millions == int(millions) else f"chck_{millions:g}M"
+    return f"chck_{words // MILLION}M" if words % MILLION == 0 else f"chck_{words / MILLION!r}M"  # exact, never rounded
 
 
 class SaveAtWords(SaveAtTokens):
@@ -46,10 +45,21 @@ class SaveAtWords(SaveAtTokens):
 
     def __init__(self, tokens: TokenAccounting, points: dict[int, int], folder: Path) -> None:
         self.words_at = {n: w for w, n in points.items()}  # token count -> the words it stands for
+        self.started_at: int | None = None
         super().__init__(tokens, list(points.values()), folder)
 
     def path(self, folder: Path, tokens: int) -> Path:  # type: ignore[override]
         return folder / WORDS_CHECKPOINT.format(words=self.words_at[tokens])
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Only a milestone crossed in this fit is written: a resumed run that starts past one it never saved (the
+        # setting added on resume) would otherwise save weights from after it under its name.
+        self.started_at = self.tokens.tokens_seen
+        self.points = [n for n in self.points if n > self.started_at or self.path(self.folder, n).is_file()]
+
+    def written(self) -> dict[int, int]:
+        """words -> input tokens of each milestone whose checkpoint exists."""
+        return {w: n for n, w in self.words_at.items() if self.path(self.folder, n).is_file()}
 
 
 def word_points(setting: object, words_per_token: float, budget_tokens: int, epochs: float) -> dict[int, int]:
@@ -65,17 +75,21 @@ def word_points(setting: object, words_per_token: float, budget_tokens: int, epo
         if any(isinstance(w, bool) or not isinstance(w, int) or not 0 < w <= budget_words for w in words):
             raise ArmlmError(f"save_at_words={words}: give word counts between 0 and the budget's "
                              f"{budget_words:,.0f} words, or save_at_words=babylm")
-    return {w: min(budget_tokens, math.ceil(w / words_per_token)) for w in sorted(set(words))}
+    points = {w: min(budget_tokens, math.ceil(w / words_per_token)) for w in sorted(set(words))}
+    if len(set(points.values())) < len(points):
+        raise ArmlmError(f"save_at_words={sorted(points)}: two milestones fall in the same input token at "
+                         f"{words_per_token:.3f} words a token; space them further apart")
+    return points
 
 
 def save_at_words(cfg: DictConfig, trainer: L.Trainer, train_words: float | None, epoch_positions: int,
-                  tokens: TokenAccounting, budget_tokens: int | None, folder: Path) -> dict[int, int]:
+                  tokens: TokenAccounting, budget_tokens: int | None, folder: Path) -> SaveAtWords | None:
     """Add the word-milestone checkpoints `save_at_words` asks for to `trainer` (once the data and the budget are
-    known: `budget_tokens`, the input tokens a token or step budget takes); the milestones as words -> input
-    tokens."""
+    known: `budget_tokens`, the input tokens a token or step budget takes); the callback, whose `written()` says
+    which were saved (None where none were asked for)."""
     setting = cfg.get("save_at_words")
     if not setting:
-        return {}
+        return None
     if train_words is None:
         raise ArmlmError("save_at_words needs the train split's word count, which this token cache predates; "
                          "build it again (a fresh data.cache_dir)")
@@ -84,7 +98,8 @@ def save_at_words(cfg: DictConfig, trainer: L.Trainer, train_words: float | None
                          "budget's length is an estimate): give max_tokens, data_epochs or trainer.max_steps")
     words_per_token = train_words / epoch_positions
     points = word_points(setting, words_per_token, int(budget_tokens), budget_tokens / epoch_positions)
-    trainer.callbacks.append(SaveAtWords(tokens, points, folder))  # after `tokens`, as SaveAtTokens needs
+    callback = SaveAtWords(tokens, points, folder)
+    trainer.callbacks.append(callback)  # after `tokens`, as SaveAtTokens needs
     log.info("word milestones (%.3f words a token): %s", words_per_token,
              ", ".join(f"{milestone_name(w)} at {n:,} tokens" for w, n in points.items()))
-    return points
+    return callback

@@ -174,7 +174,8 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # for a token cache written before its manifest counted words)
         "train_words": datamodule.train_words,
         "words_seen": None if datamodule.train_words is None else epochs * datamodule.train_words,
-        "word_milestones": {milestone_name(w): n for w, n in milestones.items()},  # input tokens at each
+        # the word milestones saved (checkpoints/words-<W>.ckpt), by name, with the input tokens of each
+        "word_milestones": {} if milestones is None else {milestone_name(w): n for w, n in milestones.written().items()},
         "max_train_tokens": datamodule.max_train_tokens,  # a data-constrained run's slice (None: the whole split)
         "val_loss": metrics.get("val/loss"),
         # next_token (AR) or masked_token (MLM): different quantities, never one column (docs/guides/pretraining.md, "What is logged")

@@ -148,6 +148,18 @@ def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
             isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in words)):
         raise ArmlmError(f"save_at_words={words}: give word counts, e.g. save_at_words=[1000000,2000000], or "
                          "save_at_words=babylm (the challenge's schedule)")
+    # Words seen are counted through packed blocks' positions: a padded input (segment pairs) or a run whose count
+    # does not start at its own first step (init_from, branch_from) or whose length is an estimate (max_flops) would
+    # put a milestone where its words are not.
+    cannot = [why for why, given in (("segment-pair inputs are padded", needs_documents),
+                                     ("init_from= counts from the parent's weights, not its words",
+                                      cfg.get("init_from")),
+                                     ("branch_from= starts part-way through its trunk", cfg.get("branch_from")),
+                                     ("a FLOPs budget's length is an estimate", cfg.get("max_flops")))
+              if given]
+    if words and cannot:
+        raise ArmlmError(f"save_at_words cannot be honoured here: {cannot[0]}; train the milestones in a run of "
+                         "packed blocks from its own first step with a token or step budget")
     budgets = {key: cfg.get(key) for key in BUDGETS if cfg.get(key)}
     if len(budgets) > 1:
         given = " and ".join(f"{key}={value if isinstance(value, int) else format(value, 'g')}"
