@@ -45,17 +45,18 @@ def power_columns(claim: Claim, interval: PairedInterval, items: ItemInterval | 
     its upper limit), or none where the item component alone keeps it unresolved, and then the items it needs."""
     sd, n = interval.sd, interval.n
     upper = sd_upper_limit(sd, n)
-    columns: dict[str, Any] = {"seeds_needed": seeds_for(claim, sd, alpha), "sd": sd, "sd_upper80": upper,
-                               "seeds_needed_sd_upper": seeds_for(claim, upper, alpha), "item_factor": math.nan}
-    if items is not None and n > 1:
+    if items is None or n < 2:
+        observed, at_upper, factor = seeds_for(claim, sd, alpha), seeds_for(claim, upper, alpha), math.nan
+    else:
         def needs(seed_sd: float) -> tuple[int | None, int | None]:
             return crossed_needs(claim, seed_sd ** 2 / n, items.item_variance, items.interaction, n, items.resampled,
                                  alpha)
 
-        (observed, factor), (at_upper, _) = needs(sd), needs(upper)
-        columns.update(seeds_needed=math.nan if observed is None else observed, item_factor=factor,
-                       seeds_needed_sd_upper=math.nan if at_upper is None else at_upper)
-    return columns
+        (crossed, factor), (crossed_upper, _) = needs(sd), needs(upper)
+        observed = math.nan if crossed is None else crossed
+        at_upper = math.nan if crossed_upper is None else crossed_upper
+    return {"seeds_needed": observed, "sd": sd, "sd_upper80": upper, "seeds_needed_sd_upper": at_upper,
+            "item_factor": factor}
 
 
 def findings_table(root: str | Path, study: dict[str, Any], adjust: bool = True) -> pd.DataFrame:

@@ -29,6 +29,7 @@ A side that is a difference of two readings (`relative_to`, an interaction) give
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,11 +109,19 @@ def clusters_from_source(folder: Path, split: str, items: int) -> list[int] | No
     if not config.is_file():
         return None
     data = OmegaConf.load(config).task.data
+    clusters = _source_clusters(str(data._target_), str(data.source), split)
+    return None if clusters is None or len(clusters) < items else list(clusters[:items])
+
+
+@functools.lru_cache(maxsize=None)
+def _source_clusters(target: str, source: str, split: str) -> tuple[int, ...] | None:
+    """A task source's clusters, read once per process: every run of a study names the same dev split, and a family's
+    rows read each run's items several times."""
     try:
-        clusters = get_class(data._target_).clusters_in(str(data.source), split)
+        clusters = get_class(target).clusters_in(source, split)
     except (ArmlmError, OSError, AttributeError):
         return None
-    return None if clusters is None or len(clusters) < items else clusters[:items]
+    return None if clusters is None else tuple(clusters)
 
 
 class _Design:
