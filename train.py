@@ -7,7 +7,7 @@
 
 import sys
 
-from armlm_cli.commands import main as armlm
+from armlm.commands import main as armlm
 
 FINETUNE = ("task=", "+task=")
 

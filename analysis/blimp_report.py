@@ -2,7 +2,7 @@
 phenomenon in the CSV), mean ± 95 % t interval over pretraining seeds, with the release's own models over
 the same paradigms beside it (report/blimp.md and blimp.csv); and per paradigm beside the release's models
 (report/blimp_paradigms.md). study_report.write_report writes it for every study whose
-arms ran zeroshot.py; several roots make one table (e.g. the findings and curricula studies' arms together):
+arms ran `armlm zeroshot`; several roots make one table (e.g. the findings and curricula studies' arms together):
 
     armlm report blimp <study root> [<another study root> ...]
 """
@@ -16,10 +16,10 @@ import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from scipy import stats
 
-from analysis import study_tables as S
-from analysis.study_plots import save_figure
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError, ArmlmFileError
+from armlm.analysis import study_tables as S
+from armlm.analysis.study_plots import save_figure
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError, ArmlmFileError
 
 # The groups the table shows, in its order (fields last). A field spelled two ways in zeroshot.json written before
 # zeroshot.blimp.field_name is one row (records written before it were rewritten: records/rewrite_schema3.py).
@@ -153,7 +153,7 @@ def plot_overall(table: pd.DataFrame, published: pd.DataFrame, path: Path) -> No
 
 def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> list[Path]:
     """report/blimp.md, .csv and .png under the first root (or `out`), and blimp_paradigms.md where the runs kept
-    their paradigms; nothing when no arm ran zeroshot.py."""
+    their paradigms; nothing when no arm ran `armlm zeroshot`."""
     roots_ = [Path(r) for r in roots]
     reports = labelled_reports(roots_)
     runs = blimp_runs(reports)
@@ -177,7 +177,7 @@ def write_blimp_report(*roots: str | Path, out: str | Path | None = None) -> lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("roots", nargs="+", help="study folders (study.py's root=)")
+    parser.add_argument("roots", nargs="+", help="study folders (`armlm study`'s root=)")
     parser.add_argument("--out", help="where the BLiMP tables and figure go (default: <first root>/report)")
     args = parser.parse_args()
     written = write_blimp_report(*args.roots, out=args.out)

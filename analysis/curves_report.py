@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study_tables as S
-from analysis.blimp_report import blimp_runs, labelled_reports, one_release
-from analysis.curves_reading import (
+from armlm.analysis import study_tables as S
+from armlm.analysis.blimp_report import blimp_runs, labelled_reports, one_release
+from armlm.analysis.curves_reading import (
     BLIMP,
     STRICT_WORDS,
     crossing_table,
@@ -27,11 +27,11 @@ from analysis.curves_reading import (
     lead_changes,
     leads,
 )
-from analysis.reports import report_main
-from analysis.study_plots import save_figure
-from analysis.study_report import with_common_scale, write_report
-from common.atomic import atomic_write_text, read_artefact
-from common.errors import ArmlmError
+from armlm.analysis.reports import report_main
+from armlm.analysis.study_plots import save_figure
+from armlm.analysis.study_report import with_common_scale, write_report
+from armlm.common.atomic import atomic_write_text, read_artefact
+from armlm.common.errors import ArmlmError
 
 # measure -> what its figure's y axis says
 COMMON_SCALE = {"heldout_nll": "held-out NLL per token (exact, or the any-order bound)",

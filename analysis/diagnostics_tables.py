@@ -1,4 +1,4 @@
-"""Diagnostics reports (diagnostics.json from `evaluate.py`) as one table and a gap-vs-distance plot.
+"""Diagnostics reports (diagnostics.json from `armlm evaluate`) as one table and a gap-vs-distance plot.
 
 AR and MLM checkpoints share the rows' names where they measure the same thing, so one table holds both:
 each checkpoint contributes its own rows (MLM: every construction; AR: its exact joint).
@@ -14,9 +14,9 @@ import pandas as pd
 import torch
 from matplotlib.axes import Axes
 
-from common.atomic import read_artefact
-from diagnostics.pairwise import DISTANCE_BINS, distance_bins
-from diagnostics.report import ROW_LABELS
+from armlm.common.atomic import read_artefact
+from armlm.diagnostics.pairwise import DISTANCE_BINS, distance_bins
+from armlm.diagnostics.report import ROW_LABELS
 
 
 def find_reports(root: str | Path) -> list[Path]:

@@ -14,10 +14,18 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from matplotlib.ticker import MaxNLocator
 
-from analysis.reports import report_main
-from analysis.study_plots import save_figure
-from analysis.study_tables import WORDS, cell, finetuning_runs, markdown_rows, over_seeds, per_checkpoint, stage_reports
-from common.atomic import atomic_write_text
+from armlm.analysis.reports import report_main
+from armlm.analysis.study_plots import save_figure
+from armlm.analysis.study_tables import (
+    WORDS,
+    cell,
+    finetuning_runs,
+    markdown_rows,
+    over_seeds,
+    per_checkpoint,
+    stage_reports,
+)
+from armlm.common.atomic import atomic_write_text
 
 WORD_COLUMNS = {"simlex999": "SimLex ρ", "wordsim353": "WordSim ρ", "semantic": "analogies, semantic",
                 "syntactic": "analogies, syntactic", "rare": "SimLex rare-word ρ"}

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.items import SideItems
-from analysis.quantities import QUANTITIES, Quantity
-from analysis.study_runs import NotComparable, StudyRuns, scores
-from common.errors import ArmlmError
+from armlm.analysis.items import SideItems
+from armlm.analysis.quantities import QUANTITIES, Quantity
+from armlm.analysis.study_runs import NotComparable, StudyRuns, scores
+from armlm.common.errors import ArmlmError
 
 
 def quantity_of(side: dict[str, Any]) -> Quantity:

@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.gate import gate_description
-from analysis.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
-from analysis.registrations import StudySpec, registration_text
-from analysis.study_tables import markdown_rows
-from analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
+from armlm.analysis.gate import gate_description
+from armlm.analysis.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
+from armlm.analysis.registrations import StudySpec, registration_text
+from armlm.analysis.study_tables import markdown_rows
+from armlm.analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
 
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "

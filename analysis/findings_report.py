@@ -14,17 +14,17 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study_tables as S
-from analysis.findings import describe, measure, side_items, values
-from analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
-from analysis.gate import gate_row
-from analysis.items import ItemInterval, crossed_test, item_interval, item_test
-from analysis.power import crossed_needs, sd_upper_limit, seeds_for
-from analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
-from analysis.reports import report_main
-from analysis.study_plots import plot_findings, save_figure
-from analysis.study_runs import NotComparable, StudyRuns
-from analysis.verdicts import (
+from armlm.analysis import study_tables as S
+from armlm.analysis.findings import describe, measure, side_items, values
+from armlm.analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
+from armlm.analysis.gate import gate_row
+from armlm.analysis.items import ItemInterval, crossed_test, item_interval, item_test
+from armlm.analysis.power import crossed_needs, sd_upper_limit, seeds_for
+from armlm.analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
+from armlm.analysis.reports import report_main
+from armlm.analysis.study_plots import plot_findings, save_figure
+from armlm.analysis.study_runs import NotComparable, StudyRuns
+from armlm.analysis.verdicts import (
     Claim,
     ClaimTest,
     PairedInterval,
@@ -34,8 +34,8 @@ from analysis.verdicts import (
     paired_interval,
     sign_flip_test,
 )
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError, ArmlmFileError
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError, ArmlmFileError
 
 
 def power_columns(claim: Claim, interval: PairedInterval, items: ItemInterval | None, alpha: float) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study_tables import SECONDARY_PREFIXES
-from common.errors import ArmlmFileError
+from armlm.analysis.study_tables import SECONDARY_PREFIXES
+from armlm.common.errors import ArmlmFileError
 
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.
 EXPERIMENT = ["task", "checkpoint", "objective", "mode", "attention", "pooling", "split", "metric"]

@@ -5,7 +5,7 @@ value, finds the failures of a row and says in the report's words what it asks.
 
 One margin rule is registered per gate (MARGIN_RULES, each with its words): an arm's own held-out training loss below
 the unigram NLL of the targets it scored, in nats or as a share of that baseline, or (for a published checkpoint
-without a training summary) evaluate.py's common-scale likelihood below it. Where a study registers
+without a training summary) `armlm evaluate`'s common-scale likelihood below it. Where a study registers
 `clear_by_mc_stderrs`, a margin estimated by Monte Carlo (the any-order bound) must clear the gate by that many of
 its estimate's standard errors: a margin inside the estimate's noise has not shown it passes."""
 
@@ -18,10 +18,10 @@ from typing import Any
 
 from scipy.stats import chi2
 
-from analysis.findings import above_majority, arms_of, describe
-from analysis.study_runs import StudyRuns
-from analysis.study_tables import lowest_own_margin
-from common.errors import ArmlmError
+from armlm.analysis.findings import above_majority, arms_of, describe
+from armlm.analysis.study_runs import StudyRuns
+from armlm.analysis.study_tables import lowest_own_margin
+from armlm.common.errors import ArmlmError
 
 Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
 Sides = tuple[dict[str, Any], dict[str, Any]]  # a row's A and B (a check's one value, twice)
@@ -41,7 +41,7 @@ def arms_read(arms: dict[str, dict[str, Any]], sides: Sides) -> list[str]:
 
 
 def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
-    """From evaluate.py's likelihood section: nats below the unigram NLL of the same held-out targets, and the
+    """From `armlm evaluate`'s likelihood section: nats below the unigram NLL of the same held-out targets, and the
     Monte-Carlo standard error of that estimate (0 for an exact likelihood)."""
     return {seed: (float(r["likelihood"]["below_unigram"]), float(r["likelihood"].get("mc_stderr") or 0.0))
             for (a, seed), r in runs.reports.items()
@@ -240,7 +240,7 @@ MARGIN_RULES = (
                "every seed; the gate column is the lowest such share."),
     MarginRule("min_below_unigram", common_scale_margins, "common-scale likelihood", "", in_nats,
                "Gate: every arm a row reads must be at least {value:g} nats below the unigram NLL of the same held-out "
-               "targets (evaluate.py's likelihood: exact for causal readers, the any-order bound for bidirectional "
+               "targets (`armlm evaluate`'s likelihood: exact for causal readers, the any-order bound for bidirectional "
                "ones) in every seed; the gate column is the lowest such margin."))
 # the report's order: the margin rule, then the floors
 GATE_RULES: dict[str, GateRule] = {r.key: r for r in (*MARGIN_RULES, Discrimination(), AboveMajority(),

@@ -40,10 +40,11 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 from scipy import stats
 
-from analysis.verdicts import Claim, ClaimTest, claim_test, t_tails
-from common.atomic import read_artefact
-from common.errors import ArmlmError
-from finetune.metrics import ITEMS_FILE
+from armlm.analysis.verdicts import Claim, ClaimTest, claim_test, t_tails
+from armlm.common.atomic import read_artefact
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import namespaced
+from armlm.finetune.metrics import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
 # What an item bootstrap can resample, as a registration names the population its claim generalises over: CoNLL dev
@@ -118,8 +119,8 @@ def _source_clusters(target: str, source: str, split: str) -> tuple[int, ...] | 
     """A task source's clusters, read once per process: every run of a study names the same dev split, and a family's
     rows read each run's items several times."""
     try:
-        clusters = get_class(target).clusters_in(source, split)
-    except (ArmlmError, OSError, AttributeError):
+        clusters = get_class(namespaced(target)).clusters_in(source, split)  # records name pre-namespace paths
+    except (ArmlmError, OSError, AttributeError, ImportError):
         return None
     return None if clusters is None else tuple(clusters)
 

@@ -12,7 +12,7 @@ import math
 
 from scipy import stats
 
-from analysis.verdicts import Claim
+from armlm.analysis.verdicts import Claim
 
 POWER = 0.8
 MAX_SEEDS_REPORTED = 10_000  # beyond this a power calculation says "not at this scale"

@@ -12,10 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.items import BlimpItems, SentenceItems, blimp_items, read_items
-from analysis.runs import curve_by_steps
-from analysis.study_runs import NotComparable, StudyRuns, epoch_scores, scores
-from common.errors import ArmlmError
+from armlm.analysis.items import BlimpItems, SentenceItems, blimp_items, read_items
+from armlm.analysis.runs import curve_by_steps
+from armlm.analysis.study_runs import NotComparable, StudyRuns, epoch_scores, scores
+from armlm.common.errors import ArmlmError
 
 SeedItems = dict[int, BlimpItems | SentenceItems]  # seed -> one reading's items
 
@@ -173,7 +173,7 @@ class Representation(FromReports):
             section, _, name = head.rpartition("_")
             if rate not in part.get(section, {}):
                 raise NotComparable(f"a diagnostics report without representations.{section} at k={rate} (for "
-                                    f"{measure}); run evaluate.py again")
+                                    f"{measure}); run `armlm evaluate` again")
             rows = [{"layer": r["layer"], measure: r[name]} for r in part[section][rate]]
         else:
             rows = [{"layer": r["layer"], measure: r[measure]} for r in part["geometry"]]
@@ -182,14 +182,14 @@ class Representation(FromReports):
 
 
 class Likelihood(FromReports):
-    """`likelihood: <key>`: e.g. nll_per_token, exact for AR, the bound for bidirectional readers (evaluate.py)."""
+    """`likelihood: <key>`: e.g. nll_per_token, exact for AR, the bound for bidirectional readers (`armlm evaluate`)."""
 
     name = "likelihood"
     same_blocks = True
 
     def read(self, report: dict[str, Any], key: str) -> float:
         if "likelihood" not in report:
-            raise NotComparable("a diagnostics report without a likelihood section; run evaluate.py with "
+            raise NotComparable("a diagnostics report without a likelihood section; run `armlm evaluate` with "
                                 "likelihood.enabled=true")
         return float(report["likelihood"][key])
 
@@ -262,7 +262,7 @@ class Zeroshot(FromReports):
 
 
 class Words(FromReports):
-    """`words: {benchmark, metric, layer}`: embeddings.py's scores (words.json): simlex999 or wordsim353 with
+    """`words: {benchmark, metric, layer}`: `armlm embeddings`'s scores (words.json): simlex999 or wordsim353 with
     spearman or rare_spearman, or analogies with semantic, syntactic or overall; layer static or k. A seed whose
     benchmark gave none drops out."""
 

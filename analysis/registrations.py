@@ -1,5 +1,5 @@
 """What a study must register before its runs, parsed and checked once into a typed StudySpec before any stage runs
-(study.py), and the registrations as its findings report prints them: each finding's claim, sides, test and
+(`armlm study`), and the registrations as its findings report prints them: each finding's claim, sides, test and
 registration (date, commit; `seen:` where this row's own comparison had been measured on its data before it, which
 marks the row "registered after data"; `prior:` what was known from other data; `seeds:` the pretraining seeds its
 verdict is read on), the study's gate and error rate, its item test and its checks."""
@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from analysis.findings import quantity_of
-from analysis.gate import check_gate
-from analysis.items import ITEM_DRAWS, ITEM_UNITS
-from analysis.verdicts import ALPHA, DECIDES, Claim
-from common.errors import ArmlmError
+from armlm.analysis.findings import quantity_of
+from armlm.analysis.gate import check_gate
+from armlm.analysis.items import ITEM_DRAWS, ITEM_UNITS
+from armlm.analysis.verdicts import ALPHA, DECIDES, Claim
+from armlm.common.errors import ArmlmError
 
 
 def _keys(cls: type) -> set[str]:

@@ -8,23 +8,23 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from common.commands import Command, dispatch
+from armlm.common.commands import Command, dispatch
 
 HEADER = ("`armlm report <kind> <folder> [...]`: rebuild a report from run or study folders, without running "
           "anything.")
 REPORTS: dict[str, Command] = {c.name: c for c in (
     Command("study", "report.md, tables and figures of a study", "docs/guides/studies.md",
-            "analysis.study_report:main", args="<root>"),
+            "armlm.analysis.study_report:main", args="<root>"),
     Command("findings", "the registered findings' verdicts", "docs/guides/studies.md",
-            "analysis.findings_report:main", args="<root>"),
+            "armlm.analysis.findings_report:main", args="<root>"),
     Command("blimp", "BLiMP by objective and method across studies", "docs/guides/zeroshot.md",
-            "analysis.blimp_report:main", args="<root> [<root>]"),
+            "armlm.analysis.blimp_report:main", args="<root> [<root>]"),
     Command("embeddings", "the embeddings study's tables", "docs/guides/studies.md",
-            "analysis.embeddings_report:main", args="<root>"),
+            "armlm.analysis.embeddings_report:main", args="<root>"),
     Command("curves", "each objective's measures against its budget in words", "docs/guides/studies.md",
-            "analysis.curves_report:main", args="<root>"),
+            "armlm.analysis.curves_report:main", args="<root>"),
     Command("finetune", "fine-tuning runs over seeds beside the baseline", "docs/guides/finetuning.md",
-            "analysis.finetune_results:main", args="<folder>"),
+            "armlm.analysis.finetune_results:main", args="<folder>"),
 )}
 
 
@@ -43,5 +43,5 @@ def report_main(write: Callable[[Path], list[Path]], about: str | None) -> None:
     """The `main` of a report kind that reads one study folder: `armlm report <kind> <root>` writes it and lists the
     files written."""
     parser = argparse.ArgumentParser(description=about, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", type=Path, help="a study folder (study.py's root=)")
+    parser.add_argument("root", type=Path, help="a study folder (`armlm study`'s root=)")
     print("\n".join(str(p) for p in write(parser.parse_args().root)))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.atomic import read_artefact
-from common.errors import ArmlmError
-from common.scalars import run_scalars
+from armlm.common.atomic import read_artefact
+from armlm.common.errors import ArmlmError
+from armlm.common.scalars import run_scalars
 
 # A fine-tuning folder of a study with several fine-tuning seeds per checkpoint: <task>-<variant>-ft<j> is the j-th
 # (studies.plan writes them; the reports take their median per checkpoint).

@@ -13,10 +13,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from analysis.runs import curve_by_tokens
-from analysis.verdicts import Claim
-from common.atomic import atomic_file
-from common.errors import ArmlmError
+from armlm.analysis.runs import curve_by_tokens
+from armlm.analysis.verdicts import Claim
+from armlm.common.atomic import atomic_file
+from armlm.common.errors import ArmlmError
 
 GEOMETRY = ["anisotropy_raw", "anisotropy_centred", "anisotropy_standardised", "self_similarity_same_type",
             "self_similarity_different_types"]

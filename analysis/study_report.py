@@ -1,5 +1,5 @@
 """Write a study's report: tables as CSV (mean, 95 % CI half-width and n over seeds) and as Markdown
-(report.md, "mean ± CI"), and the figures as PNG files, all under <root>/report. `study.py` calls it when
+(report.md, "mean ± CI"), and the figures as PNG files, all under <root>/report. `armlm study` calls it when
 its stages are done; rerun it by hand on any study folder:
 
     armlm report study outputs/studies/ar_vs_mlm-cpu
@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from analysis import study_plots as P
-from analysis import study_tables as S
-from analysis.blimp_report import write_blimp_report
-from analysis.reports import report_main
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError
+from armlm.analysis import study_plots as P
+from armlm.analysis import study_tables as S
+from armlm.analysis.blimp_report import write_blimp_report
+from armlm.analysis.reports import report_main
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError
 
 
 @dataclass
@@ -38,7 +38,7 @@ class StudyTables:
 
 
 def with_common_scale(pretraining: pd.DataFrame, reports: dict) -> pd.DataFrame:
-    """Each run's figures on the one scale every objective shares (evaluate.py's likelihood section): NLL per
+    """Each run's figures on the one scale every objective shares (`armlm evaluate`'s likelihood section): NLL per
     held-out target that is not [EOD] (exact, or the any-order bound), the unigram NLL of those same targets, and
     the margin between them. NaN for a run that was not scored."""
     common = pd.DataFrame([{"arm": arm, "seed": seed, "heldout_nll": r["likelihood"]["nll_per_token_without_eod"],
@@ -54,7 +54,7 @@ def study_tables(root: str | Path) -> StudyTables:
     pretraining = S.pretraining_runs(root)
     if pretraining.empty:
         raise ArmlmError(f"{root} holds no finished pretraining run (<arm>/seed<k>/pretrain/summary.json); "
-                         "run python study.py first, or give the study's root folder")
+                         "run armlm study first, or give the study's root folder")
     runs = S.finetuning_runs(root)
     finetuning = S.per_checkpoint(runs)
     reports = S.stage_reports(root, S.DIAGNOSTICS)
@@ -135,7 +135,7 @@ def markdown(t: StudyTables, root: Path, figures: list[str]) -> str:
         "selected positions, some left visible; masked_token_any_rate: masked diffusion's masked positions at "
         "rates over (0, 1]): compare each only within its column (learning_curves.png draws each kind in a panel of "
         "its own, with its runs' unigram baseline). heldout_nll is the one scale "
-        "every objective shares: evaluate.py's NLL per held-out target that is not [EOD] (exact for causal readers, "
+        "every objective shares: `armlm evaluate`'s NLL per held-out target that is not [EOD] (exact for causal readers, "
         "the any-order bound for bidirectional ones), beside the unigram NLL of the same targets (heldout_unigram); "
         "heldout_below_unigram, their difference, is how far a run learned (the findings' gate reads it).", "",
         markdown_table(t.pretraining, ["arm", "objective"], ["quantity"]),

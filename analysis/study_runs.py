@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis import study_tables as S
-from analysis.runs import FINETUNE_SEED_SUFFIX
-from common.errors import ArmlmError
-from common.scalars import run_scalars
-from finetune.task_module import metric_tag
+from armlm.analysis import study_tables as S
+from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.common.errors import ArmlmError
+from armlm.common.scalars import run_scalars
+from armlm.finetune.task_module import metric_tag
 
 
 @dataclass

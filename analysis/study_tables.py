@@ -1,4 +1,4 @@
-"""Read a study folder (what `study.py` writes) into tables, one row per run, and summarise them over
+"""Read a study folder (what `armlm study` writes) into tables, one row per run, and summarise them over
 seeds as mean ± 95 % confidence interval (Student t, n - 1 degrees of freedom; none for one seed).
 
     <root>/<arm>/seed<k>/pretrain/summary.json
@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from analysis.runs import FINETUNE_SEED_SUFFIX
-from common.atomic import read_artefact
-from common.errors import ArmlmError
+from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.common.atomic import read_artefact
+from armlm.common.errors import ArmlmError
 
 # NER per-type scores and precision/recall stay in the CSVs but out of the Markdown tables.
 SECONDARY_PREFIXES = ("f1_", "precision", "recall")
@@ -155,8 +155,8 @@ def stage_seconds(root: Path) -> pd.DataFrame:
         {"seconds": float, "running": bool})
 
 
-# What each stage kind's report is called in its stage folder: diagnostics (evaluate.py), BLiMP scores (zeroshot.py)
-# and word-benchmark scores (embeddings.py).
+# What each stage kind's report is called in its stage folder: diagnostics (`armlm evaluate`), BLiMP scores (`armlm zeroshot`)
+# and word-benchmark scores (`armlm embeddings`).
 DIAGNOSTICS, ZEROSHOT, WORDS = "diagnostics/diagnostics.json", "zeroshot/zeroshot.json", "embed/words.json"
 
 

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 Direction = Literal["greater", "less"]
 ClaimKind = Literal["superiority", "non_inferiority", "equivalence"]

@@ -51,9 +51,9 @@ def eager_losses(names: list[str]) -> dict[str, float]:
 def compiled_row(name: str, args: argparse.Namespace) -> dict:
     import torch
 
+    from armlm.objectives.base import TrainingProgress
+    from armlm.training.compiled import compile_loss
     from bench.objective_cases import objective_case
-    from objectives.base import TrainingProgress
-    from training.compiled import compile_loss
 
     case = objective_case(name, model=args.model, vocab=args.vocab, block=args.block, batch=args.batch,
                           overrides=tuple(args.set))

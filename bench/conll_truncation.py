@@ -28,12 +28,12 @@ from seqeval.metrics.sequence_labeling import get_entities
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from common.config import data_dir  # noqa: E402
-from datamodules.conll import CONLL2003_TAGS  # noqa: E402
-from datamodules.finetune import ConllDataModule  # noqa: E402
-from finetune.metrics import task_metrics  # noqa: E402
-from finetune.module import FinetuneModule  # noqa: E402
-from finetune.run import at_length_cap  # noqa: E402
+from armlm.common.config import data_dir  # noqa: E402
+from armlm.datamodules.conll import CONLL2003_TAGS  # noqa: E402
+from armlm.datamodules.finetune import ConllDataModule  # noqa: E402
+from armlm.finetune.metrics import task_metrics  # noqa: E402
+from armlm.finetune.module import FinetuneModule  # noqa: E402
+from armlm.finetune.run import at_length_cap  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def tokenizer_json_of(args: argparse.Namespace) -> tuple[str, str]:
     if args.tokenizer:
         return Path(args.tokenizer).read_text(encoding="utf-8"), str(args.tokenizer)
-    from training.pretrained import load_pretrained  # reads the whole checkpoint: only when asked
+    from armlm.training.pretrained import load_pretrained  # reads the whole checkpoint: only when asked
 
     pretrained = load_pretrained(args.pretrained)
     return pretrained.tokenizer_json, f"{pretrained.path} (trained length {pretrained.trained_length})"

@@ -26,14 +26,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from datamodules.corpora import EmbeddedWikipedia  # noqa: E402
+from armlm.datamodules.corpora import EmbeddedWikipedia  # noqa: E402
 
 FILE_BYTES = 64 << 20
 
 ENCODE = """
 import glob, json, os, sys, threading, time
-from datamodules.corpora import TextFiles
-from datamodules.pretrain import PretrainDataModule
+from armlm.datamodules.corpora import TextFiles
+from armlm.datamodules.pretrain import PretrainDataModule
 
 def pss_anon_mb(pid):
     try:

@@ -15,8 +15,8 @@ import argparse
 import json
 import sys
 
-from diagnostics.run import MAX_EXACT_PASSES, evaluate_config, exact_passes, pairwise, setup
-from diagnostics.sentences import sample_pairs
+from armlm.diagnostics.run import MAX_EXACT_PASSES, evaluate_config, exact_passes, pairwise, setup
+from armlm.diagnostics.sentences import sample_pairs
 
 METRICS = ("p_ppl", "u_ppl", "kl_all", "kl_gold")
 

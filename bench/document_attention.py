@@ -22,11 +22,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.config import compose_config  # noqa: E402
-from common.vocabulary import Vocabulary  # noqa: E402
-from datamodules.blocks import document_ids  # noqa: E402
-from models.backbone import Transformer  # noqa: E402
-from training.setup import build, build_model_config  # noqa: E402
+from armlm.common.config import compose_config  # noqa: E402
+from armlm.common.vocabulary import Vocabulary  # noqa: E402
+from armlm.datamodules.blocks import document_ids  # noqa: E402
+from armlm.models.backbone import Transformer  # noqa: E402
+from armlm.training.setup import build, build_model_config  # noqa: E402
 
 EOD = 5  # the synthetic vocabulary's [EOD] (ids 0-5 are the special tokens)
 

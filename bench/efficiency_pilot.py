@@ -36,8 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from armlm.common.atomic import atomic_file  # noqa: E402
 from bench.pilot_ladder import Pilot, chosen_multiple, ladder_figure, pilots_recorded, pilots_under, read, table  # noqa: E402
-from common.atomic import atomic_file  # noqa: E402
 
 REPLICATION_SEEDS = {6, 7, 8}  # kept for an independent replication: never run
 
@@ -56,7 +56,7 @@ def pilot_of(args: argparse.Namespace, arm: str, multiple: float) -> Pilot:
     study's (study.budget), so a study that registered its budget still runs its pilot rungs."""
     root = args.root / f"x{multiple:g}-{arm}"
     extra = json.dumps(list(args.extra_pretrain))
-    command = [sys.executable, str(REPO / "study.py"), f"study={args.study}", f"scale={args.scale}",
+    command = [sys.executable, "-m", "armlm", "study", f"study={args.study}", f"scale={args.scale}",
                f"++study.budget={args.base_budget * multiple:.6g}", f"first_seed={args.seed}", "seeds=1", f"arm={arm}",
                "stages=[pretrain]", f"root={root}", "report=false", f"extra_pretrain={extra}"]
     return Pilot(arm, multiple, root, command)

@@ -1,4 +1,4 @@
-"""Export parity: every objective x position kind, trained briefly, exported with export.py's defaults and loaded back
+"""Export parity: every objective x position kind, trained briefly, exported with `armlm export`'s defaults and loaded back
 with transformers' Auto classes, against armlm on real sentences (SST-2 dev, one right-padded batch).
 
     python bench/export_parity.py                 # 60 steps per run (tiny model), about 3 minutes on 2 cores
@@ -20,11 +20,11 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-from common.config import compose_config, data_dir
-from interchange.export import AUTO_CLASSES, armlm_ids, export_checkpoint
-from interchange.parity import armlm_outputs, compare, fill_mask_agreement, generate_agreement
-from interchange.source import read_source
-from training.run import run_pretraining
+from armlm.common.config import compose_config, data_dir
+from armlm.interchange.export import AUTO_CLASSES, armlm_ids, export_checkpoint
+from armlm.interchange.parity import armlm_outputs, compare, fill_mask_agreement, generate_agreement
+from armlm.interchange.source import read_source
+from armlm.training.run import run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 

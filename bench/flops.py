@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.flops import block_linear_weights, forward_flops
+from armlm.models.flops import block_linear_weights, forward_flops
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 import torch  # noqa: E402
 
-from common.config import compose_config  # noqa: E402
-from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed  # noqa: E402
-from training.lit_module import PretrainModule  # noqa: E402
-from training.optim import adamw_with_schedule  # noqa: E402
-from training.run import check_config  # noqa: E402
-from training.setup import build  # noqa: E402
-from training.trainer import attention_kernels, step_settings  # noqa: E402
+from armlm.common.config import compose_config  # noqa: E402
+from armlm.common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed  # noqa: E402
+from armlm.training.lit_module import PretrainModule  # noqa: E402
+from armlm.training.optim import adamw_with_schedule  # noqa: E402
+from armlm.training.run import check_config  # noqa: E402
+from armlm.training.setup import build  # noqa: E402
+from armlm.training.trainer import attention_kernels, step_settings  # noqa: E402
 
 ISSUE_82_STEP = ["trainer=gpu", "trainer.step.sdpa_backends=null"]
 NO_CUDNN = "trainer.step.sdpa_backends=[flash,efficient,math]"

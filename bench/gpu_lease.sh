@@ -15,6 +15,8 @@
 #
 # Prepared here, before the lease (each output is git-ignored and carried; ~20 MB in all):
 #   bash ../shared/tools/gpu_carry.sh                                                   # 28 MB: wheels and gensim
+#   .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w .gpu-carry/whl .  # armlm itself (0.5 MB):
+#                      its layers import as armlm.<name>, which only an install maps (.gpu-carry/install.sh puts it in)
 #   find .gpu-carry/site \( -name '*.c' -o -name '*.cpp' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -delete
 #                                                       # 19 MB: gensim's sources go, its extensions and excerpt stay
 #   tar -C "$ARMLM_DATA_DIR" -cJf .gpu-data.tar.xz conll2003                           # 0.6 MB: CoNLL-2003
@@ -104,7 +106,7 @@ part train 120 $python train.py objective=mlm trainer=gpu trainer.enable_progres
   "hydra.run.dir=$out/train"
 
 # 7. the findings' AR and MLM arms at 10 x the CPU budget, every arm x seed launched at once, while time is left
-part study 300 $python study.py -m hydra/launcher=joblib study=findings "${study[@]}" 'stages=[pretrain,finetune]' \
+part study 300 $python -m armlm study -m hydra/launcher=joblib study=findings "${study[@]}" 'stages=[pretrain,finetune]' \
   "root=$out/study" report=false
 echo "done in $(( $(date +%s) - started )) s" | tee -a "$out/parts.txt"
 # one archive of everything (no checkpoints or event files); beside it only the tables, at most 8 files in all

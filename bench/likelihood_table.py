@@ -7,7 +7,7 @@ reference arm.
         --arm mlm=outputs/studies/findings-cpu/mlm/seed{seed}/pretrain \\
         --arm masked_diffusion=outputs/mdlm/seed{seed} -- likelihood.blocks=64
 
-(`--` ends the options: evaluate.py overrides follow it.) Each (arm, seed) is one `python evaluate.py` process
+(`--` ends the options: `armlm evaluate` overrides follow it.) Each (arm, seed) is one `armlm evaluate` process
 with only the likelihood enabled, into outputs/likelihood/<arm>/seed<k>; a finished one (its diagnostics.json
 exists) is read, not rerun. Prints a Markdown table: per arm the kind (exact or upper bound), NLL per target
 token and perplexity (mean and 95 % t-interval over seeds), the largest relative Monte-Carlo standard error,
@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from analysis.verdicts import paired_interval  # noqa: E402
+from armlm.analysis.verdicts import paired_interval  # noqa: E402
 
 ROOT = REPO / "outputs" / "likelihood"
 
@@ -36,7 +36,7 @@ def evaluate(checkpoint: str, folder: Path, seed: int, overrides: list[str]) -> 
     report = folder / "diagnostics.json"
     if not report.is_file():
         started = time.perf_counter()
-        subprocess.run([sys.executable, "evaluate.py", f"checkpoint={checkpoint}", f"hydra.run.dir={folder}",
+        subprocess.run([sys.executable, "-m", "armlm", "evaluate", f"checkpoint={checkpoint}", f"hydra.run.dir={folder}",
                         f"seed={seed}", "independence=false", "representations.enabled=false", *overrides],
                        cwd=REPO, check=True, stdout=subprocess.DEVNULL)
         print(f"# {folder}: {time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -20,8 +20,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from armlm.models.lm_loss import nll_branch_free, nll_branching  # noqa: E402
 from bench.flops import synchronize  # noqa: E402
-from models.lm_loss import nll_branch_free, nll_branching  # noqa: E402
 
 
 def timed(fn, *, device: torch.device) -> float:

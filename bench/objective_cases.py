@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from common.config import CONFIGS, compose_config
-from common.vocabulary import Vocabulary
-from models.backbone import Transformer
-from objectives.base import Batch, Objective
-from training.setup import build, build_model_config
+from armlm.common.config import CONFIGS, compose_config
+from armlm.common.vocabulary import Vocabulary
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import Batch, Objective
+from armlm.training.setup import build, build_model_config
 
 SPECIAL_IDS = 6  # Vocabulary(size, 0..5): pad, unk, cls, sep, mask, eod
 CLS_ID = 2

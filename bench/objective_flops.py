@@ -16,8 +16,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from armlm.models.flops import TRAINING_PASSES  # noqa: E402
 from bench.objective_cases import objective_case  # noqa: E402
-from models.flops import TRAINING_PASSES  # noqa: E402
 
 
 def step_flops(objective_name: str, model: str, vocab: int, block: int, batch: int, draws: int) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.scalars import loaded_events, scalar_frame
+from armlm.common.scalars import loaded_events, scalar_frame
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -48,10 +48,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from common.config import data_dir  # noqa: E402
-from sources import ModelSource, open_source  # noqa: E402
-from zeroshot.blimp import read_blimp  # noqa: E402
-from zeroshot.scoring import SentenceScorer, encode_sentences, word_boundaries_known  # noqa: E402
+from armlm.common.config import data_dir  # noqa: E402
+from armlm.sources import ModelSource, open_source  # noqa: E402
+from armlm.zeroshot.blimp import read_blimp  # noqa: E402
+from armlm.zeroshot.scoring import SentenceScorer, encode_sentences, word_boundaries_known  # noqa: E402
 
 TOLERANCE = 1e-5  # per-sentence |armlm - minicons|, fp32
 METHODS = {"pll": "original", "pll_word_l2r": "within_word_l2r"}  # armlm's method: minicons' PLL_metric

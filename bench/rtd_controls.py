@@ -35,12 +35,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.scalars import run_scalars  # noqa: E402
-from common.vocabulary import Vocabulary  # noqa: E402
-from models.backbone import Transformer  # noqa: E402
-from objectives.base import IGNORE_INDEX, Batch  # noqa: E402
-from objectives.electra import Electra, binary_entropy  # noqa: E402
-from objectives.generator import Replaced  # noqa: E402
+from armlm.common.scalars import run_scalars  # noqa: E402
+from armlm.common.vocabulary import Vocabulary  # noqa: E402
+from armlm.models.backbone import Transformer  # noqa: E402
+from armlm.objectives.base import IGNORE_INDEX, Batch  # noqa: E402
+from armlm.objectives.electra import Electra, binary_entropy  # noqa: E402
+from armlm.objectives.generator import Replaced  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = ["objective=electra", "model=small", "data=enwiki", "trainer.enable_progress_bar=false", "max_flops=null"]

@@ -25,11 +25,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.vocabulary import Vocabulary  # noqa: E402
-from models.backbone import ModelConfig, Transformer  # noqa: E402
-from objectives.base import Objective  # noqa: E402
-from objectives.electra import Electra, binary_entropy  # noqa: E402
-from objectives.mlm import MaskedLM  # noqa: E402
+from armlm.common.vocabulary import Vocabulary  # noqa: E402
+from armlm.models.backbone import ModelConfig, Transformer  # noqa: E402
+from armlm.objectives.base import Objective  # noqa: E402
+from armlm.objectives.electra import Electra, binary_entropy  # noqa: E402
+from armlm.objectives.mlm import MaskedLM  # noqa: E402
 
 SPECIALS = 6  # ids 0-5: pad, unk, cls, sep, mask, eod
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-import models.attention as attention_module  # noqa: E402
+import armlm.models.attention as attention_module  # noqa: E402
 from bench.objective_cases import objective_case, objective_names  # noqa: E402
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)

@@ -33,15 +33,15 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from armlm.models.backbone import ModelConfig, Transformer  # noqa: E402
+from armlm.objectives.base import Objective  # noqa: E402
+from armlm.objectives.mlm import MaskedLM  # noqa: E402
+from armlm.training.compiled import compile_loss, datasheet_peak  # noqa: E402
+from armlm.training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
+from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
 from bench.objective_cases import SPECIAL_IDS, objective_names, vocabulary  # noqa: E402
 from bench.timed_steps import Contestant, inference_step, precision_context, summarise, timed, training_step  # noqa: E402
-from models.backbone import ModelConfig, Transformer  # noqa: E402
-from objectives.base import Objective  # noqa: E402
-from objectives.mlm import MaskedLM  # noqa: E402
-from training.compiled import compile_loss, datasheet_peak  # noqa: E402
-from training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
-from training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 
 N_SPECIAL = SPECIAL_IDS  # armlm's special tokens take ids 0-5; inputs are drawn from the ordinary ids
 OBJECTIVE_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "objective"

@@ -34,8 +34,8 @@ RUN_DEFAULTS = ["objective=ar", "model=small", "seed=1", "trainer.enable_progres
 BUILD = """
 import json, resource, sys, time
 from hydra.utils import instantiate
-from common.config import compose_config
-from datamodules.shards import split_words
+from armlm.common.config import compose_config
+from armlm.datamodules.shards import split_words
 
 cfg = compose_config("train", json.loads(sys.argv[1]))
 datamodule = instantiate(cfg.data, input_format="blocks", seed=0)

@@ -25,16 +25,16 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from common.config import data_dir  # noqa: E402
-from common.vocabulary import MASK  # noqa: E402
-from datamodules.encoding import token_id  # noqa: E402
-from objectives.ar import AutoregressiveLM  # noqa: E402
-from objectives.mlm import MaskedLM  # noqa: E402
-from sources.armlm import armlm_special_tokens  # noqa: E402
-from sources.base import Reading  # noqa: E402
-from training.pretrained import load_pretrained  # noqa: E402
-from zeroshot.blimp import read_blimp  # noqa: E402
-from zeroshot.scoring import METHODS, SentenceScorer, encode_sentences  # noqa: E402
+from armlm.common.config import data_dir  # noqa: E402
+from armlm.common.vocabulary import MASK  # noqa: E402
+from armlm.datamodules.encoding import token_id  # noqa: E402
+from armlm.objectives.ar import AutoregressiveLM  # noqa: E402
+from armlm.objectives.mlm import MaskedLM  # noqa: E402
+from armlm.sources.armlm import armlm_special_tokens  # noqa: E402
+from armlm.sources.base import Reading  # noqa: E402
+from armlm.training.pretrained import load_pretrained  # noqa: E402
+from armlm.zeroshot.blimp import read_blimp  # noqa: E402
+from armlm.zeroshot.scoring import METHODS, SentenceScorer, encode_sentences  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

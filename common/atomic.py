@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError
-from common.migrations import SCHEMA_VERSION, schema_version, versioned
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import SCHEMA_VERSION, migrate_code_references, schema_version, versioned
 
 
 @contextmanager
@@ -47,7 +47,8 @@ def atomic_write_artefact(path: Path, artefact: dict[str, Any], sort_keys: bool 
 
 def read_artefact(path: Path) -> dict[str, Any]:
     """A run or study artefact (summary, results, stage record, diagnostics, zero-shot report) in today's schema.
-    One written in an older schema is refused, not patched as it is read: it is rewritten once, on disk."""
+    One written in an older schema is refused, not patched as it is read: it is rewritten once, on disk. The code it
+    names is named as today (common.migrations.migrate_code_references: before the `armlm` namespace)."""
     try:
         artefact = json.loads(Path(path).read_text())
     except json.JSONDecodeError as err:
@@ -55,4 +56,4 @@ def read_artefact(path: Path) -> dict[str, Any]:
     if schema_version(artefact) < SCHEMA_VERSION:
         raise ArmlmError(f"{path} is in schema version {schema_version(artefact)}, older than today's "
                          f"{SCHEMA_VERSION}; rewrite its folder once with python records/rewrite_schema3.py <folder>")
-    return artefact
+    return migrate_code_references(artefact)

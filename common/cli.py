@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 CONFIG_ERRORS: tuple[type[BaseException], ...] = (ArmlmError,)
 TRACEBACK_VARIABLE = "ARMLM_TRACEBACK"

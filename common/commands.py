@@ -1,6 +1,6 @@
 """The mechanics of armlm's command registries: a command named by import path, and the dispatch of
-`<prog> <name> [its arguments]` that `armlm` (armlm_cli.commands), `armlm report` (analysis.reports) and
-`armlm bench` (armlm_cli.bench) share.
+`<prog> <name> [its arguments]` that `armlm` (armlm.commands), `armlm report` (analysis.reports) and
+`armlm bench` (armlm.benchmarks) share.
 
 A command is either a Hydra command (a primary config in configs/ and the function that runs on the composed config)
 or an argument-parser command (a function that reads sys.argv). Functions are named by import path, as Hydra's
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.cli import CONFIG_ERRORS, run_or_exit
-from common.config import CONFIGS, REPO
+from armlm.common.cli import CONFIG_ERRORS, run_or_exit
+from armlm.common.config import CHECKOUT, CONFIGS
 
 HELP = ("-h", "--help", "help")
 
@@ -31,8 +31,8 @@ class Command:
     guide: str  # the page that explains it, relative to the repository
     run: str  # "module:function": takes the composed config (Hydra) or reads sys.argv (config is None)
     config: str | None = None  # the primary config in configs/ of a Hydra command
-    # the script that runs it alone, relative to the repository: argv[0] while it runs, so that Lightning, which
-    # starts each DDP rank again from sys.argv, starts `python train.py ...`
+    # the checkout's script that runs it alone (train.py): argv[0] while it runs from a checkout, so that Lightning,
+    # which starts each DDP rank again from sys.argv, starts `python train.py ...`
     script: str | None = None
     args: str = ""  # what follows its name on its usage line (`armlm report blimp <root> [<root>]`)
     errors: tuple[str, ...] = ()  # further exception classes ("module:Class") reported as one line, not a traceback
@@ -65,6 +65,13 @@ def error_types(cmd: Command) -> tuple[type[BaseException], ...]:
     return (*CONFIG_ERRORS, *(resolve(e) for e in cmd.errors))
 
 
+def script_path(cmd: Command) -> str | None:
+    """The checkout's script of the command, where there is a checkout and the command has one."""
+    if cmd.script is None or CHECKOUT is None or not (CHECKOUT / cmd.script).is_file():
+        return None
+    return str(CHECKOUT / cmd.script)
+
+
 def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: str, usage: str) -> None:
     """`<prog> <name> [its arguments]`: the named command runs on sys.argv as it would alone (argv[0] its script, else
     "<prog> <name>"), a user error ending as one line either way; no name, or -h, --help or help, prints `usage`; an
@@ -75,7 +82,7 @@ def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: 
     if argv[0] not in commands:
         sys.exit(f"{prog}: unknown {noun} {argv[0]!r}; choose one of {', '.join(commands)} ({prog} --help)")
     cmd = commands[argv[0]]
-    sys.argv = [str(REPO / cmd.script) if cmd.script else f"{prog} {cmd.name}", *argv[1:]]
+    sys.argv = [script_path(cmd) or f"{prog} {cmd.name}", *argv[1:]]
     if cmd.config is None:
         run_or_exit(lambda _: cmd.function()(), None, logging.getLogger(f"armlm.{cmd.name}"), errors=error_types(cmd))
     else:

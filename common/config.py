@@ -1,10 +1,15 @@
-"""Where armlm's configs and data are, for callers outside an `armlm <command>` launch (a study's in-process
+"""Where armlm's configs, data and checkout are, for callers outside an `armlm <command>` launch (a study's in-process
 stages, tests, notebooks, bench scripts): one place for the composition and the data folder every command's YAML
-names."""
+names.
+
+The configs are package data (armlm.configs), so an installed wheel finds them as a checkout does. A checkout is
+what a clone adds beyond the package (train.py, bench/, records/, git history): CHECKOUT is None where armlm was
+installed from a wheel."""
 
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -12,8 +17,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / "configs"
+CONFIGS = Path(str(files("armlm.configs")))  # a folder on disk, installed or editable (setuptools' package-dir)
+_ROOT = Path(__file__).resolve().parents[1]  # the checkout under an editable install; site-packages/armlm installed
+CHECKOUT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "train.py").is_file() else None
 
 
 def compose_config(name: str, overrides: list[str]) -> DictConfig:
@@ -29,5 +35,7 @@ def compose_config(name: str, overrides: list[str]) -> DictConfig:
 
 
 def data_dir() -> Path:
-    """$ARMLM_DATA_DIR, else ../shared/data beside the repository (the configs' `data_dir` default)."""
-    return Path(os.environ.get("ARMLM_DATA_DIR", REPO.parent / "shared" / "data"))
+    """$ARMLM_DATA_DIR, else ../shared/data beside the checkout, or beside the working folder where armlm is installed
+    (the configs' `data_dir` default)."""
+    beside = CHECKOUT if CHECKOUT is not None else Path.cwd()
+    return Path(os.environ.get("ARMLM_DATA_DIR", beside.parent / "shared" / "data"))

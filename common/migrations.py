@@ -9,9 +9,11 @@ records/rewrite_schema3.py rewrites such a folder once.
 
 from __future__ import annotations
 
+import re
+from importlib.util import find_spec
 from typing import Any
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 # 2: 26 November 2026, issue 45 (schema_version written; tasks carry their metrics). 3: 3 December 2026, issue 74
 # (run and study artefacts in today's format: records/rewrite_schema3.py)
@@ -32,7 +34,7 @@ def versioned(artefact: dict[str, Any]) -> dict[str, Any]:
 # `metrics` or `primary_metric`, nor results.json a `primary_metric`; finetune.metrics chose them by task name, and
 # analysis.study_tables's plots by its PRIMARY_METRIC table. This is that choice, frozen: the only tasks that existed.
 def _metric(factory: str) -> dict[str, str]:
-    return {"_target_": f"finetune.metrics.{factory}"}
+    return {"_target_": f"armlm.finetune.metrics.{factory}"}
 
 
 _ACCURACY = {"accuracy": _metric("accuracy")}
@@ -62,6 +64,39 @@ def task_info_defaults(task: dict[str, Any]) -> dict[str, Any]:
     metrics, primary = HISTORICAL_TASKS[task["name"]]
     return {**task, "metrics": {k: dict(v) for k, v in task.get("metrics", metrics).items()},
             "primary_metric": task.get("primary_metric", primary)}
+
+
+# --- code references ----------------------------------------------------------------------------------------------
+# Before 5 December 2026 (issue 85) armlm's layers were top-level packages, so what a checkpoint or results.json names
+# as code ("objectives.mlm.MaskedLM", "finetune.metrics.accuracy") is now armlm.<that>. Only a string whose first two
+# parts are an armlm module today is rewritten: "training.log" (a file name) is not code and stays.
+BARE_LAYERS = ("common", "models", "objectives", "datamodules", "training", "analysis", "finetune", "embeddings",
+               "diagnostics", "generation", "interchange", "sources", "studies", "zeroshot")
+BARE_REFERENCE = re.compile(rf"^(?:{'|'.join(BARE_LAYERS)})\.\w+(?:\.\w+)*(?::\w+)?$")
+
+
+def namespaced(reference: str) -> str:
+    """A code reference written before the `armlm` namespace, as it is named now; any other string unchanged."""
+    if not BARE_REFERENCE.match(reference):
+        return reference
+    module = ".".join(reference.partition(":")[0].split(".")[:2])
+    try:
+        known = find_spec(f"armlm.{module}") is not None
+    except ImportError:
+        known = False
+    return f"armlm.{reference}" if known else reference
+
+
+def migrate_code_references(node: Any) -> Any:
+    """A checkpoint's or artefact's plain data with every code reference in it namespaced; dict keys, tensors and
+    other values as they were (a new container where anything changed)."""
+    if isinstance(node, str):
+        return namespaced(node)
+    if isinstance(node, dict):
+        return {key: migrate_code_references(value) for key, value in node.items()}
+    if isinstance(node, list | tuple):
+        return type(node)(migrate_code_references(value) for value in node)
+    return node
 
 
 # --- checkpoints --------------------------------------------------------------------------------------------------

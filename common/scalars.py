@@ -10,7 +10,7 @@ from typing import IO
 import pandas as pd
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common.errors import ArmlmFileError
+from armlm.common.errors import ArmlmFileError
 
 SCALARS_CSV = "scalars.csv"  # beside tensorboard/: the same table, kept where event files are not
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 def text_units(texts: Iterable[str]) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 # Fixed order, so the ids are the same in every tokenizer armlm trains.
 PAD, UNK, CLS, SEP, MASK, EOD = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[EOD]"

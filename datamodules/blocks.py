@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from common.errors import ArmlmError
-from common.vocabulary import Vocabulary
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import Vocabulary
 
 
 def document_ids(block: np.ndarray, eod_id: int) -> np.ndarray:

@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import ArmlmError, ArmlmFileError
-from common.vocabulary import IGNORE_INDEX
-from datamodules.hub import load_split
-from datamodules.textfile import read_utf8
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.hub import load_split
+from armlm.datamodules.textfile import read_utf8
 
 TAG = re.compile(r"^(O|[BI]-[A-Za-z]+)$")
 # CoNLL-2003's tag set in the order of the Hugging Face copy's `ner_tags` ids.

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.textfile import read_utf8
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.textfile import read_utf8
 
 Splits = dict[str, list[str]]  # "train" / "validation" -> documents
 EMBEDDED_WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
-from common.errors import ArmlmError
-from common.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
-from datamodules.conll import subword_labels
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import CLS, IGNORE_INDEX, PAD, SEP
+from armlm.datamodules.conll import subword_labels
 
 
 @dataclass

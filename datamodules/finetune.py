@@ -20,13 +20,13 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
-from common.errors import ArmlmError, ArmlmFileError
-from common.seeding import derived_seed
-from common.vocabulary import CLS, IGNORE_INDEX
-from datamodules.conll import CONLL2003_TAGS, WORD_SUBWORDS, Sentence, read_conll, read_hub_conll, word_subwords
-from datamodules.encoding import Encoded, TaskFrame, encode_pair, encode_words, pad_batch
-from datamodules.glue import GlueTask, read_hub_split, read_release_split
-from datamodules.sampler import ResumableSampler
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.seeding import derived_seed
+from armlm.common.vocabulary import CLS, IGNORE_INDEX
+from armlm.datamodules.conll import CONLL2003_TAGS, WORD_SUBWORDS, Sentence, read_conll, read_hub_conll, word_subwords
+from armlm.datamodules.encoding import Encoded, TaskFrame, encode_pair, encode_words, pad_batch
+from armlm.datamodules.glue import GlueTask, read_hub_split, read_release_split
+from armlm.datamodules.sampler import ResumableSampler
 
 log = logging.getLogger(__name__)
 TASK_KINDS = ("classification", "regression", "tagging")

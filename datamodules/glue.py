@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.hub import load_split
-from datamodules.textfile import read_utf8
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.hub import load_split
+from armlm.datamodules.textfile import read_utf8
 
 csv.field_size_limit(sys.maxsize)  # a few GLUE rows are longer than csv's 128 KiB default
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.corpora import Corpus, Splits, file_fingerprint, in_validation, split_by_document
-from datamodules.release_corpora import split_wikitext_articles
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.corpora import Corpus, Splits, file_fingerprint, in_validation, split_by_document
+from armlm.datamodules.release_corpora import split_wikitext_articles
 
 
 class HuggingFaceCorpus(Corpus):

@@ -15,14 +15,14 @@ import lightning as L
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
-from common.errors import ArmlmError
-from common.vocabulary import Vocabulary
-from datamodules.blocks import PackedBlocks, SegmentPairs
-from datamodules.cache import atomic_directory, settings_key
-from datamodules.corpora import Corpus
-from datamodules.sampler import ResumableSampler
-from datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards, split_words
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import Vocabulary
+from armlm.datamodules.blocks import PackedBlocks, SegmentPairs
+from armlm.datamodules.cache import atomic_directory, settings_key
+from armlm.datamodules.corpora import Corpus
+from armlm.datamodules.sampler import ResumableSampler
+from armlm.datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards, split_words
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation")

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.corpora import Corpus, Splits, file_fingerprint, split_by_document
-from datamodules.textfile import read_utf8
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.corpora import Corpus, Splits, file_fingerprint, split_by_document
+from armlm.datamodules.textfile import read_utf8
 
 
 class BrownCorpus(Corpus):

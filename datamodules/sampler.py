@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from torch.utils.data import Dataset, DistributedSampler
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 class ResumableSampler(DistributedSampler):

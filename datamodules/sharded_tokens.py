@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 class ShardedTokens:

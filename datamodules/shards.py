@@ -34,10 +34,10 @@ from filelock import FileLock, Timeout
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.sharded_tokens import ShardedTokens
-from datamodules.tokenizer import encode_documents
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.sharded_tokens import ShardedTokens
+from armlm.datamodules.tokenizer import encode_documents
 
 MANIFEST = "manifest.json"
 PLAN = "plan.json"  # how the shards are cut and encoded, written first: a resume must match it

@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from common.errors import ArmlmError
-from datamodules.corpora import Corpus, Splits
+from armlm.common.errors import ArmlmError
+from armlm.datamodules.corpora import Corpus, Splits
 
 
 def pieces(text: str, words: int) -> list[str]:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError, ArmlmFileError
-from datamodules.corpora import Corpus, Splits, TextFiles, file_fingerprint
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.datamodules.corpora import Corpus, Splits, TextFiles, file_fingerprint
 
 
 class SplitTextFolder(Corpus):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 def read_utf8(path: Path) -> str:

@@ -12,8 +12,8 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
-from common.errors import ArmlmError
-from common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import EOD, SPECIAL_TOKENS, Vocabulary
 
 ENCODE_BATCH = 64  # documents per encode_batch call: large enough for the Rust threads, small for the bar
 SAMPLE_PIECE_CHARS = 4096  # the tokenizer sample draws pieces of documents this long (whole shorter ones)

@@ -1,4 +1,4 @@
-"""The per-layer representation diagnostics of one checkpoint, for `evaluate.py` (representations.*):
+"""The per-layer representation diagnostics of one checkpoint, for `armlm evaluate` (representations.*):
 the [MASK]-induced shift of unchanged tokens at each rate k (shift: masks anywhere else; shift_left: masks
 only left of a cut, tokens read right of it, so causal and bidirectional readers see the same masks;
 shift_left_random: random ordinary tokens at those positions instead, the control), and the
@@ -15,11 +15,11 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.vocabulary import SPECIAL_TOKENS
-from diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
-from models.attention import Attention
-from sources.base import Backbone
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import SPECIAL_TOKENS
+from armlm.diagnostics.representations import embedding_geometry, sentence_shift, sentence_shift_left
+from armlm.models.attention import Attention
+from armlm.sources.base import Backbone
 
 
 def representation_report(model: Backbone, sentences: list[list[int]], attention: Attention, mask_id: int | None,

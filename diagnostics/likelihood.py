@@ -24,15 +24,15 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
-from common.errors import ArmlmError
-from common.vocabulary import CLS, EOD, MASK, PAD, SEP, smoothed_unigram_nll
-from datamodules.corpora import Corpus
-from datamodules.encoding import token_id
-from datamodules.tokenizer import encode_documents
-from diagnostics.scoring import LOGIT_BUDGET
-from models.attention import BIDIRECTIONAL, CAUSAL
-from models.backbone import Transformer
-from objectives.base import target_positions
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SEP, smoothed_unigram_nll
+from armlm.datamodules.corpora import Corpus
+from armlm.datamodules.encoding import token_id
+from armlm.datamodules.tokenizer import encode_documents
+from armlm.diagnostics.scoring import LOGIT_BUDGET
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import target_positions
 
 log = logging.getLogger("armlm.diagnostics")
 # (blocks (N, T), masked (N, T) bool) -> (N, T) float64: -log q(x_i | x with the masked positions as [MASK])

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 from torch import Tensor
 
-from common.errors import ArmlmError
-from diagnostics.likelihood import LikelihoodResult, any_order_bound, exact_chain_rule_nll, model_masked_scorer
-from diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
-from diagnostics.scoring import Scorer
-from diagnostics.sentences import Pair
-from diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
-from objectives.base import Objective
-from sources.base import Reading, as_reading
+from armlm.common.errors import ArmlmError
+from armlm.diagnostics.likelihood import LikelihoodResult, any_order_bound, exact_chain_rule_nll, model_masked_scorer
+from armlm.diagnostics.pairwise import PairwiseResult, ar_pairwise, mlm_pairwise
+from armlm.diagnostics.scoring import Scorer
+from armlm.diagnostics.sentences import Pair
+from armlm.diagnostics.tables import Candidates, ar_log_likelihood, pseudo_log_likelihood
+from armlm.objectives.base import Objective
+from armlm.sources.base import Reading, as_reading
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ METHODS = {
 
 def scoring_method(reading: Reading | type[Objective]) -> ScoringMethod:
     reading = as_reading(reading)
-    reading.refuse_unless_language_model("the diagnostics (evaluate.py)")
+    reading.refuse_unless_language_model("the diagnostics (`armlm evaluate`)")
     method = METHODS.get(reading.scoring)
     if method is None:
         raise ArmlmError(f"{reading.name} declares scoring={reading.scoring!r}, which the diagnostics do not implement "
@@ -94,5 +94,5 @@ def scoring_method(reading: Reading | type[Objective]) -> ScoringMethod:
     if method.name == "conditionals" and reading.masked_prediction_offset:
         raise ArmlmError(f"{reading.name} predicts a masked token {reading.masked_prediction_offset} place(s) "
                          "before it; the MLM joint constructions read it in place. Score it by the chain rule, or "
-                         "zero-shot (zeroshot.py), which reads it where it was trained")
+                         "zero-shot (`armlm zeroshot`), which reads it where it was trained")
     return method

@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from diagnostics import joints
-from diagnostics.sentences import Pair
-from diagnostics.tables import Candidates, PairTables, ar_pair_joint, mlm_pair_tables
+from armlm.diagnostics import joints
+from armlm.diagnostics.sentences import Pair
+from armlm.diagnostics.tables import Candidates, PairTables, ar_pair_joint, mlm_pair_tables
 
 MLM_CONSTRUCTIONS = ("mlm", "mrf", "mrf_logit", "hcb", "ag", "chain_rule")
 MLM_UNARY = "mlm_unary"  # the MLM's own conditionals: the U-PPL reference row

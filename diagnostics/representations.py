@@ -9,7 +9,7 @@
 - Self-similarity: mean cosine between occurrences of one word type in different contexts, against the
   same for occurrences of different types.
 
-They take token ids and return plain floats; diagnostics/discrepancy.py runs them for evaluate.py.
+They take token ids and return plain floats; diagnostics/discrepancy.py runs them for `armlm evaluate`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from models.attention import Attention
-from models.backbone import Transformer
+from armlm.common.errors import ArmlmError
+from armlm.models.attention import Attention
+from armlm.models.backbone import Transformer
 
 
 def linear_cka(x: Tensor, y: Tensor) -> float:

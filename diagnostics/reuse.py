@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from diagnostics.run import evaluate_config, run_diagnostics
+from armlm.diagnostics.run import evaluate_config, run_diagnostics
 
 
 def run_or_reuse(checkpoint: str | Path, out: str | Path, overrides: list[str]) -> Path:

@@ -1,4 +1,4 @@
-"""`python evaluate.py checkpoint=... data=... pairs=...`: the diagnostics of one checkpoint: independence
+"""`armlm evaluate checkpoint=... data=... pairs=...`: the diagnostics of one checkpoint: independence
 (pairwise joints, sequence scores) and, with representations.enabled, the per-layer representation ones.
 
 Writes, in the run folder: diagnostics.json (every figure), diagnostics.md (the tables) and TensorBoard
@@ -24,28 +24,33 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from common.atomic import atomic_write_artefact, atomic_write_text
-from common.config import compose_config
-from common.errors import ArmlmError, ArmlmFileError
-from common.units import likelihood_units, text_units
-from diagnostics.discrepancy import representation_report
-from diagnostics.likelihood import blocks_fingerprint, held_out_blocks, train_unigram_counts, unigram_nll_without_eod
-from diagnostics.methods import ScoringMethod, scoring_method
-from diagnostics.pairwise import PairwiseResult
-from diagnostics.report import markdown_report, tensorboard_scalars
-from diagnostics.scoring import Scorer, ordinary_tokens
-from diagnostics.sentences import PAIR_KINDS, Pair, sample_pairs, sentence_texts
-from diagnostics.tables import Candidates
-from models.attention import Attention
-from sources import ModelSource, open_source
-from sources.base import Backbone
+from armlm.common.atomic import atomic_write_artefact, atomic_write_text
+from armlm.common.config import compose_config
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.units import likelihood_units, text_units
+from armlm.diagnostics.discrepancy import representation_report
+from armlm.diagnostics.likelihood import (
+    blocks_fingerprint,
+    held_out_blocks,
+    train_unigram_counts,
+    unigram_nll_without_eod,
+)
+from armlm.diagnostics.methods import ScoringMethod, scoring_method
+from armlm.diagnostics.pairwise import PairwiseResult
+from armlm.diagnostics.report import markdown_report, tensorboard_scalars
+from armlm.diagnostics.scoring import Scorer, ordinary_tokens
+from armlm.diagnostics.sentences import PAIR_KINDS, Pair, sample_pairs, sentence_texts
+from armlm.diagnostics.tables import Candidates
+from armlm.models.attention import Attention
+from armlm.sources import ModelSource, open_source
+from armlm.sources.base import Backbone
 
 log = logging.getLogger("armlm.diagnostics")
 PAIR_CONTEXTS = ("sentence", "prefix")
 
 
 def evaluate_config(overrides: list[str]) -> DictConfig:
-    """configs/evaluate.yaml with overrides, for callers outside `python evaluate.py` (notebooks, bench)."""
+    """configs/evaluate.yaml with overrides, for callers outside `armlm evaluate` (notebooks, bench)."""
     return compose_config("evaluate", overrides)
 
 
@@ -178,11 +183,11 @@ def candidates_from(path: str, kind: str, pairs: list[Pair]) -> list[Candidates]
     report_path = Path(path)
     if not report_path.is_file():
         raise ArmlmFileError(f"candidates_from={path} does not exist; give the diagnostics.json of a "
-                                "finished evaluate.py run")
+                                "finished `armlm evaluate` run")
     part = json.loads(report_path.read_text()).get("pairwise", {}).get(kind)
     if part is None or "cand_i" not in part.get("per_pair", {}):
         raise ArmlmError(f"candidates_from={path} has no per-pair candidates for {kind} pairs; rerun it with "
-                         "this version of evaluate.py and the same kinds")
+                         "this version of `armlm evaluate` and the same kinds")
     theirs = [tuple(p) for p in part["per_pair"]["pair"]]
     ours = [(p.sentence, p.i, p.j) for p in pairs]
     if theirs != ours:

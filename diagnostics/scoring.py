@@ -12,9 +12,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
-from models.backbone import Transformer
+from armlm.common.errors import ArmlmError
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL, Attention
+from armlm.models.backbone import Transformer
 
 # Rows x positions x vocabulary entries held at once when scoring whole sequences (~64 MB of float32).
 LOGIT_BUDGET = 16 * 1024 * 1024

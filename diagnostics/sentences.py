@@ -16,10 +16,10 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from common.errors import ArmlmError
-from common.vocabulary import CLS, SPECIAL_TOKENS
-from datamodules.corpora import Corpus
-from datamodules.encoding import token_id
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import CLS, SPECIAL_TOKENS
+from armlm.datamodules.corpora import Corpus
+from armlm.datamodules.encoding import token_id
 
 # A sentence ends at . ! or ? followed by space and something that can start a sentence. Brown has one
 # sentence per line already; Wikipedia paragraphs need the split.

@@ -13,11 +13,11 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from diagnostics.joints import normalise_joint
-from diagnostics.scoring import choose_candidates
-from diagnostics.sentences import Pair
-from models.attention import BIDIRECTIONAL, Attention
+from armlm.common.errors import ArmlmError
+from armlm.diagnostics.joints import normalise_joint
+from armlm.diagnostics.scoring import choose_candidates
+from armlm.diagnostics.sentences import Pair
+from armlm.models.attention import BIDIRECTIONAL, Attention
 
 
 class MaskedLogits(Protocol):

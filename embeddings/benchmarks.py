@@ -20,8 +20,8 @@ import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 from scipy.stats import spearmanr
 
-from common.errors import ArmlmError, ArmlmFileError
-from embeddings.words import WordSplitter
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.embeddings.words import WordSplitter
 
 SIMILARITY_SETS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
 ANALOGY_SET = "questions-words.txt"

@@ -14,9 +14,9 @@ import torch
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from models.attention import Attention
-from sources.armlm import armlm_special_tokens
-from sources.base import Backbone, SpecialTokens
+from armlm.models.attention import Attention
+from armlm.sources.armlm import armlm_special_tokens
+from armlm.sources.base import Backbone, SpecialTokens
 
 
 @dataclass

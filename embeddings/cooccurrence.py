@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 from scipy import sparse
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 WEIGHTINGS = ("uniform", "harmonic")  # harmonic: a context d words away counts 1/d (GloVe's choice)
 

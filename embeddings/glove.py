@@ -17,7 +17,7 @@ from scipy import sparse
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 def weighting(x: Tensor, x_max: float = 100.0, alpha: float = 0.75) -> Tensor:

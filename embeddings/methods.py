@@ -10,10 +10,10 @@ import numpy as np
 from gensim.models import FastText, Word2Vec
 from gensim.models.keyedvectors import KeyedVectors
 
-from common.errors import ArmlmError
-from embeddings.cooccurrence import cooccurrence, vocabulary
-from embeddings.glove import train_glove
-from embeddings.ppmi import ppmi, svd_vectors
+from armlm.common.errors import ArmlmError
+from armlm.embeddings.cooccurrence import cooccurrence, vocabulary
+from armlm.embeddings.glove import train_glove
+from armlm.embeddings.ppmi import ppmi, svd_vectors
 
 
 class StaticMethod(ABC):

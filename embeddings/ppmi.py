@@ -7,7 +7,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.linalg import svds
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 def ppmi(counts: sparse.spmatrix, context_smoothing: float = 1.0) -> sparse.csr_matrix:

@@ -1,4 +1,4 @@
-"""`python embeddings.py`: train one static method on the pretraining corpus, or pool a checkpoint's states into
+"""`armlm embeddings`: train one static method on the pretraining corpus, or pool a checkpoint's states into
 type-level vectors per layer; score either on the word benchmarks and write `words.json` (and, for a static
 method, the vectors folder of embeddings.store)."""
 
@@ -14,17 +14,17 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from common.atomic import atomic_write_artefact
-from common.errors import ArmlmError
-from embeddings.benchmarks import score
-from embeddings.contextual import type_vectors
-from embeddings.cooccurrence import vocabulary
-from embeddings.methods import StaticMethod, keyed
-from embeddings.store import save_vectors
-from embeddings.words import WordSplitter
-from models.attention import Attention
-from sources import open_source
-from training.setup import build
+from armlm.common.atomic import atomic_write_artefact
+from armlm.common.errors import ArmlmError
+from armlm.embeddings.benchmarks import score
+from armlm.embeddings.contextual import type_vectors
+from armlm.embeddings.cooccurrence import vocabulary
+from armlm.embeddings.methods import StaticMethod, keyed
+from armlm.embeddings.store import save_vectors
+from armlm.embeddings.words import WordSplitter
+from armlm.models.attention import Attention
+from armlm.sources import open_source
+from armlm.training.setup import build
 
 log = logging.getLogger("armlm.embeddings")
 logging.getLogger("gensim").setLevel(logging.WARNING)  # one line per epoch and per save otherwise

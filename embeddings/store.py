@@ -1,4 +1,4 @@
-"""A static-vectors folder: what `embeddings.py method=...` writes and what fine-tuning and the benchmarks read.
+"""A static-vectors folder: what `armlm embeddings method=...` writes and what fine-tuning and the benchmarks read.
 
     vectors.kv        gensim KeyedVectors (`KeyedVectors.load`; fastText's keep their n-grams)
     vectors.txt       the same words in word2vec's text format (`KeyedVectors.load_word2vec_format`)
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 
-from common.atomic import atomic_write_artefact
-from common.errors import ArmlmFileError
-from embeddings.words import WordSplitter
+from armlm.common.atomic import atomic_write_artefact
+from armlm.common.errors import ArmlmFileError
+from armlm.embeddings.words import WordSplitter
 
 VECTORS, TEXT, TOKENIZER, SUMMARY = "vectors.kv", "vectors.txt", "tokenizer.json", "summary.json"
 
@@ -68,7 +68,7 @@ def load_vectors(folder: str | Path) -> StaticVectors:
     folder = Path(folder)
     missing = [name for name in (VECTORS, TOKENIZER, SUMMARY) if not (folder / name).is_file()]
     if missing:
-        raise ArmlmFileError(f"{folder} lacks {missing}: give the folder of a finished `python embeddings.py "
+        raise ArmlmFileError(f"{folder} lacks {missing}: give the folder of a finished `armlm embeddings "
                                 "method=...` run")
     return StaticVectors(folder, KeyedVectors.load(str(folder / VECTORS)),
                          (folder / TOKENIZER).read_text(encoding="utf-8"),

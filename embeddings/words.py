@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from tokenizers import Tokenizer, pre_tokenizers
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 MAX_SENTENCE_WORDS = 1000  # gensim reads at most 10,000 words of a sentence; lines are cut well below that
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from finetune.run import run_finetune
-from finetune.static import run_static_finetune
-from training.disk_full import reporting_full_disk
-from training.setup import command_line_overrides, resolve_last_checkpoint
-from training.trainer import quiet_lightning
+from armlm.finetune.run import run_finetune
+from armlm.finetune.static import run_static_finetune
+from armlm.training.disk_full import reporting_full_disk
+from armlm.training.setup import command_line_overrides, resolve_last_checkpoint
+from armlm.training.trainer import quiet_lightning
 
 
 def finetune(cfg: DictConfig) -> dict[str, Any]:

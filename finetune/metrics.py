@@ -17,9 +17,9 @@ from torch import Tensor
 from torchmetrics import Accuracy, F1Score, Metric, MetricCollection, PearsonCorrCoef, SpearmanCorrCoef
 from torchmetrics.classification import BinaryMatthewsCorrCoef
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX
-from datamodules.finetune import TaskInfo
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.finetune import TaskInfo
 
 
 class MatthewsCorrelation(BinaryMatthewsCorrCoef):

@@ -14,12 +14,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from common.migrations import FINETUNE_FEATURES_BEFORE
-from finetune.task_module import TaskModule, metric_tag
-from models.attention import Attention
-from models.heads import POOLINGS, ClassificationHead, ScalarMix, TaggingHead, pool
-from sources import backbone_for
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import FINETUNE_FEATURES_BEFORE
+from armlm.finetune.task_module import TaskModule, metric_tag
+from armlm.models.attention import Attention
+from armlm.models.heads import POOLINGS, ClassificationHead, ScalarMix, TaggingHead, pool
+from armlm.sources import backbone_for
 
 MODES = ("full", "features")
 FEATURES = ("concat", "scalar_mix")

@@ -15,15 +15,15 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from common.errors import ArmlmError
-from common.migrations import migrate_finetune_hparams
-from datamodules.finetune import FinetuneDataModule, TaskInfo
-from finetune.metrics import ITEMS_FILE, item_record, task_metrics
-from finetune.module import FinetuneModule
-from models.checkpoint import read_hyperparameters
-from sources import ModelSource, open_source
-from training.setup import build, choose_cpu_precision, differences
-from training.trainer import (
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_finetune_hparams
+from armlm.datamodules.finetune import FinetuneDataModule, TaskInfo
+from armlm.finetune.metrics import ITEMS_FILE, item_record, task_metrics
+from armlm.finetune.module import FinetuneModule
+from armlm.models.checkpoint import read_hyperparameters
+from armlm.sources import ModelSource, open_source
+from armlm.training.setup import build, choose_cpu_precision, differences
+from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
     checkpoints,
@@ -32,7 +32,7 @@ from training.trainer import (
     write_items,
     write_result,
 )
-from training.validate import check_finetune_settings
+from armlm.training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
@@ -140,7 +140,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
     if not cfg.pretrained:
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
-                         "pretraining run folder> (or, for conll2003, vectors=<embeddings.py run folder>)")
+                         "pretraining run folder> (or, for conll2003, vectors=<`armlm embeddings` run folder>)")
     trust = bool(cfg.get("trust_remote_code", False))
     source = open_source(cfg.pretrained, trust_remote_code=trust)
     settings = resolve_settings(cfg.finetune, source)

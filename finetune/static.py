@@ -1,4 +1,4 @@
-"""Feature-based NER on static word vectors: `python train.py task=conll2003 vectors=<embeddings.py folder>`.
+"""Feature-based NER on static word vectors: `python train.py task=conll2003 vectors=<`armlm embeddings` folder>`.
 
 The sentence is encoded with the vectors' own tokenizer (the pretraining one), exactly as a checkpoint's NER
 run encodes it, so the same words reach the length cut and are scored as misses. Each word's vector (the mean of
@@ -22,18 +22,18 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.migrations import migrate_finetune_hparams
-from datamodules.finetune import ConllDataModule
-from embeddings.store import StaticVectors, load_vectors
-from embeddings.words import WordSplitter
-from finetune.run import at_length_cap, finite_or_none, majority_baseline
-from finetune.task_module import TaskModule
-from models.checkpoint import read_hyperparameters
-from models.heads import TaggingHead
-from training.setup import build, choose_cpu_precision, differences
-from training.trainer import build_trainer, checkpoints, write_result
-from training.validate import check_finetune_settings
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_finetune_hparams
+from armlm.datamodules.finetune import ConllDataModule
+from armlm.embeddings.store import StaticVectors, load_vectors
+from armlm.embeddings.words import WordSplitter
+from armlm.finetune.run import at_length_cap, finite_or_none, majority_baseline
+from armlm.finetune.task_module import TaskModule
+from armlm.models.checkpoint import read_hyperparameters
+from armlm.models.heads import TaggingHead
+from armlm.training.setup import build, choose_cpu_precision, differences
+from armlm.training.trainer import build_trainer, checkpoints, write_result
+from armlm.training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 

@@ -12,12 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.migrations import SCHEMA_VERSION, task_info_defaults
-from common.provenance import armlm_commit
-from common.seeding import seed_dropout
-from datamodules.finetune import TaskInfo
-from finetune.metrics import task_metrics
-from training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
+from armlm.common.migrations import SCHEMA_VERSION, task_info_defaults
+from armlm.common.provenance import armlm_commit
+from armlm.common.seeding import seed_dropout
+from armlm.datamodules.finetune import TaskInfo
+from armlm.finetune.metrics import task_metrics
+from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
 
 
 def metric_tag(task: str, split: str, metric: str) -> str:

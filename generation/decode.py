@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from generation.sampling import SamplingSettings, sample
-from models.attention import BIDIRECTIONAL
-from models.backbone import Transformer
-from objectives.base import Objective
-from sources.base import Reading, as_reading, causal_next_token_states
+from armlm.common.errors import ArmlmError
+from armlm.generation.sampling import SamplingSettings, sample
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import Objective
+from armlm.sources.base import Reading, as_reading, causal_next_token_states
 
 UNMASKING_ORDERS = ("confidence", "random")
 
@@ -103,7 +103,7 @@ GENERATORS: dict[str, Sampler] = {
 
 def generator_for(reading: Reading | type[Objective]) -> Sampler:
     reading = as_reading(reading)
-    reading.refuse_unless_language_model("sampling (generate.py)")
+    reading.refuse_unless_language_model("sampling (`armlm generate`)")
     method = GENERATORS.get(reading.scoring)
     if method is None:
         raise ArmlmError(f"{reading.name} declares scoring={reading.scoring!r}, for which "

@@ -1,4 +1,4 @@
-"""`python generate.py checkpoint=<ckpt or run folder> prompt="..."`: samples from a pretraining checkpoint, printed
+"""`armlm generate checkpoint=<ckpt or run folder> prompt="..."`: samples from a pretraining checkpoint, printed
 and written to <run folder>/samples.json."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import torch
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError
-from common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
-from datamodules.encoding import token_id
-from generation.decode import Request, generator_for
-from generation.sampling import SamplingSettings
-from sources.base import Reading
-from training.pretrained import load_pretrained
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
+from armlm.datamodules.encoding import token_id
+from armlm.generation.decode import Request, generator_for
+from armlm.generation.sampling import SamplingSettings
+from armlm.sources.base import Reading
+from armlm.training.pretrained import load_pretrained
 
 log = logging.getLogger("armlm.generate")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-"""Taking a model out of armlm: export to Hugging Face transformers (export.py) and the modelling file it ships."""
+"""Taking a model out of armlm: export to Hugging Face transformers (`armlm export`) and the modelling file it ships."""

@@ -9,8 +9,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from interchange.parity import PARITY_TOLERANCE, ParityReport
-from interchange.source import ExportSource
+from armlm.interchange.parity import PARITY_TOLERANCE, ParityReport
+from armlm.interchange.source import ExportSource
 
 
 def run_record(checkpoint: Path) -> dict[str, Any]:

@@ -33,17 +33,17 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from common.errors import ArmlmError
-from common.provenance import armlm_commit
-from common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
-from datamodules.encoding import encode_pair, token_id
-from generation.run import encode_prompt
-from interchange import gpt2, modeling_armlm
-from interchange.card import model_card
-from interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
-from interchange.source import ExportSource, read_source, trained_positions
-from interchange.tokenizer import exported_tokenizer, save_tokenizer
-from training.milestones import milestone_name
+from armlm.common.errors import ArmlmError
+from armlm.common.provenance import armlm_commit
+from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
+from armlm.datamodules.encoding import encode_pair, token_id
+from armlm.generation.run import encode_prompt
+from armlm.interchange import gpt2, modeling_armlm
+from armlm.interchange.card import model_card
+from armlm.interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
+from armlm.interchange.source import ExportSource, read_source, trained_positions
+from armlm.interchange.tokenizer import exported_tokenizer, save_tokenizer
+from armlm.training.milestones import milestone_name
 
 log = logging.getLogger("armlm.export")
 
@@ -106,7 +106,7 @@ def write_folder(source: ExportSource, folder: Path, ids: dict[str, int],
                                       model_max_length=source.trained_length or source.model["max_len"],
                                       with_token_types=not source.is_causal_lm)
     if source.is_causal_lm:
-        # Greedy by default, never proposing a special token but [EOD], where it stops: armlm's generate.py.
+        # Greedy by default, never proposing a special token but [EOD], where it stops: armlm's `armlm generate`.
         model.generation_config = GenerationConfig(
             bos_token_id=ids[CLS], eos_token_id=ids[EOD], pad_token_id=ids[PAD], use_cache=native,
             suppress_tokens=[i for token, i in ids.items() if token != EOD])

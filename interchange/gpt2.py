@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from common.errors import ArmlmError
-from interchange.source import ExportSource
+from armlm.common.errors import ArmlmError
+from armlm.interchange.source import ExportSource
 
 # The fold adds b_v u / c to head row v. Rounding of h reaches logit v through that row, so the fold multiplies a
 # logit's rounding error by about the row's growth over the tied row it replaces (`fold_growth`). In fp32 that stays

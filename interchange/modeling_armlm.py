@@ -262,7 +262,7 @@ class ArmlmForCausalLM(LanguageModel, GenerationMixin):
             raise ValueError("the input starts with [CLS] [CLS]: the tokenizer already begins every text with [CLS] "
                              "and the caller added another. With lm-evaluation-harness's hf backend pass "
                              "add_bos_token=False for loglikelihood_rolling tasks (perplexity), or use armlm's own "
-                             "`python harness.py --model armlm`")
+                             "`armlm harness --model armlm`")
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 labels: Tensor | None = None, **kwargs) -> CausalLMOutput:

@@ -14,20 +14,20 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from transformers import AutoModelForCausalLM, pipeline
 
-from common.errors import ArmlmError
-from common.migrations import migrate_finetune_hparams
-from common.vocabulary import EOD, MASK
-from datamodules.encoding import token_id
-from finetune.module import FinetuneModule
-from generation.decode import Request, left_to_right
-from generation.run import banned_tokens, encode_prompt
-from generation.sampling import SamplingSettings
-from interchange.source import ExportSource
-from models.attention import BIDIRECTIONAL
-from models.backbone import Transformer
-from models.checkpoint import hyperparameters, read_checkpoint
-from objectives.base import Objective
-from training.pretrained import load_pretrained
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_finetune_hparams
+from armlm.common.vocabulary import EOD, MASK
+from armlm.datamodules.encoding import token_id
+from armlm.finetune.module import FinetuneModule
+from armlm.generation.decode import Request, left_to_right
+from armlm.generation.run import banned_tokens, encode_prompt
+from armlm.generation.sampling import SamplingSettings
+from armlm.interchange.source import ExportSource
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import Transformer
+from armlm.models.checkpoint import hyperparameters, read_checkpoint
+from armlm.objectives.base import Objective
+from armlm.training.pretrained import load_pretrained
 
 # Sentences export checks itself on (tests use real corpus sentences too); different lengths, so a batch pads.
 CHECK_SENTENCES = (
@@ -89,7 +89,7 @@ def armlm_backbone(checkpoint: str | Path) -> tuple[Transformer, type[Objective]
 @torch.no_grad()
 def generate_agreement(checkpoint: str | Path, folder: Path, prompts: list[str], new_tokens: int = 12) -> int:
     """How many prompts greedy `generate()` on the exported folder (its own defaults) continues exactly as armlm's
-    greedy sampler does with generate.py's settings (special tokens but [EOD] banned, stop at [EOD])."""
+    greedy sampler does with `armlm generate`'s settings (special tokens but [EOD] banned, stop at [EOD])."""
     model, objective, tokenizer = armlm_backbone(checkpoint)
     hf = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
     eod = token_id(tokenizer, EOD)

@@ -9,13 +9,13 @@ from typing import Any
 
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.migrations import migrate_finetune_hparams
-from models.backbone import ModelConfig
-from models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
-from objectives.base import refuse_unless_language_model
-from sources import SOURCE_KEY
-from training.pretrained import load_pretrained
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_finetune_hparams
+from armlm.models.backbone import ModelConfig
+from armlm.models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
+from armlm.objectives.base import refuse_unless_language_model
+from armlm.sources import SOURCE_KEY
+from armlm.training.pretrained import load_pretrained
 
 HEAD_PREFIX = "head."
 FINETUNED_BACKBONE_PREFIX = "backbone."
@@ -75,7 +75,7 @@ def read_source(path: str | Path) -> ExportSource:
     pretrained = load_pretrained(ckpt_path)
     cls = pretrained.objective_class
     # armlm's modelling file is a causal or a masked LM: an ElectraForPreTraining export is not written
-    refuse_unless_language_model(cls, "export as a causal or masked LM (export.py)")
+    refuse_unless_language_model(cls, "export as a causal or masked LM (`armlm export`)")
     weights = dict(pretrained.weights)
     lm_bias = weights.pop("lm_bias")
     return ExportSource(

@@ -23,7 +23,7 @@ from tokenizers import Regex, Tokenizer, decoders
 from tokenizers.processors import TemplateProcessing
 from transformers import PreTrainedTokenizerFast
 
-from common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
+from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
 
 
 def exported_tokenizer(tokenizer_json: str, *, finetuned: bool, model_max_length: int,

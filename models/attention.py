@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 KINDS = ("causal", "bidirectional", "prefix", "mask")
 STATIC_KINDS = ("causal", "bidirectional")  # the ones that need no per-input tensor (fine-tuning, diagnostics)

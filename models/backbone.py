@@ -17,13 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX
-from models.attention import Attention, attend, attention_share, sdpa_arguments
-from models.flops import forward_flops
-from models.lm_loss import linear_cross_entropy, matmul_dtype, weighted_linear_cross_entropy
-from models.rotary import Rotary
-from models.rows import every_row, take
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.models.attention import Attention, attend, attention_share, sdpa_arguments
+from armlm.models.flops import forward_flops
+from armlm.models.lm_loss import linear_cross_entropy, matmul_dtype, weighted_linear_cross_entropy
+from armlm.models.rotary import Rotary
+from armlm.models.rows import every_row, take
 
 NORM_POSITIONS = ("pre", "post")
 POSITION_KINDS = ("learned", "rope")

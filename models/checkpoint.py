@@ -12,8 +12,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError, ArmlmFileError
-from models.backbone import Transformer
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.migrations import migrate_code_references
+from armlm.models.backbone import Transformer
 
 BACKBONE_PREFIX = "model."  # the pretraining LightningModule keeps the backbone under `model`
 
@@ -36,7 +37,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint's dict, read with weights_only=True (memory-mapped: a resume check reads only the
-    hyperparameters); anything else armlm did not write is refused."""
+    hyperparameters); anything else armlm did not write is refused. The code its hyperparameters name is named as
+    today (common.migrations.migrate_code_references: checkpoints written before the `armlm` namespace)."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all
@@ -44,6 +46,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
                          "that armlm wrote") from err
     if not isinstance(ckpt, dict):
         raise ArmlmError(f"{path} holds a {type(ckpt).__name__}, not an armlm checkpoint")
+    if isinstance(ckpt.get("hyper_parameters"), dict):
+        ckpt["hyper_parameters"] = migrate_code_references(ckpt["hyper_parameters"])
     return ckpt
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 TRAINING_PASSES = 3  # forward + backward (two matmuls per forward one: the input and the weight gradients)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 POOLINGS = ("first", "last", "mean")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX
-from models.rows import every_row
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.models.rows import every_row
 
 # Logits per block of rows. On a CPU the block should stay in the last-level cache (16 MB of fp32); on a GPU
 # blocking only bounds memory, and bigger blocks keep its matmuls large (512 MB: 2 blocks at BERT-base, 16 x 512).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from models.attention import CAUSAL
-from models.backbone import Transformer
-from models.rows import flops_rows
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+from armlm.models.attention import CAUSAL
+from armlm.models.backbone import Transformer
+from armlm.models.rows import flops_rows
+from armlm.objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 
 def next_token_loss(batch: Batch, model: Transformer) -> LossOutput:

@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX, Vocabulary
-from models.attention import CAUSAL, Attention
-from models.backbone import Transformer
-from models.rows import every_row
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX, Vocabulary
+from armlm.models.attention import CAUSAL, Attention
+from armlm.models.backbone import Transformer
+from armlm.models.rows import every_row
 
 Batch = dict[str, Tensor]
 __all__ = ["IGNORE_INDEX", "NOT_A_LANGUAGE_MODEL", "Batch", "LossOutput", "Objective", "TrainingProgress", "mean_or_zero",

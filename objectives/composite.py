@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 from hydra.utils import get_class
 from torch import nn
 
-from common.errors import ArmlmError
-from common.vocabulary import Vocabulary
-from objectives.base import Objective, TrainingProgress
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import Vocabulary
+from armlm.objectives.base import Objective, TrainingProgress
 
 # What fine-tuning, diagnostics, zero-shot scoring, sampling and export ask of a checkpoint's objective class.
 DOWNSTREAM_ATTRIBUTES = ("pretraining_attention", "finetune_attention", "scoring", "masked_conditionals",

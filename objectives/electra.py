@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from models.flops import linear_flops
-from models.rows import flops_rows, take
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, mean_or_zero, summed_token_nll, target_positions
-from objectives.generator import GeneratorCorruption, Replaced
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.models.flops import linear_flops
+from armlm.models.rows import flops_rows, take
+from armlm.objectives.base import IGNORE_INDEX, Batch, LossOutput, mean_or_zero, summed_token_nll, target_positions
+from armlm.objectives.generator import GeneratorCorruption, Replaced
 
 RTD_POSITIONS = ("all", "masked")
 Extras = dict[str, tuple[Tensor, Tensor | int]]

@@ -10,15 +10,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from common.vocabulary import Vocabulary
-from models.attention import Attention, attention_share, sdpa_arguments
-from models.backbone import Block, ModelConfig, Transformer
-from models.flops import forward_flops, linear_flops
-from models.lm_loss import matmul_dtype
-from models.rows import flops_rows, put, take
-from objectives.base import IGNORE_INDEX, NOT_A_LANGUAGE_MODEL, Batch, Objective
-from objectives.mlm import MaskedLM
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import Vocabulary
+from armlm.models.attention import Attention, attention_share, sdpa_arguments
+from armlm.models.backbone import Block, ModelConfig, Transformer
+from armlm.models.flops import forward_flops, linear_flops
+from armlm.models.lm_loss import matmul_dtype
+from armlm.models.rows import flops_rows, put, take
+from armlm.objectives.base import IGNORE_INDEX, NOT_A_LANGUAGE_MODEL, Batch, Objective
+from armlm.objectives.mlm import MaskedLM
 
 HEAD_WIDTH = 64  # ELECTRA's generator keeps BERT's 64-wide heads: max(1, width // 64) of them
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.errors import ArmlmError
-from objectives.mixture import RowMixture
+from armlm.common.errors import ArmlmError
+from armlm.objectives.mixture import RowMixture
 
 
 class HybridLM(RowMixture):

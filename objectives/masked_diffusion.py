@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX, Vocabulary
-from models.backbone import Transformer
-from models.rows import flops_rows, take
-from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
-from objectives.mlm import mask_share
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX, Vocabulary
+from armlm.models.backbone import Transformer
+from armlm.models.rows import flops_rows, take
+from armlm.objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
+from armlm.objectives.mlm import mask_share
 
 
 def stratified_rates(batch_size: int, eps: float, generator: torch.Generator | None, device: torch.device) -> Tensor:

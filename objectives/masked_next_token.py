@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from models.rows import flops_rows, take
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, TrainingProgress, mean_or_zero, summed_token_nll
-from objectives.mlm import MaskedLM, mask_share
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.models.rows import flops_rows, take
+from armlm.objectives.base import IGNORE_INDEX, Batch, LossOutput, TrainingProgress, mean_or_zero, summed_token_nll
+from armlm.objectives.mlm import MaskedLM, mask_share
 
 CORRUPTION_UNITS = ("span", "token")
 

@@ -9,11 +9,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from objectives.base import Batch, LossOutput
-from objectives.composite import DOWNSTREAM_ATTRIBUTES, Composite
-from objectives.mlm import mask_share
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import Batch, LossOutput
+from armlm.objectives.composite import DOWNSTREAM_ATTRIBUTES, Composite
+from armlm.objectives.mlm import mask_share
 
 
 def apportion(weights: list[float], rows: int) -> list[int]:

@@ -8,11 +8,11 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.vocabulary import Vocabulary
-from models.backbone import Transformer
-from models.rows import flops_rows, take
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import Vocabulary
+from armlm.models.backbone import Transformer
+from armlm.models.rows import flops_rows, take
+from armlm.objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 REPLACEMENT_DISTRIBUTIONS = ("unigram", "uniform")
 

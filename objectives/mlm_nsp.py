@@ -7,13 +7,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from models.flops import linear_flops
-from models.heads import ClassificationHead
-from models.rows import every_row
-from objectives.base import Batch, LossOutput, mean_or_zero
-from objectives.mlm import MaskedLM, mask_share
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.models.flops import linear_flops
+from armlm.models.heads import ClassificationHead
+from armlm.models.rows import every_row
+from armlm.objectives.base import Batch, LossOutput, mean_or_zero
+from armlm.objectives.mlm import MaskedLM, mask_share
 
 
 class MaskedLMWithNSP(MaskedLM):

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from objectives.base import Batch, LossOutput, TrainingProgress
-from objectives.composite import DOWNSTREAM_ATTRIBUTES, VALIDATION_ATTRIBUTES, Composite
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import Batch, LossOutput, TrainingProgress
+from armlm.objectives.composite import DOWNSTREAM_ATTRIBUTES, VALIDATION_ATTRIBUTES, Composite
 
 log = logging.getLogger("armlm.train")
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.vocabulary import IGNORE_INDEX, Vocabulary
-from models.attention import Attention
-from models.backbone import Transformer
-from models.rows import every_row, flops_rows, take
-from objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import IGNORE_INDEX, Vocabulary
+from armlm.models.attention import Attention
+from armlm.models.backbone import Transformer
+from armlm.models.rows import every_row, flops_rows, take
+from armlm.objectives.base import Batch, LossOutput, Objective, mean_or_zero, target_positions
 
 TARGET_CHOICES = ("spans", "tokens")
 NON_TARGET_CHOICES = ("bidirectional", "ordered")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from common.errors import ArmlmError
-from models.attention import Attention
-from models.backbone import Transformer
-from models.rows import flops_rows, take
-from objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
+from armlm.common.errors import ArmlmError
+from armlm.models.attention import Attention
+from armlm.models.backbone import Transformer
+from armlm.models.rows import flops_rows, take
+from armlm.objectives.base import IGNORE_INDEX, Batch, LossOutput, Objective, mean_or_zero, summed_token_nll
 
 
 class PrefixLM(Objective):

@@ -23,12 +23,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.findings_markdown import findings_markdown  # noqa: E402
-from analysis.findings_report import checks_table, judge_family  # noqa: E402
-from analysis.registrations import StudySpec  # noqa: E402
-from analysis.study_runs import StudyRuns  # noqa: E402
-from common.atomic import atomic_write_text  # noqa: E402
-from common.errors import ArmlmError  # noqa: E402
+from armlm.analysis.findings_markdown import findings_markdown  # noqa: E402
+from armlm.analysis.findings_report import checks_table, judge_family  # noqa: E402
+from armlm.analysis.registrations import StudySpec  # noqa: E402
+from armlm.analysis.study_runs import StudyRuns  # noqa: E402
+from armlm.common.atomic import atomic_write_text  # noqa: E402
+from armlm.common.errors import ArmlmError  # noqa: E402
 
 AMENDMENT = "2026-12-04-crossed"
 # record -> the config that is still its registration (amended since its report was frozen); v1's records

@@ -37,8 +37,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common.atomic import atomic_write_text  # noqa: E402  (the repository on the path first)
-from common.migrations import task_info_defaults  # noqa: E402  (the tasks' metrics before schema 2)
+from armlm.common.atomic import atomic_write_text  # noqa: E402  (the repository on the path first)
+from armlm.common.migrations import task_info_defaults  # noqa: E402  (the tasks' metrics before schema 2)
 
 VERSION = 3
 ARTEFACTS = {"summary.json", "results.json", "stage.json", "diagnostics.json", "zeroshot.json", "kept.json",

@@ -9,11 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from common.errors import ArmlmError
-from models.backbone import ModelConfig, Transformer
-from sources.armlm import open_armlm
-from sources.base import SOURCE_KEY, ModelSource, Reading, SpecialTokens
-from sources.huggingface import HUB_PREFIX, is_huggingface_folder, open_huggingface
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.sources.armlm import open_armlm
+from armlm.sources.base import SOURCE_KEY, ModelSource, Reading, SpecialTokens
+from armlm.sources.huggingface import HUB_PREFIX, is_huggingface_folder, open_huggingface
 
 __all__ = ["SOURCE_KEY", "ModelSource", "Reading", "SpecialTokens", "backbone_for", "open_source"]
 

@@ -9,13 +9,13 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from common.atomic import read_artefact
-from common.errors import ArmlmError
-from common.vocabulary import CLS, EOD, MASK, PAD, SEP, SPECIAL_TOKENS, UNK
-from datamodules.encoding import token_id
-from models.backbone import ModelConfig
-from sources.base import Backbone, ModelSource, Reading, SpecialTokens
-from training.pretrained import load_pretrained
+from armlm.common.atomic import read_artefact
+from armlm.common.errors import ArmlmError
+from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SEP, SPECIAL_TOKENS, UNK
+from armlm.datamodules.encoding import token_id
+from armlm.models.backbone import ModelConfig
+from armlm.sources.base import Backbone, ModelSource, Reading, SpecialTokens
+from armlm.training.pretrained import load_pretrained
 
 
 def armlm_special_tokens(tokenizer: Tokenizer) -> SpecialTokens:

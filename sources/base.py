@@ -16,10 +16,10 @@ from typing import Any, Protocol
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from common.errors import ArmlmError
-from datamodules.encoding import TaskFrame
-from models.attention import CAUSAL, Attention
-from objectives.base import NOT_A_LANGUAGE_MODEL, Objective
+from armlm.common.errors import ArmlmError
+from armlm.datamodules.encoding import TaskFrame
+from armlm.models.attention import CAUSAL, Attention
+from armlm.objectives.base import NOT_A_LANGUAGE_MODEL, Objective
 
 
 class Backbone(Protocol):

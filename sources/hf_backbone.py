@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from common.errors import ArmlmError
-from models.attention import Attention
+from armlm.common.errors import ArmlmError
+from armlm.models.attention import Attention
 
 PROBE_TOLERANCE = 1e-4  # head(base(x)) against the model's own logits, fp32
 

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from common.errors import ArmlmError
-from sources.base import ModelSource, Reading, SpecialTokens, causal_next_token_states
-from sources.hf_backbone import HuggingFaceBackbone, probe_head, switched_attention
+from armlm.common.errors import ArmlmError
+from armlm.sources.base import ModelSource, Reading, SpecialTokens, causal_next_token_states
+from armlm.sources.hf_backbone import HuggingFaceBackbone, probe_head, switched_attention
 
 HUB_PREFIX = "hf:"
 UNSET_MAX_LENGTH = 1_000_000  # transformers writes ~1e30 where a tokenizer has no model_max_length

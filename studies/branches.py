@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 
 def check_branches(study: DictConfig) -> None:

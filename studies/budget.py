@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}

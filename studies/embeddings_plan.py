@@ -15,9 +15,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from common.errors import ArmlmError
-from studies.plan import Stage, arms_of, check_finding_arms, seed_folder, seeds_of
-from studies.stages import done_file
+from armlm.common.errors import ArmlmError
+from armlm.studies.plan import Stage, arms_of, check_finding_arms, seed_folder, seeds_of
+from armlm.studies.stages import done_file
 
 ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
 
@@ -40,8 +40,8 @@ def check_embeddings_study(cfg: DictConfig) -> None:
 
 
 def plan(cfg: DictConfig) -> list[Stage]:
-    """Per seed and arm: the embed stage (embeddings.py), then NER on what it gives; a contextual arm also gets
-    the learning gate's likelihood (evaluate.py), as every pretraining arm of the findings study does."""
+    """Per seed and arm: the embed stage (`armlm embeddings`), then NER on what it gives; a contextual arm also gets
+    the learning gate's likelihood (`armlm evaluate`), as every pretraining arm of the findings study does."""
     check_embeddings_study(cfg)
     study, source = cfg.study, Path(cfg.checkpoints_from)
     shared = [f"data={cfg.corpus}", *[str(s) for s in study.get("embed_settings") or []]]

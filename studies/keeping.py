@@ -30,13 +30,13 @@ import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common.atomic import atomic_file, atomic_write_artefact
-from common.errors import ArmlmError
-from common.machine import cpu_has_bf16_units, cpu_model
-from common.provenance import armlm_commit
-from common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
-from studies.plan import Stage
-from studies.runner import RECORD as STAGE_RECORD
+from armlm.common.atomic import atomic_file, atomic_write_artefact
+from armlm.common.errors import ArmlmError
+from armlm.common.machine import cpu_has_bf16_units, cpu_model
+from armlm.common.provenance import armlm_commit
+from armlm.common.scalars import SCALARS_CSV, event_scalars, write_scalars_csv
+from armlm.studies.plan import Stage
+from armlm.studies.runner import RECORD as STAGE_RECORD
 
 log = logging.getLogger("armlm.study")
 KEPT_SUFFIXES = {".json", ".yaml", ".md", ".csv"}

@@ -19,11 +19,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.runs import FINETUNE_SEED_SUFFIX
-from common.errors import ArmlmError
-from studies.branches import branch_overrides, check_branches, trunk_overrides
-from studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
-from studies.stages import StageKind, done_file, stage_kind
+from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.common.errors import ArmlmError
+from armlm.studies.branches import branch_overrides, check_branches, trunk_overrides
+from armlm.studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
+from armlm.studies.stages import StageKind, done_file, stage_kind
 
 # An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
 # budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
@@ -57,17 +57,13 @@ class Stage:
         return stage_kind(self.kind)
 
     @property
-    def script(self) -> str:
-        return self.command.script
-
-    @property
     def done_file(self) -> Path:
         return self.folder / done_file(self.kind)
 
     def record(self) -> dict[str, Any]:
-        """What stage.json keeps, to tell a finished stage of this study from one of another."""
-        return {"kind": self.kind, "arm": self.arm, "seed": self.seed, "script": self.script,
-                "overrides": list(self.overrides)}
+        """What stage.json keeps, to tell a finished stage of this study from one of another (the command follows from
+        the kind; stage.json written before the `armlm` namespace also names its script, which is not compared)."""
+        return {"kind": self.kind, "arm": self.arm, "seed": self.seed, "overrides": list(self.overrides)}
 
 
 def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
@@ -206,7 +202,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
             if arm.get("diagnose", not arm.get("from_arm")):
                 stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained, needs,
                                              [*reading, *_strings(arm.get("diagnose_settings"))]))
-            # Zero-shot scoring (zeroshot.py, BLiMP), in a study that asks for it: every pretraining arm unless
+            # Zero-shot scoring (`armlm zeroshot`, BLiMP), in a study that asks for it: every pretraining arm unless
             # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
             if study.get("zeroshot") is not None and arm.get("zeroshot", not arm.get("from_arm")):
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(

@@ -1,5 +1,5 @@
 """A study: every arm x seed pretrained, fine-tuned and diagnosed, each stage its own run, then the study's report
-(tables and figures under <root>/report). `armlm study ...` (or `python study.py ...`) runs `study`.
+(tables and figures under <root>/report). `armlm study ...` (or `armlm study ...`) runs `study`.
 
     armlm study study=ar_vs_mlm scale=smoke seeds=1          # minutes on a CPU
     armlm study study=ar_vs_mlm dry_run=true                 # list the stages and their commands
@@ -24,14 +24,14 @@ from typing import Any
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.findings_report import write_findings
-from analysis.registrations import StudySpec
-from common.atomic import atomic_write_text
-from common.errors import ArmlmError
-from studies.keeping import record_finished, restore_recorded
-from studies.plan import Stage, describe
-from studies.runner import Outcome, check_root, run_stages
-from studies.stages import STAGE_KINDS
+from armlm.analysis.findings_report import write_findings
+from armlm.analysis.registrations import StudySpec
+from armlm.common.atomic import atomic_write_text
+from armlm.common.errors import ArmlmError
+from armlm.studies.keeping import record_finished, restore_recorded
+from armlm.studies.plan import Stage, describe
+from armlm.studies.runner import Outcome, check_root, run_stages
+from armlm.studies.stages import STAGE_KINDS
 
 log = logging.getLogger("armlm.study")
 
@@ -53,7 +53,7 @@ def keep_finished(stages: list, root: Path, record: Path) -> None:
 
 
 def write_study_report(cfg: DictConfig, root: Path) -> None:
-    written = get_method(cfg.study.get("report") or "analysis.study_report.write_report")(root)
+    written = get_method(cfg.study.get("report") or "armlm.analysis.study_report.write_report")(root)
     if cfg.study.get("findings"):
         written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
     log.info("report: %s", ", ".join(str(p) for p in written))
@@ -78,7 +78,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
-    planner = get_method(cfg.study.get("planner") or "studies.plan.plan")
+    planner = get_method(cfg.study.get("planner") or "armlm.studies.plan.plan")
     stages = of_kinds(planner(cfg), cfg.get("stages"))
     whole = cfg.arm is None and cfg.seed is None and cfg.get("stages") is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))

@@ -22,10 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from common.atomic import atomic_write_artefact, read_artefact
-from common.config import REPO, compose_config
-from common.errors import ArmlmError
-from studies.plan import Stage
+from armlm.common.atomic import atomic_write_artefact, read_artefact
+from armlm.common.commands import Command, script_path
+from armlm.common.config import compose_config
+from armlm.common.errors import ArmlmError
+from armlm.studies.plan import Stage
 
 log = logging.getLogger("armlm.study")
 RECORD = "stage.json"
@@ -79,7 +80,15 @@ def command(stage: Stage, prefix: dict[str, list[str]]) -> tuple[list[str], str]
     """The stage's command line, resuming from its last checkpoint if an earlier launch left one."""
     resume, note = resume_overrides(stage)
     overrides = [*stage.overrides, f"hydra.run.dir={stage.folder}", *resume]
-    return [*prefix.get(stage.kind, []), sys.executable, str(REPO / stage.script), *overrides], note
+    return [*prefix.get(stage.kind, []), *process_line(stage), *overrides], note
+
+
+def process_line(stage: Stage) -> list[str]:
+    """How a stage's process starts: the checkout's script where it has one (Lightning restarts DDP ranks from it),
+    else the installed command line, `python -m armlm <command>`."""
+    kind = stage.command
+    script = script_path(Command(kind.command, "", "", kind.run, kind.config, kind.script))
+    return [sys.executable, script] if script else [sys.executable, "-m", "armlm", kind.command]
 
 
 def run_in_process(stage: Stage) -> int:

@@ -1,10 +1,10 @@
 """The kinds of study stage: what a stage of each kind runs, and which file in its run folder marks it done.
 
 A stage runs one armlm command: its function ("module:function", as common.commands names them) on its primary
-config, in a process of its own started from the command's top-level script (`python train.py <overrides>`, as
-`armlm train` starts DDP ranks) or inside the study's (`launcher=in_process`). The console's registry
-(armlm_cli.commands) takes these commands' function, config and script from here, so `armlm train ...` and a study's
-pretraining stage run one thing.
+config, in a process of its own (`python -m armlm <command> <overrides>`; from a checkout, a command with a script runs
+it, `python train.py <overrides>`, as Lightning starts DDP ranks) or inside the study's (`launcher=in_process`). The
+console's registry (armlm.commands) takes these commands' name, function, config and script from here, so
+`armlm train ...` and a study's pretraining stage run one thing.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common.commands import resolve
-from common.errors import ArmlmError
+from armlm.common.commands import resolve
+from armlm.common.errors import ArmlmError
 
 
 @dataclass(frozen=True)
@@ -22,20 +22,23 @@ class StageKind:
     kind: str  # studies.plan.Stage.kind
     run: str  # "module:function" that runs on the composed config
     config: str  # the primary config in configs/
-    script: str  # the top-level script a stage's process runs, relative to the repository
+    command: str  # the `armlm <command>` a stage's process runs
     done_file: str  # what a finished run writes into its run folder: the study runner's "done"
     resumes: bool = False  # a relaunch continues from the last checkpoint an earlier launch left (ckpt_path=)
+    script: str | None = None  # the checkout's script that runs the command alone (common.commands.Command.script)
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
 
 
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
-    StageKind("pretrain", "training.run:pretrain", "train", "train.py", "summary.json", resumes=True),
-    StageKind("finetune", "finetune.command:finetune", "finetune", "train.py", "results.json", resumes=True),
-    StageKind("diagnose", "diagnostics.run:run_diagnostics", "evaluate", "evaluate.py", "diagnostics.json"),
-    StageKind("zeroshot", "zeroshot.run:run_zeroshot", "zeroshot", "zeroshot.py", "zeroshot.json"),
-    StageKind("embed", "embeddings.run:run_embeddings", "embeddings", "embeddings.py", "words.json"),
+    StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
+              script="train.py"),
+    StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
+              script="train.py"),
+    StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
+    StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
+    StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),
 )}
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.vocabulary import Vocabulary
+from armlm.common.vocabulary import Vocabulary
 from tests.helpers.configs import REPO
 from tests.helpers.runs import PretrainedRuns, shared_across_workers
 from tests.helpers.vocabularies import make_vocabulary
@@ -86,8 +86,8 @@ def tiny_pretrained(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -
 @pytest.fixture(scope="session")
 def tokenizer_json() -> str:
     """A 700-token WordPiece of 300 documents of the embedded corpus (seconds, no pretraining)."""
-    from datamodules.corpora import EmbeddedWikipedia
-    from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+    from armlm.datamodules.corpora import EmbeddedWikipedia
+    from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
 
     documents = [text for _, text in EmbeddedWikipedia().read_documents()[:300]]
     return train_tokenizer(documents, TokenizerSettings(vocab_size=700)).to_str()

@@ -6,9 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from analysis.runs import curve_by_tokens, find_runs, summary_table
+from armlm.analysis.runs import curve_by_tokens, find_runs, summary_table
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.run import run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

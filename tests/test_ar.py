@@ -1,9 +1,9 @@
 import torch
 import torch.nn.functional as F
 
-from models.attention import CAUSAL
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import AutoregressiveLM
+from armlm.models.attention import CAUSAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import AutoregressiveLM
 
 
 def model(vocab_size=30):

@@ -11,11 +11,11 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-import training.checkpoint_io as checkpoint_io
-from datamodules.corpora import EmbeddedWikipedia, TextFiles
-from datamodules.shards import read_shards
-from datamodules.tokenizer import encode_documents
-from training.checkpoint_io import AtomicCheckpointIO
+import armlm.training.checkpoint_io as checkpoint_io
+from armlm.datamodules.corpora import EmbeddedWikipedia, TextFiles
+from armlm.datamodules.shards import read_shards
+from armlm.datamodules.tokenizer import encode_documents
+from armlm.training.checkpoint_io import AtomicCheckpointIO
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,8 +42,8 @@ def test_a_checkpoint_write_that_dies_half_way_keeps_the_previous_file(tmp_path,
 
 BUILD_CACHE = """
 import sys
-from datamodules.corpora import TextFiles
-from datamodules.pretrain import PretrainDataModule
+from armlm.datamodules.corpora import TextFiles
+from armlm.datamodules.pretrain import PretrainDataModule
 dm = PretrainDataModule(TextFiles([sys.argv[1]], blank_line_documents=True), {"vocab_size": 800},
                         cache_dir=sys.argv[2], block_size=32, batch_size=4)
 dm.setup("fit")

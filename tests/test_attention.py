@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import models.attention
-import models.backbone
-from models.attention import (
+from armlm.models import attention as attention_module
+from armlm.models import backbone as backbone_module
+from armlm.models.attention import (
     BIDIRECTIONAL,
     CAUSAL,
     EXPLICIT_KERNEL_MAX_LEN,
@@ -17,7 +17,7 @@ from models.attention import (
     sdpa_arguments,
     uses_explicit_kernel,
 )
-from models.backbone import Transformer
+from armlm.models.backbone import Transformer
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.models import tiny_model
 
@@ -195,8 +195,8 @@ def test_a_bf16_forward_and_backward_with_the_explicit_kernel_equals_sdpas_withi
     pattern = Attention.prefix([0, 5, 12]) if kind == "prefix" else Attention.named(kind)
     probe = torch.randn(3, 12, 32, generator=torch.Generator().manual_seed(2))  # a loss no norm makes constant
     results = []
-    for kernel in (sdpa_only, models.attention.attend):
-        monkeypatch.setattr(models.backbone, "attend", kernel)
+    for kernel in (sdpa_only, attention_module.attend):
+        monkeypatch.setattr(backbone_module, "attend", kernel)
         model.zero_grad(set_to_none=False)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             hidden = model(ids, attention=pattern, attention_mask=padding)

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
-from models.backbone import ModelConfig, Transformer
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL, Attention
+from armlm.models.backbone import ModelConfig, Transformer
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.models import VARIANTS, tiny_model
 
@@ -160,8 +160,8 @@ def test_rows_given_their_positions_may_come_in_any_order(norm, positions):
 
 def test_set_dropout_reaches_every_dropout_in_place_and_checks_the_rate():
     """Fine-tuning trains the opened backbone at its own rate (sources.armlm.ArmlmSource.finetune_backbone)."""
-    from common.errors import ArmlmError
-    from models.backbone import SelfAttention
+    from armlm.common.errors import ArmlmError
+    from armlm.models.backbone import SelfAttention
 
     model = Transformer(ModelConfig(vocab_size=50, d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=16, dropout=0.1))
     weights = {k: v.clone() for k, v in model.state_dict().items()}

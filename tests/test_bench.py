@@ -21,8 +21,8 @@ import bench.rtd_plateau as rtd_plateau
 import bench.throughput as throughput
 import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
+from armlm.models.backbone import ModelConfig, Transformer
 from bench.flops import Shape, forward_flops_per_token
-from models.backbone import ModelConfig, Transformer
 
 pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
 

@@ -7,9 +7,9 @@ import pytest
 from omegaconf import OmegaConf
 
 import bench.document_context as document_context
-from common.provenance import armlm_commit
+from armlm.common.provenance import armlm_commit
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.run import run_pretraining
 
 
 @pytest.fixture(scope="module")

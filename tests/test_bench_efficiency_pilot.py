@@ -22,8 +22,8 @@ def args_of(tmp_path):
 
 def test_a_pilot_is_the_studys_pretraining_stage_at_a_multiple_of_the_budget(tmp_path):
     pilot = efficiency_pilot.pilot_of(args_of(tmp_path), "electra", 16)
-    command = pilot.command[1:]
-    assert command[0].endswith("study.py")
+    assert pilot.command[1:4] == ["-m", "armlm", "study"]
+    command = pilot.command[4:]
     assert "++study.budget=4e+14" in command and "arm=electra" in command and "first_seed=20" in command
     assert "stages=[pretrain]" in command and f"root={tmp_path / 'x16-electra'}" in command
     extra = next(c for c in command if c.startswith("extra_pretrain="))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.blimp_report import blimp_runs, labelled_reports, write_blimp_report
-from common.migrations import versioned
+from armlm.analysis.blimp_report import blimp_runs, labelled_reports, write_blimp_report
+from armlm.common.migrations import versioned
 
 
 def group(level: str, name: str, accuracy: float, paradigms: int) -> dict:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from datamodules.blocks import PackedBlocks, SegmentPairs
+from armlm.datamodules.blocks import PackedBlocks, SegmentPairs
 from tests.helpers.vocabularies import make_vocabulary
 
 

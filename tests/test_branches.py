@@ -10,11 +10,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from armlm.training.optim import decay_start, warmup_then_linear_decay
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.runs import shared_across_workers
-from training.optim import decay_start, warmup_then_linear_decay
-from training.run import run_pretraining
 
 STEP_TOKENS = 8 * 32  # the tiny config's batch x block
 WSD = ("optim.decay_fraction=0.25", "optim.warmup_steps=2", "trainer.max_steps=-1", "max_tokens=null")

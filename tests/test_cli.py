@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from common.cli import run_or_exit
-from common.errors import ArmlmError, ArmlmFileError
+from armlm.common.cli import run_or_exit
+from armlm.common.errors import ArmlmError, ArmlmFileError
 
 LOG = logging.getLogger("armlm.test")
 

@@ -32,7 +32,7 @@ def test_a_commands_user_error_is_one_line_through_the_cli(command, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("ARMLM_TRACEBACK", None)
     where = [f"root={tmp_path / 'root'}"] if command.startswith("study") else []  # a study's folder, else Hydra's
-    result = subprocess.run([sys.executable, "-m", "armlm_cli.commands", *command.split(),
+    result = subprocess.run([sys.executable, "-m", "armlm.commands", *command.split(),
                              f"hydra.run.dir={tmp_path / 'run'}", *where],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.reports import REPORTS
-from armlm_cli.bench import benchmarks
-from armlm_cli.commands import COMMANDS, main
-from common.commands import resolve
-from common.config import CONFIGS
-from studies.stages import STAGE_KINDS, stage_kind
+from armlm.analysis.reports import REPORTS
+from armlm.benchmarks import benchmarks
+from armlm.commands import COMMANDS, main
+from armlm.common.commands import resolve
+from armlm.common.config import CONFIGS
+from armlm.studies.stages import STAGE_KINDS, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -94,7 +94,7 @@ def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_
     with pytest.raises(ValueError, match="holds no finished"):
         main(["report", "curves", str(tmp_path)])
     monkeypatch.delenv("ARMLM_TRACEBACK")
-    monkeypatch.setattr("analysis.study_tables.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
+    monkeypatch.setattr("armlm.analysis.study_tables.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
     with pytest.raises(ValueError, match="a bug"):
         main(["report", "study", str(tmp_path)])
 
@@ -129,6 +129,6 @@ def test_the_readme_is_a_front_door_naming_only_what_exists():
 
 @pytest.mark.slow  # a process that starts Python
 def test_the_console_entry_point_runs_as_a_module():
-    result = subprocess.run([sys.executable, "-m", "armlm_cli.commands", "--help"], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "armlm.commands", "--help"], cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and "usage: armlm <command>" in result.stdout

@@ -11,8 +11,10 @@ import contextlib
 import pytest
 import torch
 
+from armlm.objectives.base import TrainingProgress
+from armlm.training.compiled import compile_loss, datasheet_peak
+from armlm.training.trainer import attention_kernels
 from bench.objective_cases import objective_case, objective_names
-from objectives.base import TrainingProgress
 from tests.helpers.configs import composed_config
 from tests.helpers.learning import (
     assert_every_gradient_nonzero,
@@ -20,8 +22,6 @@ from tests.helpers.learning import (
     reached_parameters,
     snapshot,
 )
-from training.compiled import compile_loss, datasheet_peak
-from training.trainer import attention_kernels
 
 TOTAL_TOKENS = 10_000
 

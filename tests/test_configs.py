@@ -9,17 +9,17 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
-from datamodules.corpora import Corpus
-from datamodules.finetune import FinetuneDataModule
-from datamodules.pretrain import PretrainDataModule
-from models.backbone import ModelConfig
-from objectives.base import Objective
+from armlm.datamodules.corpora import Corpus
+from armlm.datamodules.finetune import FinetuneDataModule
+from armlm.datamodules.pretrain import PretrainDataModule
+from armlm.models.backbone import ModelConfig
+from armlm.objectives.base import Objective
+from armlm.training.run import check_config, run_pretraining
+from armlm.training.setup import build_model_config
+from armlm.training.trainer import lightning_settings, step_settings
 from tests.helpers.configs import composed_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import word_tokenizer_json
-from training.run import check_config, run_pretraining
-from training.setup import build_model_config
-from training.trainer import lightning_settings, step_settings
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -245,7 +245,7 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
     ("finetune.feature_layers=0", "finetune.feature_layers=0"),
 ], every=4))
 def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named):
-    from finetune.run import run_finetune
+    from armlm.finetune.run import run_finetune
 
     cfg = composed("task=sst2", "pretrained=/nowhere/run", override)  # refused before the checkpoint is read
     with pytest.raises(ValueError) as err:

@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 
-from datamodules.conll import iob1_to_iob2, read_conll
+from armlm.datamodules.conll import iob1_to_iob2, read_conll
 
 # shared/data/README.md: documents, sentences, tokens (DOCSTART lines excluded).
 DOCUMENTED = {"eng.train": (946, 14041, 203621), "eng.testa": (216, 3250, 51362), "eng.testb": (231, 3453, 46435)}

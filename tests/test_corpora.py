@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.corpora import EmbeddedWikipedia, Mixture, TextFiles, split_by_document, tidy_wiki_text
+from armlm.datamodules.corpora import EmbeddedWikipedia, Mixture, TextFiles, split_by_document, tidy_wiki_text
 
 
 @pytest.fixture(scope="module")

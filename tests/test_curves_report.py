@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import study_tables as S
-from analysis.blimp_report import labelled_reports, one_release
-from analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads
-from analysis.curves_report import (
+from armlm.analysis import study_tables as S
+from armlm.analysis.blimp_report import labelled_reports, one_release
+from armlm.analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads
+from armlm.analysis.curves_report import (
     BLIMP,
     GATE,
     PER_WORD,
@@ -23,7 +23,7 @@ from analysis.curves_report import (
     seed_costs,
     write_curves,
 )
-from common.migrations import versioned
+from armlm.common.migrations import versioned
 from tests.helpers.configs import REPO
 
 KEPT = REPO / "records" / "findings-cpu"

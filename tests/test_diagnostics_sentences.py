@@ -8,9 +8,9 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from common.errors import ArmlmError
-from datamodules.corpora import Corpus
-from diagnostics.sentences import sentence_texts
+from armlm.common.errors import ArmlmError
+from armlm.datamodules.corpora import Corpus
+from armlm.diagnostics.sentences import sentence_texts
 
 WORDS = ["the", "cat", "sat", "on", "mat", "."]
 

@@ -6,14 +6,14 @@ import math
 import pytest
 import torch
 
-from diagnostics import joints
-from diagnostics.pairwise import MLM_CONSTRUCTIONS, ar_pairwise, mlm_pairwise
-from diagnostics.run import pair_contexts
-from diagnostics.scoring import Scorer, choose_candidates, ordinary_tokens
-from diagnostics.sentences import Pair
-from diagnostics.tables import ar_pair_joint, mlm_pair_tables, pseudo_log_likelihood
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
-from models.backbone import ModelConfig, Transformer
+from armlm.diagnostics import joints
+from armlm.diagnostics.pairwise import MLM_CONSTRUCTIONS, ar_pairwise, mlm_pairwise
+from armlm.diagnostics.run import pair_contexts
+from armlm.diagnostics.scoring import Scorer, choose_candidates, ordinary_tokens
+from armlm.diagnostics.sentences import Pair
+from armlm.diagnostics.tables import ar_pair_joint, mlm_pair_tables, pseudo_log_likelihood
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL, Attention
+from armlm.models.backbone import ModelConfig, Transformer
 
 V, MASK, CLS = 12, 4, 2
 SPECIAL = [0, 1, 2, 3, 4, 5]

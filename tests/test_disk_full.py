@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
+from armlm.training.disk_full import disk_full_cause, disk_full_message, mount_point
 from tests.helpers.configs import REPO, TINY_OVERRIDES
-from training.disk_full import disk_full_cause, disk_full_message, mount_point
 
 
 def torch_save_failure() -> RuntimeError:

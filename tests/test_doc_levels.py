@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis.verdicts import ALPHA
+from armlm.analysis.verdicts import ALPHA
 
 REPO = Path(__file__).resolve().parents[1]
 READ = [REPO / "README.md", REPO / "docs" / "findings.md"]

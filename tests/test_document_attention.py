@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.blocks import PackedBlocks, document_ids
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention, sdpa_arguments
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import next_token_loss
-from objectives.mlm import MaskedLM
+from armlm.datamodules.blocks import PackedBlocks, document_ids
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL, Attention, sdpa_arguments
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import next_token_loss
+from armlm.objectives.mlm import MaskedLM
 
 EOD = 5  # tests.helpers.configs.make_vocabulary's [EOD]
 # Each device masks with its own attention kernels (on CUDA, SDPA picks a masked kernel, not the causal flash one):

@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.electra import AllTokensMLM, Electra, ReplaceMLM, binary_entropy
-from objectives.generator import Generator, sample_rows
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.electra import AllTokensMLM, Electra, ReplaceMLM, binary_entropy
+from armlm.objectives.generator import Generator, sample_rows
 from tests.helpers.models import ELECTRA_SHAPE
 
 

@@ -8,8 +8,8 @@ from gensim.models.keyedvectors import KeyedVectors
 from scipy.stats import spearmanr
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from embeddings.benchmarks import ANALOGY_SET, analogies, gensim_data, read_pairs, similarity
-from embeddings.words import WordSplitter
+from armlm.embeddings.benchmarks import ANALOGY_SET, analogies, gensim_data, read_pairs, similarity
+from armlm.embeddings.words import WordSplitter
 
 
 def splitter() -> WordSplitter:

@@ -5,10 +5,10 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from embeddings.contextual import segments, type_vectors
-from models.attention import Attention
-from models.backbone import ModelConfig, Transformer
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.embeddings.contextual import segments, type_vectors
+from armlm.models.attention import Attention
+from armlm.models.backbone import ModelConfig, Transformer
 
 DOCUMENTS = ["the quick brown fox jumps over the lazy dog", "a lazy afternoon with the brown dog",
              "foxes and dogs are quick animals", "the dog sleeps"] * 5

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from embeddings.cooccurrence import cooccurrence, vocabulary
-from embeddings.ppmi import ppmi, svd_vectors
+from armlm.embeddings.cooccurrence import cooccurrence, vocabulary
+from armlm.embeddings.ppmi import ppmi, svd_vectors
 
 
 def test_vocabulary_keeps_frequent_words_most_frequent_first():

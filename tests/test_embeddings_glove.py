@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy import sparse
 
-from embeddings.glove import Glove, train_glove, weighting
+from armlm.embeddings.glove import Glove, train_glove, weighting
 
 
 def test_weighting_is_the_papers_f():

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from embeddings.methods import FastTextMethod, GloveMethod, PpmiSvd, Word2VecMethod
-from embeddings.store import load_vectors, save_vectors
-from embeddings.words import WordSplitter
-from finetune.static import word_table
+from armlm.embeddings.methods import FastTextMethod, GloveMethod, PpmiSvd, Word2VecMethod
+from armlm.embeddings.store import load_vectors, save_vectors
+from armlm.embeddings.words import WordSplitter
+from armlm.finetune.static import word_table
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat", "on", "the", "rug"],
              ["a", "cat", "and", "a", "dog", "ran"]] * 20

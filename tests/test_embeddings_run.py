@@ -1,4 +1,4 @@
-"""embeddings.py end to end on the embedded corpus, and NER on its static vectors through train.py."""
+"""`armlm embeddings` end to end on the embedded corpus, and NER on its static vectors through train.py."""
 
 import json
 from pathlib import Path
@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from embeddings.run import run_embeddings
-from embeddings.store import load_vectors
-from finetune.static import run_static_finetune
+from armlm.embeddings.run import run_embeddings
+from armlm.embeddings.store import load_vectors
+from armlm.finetune.static import run_static_finetune
+from armlm.training.pretrained import load_pretrained
 from tests.helpers.configs import hydra_config
-from training.pretrained import load_pretrained
 
 pytestmark = pytest.mark.slow
 

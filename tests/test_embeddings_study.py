@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
-from analysis.findings import values
-from analysis.findings_report import findings_table
-from analysis.study_runs import StudyRuns
-from common.config import compose_config
-from common.migrations import versioned
-from studies.embeddings_plan import plan
+from armlm.analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
+from armlm.analysis.findings import values
+from armlm.analysis.findings_report import findings_table
+from armlm.analysis.study_runs import StudyRuns
+from armlm.common.config import compose_config
+from armlm.common.migrations import versioned
+from armlm.studies.embeddings_plan import plan
 from tests.helpers.configs import composed_config
 
 REPO = Path(__file__).resolve().parents[1]

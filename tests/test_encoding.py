@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from common.vocabulary import IGNORE_INDEX
-from datamodules.encoding import encode_pair, encode_words, pad_batch, pad_id_of, truncate_longest_first
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.encoding import encode_pair, encode_words, pad_batch, pad_id_of, truncate_longest_first
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
 
 TEXT = "the cat sat on the mat while the dog ran to the park and back again"
 

@@ -1,4 +1,4 @@
-"""`python evaluate.py`: sentences and pairs, the run end to end on tiny checkpoints, its outputs and errors."""
+"""`armlm evaluate`: sentences and pairs, the run end to end on tiny checkpoints, its outputs and errors."""
 
 import json
 import math
@@ -10,13 +10,13 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tokenizers import Tokenizer
 
-from common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
-from datamodules.corpora import EmbeddedWikipedia
-from diagnostics.likelihood import blocks_fingerprint, held_out_blocks
-from diagnostics.run import evaluate_config as composed_evaluate_config
-from diagnostics.run import run_diagnostics
-from diagnostics.sentences import sample_pairs, split_sentences
-from models.backbone import ModelConfig
+from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
+from armlm.datamodules.corpora import EmbeddedWikipedia
+from armlm.diagnostics.likelihood import blocks_fingerprint, held_out_blocks
+from armlm.diagnostics.run import evaluate_config as composed_evaluate_config
+from armlm.diagnostics.run import run_diagnostics
+from armlm.diagnostics.sentences import sample_pairs, split_sentences
+from armlm.models.backbone import ModelConfig
 from tests.helpers.checkpoints import save_checkpoint
 from tests.helpers.vocabularies import word_tokenizer_json
 
@@ -151,8 +151,8 @@ def test_notebook_runs_the_diagnostics_and_plots_the_gap(tiny_pretrained, tmp_pa
     import nbformat
     from nbclient import NotebookClient
 
-    from analysis.diagnostics_tables import find_reports, gap_by_distance, load_reports, pairwise_table
-    from diagnostics.reuse import run_or_reuse
+    from armlm.analysis.diagnostics_tables import find_reports, gap_by_distance, load_reports, pairwise_table
+    from armlm.diagnostics.reuse import run_or_reuse
 
     monkeypatch.setenv("ARMLM_CHECKPOINTS", f"{tiny_pretrained['mlm']},{tiny_pretrained['ar']}")
     for name, value in (("DATA", "enwiki"), ("PAIRS", "4"), ("CANDIDATES", "5"), ("OUT", str(tmp_path))):

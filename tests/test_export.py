@@ -17,18 +17,18 @@ from hydra import compose, initialize_config_dir
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from common.vocabulary import CLS, MASK
-from interchange import modeling_armlm
-from interchange.export import export_checkpoint, run_export
-from interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
-from interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
-from interchange.source import read_source
-from models.attention import BIDIRECTIONAL
-from objectives.base import NOT_A_LANGUAGE_MODEL
+from armlm.common.vocabulary import CLS, MASK
+from armlm.interchange import modeling_armlm
+from armlm.interchange.export import export_checkpoint, run_export
+from armlm.interchange.gpt2 import AUTO_FOLD_GROWTH, fold_growth
+from armlm.interchange.parity import PARITY_TOLERANCE, armlm_backbone, fill_mask_agreement, generate_agreement
+from armlm.interchange.source import read_source
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.objectives.base import NOT_A_LANGUAGE_MODEL
+from armlm.training.pretrained import load_pretrained
 from tests.helpers.checkpoints import pretraining_checkpoint
 from tests.helpers.configs import REPO
 from tests.helpers.lanes import fast_lane_keeps
-from training.pretrained import load_pretrained
 
 OBJECTIVES = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
 POSITIONS = ("learned", "rope")
@@ -173,7 +173,7 @@ def test_modeling_file_does_not_import_armlm():
 @pytest.mark.slow
 def test_fill_mask_and_generate_agree_with_armlm(tmp_path, tiny_pretrained, sentences):
     """On trained checkpoints: the fill-mask pipeline's top tokens are armlm's, and greedy generate() (the folder's
-    defaults) continues each prompt as armlm's greedy sampler does with generate.py's bans, alone and batched."""
+    defaults) continues each prompt as armlm's greedy sampler does with `armlm generate`'s bans, alone and batched."""
     export_checkpoint(tiny_pretrained["mlm"], tmp_path / "mlm")
     assert fill_mask_agreement(tiny_pretrained["mlm"], tmp_path / "mlm", sentences[:3]) == 3
     prompts = ["The river", sentences[0][:30], sentences[1]]
@@ -199,7 +199,7 @@ def test_export_command(tmp_path, tiny_pretrained):
     result = run_export(cfg)
     assert result.out == tmp_path / "mlm" and result.target == "ArmlmForMaskedLM" and not result.native
     assert "MaskedLM" in (tmp_path / "mlm" / "README.md").read_text()
-    done = subprocess.run([sys.executable, "export.py", f"checkpoint={tiny_pretrained['mlm']}",
+    done = subprocess.run([sys.executable, "-m", "armlm", "export", f"checkpoint={tiny_pretrained['mlm']}",
                            f"out={tmp_path / 'mlm'}"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 1 and "overwrite=true" in done.stderr + done.stdout
 

@@ -13,13 +13,13 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-from datamodules.encoding import encode_pair, encode_words
-from finetune.module import FinetuneModule
-from finetune.static import StaticTagger
-from interchange.export import AUTO_CLASSES, export_checkpoint
-from interchange.parity import PARITY_TOLERANCE
-from interchange.source import read_source
-from models.backbone import ModelConfig
+from armlm.datamodules.encoding import encode_pair, encode_words
+from armlm.finetune.module import FinetuneModule
+from armlm.finetune.static import StaticTagger
+from armlm.interchange.export import AUTO_CLASSES, export_checkpoint
+from armlm.interchange.parity import PARITY_TOLERANCE
+from armlm.interchange.source import read_source
+from armlm.models.backbone import ModelConfig
 from tests.helpers.checkpoints import perturbed
 from tests.helpers.lanes import fast_lane_keeps
 

@@ -4,8 +4,8 @@ baseline, a BLiMP score near chance, a bound inside its Monte-Carlo noise."""
 
 import pytest
 
-from analysis.findings_report import findings_table
-from analysis.registrations import StudySpec
+from armlm.analysis.findings_report import findings_table
+from armlm.analysis.registrations import StudySpec
 from tests.helpers.findings import (
     F1,
     FINDINGS,

@@ -8,14 +8,14 @@ import torch
 from hydra.errors import MissingConfigException
 from tokenizers import Tokenizer, models
 
-from common.vocabulary import IGNORE_INDEX
-from datamodules.conll import CONLL2003_TAGS, read_conll
-from datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
-from datamodules.glue import read_release_split
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.conll import CONLL2003_TAGS, read_conll
+from armlm.datamodules.finetune import FinetuneDataModule, LengthGroupedBatches
+from armlm.datamodules.glue import read_release_split
+from armlm.training.setup import build
 from tests.helpers.configs import glue_task, task_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import word_tokenizer_json
-from training.setup import build
 
 
 def task_datamodule(name: str, tokenizer_json: str, *overrides: str, **settings) -> FinetuneDataModule:

@@ -4,9 +4,9 @@ import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from datamodules.conll import IGNORE_INDEX, subword_labels, word_predictions, word_subwords
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from finetune.metrics import EntityF1, entity_counts, entity_scores, task_metrics
+from armlm.datamodules.conll import IGNORE_INDEX, subword_labels, word_predictions, word_subwords
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.finetune.metrics import EntityF1, entity_counts, entity_scores, task_metrics
 from tests.helpers.configs import task_config
 from tests.helpers.tasks import task_info
 

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from common.vocabulary import IGNORE_INDEX
-from datamodules.conll import CONLL2003_TAGS
-from finetune.module import FinetuneModule, metric_tag
-from finetune.static import StaticTagger
-from models.heads import ScalarMix, pool
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.conll import CONLL2003_TAGS
+from armlm.finetune.module import FinetuneModule, metric_tag
+from armlm.finetune.static import StaticTagger
+from armlm.models.heads import ScalarMix, pool
 
 TINY = {"vocab_size": 40, "max_len": 32, "d_model": 16, "n_layers": 3, "n_heads": 2, "d_ff": 32, "dropout": 0.0}
 OPTIM = {"lr": 1e-2, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8}

@@ -10,13 +10,13 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from common.migrations import migrate_finetune_hparams
-from datamodules.conll import read_conll
-from finetune.run import resolve_settings, run_finetune, trained_max_length
-from sources.armlm import ArmlmSource
-from sources.base import Reading
+from armlm.common.migrations import migrate_finetune_hparams
+from armlm.datamodules.conll import read_conll
+from armlm.finetune.run import resolve_settings, run_finetune, trained_max_length
+from armlm.sources.armlm import ArmlmSource
+from armlm.sources.base import Reading
+from armlm.training.pretrained import load_pretrained
 from tests.helpers.configs import QUICK, composed_config, finetune_config
-from training.pretrained import load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from models.attention import BIDIRECTIONAL, CAUSAL, Attention
-from models.backbone import ModelConfig, Transformer
-from models.flops import forward_flops, linear_flops
-from models.heads import ClassificationHead
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL, Attention
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.models.flops import forward_flops, linear_flops
+from armlm.models.heads import ClassificationHead
 from tests.helpers.objectives import skipped_causal_half
 
 

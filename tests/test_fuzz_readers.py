@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from datamodules.conll import read_conll
-from datamodules.corpora import TextFiles
-from datamodules.glue import read_release_split
-from datamodules.release_corpora import BrownCorpus, WikiText
+from armlm.datamodules.conll import read_conll
+from armlm.datamodules.corpora import TextFiles
+from armlm.datamodules.glue import read_release_split
+from armlm.datamodules.release_corpora import BrownCorpus, WikiText
 from tests.helpers.configs import glue_task
 
 EXAMPLES = int(os.environ.get("ARMLM_FUZZ_EXAMPLES", "50"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.gate import coin_flip_p_value, paradigm_counts
-from analysis.registrations import StudySpec
+from armlm.analysis.gate import coin_flip_p_value, paradigm_counts
+from armlm.analysis.registrations import StudySpec
 from tests.helpers.findings import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_a_blimp_row_whose_side_guesses_is_not_evidence_and_one_that_discriminat
 
 
 def test_an_arm_reading_another_studys_checkpoint_is_gated_on_the_margins_its_diagnostics_copied(study):
-    """study=embeddings: the pretraining run lives in the findings study's folder; evaluate.py copies its margins."""
+    """study=embeddings: the pretraining run lives in the findings study's folder; `armlm evaluate` copies its margins."""
     for seed in (1, 2, 3):
         for arm, margin in (("mlm", 2.1), ("ar", 1.9 if seed != 3 else 0.2)):
             write(study / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json",
@@ -134,7 +134,7 @@ def test_an_arm_reading_another_studys_checkpoint_is_gated_on_the_margins_its_di
 
 
 def test_evaluate_copies_the_own_margins_of_the_run_that_wrote_the_checkpoint(tmp_path):
-    from sources.armlm import ArmlmSource
+    from armlm.sources.armlm import ArmlmSource
 
     checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"
     checkpoint.parent.mkdir(parents=True)

@@ -9,16 +9,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-import generation.sampling as sampling
-from generation.decode import Request, generator_for, iterative_unmasking, left_to_right
-from generation.run import run_generation
-from generation.sampling import SamplingSettings, filtered_log_probs, sample
-from models.attention import BIDIRECTIONAL, CAUSAL
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import AutoregressiveLM
-from objectives.masked_diffusion import MaskedDiffusionLM
-from objectives.mlm import MaskedLM
-from objectives.plm import PermutationLM
+import armlm.generation.sampling as sampling
+from armlm.generation.decode import Request, generator_for, iterative_unmasking, left_to_right
+from armlm.generation.run import run_generation
+from armlm.generation.sampling import SamplingSettings, filtered_log_probs, sample
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.masked_diffusion import MaskedDiffusionLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.objectives.plm import PermutationLM
 from tests.helpers.checkpoints import save_checkpoint
 
 LOGITS = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
@@ -97,7 +97,7 @@ def test_left_to_right_greedy_is_the_argmax_chain(model):
 
 
 def test_a_plm_samples_from_its_query_stream_not_from_causal_content_states(model):
-    """generate.py for XLNet's PLM: each next token is the argmax of the identity order's query stream."""
+    """`armlm generate` for XLNet's PLM: each next token is the argmax of the identity order's query stream."""
     ids = generator_for(PermutationLM)(model, request(banned=torch.tensor([0, 1, 2, 3, 4, 5])), torch.Generator(),
                                        PermutationLM)
     expected = torch.tensor([[2, 7, 8]])

@@ -5,7 +5,7 @@ import datasets
 import pytest
 from hydra.errors import MissingConfigException
 
-from datamodules.glue import GlueExample, read_hub_split, read_release_split
+from armlm.datamodules.glue import GlueExample, read_hub_split, read_release_split
 from tests.helpers.configs import CONFIGS, glue_task, task_config
 from tests.helpers.lanes import fast_lane_keeps
 
@@ -42,7 +42,7 @@ def test_quirks_bom_header_and_unquoted_text(data_dir):
 
 def test_all_nine_tasks_are_specified():
     names = [p.stem for p in (CONFIGS / "task").glob("*.yaml") if not p.stem.startswith("_")]
-    glue = [n for n in names if task_config(n).task.data._target_ == "datamodules.finetune.GlueDataModule"]
+    glue = [n for n in names if task_config(n).task.data._target_ == "armlm.datamodules.finetune.GlueDataModule"]
     assert sorted(glue) == sorted(["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"])
     assert glue_task("stsb").is_regression and glue_task("mnli").dev_splits == ("dev_matched", "dev_mismatched")
     with pytest.raises(MissingConfigException, match="(?s)'task/sts'.*Available options.*stsb"):

@@ -8,13 +8,13 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from objectives.mlm import MaskedLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.training.callbacks import TokenAccounting
+from armlm.training.lit_module import PretrainModule
+from armlm.training.nonfinite import NonFiniteLossError
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
-from training.callbacks import TokenAccounting
-from training.lit_module import PretrainModule
-from training.nonfinite import NonFiniteLossError
-from training.run import run_pretraining
 
 COMPILED = ("trainer.step.compile=true", "trainer.step.compile_backend=aot_eager")
 
@@ -89,7 +89,7 @@ def test_a_nan_loss_in_a_compiled_step_stops_before_any_checkpoint_holds_its_wei
 def test_skip_is_refused_for_a_compiled_step():
     model = {"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64}
     with pytest.raises(ValueError, match="nonfinite_loss=skip reads every step's loss on the host"):
-        PretrainModule(model=model, objective={"_target_": "objectives.mlm.MaskedLM"}, optim={},
+        PretrainModule(model=model, objective={"_target_": "armlm.objectives.mlm.MaskedLM"}, optim={},
                        compile_step={"mode": "default", "backend": "aot_eager"}, nonfinite_loss="skip")
 
 

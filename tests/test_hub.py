@@ -3,7 +3,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from datamodules.hub import HuggingFaceCorpus
+from armlm.datamodules.hub import HuggingFaceCorpus
 
 
 def test_packaged_builder_with_local_files_reads_rows(tmp_path: Path):

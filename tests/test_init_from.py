@@ -8,8 +8,8 @@ import pytest
 import torch
 import yaml
 
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.run import run_pretraining
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
         torch.testing.assert_close(backbone(child)[key], value, rtol=0, atol=0, msg=key)
     parent_tokens = json.loads((parent / "summary.json").read_text())["tokens_seen"]
     assert summary["tokens_seen"] == 2 * 8 * 32  # its own budget only
-    assert [a["objective"] for a in summary["init_from"]] == ["objectives.ar.AutoregressiveLM"]
+    assert [a["objective"] for a in summary["init_from"]] == ["armlm.objectives.ar.AutoregressiveLM"]
     assert summary["init_from"][0]["tokens"] == parent_tokens == 4 * 8 * 32
     assert summary["chain_tokens_seen"] == parent_tokens + summary["tokens_seen"]
     checkpoint = torch.load(child / "checkpoints" / "last.ckpt", weights_only=True)
@@ -48,8 +48,8 @@ def test_a_continued_run_starts_from_the_parents_weights_and_records_the_chain(p
     # a grandchild's lineage lists both ancestors, oldest first; dropout is the new run's to choose
     grandchild = run_pretraining(tiny_config(tmp_path / "grandchild", cache_dir, "objective=ar", f"init_from={child}",
                                        "trainer.max_steps=1", "model.dropout=0.0"))
-    assert [a["objective"] for a in grandchild["init_from"]] == ["objectives.ar.AutoregressiveLM",
-                                                                 "objectives.mlm.MaskedLM"]
+    assert [a["objective"] for a in grandchild["init_from"]] == ["armlm.objectives.ar.AutoregressiveLM",
+                                                                 "armlm.objectives.mlm.MaskedLM"]
     assert grandchild["chain_tokens_seen"] == parent_tokens + 2 * 8 * 32 + 8 * 32
 
 

@@ -14,12 +14,20 @@ import pytest
 import yaml
 from scipy import stats
 
-from analysis.findings import side_items, values
-from analysis.items import BlimpItems, ItemInterval, SentenceItems, crossed_test, item_interval, item_test, read_items
-from analysis.study_runs import StudyRuns
-from analysis.verdicts import Claim
-from common.errors import ArmlmError
-from common.migrations import SCHEMA_VERSION
+from armlm.analysis.findings import side_items, values
+from armlm.analysis.items import (
+    BlimpItems,
+    ItemInterval,
+    SentenceItems,
+    crossed_test,
+    item_interval,
+    item_test,
+    read_items,
+)
+from armlm.analysis.study_runs import StudyRuns
+from armlm.analysis.verdicts import Claim
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 SUPERIORITY = Claim("superiority", "greater", 0.01)
@@ -244,12 +252,12 @@ def test_items_kept_before_their_documents_read_them_from_the_runs_source(tmp_pa
     write_items(folder, [[[1, 0, 0]] * 5])
     (folder / ".hydra").mkdir()
     (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
-        "data_dir": str(data_dir), "task": {"data": {"_target_": "datamodules.finetune.ConllDataModule",
+        "data_dir": str(data_dir), "task": {"data": {"_target_": "armlm.datamodules.finetune.ConllDataModule",
                                                      "source": "${data_dir}/conll2003"}}}))
     items = read_items(folder, "f1", None)
     assert items.documents is not None and len(items.documents) == 5 and items.documents[0] == 0
     (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
-        "task": {"data": {"_target_": "datamodules.finetune.GlueDataModule", "source": "x"}}}))
+        "task": {"data": {"_target_": "armlm.datamodules.finetune.GlueDataModule", "source": "x"}}}))
     assert read_items(folder, "f1", None).documents is None  # a task without clusters
 
 

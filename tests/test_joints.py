@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from diagnostics import joints
+from armlm.diagnostics import joints
 
 K = 6
 

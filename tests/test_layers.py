@@ -1,15 +1,19 @@
 """The packages form layers and each imports only the ones below it (README, "Layout"; docs/architecture.md): read statically from
-every module's imports, function-level ones included, so an upward import fails here, not only a cycle.
+every module's imports, function-level ones included, so an upward import fails here, not only a cycle. Every package is
+`armlm.<name>`, its folder at the repository's root mapped in by pyproject.toml's package-dir (cli/ is `armlm` itself):
+an import by a bare name fails here too.
 
-Code named by a string is an import too, made later: a registry's "module:function" (armlm_cli.commands), a config's
+Code named by a string is an import too, made later: a registry's "module:function" (armlm.commands), a config's
 `_target_` and a study config's `planner:` and `report:` (Hydra's dotted paths). Those strings are read here as
 edges of the same graph: a string in a module belongs to that module's package, a string in a config to the package
 that composes and instantiates that config (CONFIG_READERS)."""
 
 import ast
+import os
 import re
 from pathlib import Path
 
+import tomllib
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,8 +27,21 @@ LAYERS = [("common",), ("models",), ("objectives",), ("datamodules",), ("trainin
           ("analysis",),  # tables, reports and verdicts over run and study folders
           ("studies",),  # a study's stages, then its reports and verdicts
           ("bench",),
-          ("armlm_cli",)]  # the `armlm` command line: its registry names every command, a study's and a bench's too
+          ("cli",)]  # `armlm` itself, its command line: its registry names every command, a study's and a bench's too
 LEVEL = {package: level for level, names in enumerate(LAYERS) for package in names}
+PACKAGE_DIR = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+FOLDER = {name: folder for name, folder in PACKAGE_DIR.items() if folder in LEVEL}  # "armlm.models": "models"
+
+
+def owner(dotted: str) -> str | None:
+    """The layer (its folder) a module path names: armlm.models.x -> models, armlm.commands -> cli; None for
+    another library's. bench/'s scripts share modules as bench.<name> (a checkout's folder of scripts, not installed)."""
+    parts = dotted.split(".")
+    if parts[0] == "bench":
+        return "bench"
+    if parts[0] != "armlm":
+        return None
+    return FOLDER.get(".".join(parts[:2]), FOLDER["armlm"])
 
 # Which package composes or instantiates each config in configs/ (a primary config by its file's stem, a group by its
 # folder); a config read by several packages belongs to the lowest, the first that instantiates what it names.
@@ -45,18 +62,31 @@ CONFIG_READERS = {
 }
 STUDY_KEYS = ("planner", "report")  # a study config's functions (studies.run, get_method)
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-COLON_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})*:{IDENTIFIER}$")  # "training.run:pretrain"
-DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "objectives.mlm.MaskedLM", "analysis.study_report"
+COLON_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})*:{IDENTIFIER}$")  # "armlm.training.run:pretrain"
+DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "armlm.objectives.mlm.MaskedLM", "armlm.analysis.study_report"
 
 
-def imported_packages(path: Path) -> set[str]:
+def imported_modules(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found & LEVEL.keys()
+            found.add(node.module)
+    return found
+
+
+def imported_packages(path: Path) -> set[str]:
+    return {o for o in map(owner, imported_modules(path)) if o is not None}
+
+
+def python_files() -> list[Path]:
+    """Every module of the repository: the packages, bench/, tests/, train.py and the records' scripts."""
+    found = []
+    for folder, subfolders, names in os.walk(REPO):
+        subfolders[:] = [s for s in subfolders if not s.startswith((".", "__")) and s not in ("build", "outputs")]
+        found += [Path(folder) / n for n in names if n.endswith(".py")]
+    return sorted(found)
 
 
 def test_every_package_imports_only_layers_below_it():
@@ -67,19 +97,31 @@ def test_every_package_imports_only_layers_below_it():
                 if LEVEL[other] >= level:
                     upward.append(f"{path.relative_to(REPO)} imports {other}")
     assert not upward, upward
-    packages = {p.name for p in REPO.iterdir() if (p / "__init__.py").is_file()} - {"tests"}
+    packages = {p.name for p in REPO.iterdir() if (p / "__init__.py").is_file()} - {"tests", "configs"}
     assert packages <= LEVEL.keys()  # every package has its layer
+    assert set(FOLDER.values()) == LEVEL.keys() - {"bench"}  # and is installed, as armlm.<name> (bench/ is not)
+
+
+def test_no_module_imports_an_armlm_layer_by_a_bare_name():
+    bare = [f"{path.relative_to(REPO)}: {module}" for path in python_files() for module in imported_modules(path)
+            if module.split(".")[0] in LEVEL.keys() - {"bench"} | {"armlm_cli"}]
+    assert not bare, bare
+    assert imported_packages(REPO / "train.py") == {"cli"}  # the scan reads what it should
 
 
 def is_module(dotted: str) -> bool:
-    path = REPO.joinpath(*dotted.split("."))
+    package = owner(dotted)
+    if package is None:
+        return False
+    inside = dotted.split(".")[1:] if package == "bench" else dotted.split(".")[1 if package == "cli" else 2:]
+    path = REPO.joinpath(package, *inside)
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def named_module(reference: str) -> str | None:
-    """The armlm module a reference names ("training.run:pretrain" -> training.run; "objectives.mlm.MaskedLM" ->
-    objectives.mlm), None where it names none: another library's, or a dotted string that is no code (a file name
-    such as "diagnostics.json", a setting such as "finetune.dropout")."""
+    """The armlm module a reference names ("armlm.training.run:pretrain" -> armlm.training.run;
+    "armlm.objectives.mlm.MaskedLM" -> armlm.objectives.mlm), None where it names none: another library's, or a dotted
+    string that is no code (a file name such as "diagnostics.json", a setting such as "finetune.dropout")."""
     if COLON_REFERENCE.match(reference):
         return reference.partition(":")[0]
     parts = reference.split(".")
@@ -92,8 +134,8 @@ def layer_of(package: str) -> str:
 
 def check(where: str, reader: str, reference: str) -> list[str]:
     """Why `reference`, read by code of package `reader`, breaks the layers; empty when it does not."""
-    package = reference.split(".")[0]
-    if package not in LEVEL:
+    package = owner(reference.partition(":")[0])
+    if package is None:
         return []  # another library's (lightning.pytorch.Trainer)
     module = named_module(reference)
     if module is None:
@@ -149,30 +191,31 @@ def source_edges() -> list[tuple[str, str, str]]:
 
 def test_every_config_names_only_code_its_reader_may_import():
     configs = REPO / "configs"
-    entries = {p.stem if p.is_file() else p.name for p in configs.iterdir() if p.suffix == ".yaml" or p.is_dir()}
+    entries = {p.stem if p.is_file() else p.name for p in configs.iterdir()
+               if p.suffix == ".yaml" or (p.is_dir() and not p.name.startswith("__"))}
     assert entries == CONFIG_READERS.keys(), entries ^ CONFIG_READERS.keys()  # a new config group names its reader
     edges = config_edges()
     # the scan sees every kind of reference (an empty scan would pass for nothing)
     references = {reference for _, _, reference in edges}
-    assert {"objectives.mlm.MaskedLM", "finetune.metrics.accuracy", "studies.embeddings_plan.plan",
-            "analysis.blimp_report.write_blimp_report"} <= references
+    assert {"armlm.objectives.mlm.MaskedLM", "armlm.finetune.metrics.accuracy", "armlm.studies.embeddings_plan.plan",
+            "armlm.analysis.blimp_report.write_blimp_report"} <= references
     broken = [problem for edge in edges for problem in check(*edge)]
     assert not broken, "\n".join(broken)
 
 
 def test_every_string_that_names_code_names_only_layers_below_it():
     edges = source_edges()
-    assert any(reference == "training.run:pretrain" for _, _, reference in edges)  # a registry's, read
+    assert any(reference == "armlm.training.run:pretrain" for _, _, reference in edges)  # a registry's, read
     broken = [problem for edge in edges for problem in check(*edge)]
     assert not broken, "\n".join(broken)
 
 
 def test_a_primary_configs_reader_is_the_package_of_the_command_that_runs_on_it():
-    from armlm_cli.commands import COMMANDS
+    from armlm.commands import COMMANDS
 
     for cmd in COMMANDS.values():
         if cmd.config is not None:
-            assert CONFIG_READERS[cmd.config] == cmd.run.split(".")[0], cmd.name
+            assert CONFIG_READERS[cmd.config] == owner(cmd.run.partition(":")[0]), cmd.name
 
 
 def test_nothing_downstream_of_the_sources_switches_on_a_sources_kind():

@@ -12,11 +12,11 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
+from armlm.training.nonfinite import NonFiniteGradientError
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import assert_finite_checkpoint, logged_scalars, with_callbacks, write_learnable_corpus
-from training.nonfinite import NonFiniteGradientError
-from training.run import run_pretraining
 
 pytestmark = pytest.mark.slow
 CUDA = ("trainer=gpu", "trainer.step.loader_workers=0", "trainer.step.pin_memory=false", "trainer.precision=bf16-mixed")
@@ -125,7 +125,7 @@ def test_an_unknown_sdpa_backend_is_one_clear_error(tmp_path, cache_dir):
 
 def test_a_gradient_stop_ends_armlm_train_in_one_line():
     """The command's one-line errors take it (a subclass of the NaN loss's), so it prints no traceback."""
-    from armlm_cli.commands import COMMANDS
-    from common.commands import error_types
+    from armlm.commands import COMMANDS
+    from armlm.common.commands import error_types
     assert issubclass(NonFiniteGradientError, error_types(COMMANDS["train"]))
     assert not issubclass(RuntimeError, error_types(COMMANDS["train"]))

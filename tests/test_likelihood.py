@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from common.vocabulary import Vocabulary, smoothed_unigram_nll
-from diagnostics.likelihood import (
+from armlm.common.vocabulary import Vocabulary, smoothed_unigram_nll
+from armlm.diagnostics.likelihood import (
     any_order_bound,
     exact_chain_rule_nll,
     model_masked_scorer,
@@ -22,9 +22,9 @@ from diagnostics.likelihood import (
     target_positions,
     unigram_nll_without_eod,
 )
-from models.attention import CAUSAL
-from models.backbone import ModelConfig, Transformer
-from objectives.masked_diffusion import MaskedDiffusionLM
+from armlm.models.attention import CAUSAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.masked_diffusion import MaskedDiffusionLM
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import make_vocabulary
 

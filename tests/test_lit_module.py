@@ -4,20 +4,20 @@ import numpy as np
 import pytest
 import torch
 
-from common.seeding import VAL_CORRUPTION
-from datamodules.pretrain import PretrainDataModule
-from objectives.ar import AutoregressiveLM
-from objectives.electra import AllTokensMLM, Electra
-from objectives.masked_diffusion import MaskedDiffusionLM
-from objectives.mlm import MaskedLM
+from armlm.common.seeding import VAL_CORRUPTION
+from armlm.datamodules.pretrain import PretrainDataModule
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.electra import AllTokensMLM, Electra
+from armlm.objectives.masked_diffusion import MaskedDiffusionLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.training.lit_module import PretrainModule
 from tests.helpers.models import ELECTRA_SHAPE
 from tests.helpers.objectives import blocks, mixture
-from training.lit_module import PretrainModule
 
 DATAMODULE_STATE = PretrainDataModule.__qualname__  # the key Lightning keeps the DataModule's state_dict under
 
 SETTINGS = dict(model={"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64},
-                objective={"_target_": "objectives.ar.AutoregressiveLM"}, optim={}, seed=1)
+                objective={"_target_": "armlm.objectives.ar.AutoregressiveLM"}, optim={}, seed=1)
 
 
 def test_a_checkpoint_from_before_the_data_position_moved_hands_it_to_the_datamodule():

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import models.lm_loss as lm_loss
-from models.lm_loss import linear_cross_entropy
+import armlm.models.lm_loss as lm_loss
+from armlm.models.lm_loss import linear_cross_entropy
 
 
 def leaves(n: int = 300, d: int = 16, v: int = 50, seed: int = 0):

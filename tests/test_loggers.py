@@ -11,9 +11,9 @@ import pytest
 import wandb
 from wandb.proto import wandb_internal_pb2
 
-from common.scalars import run_scalars
+from armlm.common.scalars import run_scalars
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.run import run_pretraining
 
 WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a LevelDB-style log of protobuf records
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.masked_diffusion import MaskedDiffusionLM, stratified_rates
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.masked_diffusion import MaskedDiffusionLM, stratified_rates
 
 
 def objective_with(vocab, **settings) -> MaskedDiffusionLM:

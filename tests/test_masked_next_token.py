@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
 
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.base import IGNORE_INDEX, TrainingProgress
-from objectives.masked_next_token import MaskedNextTokenLM, span_starts
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.base import IGNORE_INDEX, TrainingProgress
+from armlm.objectives.masked_next_token import MaskedNextTokenLM, span_starts
 from tests.helpers.configs import tiny_config
 
 

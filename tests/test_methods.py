@@ -2,11 +2,11 @@
 
 import pytest
 
-from diagnostics.methods import METHODS, scoring_method
-from diagnostics.run import MAX_EXACT_PASSES, check_affordable, evaluate_config
-from objectives.ar import AutoregressiveLM
-from objectives.mlm import MaskedLM
-from objectives.mlm_nsp import MaskedLMWithNSP
+from armlm.diagnostics.methods import METHODS, scoring_method
+from armlm.diagnostics.run import MAX_EXACT_PASSES, check_affordable, evaluate_config
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.objectives.mlm_nsp import MaskedLMWithNSP
 
 
 def test_the_objective_class_names_its_scoring_method():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from common.migrations import (
+from armlm.common.migrations import (
     SCHEMA_VERSION,
     migrate_finetune_hparams,
     migrate_pretraining_checkpoint,

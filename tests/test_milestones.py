@@ -10,10 +10,10 @@ import shutil
 import pytest
 import torch
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
+from armlm.training.milestones import BABYLM, MILLION, babylm_schedule, milestone_name, word_points
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.milestones import BABYLM, MILLION, babylm_schedule, milestone_name, word_points
-from training.run import run_pretraining
 
 
 def test_the_2025_schedule_is_every_1m_to_10m_every_10m_to_100m_every_100m_to_1b():
@@ -69,7 +69,7 @@ class Saving:
 def test_only_a_milestone_crossed_in_this_fit_is_saved(tmp_path):
     """A run resumed (or given the setting) past a milestone it never saved must not save later weights under its
     name; one saved before the stop is kept and not rewritten."""
-    from training.milestones import SaveAtWords
+    from armlm.training.milestones import SaveAtWords
 
     (tmp_path / "words-100.ckpt").write_bytes(b"kept")
     tokens, trainer = Counted(seen=500), Saving()
@@ -116,7 +116,7 @@ def test_each_milestone_exports_as_a_chck_folder_whose_card_names_its_backend(tm
                                                                               auto):
     import transformers
 
-    from interchange.export import export_milestones
+    from armlm.interchange.export import export_milestones
 
     run = tmp_path / "run"
     run_pretraining(tiny_config(run, cache_dir, f"objective={objective}", "save_at_words=[150,450]"))
@@ -133,7 +133,7 @@ def test_each_milestone_exports_as_a_chck_folder_whose_card_names_its_backend(tm
 
 
 def test_milestone_exports_are_refused_in_one_line_without_milestones_or_a_backend(tmp_path, untrained):
-    from interchange.export import export_milestones
+    from armlm.interchange.export import export_milestones
 
     with pytest.raises(ArmlmError, match="saved no word-milestone checkpoint"):
         export_milestones(untrained["ar"], tmp_path / "out")

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import AutoregressiveLM
-from objectives.hybrid import HybridLM
-from objectives.masked_next_token import MaskedNextTokenLM
-from objectives.mixture import RowMixture, apportion
-from objectives.mlm import MaskedLM
-from objectives.mlm_nsp import MaskedLMWithNSP
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.hybrid import HybridLM
+from armlm.objectives.masked_next_token import MaskedNextTokenLM
+from armlm.objectives.mixture import RowMixture, apportion
+from armlm.objectives.mlm import MaskedLM
+from armlm.objectives.mlm_nsp import MaskedLMWithNSP
 from tests.helpers.objectives import blocks, mixture
 
 
@@ -70,9 +70,9 @@ def test_gpt_bert_mixes_masked_next_token_and_causal_rows_15_to_1(vocab):
 
 
 def test_a_generic_mixture_answers_as_the_component_it_names(vocab):
-    config = {"_target_": "objectives.mixture.RowMixture", "answers_as": "causal",
-              "components": {"masked": {"weight": 0.5, "objective": {"_target_": "objectives.mlm.MaskedLM"}},
-                             "causal": {"weight": 0.5, "objective": {"_target_": "objectives.ar.AutoregressiveLM"}}}}
+    config = {"_target_": "armlm.objectives.mixture.RowMixture", "answers_as": "causal",
+              "components": {"masked": {"weight": 0.5, "objective": {"_target_": "armlm.objectives.mlm.MaskedLM"}},
+                             "causal": {"weight": 0.5, "objective": {"_target_": "armlm.objectives.ar.AutoregressiveLM"}}}}
     assert RowMixture.downstream(config) is AutoregressiveLM
     objective = mixture(vocab, causal=(0.5, AutoregressiveLM()), masked=(0.5, MaskedLM()))
     assert objective.finetune_attention == "causal" and objective.val_loss_kind == "mixture"

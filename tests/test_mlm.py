@@ -5,11 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.vocabulary import Vocabulary
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.base import IGNORE_INDEX
-from objectives.mlm import MaskedLM
+from armlm.common.vocabulary import Vocabulary
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.base import IGNORE_INDEX
+from armlm.objectives.mlm import MaskedLM
 
 TRIPLES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.8, 0.2, 0.0), (0.0, 0.2, 0.8), (0.0, 0.0, 1.0)]
 

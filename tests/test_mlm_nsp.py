@@ -2,9 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.mlm_nsp import MaskedLMWithNSP
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.mlm_nsp import MaskedLMWithNSP
 from tests.helpers.vocabularies import make_vocabulary
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from objectives.mlm import MaskedLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.training.nonfinite import NonFiniteLossError
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.nonfinite import NonFiniteLossError
-from training.run import run_pretraining
 
 
 def spoil_training_losses(monkeypatch, calls: set[int], factor: float) -> None:

@@ -22,24 +22,24 @@ from omegaconf import OmegaConf
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from diagnostics.methods import scoring_method
-from diagnostics.run import evaluate_config, run_diagnostics
-from finetune.run import run_finetune
-from generation.decode import generator_for
-from interchange.source import read_source
-from models.attention import KINDS, Attention
-from models.backbone import Transformer
-from objectives.base import NOT_A_LANGUAGE_MODEL, LossOutput, Objective
-from objectives.composite import Composite
+from armlm.diagnostics.methods import scoring_method
+from armlm.diagnostics.run import evaluate_config, run_diagnostics
+from armlm.finetune.run import run_finetune
+from armlm.generation.decode import generator_for
+from armlm.interchange.source import read_source
+from armlm.models.attention import KINDS, Attention
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import NOT_A_LANGUAGE_MODEL, LossOutput, Objective
+from armlm.objectives.composite import Composite
+from armlm.training.pretrained import load_pretrained
+from armlm.training.run import run_pretraining
+from armlm.training.setup import build, build_model_config
+from armlm.zeroshot.run import run_zeroshot, zeroshot_config
+from armlm.zeroshot.scoring import available_methods
 from tests.helpers.configs import REPO, finetune_config, tiny_config
 from tests.helpers.objectives import skipped_causal_half
 from tests.helpers.runs import PretrainedRuns
 from tests.helpers.tensorboard_tags import COMMON_TAGS, scalar_tags
-from training.pretrained import load_pretrained
-from training.run import run_pretraining
-from training.setup import build, build_model_config
-from zeroshot.run import run_zeroshot, zeroshot_config
-from zeroshot.scoring import available_methods
 
 
 def is_language_model(cls: type[Objective]) -> bool:
@@ -164,7 +164,7 @@ def test_trains_checkpoints_and_resumes_exactly(name, runs, tmp_path, cache_dir)
     else:
         assert summary["val_likelihood"] is None
     last = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)
-    assert last["hyper_parameters"]["objective"]["_target_"].startswith("objectives.")
+    assert last["hyper_parameters"]["objective"]["_target_"].startswith("armlm.objectives.")
     part_way = folder / "checkpoints" / f"tokens-{HALF * 8 * 32}.ckpt"
     resumed = run_pretraining(tiny_config(tmp_path, cache_dir, f"objective={name}", f"trainer.max_steps={STEPS}",
                                     f"ckpt_path={part_way}"))
@@ -235,7 +235,7 @@ def test_the_checkpoint_answers_lm_evaluation_harness_by_every_method_its_class_
     pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]'")
     from lm_eval.api.instance import Instance
 
-    from zeroshot.harness import ArmlmLM
+    from armlm.zeroshot.harness import ArmlmLM
 
     text = "the river runs through the old town and the people of the town"
     if not is_language_model(load_pretrained(untrained[name]).objective_class):

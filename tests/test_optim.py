@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
+from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
 
 
 def two_copies() -> tuple[nn.Module, nn.Module]:

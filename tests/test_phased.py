@@ -8,14 +8,14 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from objectives.ar import AutoregressiveLM
-from objectives.base import TrainingProgress
-from objectives.mlm import MaskedLM
-from objectives.mlm_nsp import MaskedLMWithNSP
-from objectives.phased import PhasedObjective
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.base import TrainingProgress
+from armlm.objectives.mlm import MaskedLM
+from armlm.objectives.mlm_nsp import MaskedLMWithNSP
+from armlm.objectives.phased import PhasedObjective
+from armlm.training.callbacks import TokenAccounting
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from training.callbacks import TokenAccounting
-from training.run import run_pretraining
 
 
 def phased(first: float = 0.5) -> PhasedObjective:
@@ -37,9 +37,9 @@ def test_a_step_belongs_to_the_phase_its_first_token_falls_in():
 def test_the_last_phase_answers_for_validation_and_downstream():
     objective = phased()
     assert objective.val_loss_kind == "masked_token" and objective.finetune_attention == "bidirectional"
-    config = {"_target_": "objectives.phased.PhasedObjective",
-              "phases": {"masked": {"until": 1.0, "objective": {"_target_": "objectives.mlm.MaskedLM"}},
-                         "causal": {"until": 0.5, "objective": {"_target_": "objectives.ar.AutoregressiveLM"}}}}
+    config = {"_target_": "armlm.objectives.phased.PhasedObjective",
+              "phases": {"masked": {"until": 1.0, "objective": {"_target_": "armlm.objectives.mlm.MaskedLM"}},
+                         "causal": {"until": 0.5, "objective": {"_target_": "armlm.objectives.ar.AutoregressiveLM"}}}}
     assert PhasedObjective.downstream(config) is MaskedLM
 
 

@@ -4,11 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from diagnostics.likelihood import exact_chain_rule_nll
-from diagnostics.scoring import Scorer
-from models.attention import CAUSAL
-from models.backbone import ModelConfig, Transformer
-from objectives.plm import PermutationLM, TwoStreamInputs
+from armlm.diagnostics.likelihood import exact_chain_rule_nll
+from armlm.diagnostics.scoring import Scorer
+from armlm.models.attention import CAUSAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.plm import PermutationLM, TwoStreamInputs
 
 V, MASK = 30, 4
 
@@ -67,7 +67,7 @@ def test_identity_order_with_k_1_predicts_every_next_token_as_the_left_to_right_
 
 
 def test_the_diagnostics_exact_nll_of_a_plm_is_its_identity_order_loss():
-    """evaluate.py's chain-rule NLL (a PLM's query stream, [MASK] out of the support as in training) is the loss
+    """`armlm evaluate`'s chain-rule NLL (a PLM's query stream, [MASK] out of the support as in training) is the loss
     the objective computes in the identity order at K = 1, and [MASK] gets no probability from the scorer."""
     m, ids = model(), blocks(rows=4, length=10)
     result = exact_chain_rule_nll(m, ids, eod_id=3, next_states=partial(PermutationLM.next_token_states, m,

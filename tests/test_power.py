@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.power import crossed_needs, crossed_power, one_sided_power, sd_upper_limit, seeds_for
-from analysis.verdicts import Claim
+from armlm.analysis.power import crossed_needs, crossed_power, one_sided_power, sd_upper_limit, seeds_for
+from armlm.analysis.verdicts import Claim
 
 SUPERIORITY = Claim("superiority", "greater", smallest_effect=0.02)
 

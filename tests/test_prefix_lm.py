@@ -2,10 +2,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import Attention
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import AutoregressiveLM
-from objectives.prefix_lm import PrefixLM
+from armlm.models.attention import Attention
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.prefix_lm import PrefixLM
 
 V = 30
 

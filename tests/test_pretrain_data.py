@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-import datamodules.pretrain as pretrain
-import datamodules.shards as shards
-from common.vocabulary import SPECIAL_TOKENS
-from datamodules.corpora import TextFiles
-from datamodules.pretrain import PretrainDataModule
+import armlm.datamodules.pretrain as pretrain
+import armlm.datamodules.shards as shards
+from armlm.common.vocabulary import SPECIAL_TOKENS
+from armlm.datamodules.corpora import TextFiles
+from armlm.datamodules.pretrain import PretrainDataModule
 
 WORDS = ("the of and to in is was for on that with as by at from his an were are which this be "
          "river city music war language king church team system science history island battle").split()

@@ -6,10 +6,10 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from models.backbone import ModelConfig, Transformer
-from models.checkpoint import load_weights, resolve_checkpoint
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.models.checkpoint import load_weights, resolve_checkpoint
+from armlm.training.pretrained import load_pretrained
 from tests.helpers.checkpoints import CONFIG, OBJECTIVES, save_checkpoint
-from training.pretrained import load_pretrained
 
 
 @pytest.mark.parametrize("objective, attention", [("ar", "causal"), ("mlm", "bidirectional")])
@@ -63,7 +63,7 @@ def test_foreign_and_unsafe_checkpoints_are_refused(tmp_path):
 
 def test_an_objective_that_cannot_be_imported_or_is_not_one_is_named(tmp_path):
     for name, target, message in (("gone", "objectives.gone.VanishedLM", "cannot be imported"),
-                                  ("other", "models.backbone.Transformer", "is not an armlm objective")):
+                                  ("other", "armlm.models.backbone.Transformer", "is not an armlm objective")):
         hparams = {"model": asdict(CONFIG), "objective": {"_target_": target}}
         with pytest.raises(ValueError, match=message):
             load_pretrained(save_checkpoint(tmp_path / name, hyper_parameters=hparams))

@@ -3,8 +3,8 @@ them before it gets a verdict; malformed seed lists are refused before any stage
 
 import pytest
 
-from analysis.findings_report import findings_table, write_findings
-from analysis.registrations import StudySpec
+from armlm.analysis.findings_report import findings_table, write_findings
+from armlm.analysis.registrations import StudySpec
 from tests.helpers.findings import FINDINGS, GATED, finetune_result, gate_report, judged, registered
 
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.release_corpora import BrownCorpus, WikiText, brown_to_text, split_wikitext_articles
+from armlm.datamodules.release_corpora import BrownCorpus, WikiText, brown_to_text, split_wikitext_articles
 
 
 @pytest.mark.slow

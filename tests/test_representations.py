@@ -6,9 +6,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from diagnostics.discrepancy import representation_report
-from diagnostics.report import representations_markdown, tensorboard_scalars
-from diagnostics.representations import (
+from armlm.diagnostics.discrepancy import representation_report
+from armlm.diagnostics.report import representations_markdown, tensorboard_scalars
+from armlm.diagnostics.representations import (
     anisotropy,
     draw_left_masks,
     embedding_geometry,
@@ -18,8 +18,8 @@ from diagnostics.representations import (
     sentence_shift,
     sentence_shift_left,
 )
-from models.attention import BIDIRECTIONAL, CAUSAL
-from models.backbone import ModelConfig, Transformer
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL
+from armlm.models.backbone import ModelConfig, Transformer
 
 
 def reference_cka(x: torch.Tensor, y: torch.Tensor) -> float:

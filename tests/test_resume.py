@@ -25,7 +25,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from datamodules.corpora import EmbeddedWikipedia
+from armlm.datamodules.corpora import EmbeddedWikipedia
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 42
@@ -35,7 +35,7 @@ TRIALS_AT_RANDOM_STEPS = 2
 TRIALS_IN_CHECKPOINT_WRITES = 2
 # The stack every trial imports, loaded once into the fork server that starts the trials: each trial is a fork of a
 # warm process, not a fresh interpreter that pays for torch, Lightning and Hydra again.
-WARM = ["torch", "lightning", "hydra", "training.run", "finetune.command"]
+WARM = ["torch", "lightning", "hydra", "armlm.training.run", "armlm.finetune.command"]
 
 
 def run_train_py(args: list[str], env: dict[str, str]) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.atomic import read_artefact
-from common.migrations import SCHEMA_VERSION
+from armlm.common.atomic import read_artefact
+from armlm.common.migrations import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("rewrite_schema3", REPO / "records" / "rewrite_schema3.py")

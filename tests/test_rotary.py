@@ -5,7 +5,7 @@ only."""
 
 import torch
 
-from models.rotary import Rotary
+from armlm.models.rotary import Rotary
 
 
 def complex_oracle(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:

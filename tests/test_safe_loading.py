@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.backbone import ModelConfig
+from armlm.models.backbone import ModelConfig
+from armlm.training.run import check_resumable, run_pretraining
 from tests.helpers.checkpoints import pretraining_checkpoint
 from tests.helpers.configs import tiny_config
-from training.run import check_resumable, run_pretraining
 
 
 def test_resume_with_a_different_model_lists_the_differing_keys(tmp_path, cache_dir, tokenizer_json):
@@ -31,7 +31,7 @@ def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
 
 
 def test_finetuning_from_a_checkpoint_with_a_pickled_object_is_refused(tmp_path):
-    from training.pretrained import load_pretrained
+    from armlm.training.pretrained import load_pretrained
 
     path = tmp_path / "evil.ckpt"
     torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)

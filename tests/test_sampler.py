@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datamodules.sampler import ResumableSampler
+from armlm.datamodules.sampler import ResumableSampler
 
 
 def epoch_order(sampler: ResumableSampler, epoch: int) -> list[int]:

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.heads import ScalarMix, TaggingHead
-from training.optim import adamw_with_schedule
+from armlm.models.heads import ScalarMix, TaggingHead
+from armlm.training.optim import adamw_with_schedule
 
 STEPS = 1_317  # the embeddings study's mix runs: 3 epochs x 439 batches
 HEAD_LR = 1e-3  # task.optim.features_lr

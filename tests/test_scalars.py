@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from common.scalars import SCALARS_CSV, event_scalars, read_scalars_csv, run_scalars, write_scalars_csv
+from armlm.common.scalars import SCALARS_CSV, event_scalars, read_scalars_csv, run_scalars, write_scalars_csv
 
 
 def write_events(folder: Path) -> None:

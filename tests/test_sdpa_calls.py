@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from armlm.models.attention import STATIC_KINDS, attend
 from bench.objective_cases import objective_case, objective_names
 from bench.sdpa_calls import SdpaCall, expected_arguments, recorded_calls
-from models.attention import STATIC_KINDS, attend
 
 OBJECTIVES = objective_names()
 
@@ -54,7 +54,7 @@ def test_the_spy_sees_a_mask_it_was_not_meant_to_get():
     """The expectation can fail: a bidirectional pass handed a mask of all True is caught."""
     q = torch.randn(1, 2, 4, 8)
     with recorded_calls() as calls:
-        from models import attention
+        from armlm.models import attention
         attention.sdpa_arguments(attention.BIDIRECTIONAL, None, 1, 4, q.device)
         attend(q, q, q, mask=torch.ones(1, 1, 4, 4, dtype=torch.bool), is_causal=False, dropout=0.0)
     assert len(calls) == 1 and (calls[0].mask is not None, calls[0].is_causal) != expected_arguments(calls[0])

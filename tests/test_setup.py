@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 FAULTS_PER_ROUND = """
 import json, resource, sys, torch
 sys.path.insert(0, {repo!r})
-from training.setup import keep_large_allocations_on_the_heap
+from armlm.training.setup import keep_large_allocations_on_the_heap
 if {keep}:
     keep_large_allocations_on_the_heap()
 faults = []

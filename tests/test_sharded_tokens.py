@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from datamodules.sharded_tokens import ShardedTokens
+from armlm.datamodules.sharded_tokens import ShardedTokens
 
 
 def test_sharded_tokens_behave_like_an_array():

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from filelock import FileLock
 
-from common.vocabulary import EOD
-from datamodules.corpora import EmbeddedWikipedia
-from datamodules.sampler import ResumableSampler
-from datamodules.shards import LOCK, MANIFEST, PLAN, encode_to_shards, read_shards, shard_paths, split_words
-from datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
+from armlm.common.vocabulary import EOD
+from armlm.datamodules.corpora import EmbeddedWikipedia
+from armlm.datamodules.sampler import ResumableSampler
+from armlm.datamodules.shards import LOCK, MANIFEST, PLAN, encode_to_shards, read_shards, shard_paths, split_words
+from armlm.datamodules.tokenizer import TokenizerSettings, tokenizer_sample, train_tokenizer
 from tests.helpers.configs import REPO
 
 
@@ -72,8 +72,8 @@ KILLED_ENCODE = """
 import sys, time
 from pathlib import Path
 from tokenizers import Tokenizer
-from datamodules import shards
-from datamodules.corpora import EmbeddedWikipedia
+from armlm.datamodules import shards
+from armlm.datamodules.corpora import EmbeddedWikipedia
 
 real = shards.encode_shard
 def slow(*args):
@@ -179,8 +179,8 @@ def test_an_unfinished_or_foreign_folder_is_refused_with_the_fix(tmp_path, token
 
 
 def test_two_ranks_read_disjoint_parts_of_the_stream(tmp_path, tokenizer, documents):
-    from common.vocabulary import Vocabulary
-    from datamodules.blocks import PackedBlocks
+    from armlm.common.vocabulary import Vocabulary
+    from armlm.datamodules.blocks import PackedBlocks
 
     encode_to_shards(tokenizer, iter(documents), tmp_path, shard_chars=200_000)
     tokens, _ = read_shards(tmp_path)
@@ -206,8 +206,8 @@ def test_the_tokenizer_sample_is_bounded_seeded_and_spread(documents):
 
 @pytest.mark.slow
 def test_a_streaming_corpus_through_the_datamodule_does_not_depend_on_workers_or_shards(tmp_path, documents):
-    from datamodules.corpora import TextFiles
-    from datamodules.pretrain import PretrainDataModule
+    from armlm.datamodules.corpora import TextFiles
+    from armlm.datamodules.pretrain import PretrainDataModule
 
     (tmp_path / "corpus.txt").write_text("\n\n".join(p for doc in documents for p in doc.split("\n\n") if p.strip()))
     corpus = TextFiles([str(tmp_path / "corpus.txt")], blank_line_documents=True, streaming=True)

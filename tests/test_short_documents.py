@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from datamodules.corpora import Corpus
-from datamodules.short_documents import ShortDocuments, pieces
+from armlm.datamodules.corpora import Corpus
+from armlm.datamodules.short_documents import ShortDocuments, pieces
 
 
 class Articles(Corpus):

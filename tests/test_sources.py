@@ -13,16 +13,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from diagnostics.run import evaluate_config, run_diagnostics
-from interchange.export import export_checkpoint
-from models.attention import BIDIRECTIONAL, CAUSAL
-from sources import open_source
+from armlm.diagnostics.run import evaluate_config, run_diagnostics
+from armlm.interchange.export import export_checkpoint
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL
+from armlm.sources import open_source
+from armlm.zeroshot.run import run_zeroshot, zeroshot_config
+from armlm.zeroshot.scoring import encode_sentences
 from tests.helpers.hf_models import CAUSAL as CAUSAL_FAMILIES
 from tests.helpers.hf_models import MASKED as MASKED_FAMILIES
 from tests.helpers.hf_models import POSITIONS
 from tests.helpers.lanes import fast_lane_keeps
-from zeroshot.run import run_zeroshot, zeroshot_config
-from zeroshot.scoring import encode_sentences
 
 SENTENCES = ["The cat sat on the mat.", "Who did the children see before they left?", "Many books were written."]
 TOLERANCE = 1e-4  # summed log-probabilities of a few tokens, fp32, two ways of running one model
@@ -67,7 +67,7 @@ def reference_model(folder: Path, auto_class: type) -> torch.nn.Module:
 
 
 def zeroshot_scorer(folder: Path):
-    from zeroshot.run import open_scorer
+    from armlm.zeroshot.run import open_scorer
     cfg = zeroshot_config([f"checkpoint={folder}", "blimp.dir=unused", "output_dir=unused"])
     return open_scorer(cfg)
 
@@ -220,7 +220,7 @@ def test_an_armlm_checkpoint_and_its_export_give_the_same_numbers(untrained, tmp
 @pytest.mark.slow
 def test_type_level_vectors_come_from_every_layer_of_a_wordpiece_model_and_a_byte_level_one_is_refused(hf_models,
                                                                                                      tmp_path):
-    from embeddings.run import run_embeddings
+    from armlm.embeddings.run import run_embeddings
     from tests.helpers.configs import hydra_config
     summary = run_embeddings(hydra_config("embeddings", tmp_path / "bert", f"checkpoint={hf_models['bert']}",
                                           "contextual.max_contexts=1", "contextual.min_count=20"))
@@ -233,7 +233,7 @@ def test_type_level_vectors_come_from_every_layer_of_a_wordpiece_model_and_a_byt
 
 
 def test_the_lm_eval_model_type_scores_a_continuation_by_the_models_own_logits(hf_models):
-    from zeroshot.harness import ArmlmLM
+    from armlm.zeroshot.harness import ArmlmLM
 
     class Request:  # what lm-eval hands a model type: args = (context, continuation)
         def __init__(self, *args: str) -> None:
@@ -261,7 +261,7 @@ def test_a_long_input_is_scored_in_passes_of_bounded_size_with_the_same_result(h
     assert len(sentence.ids) > 50
     scores = {}
     for tokens_per_pass in (len(sentence.ids), 16384):  # one row a pass, then every row in one
-        from zeroshot.scoring import SentenceScorer
+        from armlm.zeroshot.scoring import SentenceScorer
         scorer = SentenceScorer(source.backbone, source.reading, source.special.mask, tokens_per_pass=tokens_per_pass)
         scores[tokens_per_pass] = float(scorer.score([sentence], "pll", progress=False).log_prob[0])
     assert scores[len(sentence.ids)] == pytest.approx(scores[16384], abs=TOLERANCE)

@@ -13,13 +13,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from datamodules.encoding import encode_pair, encode_words
-from finetune.module import FinetuneModule
-from finetune.run import resolve_settings, run_finetune
-from interchange.export import export_checkpoint
-from models.attention import BIDIRECTIONAL, CAUSAL
-from sources import open_source
-from sources.hf_backbone import switched_attention
+from armlm.datamodules.encoding import encode_pair, encode_words
+from armlm.finetune.module import FinetuneModule
+from armlm.finetune.run import resolve_settings, run_finetune
+from armlm.interchange.export import export_checkpoint
+from armlm.models.attention import BIDIRECTIONAL, CAUSAL
+from armlm.sources import open_source
+from armlm.sources.hf_backbone import switched_attention
 from tests.helpers.configs import QUICK, composed_config
 
 WORDS = ["The", "cat", "sat", "on", "Mats", "mat", "."]
@@ -132,7 +132,7 @@ def test_each_model_is_loaded_once_to_fine_tune_it(hf_models, tiny_pretrained, t
     the fine-tuning dropout; neither switches on the source's kind (tests/test_layers.py)."""
     from transformers import AutoModelForCausalLM
 
-    from models.backbone import Transformer
+    from armlm.models.backbone import Transformer
 
     loads, builds = [], []
     load = AutoModelForCausalLM.from_pretrained.__func__

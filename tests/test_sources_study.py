@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from studies.plan import plan
-from studies.run import run_study
+from armlm.studies.plan import plan
+from armlm.studies.run import run_study
 from tests.helpers.configs import study_config
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.split_folder import SplitTextFolder
+from armlm.datamodules.split_folder import SplitTextFolder
 
 
 def write_split_folder(root: Path, splits: dict[str, list[list[str]]]) -> None:

@@ -3,7 +3,7 @@ that gives another budget, or a registration in tokens, is refused before any wo
 
 import pytest
 
-from studies.plan import plan
+from armlm.studies.plan import plan
 from tests.helpers.configs import study_config
 
 REGISTERED = "++study.budget=1.172e15"  # as a study config's `budget:` registers it, added here to the preset

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-import studies.keeping as records
-import studies.run as study
-from common.scalars import run_scalars
-from studies.keeping import KEPT_FILE, record_finished, restore_recorded, units
-from studies.plan import plan
-from studies.runner import Outcome, check_record
+import armlm.studies.keeping as records
+import armlm.studies.run as study
+from armlm.common.scalars import run_scalars
+from armlm.studies.keeping import KEPT_FILE, record_finished, restore_recorded, units
+from armlm.studies.plan import plan
+from armlm.studies.runner import Outcome, check_record
 from tests.helpers.configs import composed_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,7 +152,7 @@ def test_a_unit_kept_in_part_is_kept_again_whole_from_one_run(tmp_path):
 
 @pytest.mark.slow
 def test_an_arm_selection_keeps_and_restores_only_whole_units_of_the_plan(tmp_path, monkeypatch):
-    """study.py with arm=: mlm alone is not its unit (mlm_sentence reads its checkpoint), so it is kept only
+    """`armlm study` with arm=: mlm alone is not its unit (mlm_sentence reads its checkpoint), so it is kept only
     once mlm_sentence has run too, and a fresh machine's arm=mlm_sentence restores the unit whole."""
     record = tmp_path / "record"
 

@@ -1,15 +1,15 @@
-"""study.py's plan: every preset's stages compose, a FLOPs budget reaches every arm, and bad settings are refused
+"""`armlm study`'s plan: every preset's stages compose, a FLOPs budget reaches every arm, and bad settings are refused
 before any work (running the planned stages: tests/test_study_runner.py)."""
 
 from pathlib import Path
 
 import pytest
 
-from common.config import compose_config
-from studies.plan import plan
+from armlm.common.config import compose_config
+from armlm.studies.plan import plan
+from armlm.training.run import check_config
 from tests.helpers.configs import study_config
 from tests.helpers.lanes import fast_lane_keeps
-from training.run import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 # Every preset of the pretrain -> fine-tune -> diagnose pipeline, discovered; a study with its own planner (the

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
-from analysis.verdicts import Claim
+from armlm.analysis.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
+from armlm.analysis.verdicts import Claim
 
 
 @pytest.mark.parametrize("kind, direction, bounds", [

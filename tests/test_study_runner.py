@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from common.migrations import versioned
-from studies.plan import plan
-from studies.run import run_study as run_study_in_process
-from studies.runner import RECORD, cut_launch_seconds, run_stages
+from armlm.common.migrations import versioned
+from armlm.studies.plan import plan
+from armlm.studies.run import run_study as run_study_in_process
+from armlm.studies.runner import RECORD, cut_launch_seconds, run_stages
 from tests.helpers.configs import study_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_a_study_can_run_only_some_kinds_of_stage(tmp_path):
 def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir):
     root = tmp_path / "failing"
     result = subprocess.run(
-        [sys.executable, "study.py", "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={root}",
+        [sys.executable, "-m", "armlm", "study", "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={root}",
          'extra_pretrain=["objective.mask_rate=2"]'], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     log = result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""study.py end to end: a tiny study run in parallel through the joblib launcher, then completed and reported,
+"""`armlm study` end to end: a tiny study run in parallel through the joblib launcher, then completed and reported,
 rerun without work and resumed after a hard kill; the findings and data-constrained studies at smoke size."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from studies.runner import RECORD
+from armlm.studies.runner import RECORD
 from tests.helpers.configs import composed_config
 from tests.helpers.learning import logged_scalars
 
@@ -52,7 +52,7 @@ def study_settings(tmp_path_factory, data_dir, cache_dir) -> list[str]:
 
 
 def run_study(*args: str, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "study.py", *args], cwd=REPO, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "armlm", "study", *args], cwd=REPO, capture_output=True, text=True,
                             timeout=timeout, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
@@ -145,7 +145,7 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
 @pytest.mark.slow
 def test_a_killed_study_resumes_pretraining_from_its_last_checkpoint(study_settings, tmp_path):
     root = tmp_path / "killed"
-    args = [sys.executable, "study.py", f"root={root}", *study_settings, "arm=mlm", "tasks=[]", "budget=150000",
+    args = [sys.executable, "-m", "armlm", "study", f"root={root}", *study_settings, "arm=mlm", "tasks=[]", "budget=150000",
             "+study.arms.mlm.diagnose=false", "study.diagnose.candidates_arm=null"]
     run_dir = root / "mlm" / "seed1" / "pretrain"
     process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -184,7 +184,7 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
     none reproduced, which is the honest verdict there)."""
     import pandas as pd
 
-    from analysis.verdicts import VERDICTS
+    from armlm.analysis.verdicts import VERDICTS
 
     root = tmp_path / "findings"
     quiet = '"trainer.enable_progress_bar=false"'

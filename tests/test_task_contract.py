@@ -16,11 +16,11 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from common.migrations import HISTORICAL_TASKS, task_info_defaults
-from common.vocabulary import IGNORE_INDEX
-from datamodules.finetune import TASK_KINDS, FinetuneDataModule, GlueDataModule, TaskInfo
-from datamodules.glue import GlueTask
-from finetune.metrics import build_metric, task_metrics
+from armlm.common.migrations import HISTORICAL_TASKS, task_info_defaults
+from armlm.common.vocabulary import IGNORE_INDEX
+from armlm.datamodules.finetune import TASK_KINDS, FinetuneDataModule, GlueDataModule, TaskInfo
+from armlm.datamodules.glue import GlueTask
+from armlm.finetune.metrics import build_metric, task_metrics
 from tests.helpers.configs import CONFIGS, task_config
 from tests.helpers.tasks import task_info
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-import datamodules.tokenizer as tokenizer_module
-from common.vocabulary import SPECIAL_TOKENS
-from datamodules.corpora import EmbeddedWikipedia
-from datamodules.tokenizer import TokenizerSettings, canonical_ids, train_tokenizer
+import armlm.datamodules.tokenizer as tokenizer_module
+from armlm.common.vocabulary import SPECIAL_TOKENS
+from armlm.datamodules.corpora import EmbeddedWikipedia
+from armlm.datamodules.tokenizer import TokenizerSettings, canonical_ids, train_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_IN_A_FRESH_PROCESS = """
 import sys
-from datamodules.corpora import EmbeddedWikipedia
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.datamodules.corpora import EmbeddedWikipedia
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
 documents = EmbeddedWikipedia().load()["train"][:40]
 print(train_tokenizer(documents, TokenizerSettings(vocab_size=3000, kind=sys.argv[1])).to_str())
 """

@@ -9,15 +9,15 @@ import torch
 import torch._inductor.config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import training.setup
-from common.provenance import armlm_commit
-from common.vocabulary import Vocabulary
-from models.attention import BIDIRECTIONAL
-from objectives.mlm import MaskedLM
+from armlm.common.provenance import armlm_commit
+from armlm.common.vocabulary import Vocabulary
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.objectives.mlm import MaskedLM
+from armlm.training import setup as training_setup
+from armlm.training.lit_module import PretrainModule
+from armlm.training.run import check_config, run_pretraining
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
-from training.lit_module import PretrainModule
-from training.run import check_config, run_pretraining
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -40,20 +40,20 @@ def test_bf16_autocast_run_on_cpu(tmp_path, cache_dir, monkeypatch):
     assert held_out[-1] < held_out[0]
     # the precision it ran at, which depends on the machine, is in the written summary
     written = json.loads((tmp_path / "summary.json").read_text())
-    assert written["precision"] == ("bf16-mixed" if training.setup.cpu_has_bf16_units() else "32-true")
+    assert written["precision"] == ("bf16-mixed" if training_setup.cpu_has_bf16_units() else "32-true")
     assert written["code"] == armlm_commit()  # the commit (+dirty) that ran it
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True)
     assert all(t.dtype == torch.float32 for t in checkpoint["state_dict"].values() if t.is_floating_point())
 
 
 def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypatch):
-    monkeypatch.setattr(training.setup, "cpu_has_bf16_units", lambda: False)
+    monkeypatch.setattr(training_setup, "cpu_has_bf16_units", lambda: False)
     cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
-    training.setup.choose_cpu_precision(cfg)
+    training_setup.choose_cpu_precision(cfg)
     assert cfg.trainer.precision == "32-true"
-    monkeypatch.setattr(training.setup, "cpu_has_bf16_units", lambda: True)
+    monkeypatch.setattr(training_setup, "cpu_has_bf16_units", lambda: True)
     cfg = tiny_config(tmp_path, cache_dir, "trainer.precision=bf16-mixed")
-    training.setup.choose_cpu_precision(cfg)
+    training_setup.choose_cpu_precision(cfg)
     assert cfg.trainer.precision == "bf16-mixed"
 
 
@@ -169,7 +169,7 @@ def test_checkpoint_loads_with_weights_only_and_rebuilds_the_model(tmp_path, cac
     checkpoint = torch.load(summary["last_checkpoint"], weights_only=True, map_location="cpu")
     hparams = checkpoint["hyper_parameters"]
     assert type(hparams) is dict and all(type(v) in (dict, list, int, bool, str, type(None)) for v in hparams.values())
-    assert hparams["objective"]["_target_"] == "objectives.mlm_nsp.MaskedLMWithNSP"
+    assert hparams["objective"]["_target_"] == "armlm.objectives.mlm_nsp.MaskedLMWithNSP"
     assert "[MASK]" in checkpoint["tokenizer_json"]
     module = PretrainModule(**hparams)
     module.load_state_dict(checkpoint["state_dict"])  # strict: every tensor has a home
@@ -194,8 +194,8 @@ def test_resume_continues_from_the_saved_step(tmp_path, cache_dir):
 def test_inductor_compiled_step_gives_the_eager_loss_and_gradients(objective):
     """trainer.step.compile=true with the real compiler (inductor): the speed changes, not the numbers (fp32, CPU).
     Inductor draws its own random numbers unless told to fall back to eager's, which makes the draws comparable."""
-    objective_cfg = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},
-                     "mlm": {"_target_": "objectives.mlm.MaskedLM"}}[objective]
+    objective_cfg = {"ar": {"_target_": "armlm.objectives.ar.AutoregressiveLM"},
+                     "mlm": {"_target_": "armlm.objectives.mlm.MaskedLM"}}[objective]
     settings = dict(model={"vocab_size": 64, "max_len": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64,
                            "dropout": 0.0},
                     objective=objective_cfg, optim={}, seed=3)

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from armlm.training.budget import FLOPS_STEP_MARGIN
+from armlm.training.run import run_pretraining
+from armlm.training.trainer import DropTips, RunProgressBar, quiet_lightning
 from tests.helpers.configs import tiny_config
-from training.budget import FLOPS_STEP_MARGIN
-from training.run import run_pretraining
-from training.trainer import DropTips, RunProgressBar, quiet_lightning
 
 
 @pytest.mark.parametrize("max_epochs,description", [(-1, "Epoch 0"), (None, "Epoch 0"), (3, "Epoch 0/2")])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.verdicts import Claim, ClaimTest, holm, judge_claim, paired_interval, sign_flip_test, verdicts
+from armlm.analysis.verdicts import Claim, ClaimTest, holm, judge_claim, paired_interval, sign_flip_test, verdicts
 
 
 def t2_sf(t: float) -> float:

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from tests.helpers.blimp import write_paradigm
-from zeroshot.blimp import (
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.zeroshot.blimp import (
     Paradigm,
     accuracy_table,
     pair_outcomes,
@@ -20,7 +19,8 @@ from zeroshot.blimp import (
     read_blimp,
     read_published,
 )
-from zeroshot.run import context_block, encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
+from armlm.zeroshot.run import context_block, encode_paradigms, markdown, run_zeroshot, within_length, zeroshot_config
+from tests.helpers.blimp import write_paradigm
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """lm-evaluation-harness's `armlm` model type: its loglikelihoods against lm-eval's own `hf` backend on the export
-of the same AR checkpoint, BLiMP through lm-eval against zeroshot.py, the rolling windows, generation, and the
+of the same AR checkpoint, BLiMP through lm-eval against `armlm zeroshot`, the rolling windows, generation, and the
 local task folder (the last needs no lm-eval)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
+from armlm.zeroshot.lm_eval_tasks import GROUP, write_blimp_tasks
 from tests.helpers.blimp import write_paradigm
-from zeroshot.lm_eval_tasks import GROUP, write_blimp_tasks
 
 TEXTS = ["the city of london is the capital of the country .", "he said that it was a fine day",
          "the cat sat on the mat and the dog slept", "in the year after the war , the people of the"]
@@ -40,8 +40,8 @@ def test_the_local_blimp_tasks_are_one_per_paradigm_and_a_macro_group(tmp_path):
 lm_eval = pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]'")
 from lm_eval.api.instance import Instance  # noqa: E402
 
-from interchange.export import export_checkpoint  # noqa: E402
-from zeroshot.harness import ArmlmLM  # noqa: E402
+from armlm.interchange.export import export_checkpoint  # noqa: E402
+from armlm.zeroshot.harness import ArmlmLM  # noqa: E402
 
 
 def requests(kind: str, args: list[tuple]) -> list[Instance]:
@@ -90,7 +90,7 @@ def test_rolling_windows_score_every_token_once_each_window_led_by_cls(untrained
 def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_path):
     from lm_eval.tasks import TaskManager
 
-    from zeroshot.run import run_zeroshot, zeroshot_config
+    from armlm.zeroshot.run import run_zeroshot, zeroshot_config
 
     data = tmp_path / "blimp"
     data.mkdir()
@@ -112,9 +112,9 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_pat
 
 
 def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrained):
-    from generation.decode import Request, left_to_right
-    from generation.run import encode_prompt
-    from generation.sampling import SamplingSettings
+    from armlm.generation.decode import Request, left_to_right
+    from armlm.generation.run import encode_prompt
+    from armlm.generation.sampling import SamplingSettings
 
     ours = ArmlmLM(checkpoint=str(untrained["ar"]))
     (free,) = ours.generate_until(requests("generate_until", [("the city of", {"max_gen_toks": 8, "until": []})]))

@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.tokenizer import TokenizerSettings, train_tokenizer
-from diagnostics.likelihood import exact_chain_rule_nll, model_masked_scorer
-from diagnostics.scoring import Scorer
-from diagnostics.tables import pseudo_log_likelihood
-from models.attention import BIDIRECTIONAL
-from models.backbone import ModelConfig, Transformer
-from objectives.ar import AutoregressiveLM
-from objectives.hybrid import HybridLM
-from objectives.masked_diffusion import MaskedDiffusionLM
-from objectives.mlm import MaskedLM
-from objectives.plm import PermutationLM
-from sources.armlm import armlm_special_tokens
-from zeroshot.scoring import (
+from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer
+from armlm.diagnostics.likelihood import exact_chain_rule_nll, model_masked_scorer
+from armlm.diagnostics.scoring import Scorer
+from armlm.diagnostics.tables import pseudo_log_likelihood
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.objectives.ar import AutoregressiveLM
+from armlm.objectives.hybrid import HybridLM
+from armlm.objectives.masked_diffusion import MaskedDiffusionLM
+from armlm.objectives.mlm import MaskedLM
+from armlm.objectives.plm import PermutationLM
+from armlm.sources.armlm import armlm_special_tokens
+from armlm.zeroshot.scoring import (
     EncodedSentence,
     SentenceScorer,
     after_context,

@@ -18,12 +18,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from common.errors import ArmlmError, ArmlmFileError
-from models.checkpoint import hyperparameters, read_checkpoint
-from training.budget import steps_for_tokens, tokens_of_passes
-from training.callbacks import SaveAtSteps
-from training.optim import decay_start
-from training.setup import differences
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.models.checkpoint import hyperparameters, read_checkpoint
+from armlm.training.budget import steps_for_tokens, tokens_of_passes
+from armlm.training.callbacks import SaveAtSteps
+from armlm.training.optim import decay_start
+from armlm.training.setup import differences
 
 # data settings that change neither the tokens nor their order (datamodules/shards.py, the loaders' workers)
 ORDER_FREE_DATA_KEYS = ("cache_dir", "num_workers", "encode_workers", "shard_chars", "val_batch_size")

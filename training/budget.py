@@ -14,11 +14,11 @@ import math
 import torch
 from torch.utils.data import DataLoader
 
-from common.errors import ArmlmError
-from common.seeding import BUDGET_PROBE, derived_seed
-from models.backbone import Transformer
-from models.flops import TRAINING_PASSES
-from objectives.base import Objective
+from armlm.common.errors import ArmlmError
+from armlm.common.seeding import BUDGET_PROBE, derived_seed
+from armlm.models.backbone import Transformer
+from armlm.models.flops import TRAINING_PASSES
+from armlm.objectives.base import Objective
 
 PROBE_BATCHES = 8
 # The step cap of a FLOPs budget sits this far past the estimated steps, so the FLOPs count, not the cap, ends

@@ -12,8 +12,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from common.errors import ArmlmError
-from common.migrations import migrate_token_accounting_state
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_token_accounting_state
 
 log = logging.getLogger("armlm.train")
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from common.atomic import atomic_file
+from armlm.common.atomic import atomic_file
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

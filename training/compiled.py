@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import torch
 
-from common.errors import ArmlmError
-from models.backbone import Transformer
-from objectives.base import Batch, LossOutput, Objective
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import Transformer
+from armlm.objectives.base import Batch, LossOutput, Objective
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Dense bf16 tensor-core FLOP/s of the data sheets, by a substring of torch.cuda.get_device_name: what train/mfu is

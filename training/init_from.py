@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from common.errors import ArmlmError
-from models.backbone import ModelConfig, Transformer
-from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
-from training.callbacks import TokenAccounting
-from training.setup import differences
+from armlm.common.errors import ArmlmError
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
+from armlm.training.callbacks import TokenAccounting
+from armlm.training.setup import differences
 
 
 @dataclass(frozen=True)

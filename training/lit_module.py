@@ -16,17 +16,17 @@ from hydra.utils import instantiate
 from torch import Tensor
 from torchmetrics import MeanMetric
 
-from common.errors import ArmlmError
-from common.migrations import SCHEMA_VERSION, migrate_pretraining_checkpoint
-from common.provenance import armlm_commit
-from common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
-from models.backbone import ModelConfig, Transformer
-from models.flops import TRAINING_PASSES
-from objectives.base import Batch, LossOutput, Objective, TrainingProgress
-from training.callbacks import TokenAccounting, logs_this_step
-from training.compiled import compile_loss
-from training.nonfinite import LOSS, NonFiniteLossError, StopsAtNonFinite
-from training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import SCHEMA_VERSION, migrate_pretraining_checkpoint
+from armlm.common.provenance import armlm_commit
+from armlm.common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed, seed_dropout
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.models.flops import TRAINING_PASSES
+from armlm.objectives.base import Batch, LossOutput, Objective, TrainingProgress
+from armlm.training.callbacks import TokenAccounting, logs_this_step
+from armlm.training.compiled import compile_loss
+from armlm.training.nonfinite import LOSS, NonFiniteLossError, StopsAtNonFinite
+from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed
 
 log = logging.getLogger("armlm.train")
 OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram

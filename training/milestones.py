@@ -18,8 +18,8 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
-from common.errors import ArmlmError
-from training.callbacks import SaveAtTokens, TokenAccounting
+from armlm.common.errors import ArmlmError
+from armlm.training.callbacks import SaveAtTokens, TokenAccounting
 
 log = logging.getLogger("armlm.train")
 

@@ -10,8 +10,8 @@ import math
 import torch
 from torch import Tensor
 
-from training.callbacks import logs_this_step
-from training.optim import grad_scaler
+from armlm.training.callbacks import logs_this_step
+from armlm.training.optim import grad_scaler
 
 
 class NonFiniteLossError(RuntimeError):

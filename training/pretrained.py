@@ -11,11 +11,11 @@ import torch
 from hydra.utils import get_class
 from torch import Tensor
 
-from common.errors import ArmlmError
-from common.migrations import migrate_pretraining_checkpoint
-from models.backbone import ModelConfig, Transformer
-from models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
-from objectives.base import Objective
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import migrate_pretraining_checkpoint
+from armlm.models.backbone import ModelConfig, Transformer
+from armlm.models.checkpoint import backbone_weights, hyperparameters, load_weights, read_checkpoint, resolve_checkpoint
+from armlm.objectives.base import Objective
 
 
 @dataclass

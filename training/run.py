@@ -15,21 +15,21 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from common.errors import ArmlmError
-from common.migrations import SCHEMA_VERSION
-from datamodules.pretrain import PretrainDataModule
-from datamodules.tokenizer import TokenizerSettings
-from models.backbone import ModelConfig
-from models.checkpoint import read_hyperparameters
-from training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
-from training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
-from training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
-from training.compiled import datasheet_peak
-from training.disk_full import reporting_full_disk
-from training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
-from training.lit_module import OWN_ALL, PretrainModule
-from training.milestones import milestone_name, save_at_words
-from training.setup import (
+from armlm.common.errors import ArmlmError
+from armlm.common.migrations import SCHEMA_VERSION
+from armlm.datamodules.pretrain import PretrainDataModule
+from armlm.datamodules.tokenizer import TokenizerSettings
+from armlm.models.backbone import ModelConfig
+from armlm.models.checkpoint import read_hyperparameters
+from armlm.training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
+from armlm.training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
+from armlm.training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
+from armlm.training.compiled import datasheet_peak
+from armlm.training.disk_full import reporting_full_disk
+from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
+from armlm.training.lit_module import OWN_ALL, PretrainModule
+from armlm.training.milestones import milestone_name, save_at_words
+from armlm.training.setup import (
     build,
     build_model_config,
     choose_cpu_precision,
@@ -38,7 +38,7 @@ from training.setup import (
     keep_large_allocations_on_the_heap,
     resolve_last_checkpoint,
 )
-from training.trainer import (
+from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
     checkpoints,
@@ -47,7 +47,7 @@ from training.trainer import (
     step_settings,
     write_result,
 )
-from training.validate import check_run_settings
+from armlm.training.validate import check_run_settings
 
 log = logging.getLogger("armlm.train")
 OWN_MARGIN = "val/own_below_unigram"  # its tags: this, and this_<scope> for a mixture's components

@@ -14,9 +14,9 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from common.errors import ArmlmError, ArmlmFileError
-from common.machine import cpu_has_bf16_units
-from models.backbone import ModelConfig
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.machine import cpu_has_bf16_units
+from armlm.models.backbone import ModelConfig
 
 log = logging.getLogger("armlm.train")
 

@@ -18,11 +18,11 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from common.atomic import atomic_write_artefact
-from common.errors import ArmlmError
-from common.provenance import armlm_commit
-from training.callbacks import ValidateAtEnd
-from training.checkpoint_io import AtomicCheckpointIO
+from armlm.common.atomic import atomic_write_artefact
+from armlm.common.errors import ArmlmError
+from armlm.common.provenance import armlm_commit
+from armlm.training.callbacks import ValidateAtEnd
+from armlm.training.checkpoint_io import AtomicCheckpointIO
 
 
 class RunProgressBar(RichProgressBar):

@@ -15,8 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from common.errors import ArmlmError, ArmlmFileError
-from training.compiled import COMPILE_MODES
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.training.compiled import COMPILE_MODES
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import ArmlmError
+from armlm.common.errors import ArmlmError
 
 FIELDS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID")
 PUBLISHED_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", "gpt2": "GPT-2"}

@@ -1,9 +1,9 @@
 """lm-evaluation-harness's `armlm` model type: any model source (an armlm run or checkpoint, a Hugging Face folder
 or hf:<id>), scored the way it allows.
 
-    python harness.py --model armlm --model_args checkpoint=<run folder>,method=pll --tasks blimp_local
+    armlm harness --model armlm --model_args checkpoint=<run folder>,method=pll --tasks blimp_local
 
-(`harness.py` is lm-eval's own command line with this module imported, so `--model armlm` is registered.)
+(`armlm harness` is lm-eval's own command line with this module imported, so `--model armlm` is registered.)
 - `loglikelihood(context, continuation)`: the start token ([CLS]; a Hugging Face model's own), the context's tokens,
   the continuation's, and the model's end tokens (BERT's [SEP]; none for armlm or a decoder), scored by the
   checkpoint's method (zeroshot.scoring): `exact` for chain-rule readers; `pll` / `pll_word_l2r` (each
@@ -29,11 +29,11 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from common.errors import ArmlmError
-from generation.decode import Request, generator_for
-from generation.sampling import SamplingSettings
-from sources import open_source
-from zeroshot.scoring import EncodedSentence, SentenceScorer, word_boundaries_known
+from armlm.common.errors import ArmlmError
+from armlm.generation.decode import Request, generator_for
+from armlm.generation.sampling import SamplingSettings
+from armlm.sources import open_source
+from armlm.zeroshot.scoring import EncodedSentence, SentenceScorer, word_boundaries_known
 
 DEFAULT_MAX_GEN_TOKS = 32
 
@@ -42,7 +42,7 @@ DEFAULT_MAX_GEN_TOKS = 32
 class ArmlmLM(LM):
     """`checkpoint`: a model source (sources.open_source); `method`: one of its scoring methods (default its first:
     `exact` for a chain-rule reader, else `pll`). lm-eval's `batch_size` is accepted and not used: passes are sized
-    by `tokens_per_pass`, as in zeroshot.py. `trust_remote_code`: run a Hugging Face folder's own modelling file."""
+    by `tokens_per_pass`, as in `armlm zeroshot`. `trust_remote_code`: run a Hugging Face folder's own modelling file."""
 
     def __init__(self, checkpoint: str, method: str | None = None, device: str = "cpu",
                  tokens_per_pass: int = 16384, bound_draws: int = 2, seed: int = 1,

@@ -1,7 +1,7 @@
-"""`armlm harness <lm_eval's arguments>` (or `python harness.py ...`): EleutherAI's lm-evaluation-harness with armlm's model type and tasks.
+"""`armlm harness <lm_eval's arguments>` (or `armlm harness ...`): EleutherAI's lm-evaluation-harness with armlm's model type and tasks.
 
-    python harness.py --model armlm --model_args checkpoint=outputs/mlm/<time>,method=pll --tasks blimp_local
-    python harness.py --model hf --model_args pretrained=exports/ar,device=cpu --tasks blimp_local
+    armlm harness --model armlm --model_args checkpoint=outputs/mlm/<time>,method=pll --tasks blimp_local
+    armlm harness --model hf --model_args pretrained=exports/ar,device=cpu --tasks blimp_local
 
 lm-eval's own command line (`lm_eval`) has no way to load a model type from another package, so this runs it with
 `zeroshot.harness` imported (`--model armlm`) and armlm's local tasks (zeroshot.lm_eval_tasks: `blimp_local` from
@@ -16,16 +16,16 @@ import tempfile
 
 from lm_eval.__main__ import cli_evaluate
 
-import zeroshot.harness  # noqa: F401  (registers --model armlm)
-from common.config import data_dir
-from zeroshot.lm_eval_tasks import write_blimp_tasks
+import armlm.zeroshot.harness  # noqa: F401  (registers --model armlm)
+from armlm.common.config import data_dir
+from armlm.zeroshot.lm_eval_tasks import write_blimp_tasks
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
         sys.exit("armlm harness puts armlm's own tasks on --include_path; to add your tasks too, copy them beside "
-                 "zeroshot.lm_eval_tasks.write_blimp_tasks's output and run lm_eval with `import zeroshot.harness`")
+                 "armlm.zeroshot.lm_eval_tasks.write_blimp_tasks's output and run lm_eval with `import zeroshot.harness`")
     with tempfile.TemporaryDirectory(prefix="armlm-lm-eval-tasks-") as tasks:
         blimp = data_dir() / "blimp"
         if blimp.is_dir():

@@ -2,7 +2,7 @@
 
 `blimp_local`: BLiMP from a folder of the release's `<UID>.jsonl` files (default $ARMLM_DATA_DIR/blimp), one task
 per paradigm (`blimp_local_<UID>`, lm-eval's own BLiMP template: the good and the bad sentence as two choices of
-an empty context) and a group averaging them unweighted, a macro over paradigms as the release and zeroshot.py
+an empty context) and a group averaging them unweighted, a macro over paradigms as the release and `armlm zeroshot`
 report it. lm-eval's `blimp` tasks read the Hugging Face hub; these read local files, so they run offline.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from common.errors import ArmlmFileError
+from armlm.common.errors import ArmlmFileError
 
 GROUP = "blimp_local"
 

@@ -1,4 +1,4 @@
-"""`python zeroshot.py checkpoint=<run>`: a checkpoint's BLiMP accuracy by every scoring method its objective has.
+"""`armlm zeroshot checkpoint=<run>`: a checkpoint's BLiMP accuracy by every scoring method its objective has.
 
 Writes, in the run folder: zeroshot.json (every figure, per method), zeroshot.md (the table, the release's models
 beside it over the same paradigms) and TensorBoard scalars whose tags are the same for every objective:
@@ -18,13 +18,13 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 from torch.utils.tensorboard import SummaryWriter
 
-from common.atomic import atomic_write_artefact, atomic_write_text
-from common.config import compose_config
-from common.errors import ArmlmError, ArmlmFileError
-from common.units import likelihood_units, text_units
-from sources import ModelSource, SpecialTokens, open_source
-from sources.armlm import armlm_special_tokens
-from zeroshot.blimp import (
+from armlm.common.atomic import atomic_write_artefact, atomic_write_text
+from armlm.common.config import compose_config
+from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.units import likelihood_units, text_units
+from armlm.sources import ModelSource, SpecialTokens, open_source
+from armlm.sources.armlm import armlm_special_tokens
+from armlm.zeroshot.blimp import (
     PUBLISHED_ALL_67,
     Paradigm,
     accuracy_table,
@@ -34,14 +34,20 @@ from zeroshot.blimp import (
     read_blimp,
     read_published,
 )
-from zeroshot.scoring import EncodedSentence, SentenceScorer, after_context, encode_sentences, word_boundaries_known
+from armlm.zeroshot.scoring import (
+    EncodedSentence,
+    SentenceScorer,
+    after_context,
+    encode_sentences,
+    word_boundaries_known,
+)
 
 log = logging.getLogger("armlm.zeroshot")
 IN_CONTEXT = "@context"  # a method's results with every sentence read after the fixed context block
 
 
 def zeroshot_config(overrides: list[str]) -> DictConfig:
-    """configs/zeroshot.yaml with overrides, for callers outside `python zeroshot.py` (studies, notebooks, bench)."""
+    """configs/zeroshot.yaml with overrides, for callers outside `armlm zeroshot` (studies, notebooks, bench)."""
     return compose_config("zeroshot", overrides)
 
 

@@ -32,11 +32,11 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
-from common.errors import ArmlmError
-from diagnostics.likelihood import model_masked_scorer, random_subsets, row_log_probs
-from models.attention import BIDIRECTIONAL
-from objectives.base import Objective
-from sources.base import Backbone, Reading, SpecialTokens, as_reading
+from armlm.common.errors import ArmlmError
+from armlm.diagnostics.likelihood import model_masked_scorer, random_subsets, row_log_probs
+from armlm.models.attention import BIDIRECTIONAL
+from armlm.objectives.base import Objective
+from armlm.sources.base import Backbone, Reading, SpecialTokens, as_reading
 
 METHODS = ("exact", "pll", "pll_word_l2r", "bound")
 

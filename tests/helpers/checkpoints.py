@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from models.backbone import ModelConfig, Transformer
+from armlm.models.backbone import ModelConfig, Transformer
 from tests.helpers.configs import tiny_config
 from tests.helpers.vocabularies import word_tokenizer_json
 
@@ -31,7 +31,7 @@ def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *o
     from omegaconf import OmegaConf
     from tokenizers import Tokenizer
 
-    from training.lit_module import PretrainModule
+    from armlm.training.lit_module import PretrainModule
 
     cfg = tiny_config(folder, folder, f"objective={objective}", *overrides)
     vocab_size = Tokenizer.from_str(tokenizer_json).get_vocab_size()
@@ -48,9 +48,9 @@ def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *o
 
 
 CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)
-OBJECTIVES = {"ar": {"_target_": "objectives.ar.AutoregressiveLM"},
-              "mlm": {"_target_": "objectives.mlm.MaskedLM", "mask_rate": 0.15},
-              "plm": {"_target_": "objectives.plm.PermutationLM", "partial_k": 6}}
+OBJECTIVES = {"ar": {"_target_": "armlm.objectives.ar.AutoregressiveLM"},
+              "mlm": {"_target_": "armlm.objectives.mlm.MaskedLM", "mask_rate": 0.15},
+              "plm": {"_target_": "armlm.objectives.plm.PermutationLM", "partial_k": 6}}
 
 
 def save_checkpoint(path, objective="ar", config=CONFIG, **changes):

@@ -12,8 +12,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from common.config import compose_config
-from datamodules.glue import GlueTask
+from armlm.common.config import compose_config
+from armlm.datamodules.glue import GlueTask
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -45,7 +45,7 @@ def composed_config(name: str, overrides: Sequence[str], **settings: object) -> 
 
 
 def study_config(*overrides: str) -> DictConfig:
-    """configs/study.yaml with the overrides (composed_config), as study.py would compose them."""
+    """configs/study.yaml with the overrides (composed_config), as `armlm study` would compose them."""
     return composed_config("study", overrides)
 
 

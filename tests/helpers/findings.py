@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.findings_report import findings_table
-from common.migrations import versioned
+from armlm.analysis.findings_report import findings_table
+from armlm.common.migrations import versioned
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
 
@@ -79,7 +79,7 @@ FINDINGS = {
 
 
 def gate_report(root: Path, arm: str, seed: int, below: float, mc_stderr: float | None = None) -> None:
-    """A likelihood section on the common scale (evaluate.py): nats below the unigram of the same targets; a
+    """A likelihood section on the common scale (`armlm evaluate`): nats below the unigram of the same targets; a
     Monte-Carlo standard error where the figure is the bound's estimate (an exact likelihood has none)."""
     path = root / arm / f"seed{seed}" / "diagnostics" / "diagnostics.json"
     report = json.loads(path.read_text()) if path.is_file() else {}

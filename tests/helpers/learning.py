@@ -91,8 +91,8 @@ class LearningProbe(Callback):
 
 def with_callbacks(monkeypatch, *extra: Callback) -> None:
     """train.py's trainer with `extra` callbacks after its own."""
-    import training.run
+    from armlm.training import run as training_run
 
-    real = training.run.build_trainer
-    monkeypatch.setattr(training.run, "build_trainer",
+    real = training_run.build_trainer
+    monkeypatch.setattr(training_run, "build_trainer",
                         lambda trainer, out, callbacks, *a, **k: real(trainer, out, [*callbacks, *extra], *a, **k))

@@ -3,7 +3,7 @@ ELECTRA tests' generator and discriminator."""
 
 import torch
 
-from models.backbone import ModelConfig, Transformer
+from armlm.models.backbone import ModelConfig, Transformer
 
 ELECTRA_SHAPE = dict(d_model=64, n_layers=2, max_len=64, positions="learned", norm_position="pre", dropout=0.0,
                      layer_norm_eps=1e-5, init_std=0.02)

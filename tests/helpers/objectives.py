@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from models.attention import Attention, attention_share
-from models.backbone import ModelConfig
-from objectives.hybrid import HybridLM
-from objectives.mixture import RowMixture
+from armlm.models.attention import Attention, attention_share
+from armlm.models.backbone import ModelConfig
+from armlm.objectives.hybrid import HybridLM
+from armlm.objectives.mixture import RowMixture
 
 
 def blocks(vocab, rows=8, length=20):

@@ -42,7 +42,7 @@ class PretrainedRuns(Mapping[str, Path]):
         self.tmp_path_factory, self.cache_dir, self.name, self.runs = tmp_path_factory, cache_dir, name, runs
 
     def __getitem__(self, label: str) -> Path:
-        from training.run import run_pretraining
+        from armlm.training.run import run_pretraining
 
         build = lambda folder: run_pretraining(tiny_config(folder, self.cache_dir, *self.runs[label]))  # noqa: E731
         return shared_across_workers(self.tmp_path_factory, f"{self.name}-{label}", build)

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.scalars import SCALARS_CSV, write_scalars_csv
-from finetune.metrics import ITEMS_FILE
+from armlm.common.scalars import SCALARS_CSV, write_scalars_csv
+from armlm.finetune.metrics import ITEMS_FILE
+from armlm.zeroshot.blimp import Paradigm, accuracy_table, published_beside
 from tests.helpers.findings import write
-from zeroshot.blimp import Paradigm, accuracy_table, published_beside
 
 # objective -> its val/loss kind and whether its validation loss is an exact likelihood (val_likelihood)
 OBJECTIVES = {"AutoregressiveLM": ("next_token", True), "MaskedLM": ("masked_token", False),
@@ -144,7 +144,7 @@ def tagging(root: Path, arm: str, seed: int, task_variant: str, epochs: list[np.
 
 
 def likelihood(nll: float, unigram: float, kind: str = "exact", mc_stderr: float = 0.0) -> dict[str, Any]:
-    """evaluate.py's likelihood section: held-out NLL per non-[EOD] target beside the unigram NLL of the same."""
+    """`armlm evaluate`'s likelihood section: held-out NLL per non-[EOD] target beside the unigram NLL of the same."""
     return {"kind": kind, "nll_per_token": nll, "nll_per_token_without_eod": nll, "ppl": math.exp(nll),
             "unigram_nll_per_token_without_eod": unigram, "below_unigram": unigram - nll, "mc_stderr": mc_stderr,
             "blocks_fingerprint": "2557354c86e7342e", "blocks": 64, "block_size": 64}
@@ -219,7 +219,7 @@ def zeroshot(root: Path, arm: str, seed: int, outcomes: dict[str, dict[str, np.n
 
 
 def word_scores(simlex: float, wordsim: float, semantic: float, syntactic: float, rare: float) -> dict[str, Any]:
-    """One layer's (or a static method's) word-benchmark scores, as embeddings.py writes them."""
+    """One layer's (or a static method's) word-benchmark scores, as `armlm embeddings` writes them."""
     return {"simlex999": {"spearman": simlex, "pairs": 496, "rare_spearman": rare, "rare_pairs": 852},
             "wordsim353": {"spearman": wordsim, "pairs": 233},
             "analogies": {"semantic": {"accuracy": semantic, "questions": 570},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from datamodules.finetune import TaskInfo
+from armlm.datamodules.finetune import TaskInfo
+from armlm.training.setup import build
 from tests.helpers.vocabularies import word_tokenizer_json
-from training.setup import build
 
 
 def task_info(cfg: DictConfig) -> TaskInfo:

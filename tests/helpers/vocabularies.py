@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from common.vocabulary import SPECIAL_TOKENS, Vocabulary
+from armlm.common.vocabulary import SPECIAL_TOKENS, Vocabulary
 
 
 def make_vocabulary(size: int = 50, seed: int = 0) -> Vocabulary:

@@ -1,4 +1,4 @@
-"""armlm's commands: the registry that the `armlm` console script and the top-level scripts read.
+"""armlm's commands: the registry that the `armlm` console script, `python -m armlm` and train.py read.
 
     armlm train objective=mlm            armlm finetune task=rte pretrained=<run>      armlm --help
 
@@ -11,42 +11,42 @@ from __future__ import annotations
 
 import sys
 
-from common.commands import Command, dispatch
-from studies.stages import STAGE_KINDS
+from armlm.common.commands import Command, dispatch
+from armlm.studies.stages import STAGE_KINDS
 
 
 def runs_stages(kind: str) -> dict[str, str]:
-    """The run function, config and script of the command that runs study stages of this kind."""
+    """The name, run function, config and script of the command that runs study stages of this kind."""
     stage = STAGE_KINDS[kind]
-    return {"run": stage.run, "config": stage.config, "script": stage.script}
+    return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script}
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("train", "pretrain the backbone with an objective (objective=ar|mlm|...)", "docs/guides/pretraining.md",
+    Command(summary="pretrain the backbone with an objective (objective=ar|mlm|...)", guide="docs/guides/pretraining.md",
             **runs_stages("pretrain"),
-            errors=("builtins:ConnectionError", "training.nonfinite:NonFiniteLossError", "builtins:FloatingPointError",
-                    "training.disk_full:DiskFullError")),
-    Command("finetune", "fine-tune a checkpoint (or static vectors) on a GLUE task or CoNLL-2003",
-            "docs/guides/finetuning.md", **runs_stages("finetune"),
-            errors=("builtins:ConnectionError", "builtins:FloatingPointError", "training.disk_full:DiskFullError")),
-    Command("evaluate", "independence diagnostics and likelihoods of a checkpoint", "docs/guides/diagnostics.md",
+            errors=("builtins:ConnectionError", "armlm.training.nonfinite:NonFiniteLossError", "builtins:FloatingPointError",
+                    "armlm.training.disk_full:DiskFullError")),
+    Command(summary="fine-tune a checkpoint (or static vectors) on a GLUE task or CoNLL-2003",
+            guide="docs/guides/finetuning.md", **runs_stages("finetune"),
+            errors=("builtins:ConnectionError", "builtins:FloatingPointError", "armlm.training.disk_full:DiskFullError")),
+    Command(summary="independence diagnostics and likelihoods of a checkpoint", guide="docs/guides/diagnostics.md",
             **runs_stages("diagnose")),
-    Command("zeroshot", "score a checkpoint on BLiMP by every method its objective has", "docs/guides/zeroshot.md",
+    Command(summary="score a checkpoint on BLiMP by every method its objective has", guide="docs/guides/zeroshot.md",
             **runs_stages("zeroshot")),
     Command("harness", "lm-evaluation-harness with armlm's model type (lm_eval's arguments)",
-            "docs/guides/zeroshot.md", "zeroshot.harness_cli:main"),
-    Command("embeddings", "static word vectors, or a checkpoint's type-level vectors, on word benchmarks",
-            "docs/guides/embeddings.md", **runs_stages("embed")),
+            "docs/guides/zeroshot.md", "armlm.zeroshot.harness_cli:main"),
+    Command(summary="static word vectors, or a checkpoint's type-level vectors, on word benchmarks",
+            guide="docs/guides/embeddings.md", **runs_stages("embed")),
     Command("generate", "sample text from a checkpoint", "docs/guides/generation.md",
-            "generation.run:run_generation", "generate", "generate.py"),
+            "armlm.generation.run:run_generation", "generate"),
     Command("export", "export a checkpoint to a Hugging Face transformers folder", "docs/guides/export.md",
-            "interchange.export:run_export", "export", "export.py", errors=("builtins:FileExistsError",)),
+            "armlm.interchange.export:run_export", "export", errors=("builtins:FileExistsError",)),
     Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
-            "docs/guides/studies.md", "studies.run:study", "study", "study.py"),
+            "docs/guides/studies.md", "armlm.studies.run:study", "study"),
     Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",
-            "docs/guides/studies.md", "analysis.reports:main"),
+            "docs/guides/studies.md", "armlm.analysis.reports:main"),
     Command("bench", "print measured numbers: armlm bench <name> (bench/README.md lists them)", "bench/README.md",
-            "armlm_cli.bench:main"),
+            "armlm.benchmarks:main"),
 )}
 
 
