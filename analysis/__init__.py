@@ -1,1 +1,2 @@
-"""Turn run folders (summary.json + TensorBoard events) into tables and plots."""
+"""Run and study folders turned into tables (tables/), findings judged (findings/) and reports written (reports/),
+each sub-package importing only those before it."""

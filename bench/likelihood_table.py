@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from armlm.analysis.verdicts import paired_interval  # noqa: E402
+from armlm.analysis.findings.verdicts import paired_interval  # noqa: E402
 
 ROOT = REPO / "outputs" / "likelihood"
 

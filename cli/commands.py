@@ -44,7 +44,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
             "docs/guides/studies.md", "armlm.studies.run:study", "study"),
     Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",
-            "docs/guides/studies.md", "armlm.analysis.reports:main"),
+            "docs/guides/studies.md", "armlm.analysis.reports.registry:main"),
     Command("bench", "print measured numbers: armlm bench <name> (bench/README.md lists them)", "bench/README.md",
             "armlm.benchmarks:main"),
 )}

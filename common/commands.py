@@ -1,5 +1,5 @@
 """The mechanics of armlm's command registries: a command named by import path, and the dispatch of
-`<prog> <name> [its arguments]` that `armlm` (armlm.commands), `armlm report` (analysis.reports) and
+`<prog> <name> [its arguments]` that `armlm` (armlm.commands), `armlm report` (analysis.reports.registry) and
 `armlm bench` (armlm.benchmarks) share.
 
 A command is either a Hydra command (a primary config in configs/ and the function that runs on the composed config)

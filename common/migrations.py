@@ -32,7 +32,7 @@ def versioned(artefact: dict[str, Any]) -> dict[str, Any]:
 
 # Fine-tuning tasks before schema version 2 (26 November 2026, issue 45): TaskInfo in fine-tune checkpoints had no
 # `metrics` or `primary_metric`, nor results.json a `primary_metric`; finetune.metrics chose them by task name, and
-# analysis.study_tables's plots by its PRIMARY_METRIC table. This is that choice, frozen: the only tasks that existed.
+# analysis.tables.study_tables's plots by its PRIMARY_METRIC table. This is that choice, frozen: the only tasks that existed.
 def _metric(factory: str) -> dict[str, str]:
     return {"_target_": f"armlm.finetune.metrics.{factory}"}
 
@@ -72,6 +72,31 @@ def task_info_defaults(task: dict[str, Any]) -> dict[str, Any]:
 # parts are an armlm module today is rewritten: "training.log" (a file name) is not code and stays.
 BARE_LAYERS = ("common", "models", "objectives", "datamodules", "training", "analysis", "finetune", "embeddings",
                "diagnostics", "generation", "interchange", "sources", "studies", "zeroshot")
+# The same day analysis/ was split into tables/, findings/ and reports/: where each module of the flat folder went
+# (named without armlm., as references written before name them).
+MOVED_MODULES = {
+    "analysis.runs": "analysis.tables.runs",
+    "analysis.study_runs": "analysis.tables.study_runs",
+    "analysis.study_tables": "analysis.tables.study_tables",
+    "analysis.diagnostics_tables": "analysis.tables.diagnostics_tables",
+    "analysis.curves_reading": "analysis.tables.curves_reading",
+    "analysis.verdicts": "analysis.findings.verdicts",
+    "analysis.items": "analysis.findings.items",
+    "analysis.power": "analysis.findings.power",
+    "analysis.quantities": "analysis.findings.quantities",
+    "analysis.findings": "analysis.findings.measures",
+    "analysis.gate": "analysis.findings.gate",
+    "analysis.registrations": "analysis.findings.registrations",
+    "analysis.study_plots": "analysis.reports.study_plots",
+    "analysis.blimp_report": "analysis.reports.blimp_report",
+    "analysis.study_report": "analysis.reports.study_report",
+    "analysis.curves_report": "analysis.reports.curves_report",
+    "analysis.embeddings_report": "analysis.reports.embeddings_report",
+    "analysis.findings_report": "analysis.reports.findings_report",
+    "analysis.findings_markdown": "analysis.reports.findings_markdown",
+    "analysis.finetune_results": "analysis.reports.finetune_results",
+    "analysis.reports": "analysis.reports.registry",
+}
 BARE_REFERENCE = re.compile(rf"^(?:{'|'.join(BARE_LAYERS)})\.\w+(?:\.\w+)*(?::\w+)?$")
 
 
@@ -79,7 +104,10 @@ def namespaced(reference: str) -> str:
     """A code reference written before the `armlm` namespace, as it is named now; any other string unchanged."""
     if not BARE_REFERENCE.match(reference):
         return reference
-    module = ".".join(reference.partition(":")[0].split(".")[:2])
+    head = ".".join(reference.partition(":")[0].split(".")[:2])
+    if head in MOVED_MODULES:
+        return f"armlm.{MOVED_MODULES[head]}{reference[len(head):]}"
+    module = head
     try:
         known = find_spec(f"armlm.{module}") is not None
     except ImportError:

@@ -137,7 +137,7 @@ class FinetuneDataModule(L.LightningDataModule):
 
     def cluster_of(self, example: Any) -> int | None:
         """The group an evaluation example was sampled in (a CoNLL sentence's document), which a bootstrap over items
-        resamples whole (analysis.items); None where the examples are independent draws."""
+        resamples whole (analysis.findings.items); None where the examples are independent draws."""
         return None
 
     @classmethod

@@ -1,5 +1,5 @@
 """A diagnostics report computed once per checkpoint and settings: a notebook re-run reads the report that is there
-instead of redoing minutes of forward passes (analysis.diagnostics_tables then reads the reports into tables)."""
+instead of redoing minutes of forward passes (analysis.tables.diagnostics_tables then reads the reports into tables)."""
 
 from __future__ import annotations
 

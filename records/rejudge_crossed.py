@@ -5,7 +5,7 @@
 Each record's frozen report (report/findings.csv, report/study.yaml) stays as it was written. This reads the record's
 runs with today's code and its registration as it stands (configs/study/<name>.yaml with its dated amendments, where
 that config is still the record's registration: CURRENT; else the frozen one), with one change, the rule: a row with items is decided by its
-crossed interval over seeds and items (analysis.items), a row without by the seed test, Holm over the family. It
+crossed interval over seeds and items (analysis.findings.items), a row without by the seed test, Holm over the family. It
 writes <record>/amended/2026-12-04-crossed/findings.md and .csv (today's full report of the family) and prints each
 row's verdict as written beside today's. A registration whose gate names a rule since retired (`min_above_chance`, v1's
 studies) is judged without it, and each row the frozen report found not evidence stays so: a gate changes no p-value,
@@ -23,10 +23,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from armlm.analysis.findings_markdown import findings_markdown  # noqa: E402
-from armlm.analysis.findings_report import checks_table, judge_family  # noqa: E402
-from armlm.analysis.registrations import StudySpec  # noqa: E402
-from armlm.analysis.study_runs import StudyRuns  # noqa: E402
+from armlm.analysis.findings.registrations import StudySpec  # noqa: E402
+from armlm.analysis.reports.findings_markdown import findings_markdown  # noqa: E402
+from armlm.analysis.reports.findings_report import checks_table, judge_family  # noqa: E402
+from armlm.analysis.tables.study_runs import StudyRuns  # noqa: E402
 from armlm.common.atomic import atomic_write_text  # noqa: E402
 from armlm.common.errors import ArmlmError  # noqa: E402
 

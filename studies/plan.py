@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
 from armlm.common.errors import ArmlmError
 from armlm.studies.branches import branch_overrides, check_branches, trunk_overrides
 from armlm.studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens

@@ -24,8 +24,8 @@ from typing import Any
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
-from armlm.analysis.findings_report import write_findings
-from armlm.analysis.registrations import StudySpec
+from armlm.analysis.findings.registrations import StudySpec
+from armlm.analysis.reports.findings_report import write_findings
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError
 from armlm.studies.keeping import record_finished, restore_recorded
@@ -53,7 +53,7 @@ def keep_finished(stages: list, root: Path, record: Path) -> None:
 
 
 def write_study_report(cfg: DictConfig, root: Path) -> None:
-    written = get_method(cfg.study.get("report") or "armlm.analysis.study_report.write_report")(root)
+    written = get_method(cfg.study.get("report") or "armlm.analysis.reports.study_report.write_report")(root)
     if cfg.study.get("findings"):
         written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
     log.info("report: %s", ", ".join(str(p) for p in written))

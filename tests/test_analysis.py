@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from armlm.analysis.runs import curve_by_tokens, find_runs, summary_table
+from armlm.analysis.tables.runs import curve_by_tokens, find_runs, summary_table
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from armlm.analysis.blimp_report import blimp_runs, labelled_reports, write_blimp_report
+from armlm.analysis.reports.blimp_report import blimp_runs, labelled_reports, write_blimp_report
 from armlm.common.migrations import versioned
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from armlm.analysis.reports import REPORTS
+from armlm.analysis.reports.registry import REPORTS
 from armlm.benchmarks import benchmarks
 from armlm.commands import COMMANDS, main
 from armlm.common.commands import resolve
@@ -94,7 +94,7 @@ def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_
     with pytest.raises(ValueError, match="holds no finished"):
         main(["report", "curves", str(tmp_path)])
     monkeypatch.delenv("ARMLM_TRACEBACK")
-    monkeypatch.setattr("armlm.analysis.study_tables.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
+    monkeypatch.setattr("armlm.analysis.tables.study_tables.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
     with pytest.raises(ValueError, match="a bug"):
         main(["report", "study", str(tmp_path)])
 

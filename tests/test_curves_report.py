@@ -9,10 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from armlm.analysis import study_tables as S
-from armlm.analysis.blimp_report import labelled_reports, one_release
-from armlm.analysis.curves_reading import crossings, direction, extrapolations, lead_changes, leads
-from armlm.analysis.curves_report import (
+from armlm.analysis.reports.blimp_report import labelled_reports, one_release
+from armlm.analysis.reports.curves_report import (
     BLIMP,
     GATE,
     PER_WORD,
@@ -23,6 +21,8 @@ from armlm.analysis.curves_report import (
     seed_costs,
     write_curves,
 )
+from armlm.analysis.tables import study_tables as S
+from armlm.analysis.tables.curves_reading import crossings, direction, extrapolations, lead_changes, leads
 from armlm.common.migrations import versioned
 from tests.helpers.configs import REPO
 

@@ -1,4 +1,4 @@
-"""The docs state the interval level the code computes: analysis.verdicts judges every claim, equivalence by TOST
+"""The docs state the interval level the code computes: analysis.findings.verdicts judges every claim, equivalence by TOST
 included, with the two-sided (1 - alpha) interval (95 % at alpha 0.05), so a doc that calls it a 90 % interval
 describes a test the code does not run."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from armlm.analysis.verdicts import ALPHA
+from armlm.analysis.findings.verdicts import ALPHA
 
 REPO = Path(__file__).resolve().parents[1]
 READ = [REPO / "README.md", REPO / "docs" / "findings.md"]

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from armlm.analysis.embeddings_report import embeddings_table, markdown, write_embeddings_report
-from armlm.analysis.findings import values
-from armlm.analysis.findings_report import findings_table
-from armlm.analysis.study_runs import StudyRuns
+from armlm.analysis.findings.measures import values
+from armlm.analysis.reports.embeddings_report import embeddings_table, markdown, write_embeddings_report
+from armlm.analysis.reports.findings_report import findings_table
+from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.config import compose_config
 from armlm.common.migrations import versioned
 from armlm.studies.embeddings_plan import plan

@@ -151,7 +151,7 @@ def test_notebook_runs_the_diagnostics_and_plots_the_gap(tiny_pretrained, tmp_pa
     import nbformat
     from nbclient import NotebookClient
 
-    from armlm.analysis.diagnostics_tables import find_reports, gap_by_distance, load_reports, pairwise_table
+    from armlm.analysis.tables.diagnostics_tables import find_reports, gap_by_distance, load_reports, pairwise_table
     from armlm.diagnostics.reuse import run_or_reuse
 
     monkeypatch.setenv("ARMLM_CHECKPOINTS", f"{tiny_pretrained['mlm']},{tiny_pretrained['ar']}")

@@ -5,12 +5,12 @@ import math
 import pandas as pd
 import pytest
 
-from armlm.analysis.findings import values
-from armlm.analysis.findings_report import findings_table, write_findings
-from armlm.analysis.quantities import Representation
-from armlm.analysis.registrations import StudySpec
-from armlm.analysis.study_runs import NotComparable, StudyRuns
-from armlm.analysis.study_tables import finetuning_runs, per_checkpoint, representation_runs
+from armlm.analysis.findings.measures import values
+from armlm.analysis.findings.quantities import Representation
+from armlm.analysis.findings.registrations import StudySpec
+from armlm.analysis.reports.findings_report import findings_table, write_findings
+from armlm.analysis.tables.study_runs import NotComparable, StudyRuns
+from armlm.analysis.tables.study_tables import finetuning_runs, per_checkpoint, representation_runs
 from tests.helpers.findings import (
     FINDINGS,
     finetune_result,
@@ -164,7 +164,7 @@ def test_a_finding_without_a_registered_test_is_refused(study):
 
 
 def test_past_exit_reads_each_curve_the_same_steps_after_its_own_plateau_exit():
-    from armlm.analysis.quantities import likelihood_tag, past_exit
+    from armlm.analysis.findings.quantities import likelihood_tag, past_exit
 
     spec = {"steps": 100, "exit_at": 5.3}
     early = pd.Series([5.9, 5.2, 4.8, 4.6, 4.5, 4.4], index=[0, 50, 100, 150, 200, 250])  # exits at 50

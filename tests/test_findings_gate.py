@@ -4,8 +4,8 @@ baseline, a BLiMP score near chance, a bound inside its Monte-Carlo noise."""
 
 import pytest
 
-from armlm.analysis.findings_report import findings_table
-from armlm.analysis.registrations import StudySpec
+from armlm.analysis.findings.registrations import StudySpec
+from armlm.analysis.reports.findings_report import findings_table
 from tests.helpers.findings import (
     F1,
     FINDINGS,

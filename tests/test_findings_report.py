@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from armlm.analysis.findings_report import wall_time_note, write_findings
+from armlm.analysis.reports.findings_report import wall_time_note, write_findings
 from tests.helpers.findings import F1, FINDINGS, pretraining_summary, registered, write
 
 

@@ -1,4 +1,4 @@
-"""The learning gate of a study's findings (analysis.gate): each arm read by its own held-out loss, a mixture by
+"""The learning gate of a study's findings (analysis.findings.gate): each arm read by its own held-out loss, a mixture by
 every component, and BLiMP sides by whether their preferences differ from coin flips."""
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from armlm.analysis.gate import coin_flip_p_value, paradigm_counts
-from armlm.analysis.registrations import StudySpec
+from armlm.analysis.findings.gate import coin_flip_p_value, paradigm_counts
+from armlm.analysis.findings.registrations import StudySpec
 from tests.helpers.findings import FINDINGS, gate_report, judged, write
 
 REPO = Path(__file__).resolve().parents[1]

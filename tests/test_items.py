@@ -1,4 +1,4 @@
-"""Intervals over items and over seeds and items together (analysis.items): hand-built studies whose bootstrap
+"""Intervals over items and over seeds and items together (analysis.findings.items): hand-built studies whose bootstrap
 distributions are known exactly, and simulated studies with known variance components for the crossed interval's
 coverage."""
 
@@ -14,8 +14,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from armlm.analysis.findings import side_items, values
-from armlm.analysis.items import (
+from armlm.analysis.findings.items import (
     BlimpItems,
     ItemInterval,
     SentenceItems,
@@ -24,8 +23,9 @@ from armlm.analysis.items import (
     item_test,
     read_items,
 )
-from armlm.analysis.study_runs import StudyRuns
-from armlm.analysis.verdicts import Claim
+from armlm.analysis.findings.measures import side_items, values
+from armlm.analysis.findings.verdicts import Claim
+from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import SCHEMA_VERSION
 

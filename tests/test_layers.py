@@ -63,7 +63,7 @@ CONFIG_READERS = {
 STUDY_KEYS = ("planner", "report")  # a study config's functions (studies.run, get_method)
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 COLON_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})*:{IDENTIFIER}$")  # "armlm.training.run:pretrain"
-DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "armlm.objectives.mlm.MaskedLM", "armlm.analysis.study_report"
+DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "armlm.objectives.mlm.MaskedLM", "armlm.analysis.reports.study_report"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -198,7 +198,7 @@ def test_every_config_names_only_code_its_reader_may_import():
     # the scan sees every kind of reference (an empty scan would pass for nothing)
     references = {reference for _, _, reference in edges}
     assert {"armlm.objectives.mlm.MaskedLM", "armlm.finetune.metrics.accuracy", "armlm.studies.embeddings_plan.plan",
-            "armlm.analysis.blimp_report.write_blimp_report"} <= references
+            "armlm.analysis.reports.blimp_report.write_blimp_report"} <= references
     broken = [problem for edge in edges for problem in check(*edge)]
     assert not broken, "\n".join(broken)
 
@@ -229,3 +229,20 @@ def test_nothing_downstream_of_the_sources_switches_on_a_sources_kind():
             if re.search(r"\.kind\s*[!=]=\s*[\"'](armlm|huggingface)[\"']", line):
                 switches.append(f"{path.relative_to(REPO)}:{number}")
     assert not switches, switches
+
+
+ANALYSIS_FLOORS = ["tables", "findings", "reports"]  # analysis/'s sub-packages, bottom first
+
+
+def test_analysis_is_split_by_what_it_holds_and_each_part_imports_only_those_below_it():
+    analysis = REPO / "analysis"
+    assert sorted(p.name for p in analysis.glob("*.py")) == ["__init__.py"]  # no flat modules beside the parts
+    assert sorted(p.name for p in analysis.iterdir() if (p / "__init__.py").is_file()) == sorted(ANALYSIS_FLOORS)
+    upward = []
+    for floor, part in enumerate(ANALYSIS_FLOORS):
+        for path in sorted((analysis / part).glob("*.py")):
+            for module in imported_modules(path):
+                parts = module.split(".")
+                if parts[:2] == ["armlm", "analysis"] and len(parts) > 2 and ANALYSIS_FLOORS.index(parts[2]) > floor:
+                    upward.append(f"{path.relative_to(REPO)} imports {module}")
+    assert not upward, upward

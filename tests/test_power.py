@@ -1,4 +1,4 @@
-"""Power where a verdict is read (analysis.power): the paired t-test's seeds, and the crossed test's seeds or items."""
+"""Power where a verdict is read (analysis.findings.power): the paired t-test's seeds, and the crossed test's seeds or items."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from armlm.analysis.power import crossed_needs, crossed_power, one_sided_power, sd_upper_limit, seeds_for
-from armlm.analysis.verdicts import Claim
+from armlm.analysis.findings.power import crossed_needs, crossed_power, one_sided_power, sd_upper_limit, seeds_for
+from armlm.analysis.findings.verdicts import Claim
 
 SUPERIORITY = Claim("superiority", "greater", smallest_effect=0.02)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from armlm.analysis.blimp_report import write_blimp_report
-from armlm.analysis.curves_report import write_curves
-from armlm.analysis.embeddings_report import write_embeddings_report
-from armlm.analysis.findings_report import findings_table, write_findings
-from armlm.analysis.study_report import write_report
+from armlm.analysis.reports.blimp_report import write_blimp_report
+from armlm.analysis.reports.curves_report import write_curves
+from armlm.analysis.reports.embeddings_report import write_embeddings_report
+from armlm.analysis.reports.findings_report import findings_table, write_findings
+from armlm.analysis.reports.study_report import write_report
 from tests.helpers.synthetic_studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,10 +1,10 @@
-"""analysis/registrations.py: a finding registered on named seeds is read on those seeds only, and waits for all of
+"""analysis/findings/registrations.py: a finding registered on named seeds is read on those seeds only, and waits for all of
 them before it gets a verdict; malformed seed lists are refused before any stage runs."""
 
 import pytest
 
-from armlm.analysis.findings_report import findings_table, write_findings
-from armlm.analysis.registrations import StudySpec
+from armlm.analysis.findings.registrations import StudySpec
+from armlm.analysis.reports.findings_report import findings_table, write_findings
 from tests.helpers.findings import FINDINGS, GATED, finetune_result, gate_report, judged, registered
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from armlm.analysis.findings_report import write_findings
+from armlm.analysis.reports.findings_report import write_findings
 from tests.helpers.synthetic_studies import findings_study
 
 REPO = Path(__file__).resolve().parents[1]

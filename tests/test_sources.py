@@ -122,7 +122,7 @@ def test_zeroshot_and_evaluate_run_on_a_hugging_face_folder_with_units_that_comp
     n_bytes = sum(len(t.encode()) for t in texts)
     for method in methods:
         # each pair's outcome is kept, one character per pair ("1": the good sentence won), so a study can resample
-        # pairs within paradigms (analysis.items); its share is the paradigm's accuracy
+        # pairs within paradigms (analysis.findings.items); its share is the paradigm's accuracy
         kept = report["blimp"]["pair_outcomes"][method]
         paradigms = {r["name"]: r["accuracy"] for r in report["blimp"]["results"][method] if r["level"] == "paradigm"}
         assert set(kept) == set(paradigms) and all(set(bits) <= {"0", "1"} for bits in kept.values())

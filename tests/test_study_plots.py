@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from armlm.analysis.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
-from armlm.analysis.verdicts import Claim
+from armlm.analysis.findings.verdicts import Claim
+from armlm.analysis.reports.study_plots import VERDICT_COLOURS, claim_bounds, plot_findings
 
 
 @pytest.mark.parametrize("kind, direction, bounds", [

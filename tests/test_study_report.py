@@ -9,9 +9,9 @@ import pytest
 from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 
-from armlm.analysis.study_plots import plot_learning_curves
-from armlm.analysis.study_report import study_figures, study_tables
-from armlm.analysis.study_tables import (
+from armlm.analysis.reports.study_plots import plot_learning_curves
+from armlm.analysis.reports.study_report import study_figures, study_tables
+from armlm.analysis.tables.study_tables import (
     cell,
     finetune_feature_gap,
     logged_mask_share,
@@ -95,7 +95,7 @@ def test_learning_curves_draw_a_panel_per_val_loss_kind_with_its_own_unigram(tmp
 def test_the_pretraining_table_carries_the_common_scale_from_the_likelihood_section():
     import pandas as pd
 
-    from armlm.analysis.study_report import with_common_scale
+    from armlm.analysis.reports.study_report import with_common_scale
 
     runs = pd.DataFrame({"arm": ["ar", "mlm", "plm"], "seed": [1, 1, 1], "below_unigram": [2.0, 2.2, 1.3]})
     reports = {("ar", 1): {"likelihood": {"nll_per_token_without_eod": 3.9, "unigram_nll_per_token_without_eod": 5.8,
@@ -120,7 +120,7 @@ def test_a_run_s_mask_share_is_zero_only_where_nothing_was_masked(metrics, share
 def test_the_findings_report_names_the_commits_its_pretraining_runs_ran_on():
     import pandas as pd
 
-    from armlm.analysis.study_tables import code_note
+    from armlm.analysis.tables.study_tables import code_note
 
     runs = pd.DataFrame({"arm": ["ar", "mlm", "ar", "mlm", "prefix_lm"], "seed": [1, 1, 2, 2, 2],
                          "code": ["unknown", "unknown", "a7440e0650d5", "a7440e0650d5", "9139e942e28d+dirty"]})

@@ -184,7 +184,7 @@ def test_findings_study_smoke_run_writes_a_verdict_for_every_finding(tmp_path, d
     none reproduced, which is the honest verdict there)."""
     import pandas as pd
 
-    from armlm.analysis.verdicts import VERDICTS
+    from armlm.analysis.findings.verdicts import VERDICTS
 
     root = tmp_path / "findings"
     quiet = '"trainer.enable_progress_bar=false"'

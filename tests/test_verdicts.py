@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from armlm.analysis.verdicts import Claim, ClaimTest, holm, judge_claim, paired_interval, sign_flip_test, verdicts
+from armlm.analysis.findings.verdicts import (
+    Claim,
+    ClaimTest,
+    holm,
+    judge_claim,
+    paired_interval,
+    sign_flip_test,
+    verdicts,
+)
 
 
 def t2_sf(t: float) -> float:

@@ -185,7 +185,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         # None for an objective that logs none (Objective.likelihood_metric)
         "val_likelihood": metrics.get(f"val/{module.objective.likelihood_metric}")
         if module.objective.likelihood_metric else None,
-        # the validation tag behind val_likelihood, whose curve a study reads (analysis.findings, past_exit)
+        # the validation tag behind val_likelihood, whose curve a study reads (analysis.findings.measures, past_exit)
         "val_likelihood_tag": f"val/{module.objective.likelihood_metric}" if module.objective.likelihood_metric else None,
         "unigram_baseline": datamodule.unigram_baseline,
         # The learning gate's quantity, the arm read as it is used (PretrainModule.log_own_margins): the unigram NLL

@@ -161,7 +161,7 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
         outcomes = pair_outcomes(paradigms, scored)
         results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed,
                                          ties=pair_ties(paradigms, scored))
-        # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.items)
+        # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.findings.items)
         kept[method] = {uid: "".join("1" if x else "0" for x in won) for uid, won in outcomes.items()}
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
                  len(paradigms), timing[method], len(texts) / timing[method])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from armlm.analysis.findings_report import findings_table
+from armlm.analysis.reports.findings_report import findings_table
 from armlm.common.migrations import versioned
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}

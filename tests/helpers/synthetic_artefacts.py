@@ -1,5 +1,5 @@
 """Writers of the artefacts a study's stages leave in <root>/<arm>/seed<k>/, in the shapes the report code reads
-(analysis.study_tables, analysis.items, analysis.blimp_report, analysis.embeddings_report, analysis.curves_report): each
+(analysis.tables.study_tables, analysis.findings.items, analysis.reports.blimp_report, analysis.reports.embeddings_report, analysis.reports.curves_report): each
 built from a few numbers, so tests.helpers.synthetic_studies can say what a fixture study measured and the goldens
 show it. Nothing written names the study's root, so a fixture generated in two folders holds the same bytes."""
 

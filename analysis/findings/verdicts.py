@@ -22,7 +22,7 @@ Verdicts:
 - contradicted: the same, in the refuting region;
 - unresolved: neither (or fewer than two seeds);
 - not evidence: an arm the row reads failed the learning gate, or its quantities do not compare across its
-  checkpoints (analysis.findings_report), whatever its numbers say.
+  checkpoints (analysis.reports.findings_report), whatever its numbers say.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def verdicts(tests: list[ClaimTest], gated: list[bool], alpha: float = ALPHA, ad
 WITHDRAWN = "withdrawn"  # a row found after its data not to test its claim; still counted in the family's Holm
 INTERIM = "interim"  # not a verdict: the absence of one until the registered seeds are read
 # The rule a registration names for reading a row (item_test.decides). Since 4 December 2026 (issue 84) there is
-# one: the crossed interval over seeds and items (analysis.items), or the seed test alone where a row has no items.
+# one: the crossed interval over seeds and items (analysis.findings.items), or the seed test alone where a row has no items.
 # Studies registered earlier said `both` (the seed and item tests had to agree): they were re-judged under this rule
 # (docs/findings.md, "Amendment of 4 December").
 DECIDES = ("crossed",)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from armlm.analysis.study_tables import SECONDARY_PREFIXES
+from armlm.analysis.tables.study_tables import SECONDARY_PREFIXES
 from armlm.common.errors import ArmlmFileError
 
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.

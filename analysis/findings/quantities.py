@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from armlm.analysis.items import BlimpItems, SentenceItems, blimp_items, read_items
-from armlm.analysis.runs import curve_by_steps
-from armlm.analysis.study_runs import NotComparable, StudyRuns, epoch_scores, scores
+from armlm.analysis.findings.items import BlimpItems, SentenceItems, blimp_items, read_items
+from armlm.analysis.tables.runs import curve_by_steps
+from armlm.analysis.tables.study_runs import NotComparable, StudyRuns, epoch_scores, scores
 from armlm.common.errors import ArmlmError
 
 SeedItems = dict[int, BlimpItems | SentenceItems]  # seed -> one reading's items
@@ -41,7 +41,7 @@ class Quantity:
         return None
 
     def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
-        """seed -> the side's items for the item test (analysis.items), for every seed; None where it has none."""
+        """seed -> the side's items for the item test (analysis.findings.items), for every seed; None where it has none."""
         return None
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from armlm.analysis import study_plots as P
-from armlm.analysis import study_tables as S
-from armlm.analysis.blimp_report import write_blimp_report
-from armlm.analysis.reports import report_main
+from armlm.analysis.reports import study_plots as P
+from armlm.analysis.reports.blimp_report import write_blimp_report
+from armlm.analysis.reports.registry import report_main
+from armlm.analysis.tables import study_tables as S
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError
 

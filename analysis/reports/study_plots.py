@@ -1,6 +1,6 @@
 """Figures of a study: learning curves of every arm on one token axis (a panel per val/loss kind), the
 downstream scores, the discrepancy and embedding diagnostics per layer, and the independence gap by distance.
-Each function draws on the axes it is given (notebooks) and `analysis.study_report` saves them as PNG files."""
+Each function draws on the axes it is given (notebooks) and `analysis.reports.study_report` saves them as PNG files."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from armlm.analysis.runs import curve_by_tokens
-from armlm.analysis.verdicts import Claim
+from armlm.analysis.findings.verdicts import Claim
+from armlm.analysis.tables.runs import curve_by_tokens
 from armlm.common.atomic import atomic_file
 from armlm.common.errors import ArmlmError
 
@@ -34,7 +34,7 @@ def save_figure(fig: Figure, path: Path, tight: bool = True) -> None:
 
 def val_loss_kinds(pretraining: pd.DataFrame) -> pd.Series:
     """Each run's val/loss kind (next_token, masked_token, ...): the one val_nll_<kind> column its row of
-    analysis.study_tables.pretraining_runs fills. Kinds average different tokens, so they never share an axis."""
+    analysis.tables.study_tables.pretraining_runs fills. Kinds average different tokens, so they never share an axis."""
     columns = [c for c in pretraining.columns if c.startswith("val_nll_")]
     filled = pretraining[columns].notna()
     if not filled.any(axis=1).all():
@@ -74,7 +74,7 @@ def plot_learning_curves(pretraining: pd.DataFrame, axes: list[Axes], tokens_tag
 
 
 def plot_downstream(downstream: pd.DataFrame, axes: list[Axes], primary: Mapping[str, str]) -> None:
-    """One panel per task: its primary metric (`primary`, by task: analysis.study_tables.primary_metrics) on its first
+    """One panel per task: its primary metric (`primary`, by task: analysis.tables.study_tables.primary_metrics) on its first
     dev split, a bar per arm and variant with the 95 % CI over seeds, and the majority-class baseline as a dashed
     line."""
     for ax, (task, rows) in zip(axes, downstream.groupby("task", sort=False)):

@@ -14,9 +14,9 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from matplotlib.ticker import MaxNLocator
 
-from armlm.analysis.reports import report_main
-from armlm.analysis.study_plots import save_figure
-from armlm.analysis.study_tables import (
+from armlm.analysis.reports.registry import report_main
+from armlm.analysis.reports.study_plots import save_figure
+from armlm.analysis.tables.study_tables import (
     WORDS,
     cell,
     finetuning_runs,

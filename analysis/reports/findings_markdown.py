@@ -1,5 +1,5 @@
 """The findings report as Markdown: the family's table (seed and item intervals, tests, gate, verdict), the
-registrations, withdrawn rows and checks (analysis.findings_report judges them)."""
+registrations, withdrawn rows and checks (analysis.reports.findings_report judges them)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from armlm.analysis.gate import gate_description
-from armlm.analysis.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
-from armlm.analysis.registrations import StudySpec, registration_text
-from armlm.analysis.study_tables import markdown_rows
-from armlm.analysis.verdicts import INTERIM, VERDICTS, WITHDRAWN
+from armlm.analysis.findings.gate import gate_description
+from armlm.analysis.findings.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
+from armlm.analysis.findings.registrations import StudySpec, registration_text
+from armlm.analysis.findings.verdicts import INTERIM, VERDICTS, WITHDRAWN
+from armlm.analysis.tables.study_tables import markdown_rows
 
 VERDICT_MEANINGS = {
     "reproduced": "the Holm-adjusted p-value is below the family's alpha and the 95 % interval of A - B lies in "
@@ -108,7 +108,7 @@ def wall_time_note(seconds: pd.DataFrame) -> str:
 
 
 def item_rule_text(alpha: float) -> str:
-    """What the crossed interval is, and what the seed-only and item-only columns are (analysis.items)."""
+    """What the crossed interval is, and what the seed-only and item-only columns are (analysis.findings.items)."""
     level = f"{100 * (1 - alpha):g} %"
     return (f"Where both sides kept their items, the interval that decides is crossed: a bootstrap that resamples "
             f"the pretraining seeds and, independently, the items the claim generalises over (CoNLL dev documents, "

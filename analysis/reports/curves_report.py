@@ -15,9 +15,12 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from armlm.analysis import study_tables as S
-from armlm.analysis.blimp_report import blimp_runs, labelled_reports, one_release
-from armlm.analysis.curves_reading import (
+from armlm.analysis.reports.blimp_report import blimp_runs, labelled_reports, one_release
+from armlm.analysis.reports.registry import report_main
+from armlm.analysis.reports.study_plots import save_figure
+from armlm.analysis.reports.study_report import with_common_scale, write_report
+from armlm.analysis.tables import study_tables as S
+from armlm.analysis.tables.curves_reading import (
     BLIMP,
     STRICT_WORDS,
     crossing_table,
@@ -27,9 +30,6 @@ from armlm.analysis.curves_reading import (
     lead_changes,
     leads,
 )
-from armlm.analysis.reports import report_main
-from armlm.analysis.study_plots import save_figure
-from armlm.analysis.study_report import with_common_scale, write_report
 from armlm.common.atomic import atomic_write_text, read_artefact
 from armlm.common.errors import ArmlmError
 

@@ -1,7 +1,7 @@
 """A study's findings judged as one family: each row's registered claim tested on the paired per-seed
-differences (analysis.findings measures them), Holm's adjustment over every finding of the study, the common
+differences (analysis.findings.measures measures them), Holm's adjustment over every finding of the study, the common
 learning gate, power for what is unresolved, and the report (report/findings.md and .csv). What a study registers
-(alpha, gate, findings, checks, withdrawn rows) is analysis.registrations.StudySpec; docs/guides/studies.md,
+(alpha, gate, findings, checks, withdrawn rows) is analysis.findings.registrations.StudySpec; docs/guides/studies.md,
 "Findings and verdicts", walks through it."""
 
 from __future__ import annotations
@@ -14,17 +14,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 
-from armlm.analysis import study_tables as S
-from armlm.analysis.findings import describe, measure, side_items, values
-from armlm.analysis.findings_markdown import findings_markdown, precision_note, wall_time_note
-from armlm.analysis.gate import gate_row
-from armlm.analysis.items import ItemInterval, crossed_test, item_interval, item_test
-from armlm.analysis.power import crossed_needs, sd_upper_limit, seeds_for
-from armlm.analysis.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
-from armlm.analysis.reports import report_main
-from armlm.analysis.study_plots import plot_findings, save_figure
-from armlm.analysis.study_runs import NotComparable, StudyRuns
-from armlm.analysis.verdicts import (
+from armlm.analysis.findings.gate import gate_row
+from armlm.analysis.findings.items import ItemInterval, crossed_test, item_interval, item_test
+from armlm.analysis.findings.measures import describe, measure, side_items, values
+from armlm.analysis.findings.power import crossed_needs, sd_upper_limit, seeds_for
+from armlm.analysis.findings.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
+from armlm.analysis.findings.verdicts import (
     Claim,
     ClaimTest,
     PairedInterval,
@@ -34,6 +29,11 @@ from armlm.analysis.verdicts import (
     paired_interval,
     sign_flip_test,
 )
+from armlm.analysis.reports.findings_markdown import findings_markdown, precision_note, wall_time_note
+from armlm.analysis.reports.registry import report_main
+from armlm.analysis.reports.study_plots import plot_findings, save_figure
+from armlm.analysis.tables import study_tables as S
+from armlm.analysis.tables.study_runs import NotComparable, StudyRuns
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError, ArmlmFileError
 

@@ -15,14 +15,14 @@ sides, so each seed's pairing is kept; every run's score is recomputed from its 
 
 Three intervals come of the draws, all of the mean over seeds of A - B:
 - item-only (seeds held): its percentile interval, a diagnostic;
-- seed-only: the paired t interval (analysis.verdicts), a diagnostic;
+- seed-only: the paired t interval (analysis.findings.verdicts), a diagnostic;
 - crossed: each draw also resamples the seeds, independently of the items, with their spread around the draw's mean
   scaled by sqrt(n / (n - 1)) (the bootstrap's small-sample shrinkage undone). The crossed draws count the seed x
   item interaction about three times, the two components once each, so the standard error is the two components
   less the draws' excess over them (Owen's pigeonhole correction). The interval is the observed mean +- t * that
   standard error, on Welch-Satterthwaite degrees of freedom where the items hold most of the variance and on the
   seeds' n - 1 where the seeds do; its test is calibrated as the seed test's (its p is below alpha exactly when the
-  interval lies in the claim's region). The verdict reads it (analysis.findings_report).
+  interval lies in the claim's region). The verdict reads it (analysis.reports.findings_report).
 
 A side that is a difference of two readings (`relative_to`, an interaction) gives its items as signed terms.
 """
@@ -40,7 +40,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 from scipy import stats
 
-from armlm.analysis.verdicts import Claim, ClaimTest, claim_test, t_tails
+from armlm.analysis.findings.verdicts import Claim, ClaimTest, claim_test, t_tails
 from armlm.common.atomic import read_artefact
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import namespaced
@@ -301,7 +301,7 @@ class ItemInterval:
 
 def item_interval(sides: list[SideItems | None], seeds: list[int], level: float = 0.95, draws: int = ITEM_DRAWS,
                   seed: int = 0, unit: str | None = None) -> ItemInterval | None:
-    """A - B (`sides`: per side, its signed readings, seed -> items; analysis.findings.side_items) on every item per
+    """A - B (`sides`: per side, its signed readings, seed -> items; analysis.findings.measures.side_items) on every item per
     seed, under `draws` item draws of `unit` (ITEM_UNITS; None: the finest the items allow) and as many crossed
     draws; None where a side has no items or the sides' items differ in kind."""
     if not seeds or any(not side for side in sides):
@@ -331,7 +331,7 @@ def item_interval(sides: list[SideItems | None], seeds: list[int], level: float 
 
 
 def item_test(interval: ItemInterval, claim: Claim) -> ClaimTest:
-    """Both one-sided bootstrap tests of `claim` over items alone (analysis.verdicts.claim_test's calibration): each
+    """Both one-sided bootstrap tests of `claim` over items alone (analysis.findings.verdicts.claim_test's calibration): each
     tail is the share of item draws on the wrong side of the threshold, with the add-one correction."""
     d, draws = claim.sign * interval.item_draws, len(interval.item_draws)
     return claim_test(claim, lambda t: (int((d <= t).sum()) + 1) / (draws + 1),

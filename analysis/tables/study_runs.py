@@ -1,5 +1,5 @@
 """What a study's findings read, once per study folder: every pretraining summary, fine-tuning result and report,
-one entry per (arm, pretraining seed), and the fine-tuned scores a side asks of them (analysis.quantities)."""
+one entry per (arm, pretraining seed), and the fine-tuned scores a side asks of them (analysis.findings.quantities)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from armlm.analysis import study_tables as S
-from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.analysis.tables import study_tables as S
+from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
 from armlm.common.errors import ArmlmError
 from armlm.common.scalars import run_scalars
 from armlm.finetune.task_module import metric_tag
@@ -21,8 +21,8 @@ from armlm.finetune.task_module import metric_tag
 class StudyRuns:
     """What the findings read, one entry per (arm, pretraining seed)."""
 
-    pretraining: pd.DataFrame  # analysis.study_tables.pretraining_runs
-    finetuning: pd.DataFrame  # analysis.study_tables.per_checkpoint (median over fine-tuning seeds)
+    pretraining: pd.DataFrame  # analysis.tables.study_tables.pretraining_runs
+    finetuning: pd.DataFrame  # analysis.tables.study_tables.per_checkpoint (median over fine-tuning seeds)
     reports: dict[tuple[str, int], dict[str, Any]]  # diagnostics.json per arm and seed
     zeroshot: dict[tuple[str, int], dict[str, Any]]  # zeroshot.json per arm and seed
     words: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)  # words.json per arm and seed

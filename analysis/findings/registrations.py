@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from armlm.analysis.findings import quantity_of
-from armlm.analysis.gate import check_gate
-from armlm.analysis.items import ITEM_DRAWS, ITEM_UNITS
-from armlm.analysis.verdicts import ALPHA, DECIDES, Claim
+from armlm.analysis.findings.gate import check_gate
+from armlm.analysis.findings.items import ITEM_DRAWS, ITEM_UNITS
+from armlm.analysis.findings.measures import quantity_of
+from armlm.analysis.findings.verdicts import ALPHA, DECIDES, Claim
 from armlm.common.errors import ArmlmError
 
 
@@ -31,7 +31,7 @@ class Finding:
 
     claim: str
     anchor: str
-    a: dict[str, Any]  # a side: {arm, <one quantity of analysis.quantities>, ...}
+    a: dict[str, Any]  # a side: {arm, <one quantity of analysis.findings.quantities>, ...}
     b: dict[str, Any]
     test: dict[str, Any]  # {kind, direction, smallest_effect, margin}: a Claim (`claim_test`)
     justification: str
@@ -40,7 +40,7 @@ class Finding:
     # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
     # other row gains from its leaving) and its verdict reads "withdrawn".
     withdrawn_after_data: dict[str, Any] | None = None
-    # The items the claim generalises over, which the item bootstrap resamples (analysis.items.ITEM_UNITS): None
+    # The items the claim generalises over, which the item bootstrap resamples (analysis.findings.items.ITEM_UNITS): None
     # leaves it to what the sides kept (CoNLL documents where known, BLiMP pairs within paradigms where kept).
     items: str | None = None
 

@@ -16,8 +16,8 @@ import pandas as pd
 from matplotlib.figure import Figure  # figures without pyplot: no backend, no global state
 from scipy import stats
 
-from armlm.analysis import study_tables as S
-from armlm.analysis.study_plots import save_figure
+from armlm.analysis.reports.study_plots import save_figure
+from armlm.analysis.tables import study_tables as S
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError, ArmlmFileError
 

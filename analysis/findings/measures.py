@@ -1,5 +1,5 @@
 """What a study's findings measure: each compares a quantity A with a quantity B, measured once per
-pretraining seed and paired across the two sides (analysis.findings_report judges the family).
+pretraining seed and paired across the two sides (analysis.reports.findings_report judges the family).
 
 A finding (in the study config, `study.findings.<id>`) reads:
 
@@ -9,7 +9,7 @@ A finding (in the study config, `study.findings.<id>`) reads:
     b: {arm: ar, finetune: conll2003-full, metric: f1}
     test: {kind: superiority, direction: greater, smallest_effect: 0.02}   # registered (findings_report)
 
-A side names its arm and one quantity of analysis.quantities.QUANTITIES (each class's docstring gives its
+A side names its arm and one quantity of analysis.findings.quantities.QUANTITIES (each class's docstring gives its
 grammar); its value for a seed comes from that seed's runs.
 
 A side may add `relative_to: <arm>`: its value is then the quantity's change from that arm to its own, per seed
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from armlm.analysis.items import SideItems
-from armlm.analysis.quantities import QUANTITIES, Quantity
-from armlm.analysis.study_runs import NotComparable, StudyRuns, scores
+from armlm.analysis.findings.items import SideItems
+from armlm.analysis.findings.quantities import QUANTITIES, Quantity
+from armlm.analysis.tables.study_runs import NotComparable, StudyRuns, scores
 from armlm.common.errors import ArmlmError
 
 

@@ -12,7 +12,7 @@ import itertools
 
 import pandas as pd
 
-from armlm.analysis import study_tables as S
+from armlm.analysis.tables import study_tables as S
 
 BLIMP = "BLiMP"
 STRICT_WORDS = 100_000_000  # BabyLM's strict track

@@ -1,7 +1,7 @@
 """Power where a verdict is read: what would resolve an unresolved row, in the unit that decides it.
 
 A row judged on seeds alone needs seeds (seeds_for, a paired t-test). A row judged on its crossed interval
-(analysis.items) has two components, seeds and items: more seeds shrink only the first, so where the item component
+(analysis.findings.items) has two components, seeds and items: more seeds shrink only the first, so where the item component
 alone keeps the interval from the claim's region, no number of seeds resolves it, and the report says so and how
 many times the items it would take instead (crossed_needs).
 """
@@ -12,7 +12,7 @@ import math
 
 from scipy import stats
 
-from armlm.analysis.verdicts import Claim
+from armlm.analysis.findings.verdicts import Claim
 
 POWER = 0.8
 MAX_SEEDS_REPORTED = 10_000  # beyond this a power calculation says "not at this scale"
@@ -64,7 +64,7 @@ def _target(claim: Claim, power: float) -> tuple[float, float]:
 def crossed_power(effect: float, seed_part: float, item_part: float, seeds: int, items: float, alpha: float) -> float:
     """Power of the crossed t-test at level alpha / 2 per side with `seeds` seeds and `items` item units, from the
     variance one seed (`seed_part`) and one item unit (`item_part`) add to the mean difference, with the degrees of
-    freedom the crossed interval uses (analysis.items.ItemInterval.df)."""
+    freedom the crossed interval uses (analysis.findings.items.ItemInterval.df)."""
     if seeds < 2:
         return 0.0
     a, b = seed_part / seeds, item_part / items
@@ -80,7 +80,7 @@ def crossed_needs(claim: Claim, seed_variance: float, item_variance: float, inte
     """(seeds, item factor) that would resolve a crossed row at `power`: the seeds it needs with its items as they
     are, or None where the item component alone prevents it, and then how many times its items it needs at these
     seeds, or, negated, with far more seeds as well where these seeds also fall short (MAX_ITEM_FACTOR + 1: more
-    than that). The components are variances of the mean at `seeds` and `items` (analysis.items.ItemInterval): the
+    than that). The components are variances of the mean at `seeds` and `items` (analysis.findings.items.ItemInterval): the
     seed one holds the seed x item interaction, which more seeds shrink too, so the item part more seeds cannot
     shrink is the item variance less it."""
     if not (seeds > 1 and seed_variance == seed_variance and item_variance == item_variance):

@@ -1,4 +1,4 @@
-"""The common learning gate of a study's findings (analysis.findings_report): every pretraining run a row reads
+"""The common learning gate of a study's findings (analysis.reports.findings_report): every pretraining run a row reads
 must have learned, in every seed, and every side must clear the gate's floors; a row that fails is "not evidence",
 whichever way it points. A study's `gate:` names rules of GATE_RULES, each one object that checks its registered
 value, finds the failures of a row and says in the report's words what it asks.
@@ -18,9 +18,9 @@ from typing import Any
 
 from scipy.stats import chi2
 
-from armlm.analysis.findings import above_majority, arms_of, describe
-from armlm.analysis.study_runs import StudyRuns
-from armlm.analysis.study_tables import lowest_own_margin
+from armlm.analysis.findings.measures import above_majority, arms_of, describe
+from armlm.analysis.tables.study_runs import StudyRuns
+from armlm.analysis.tables.study_tables import lowest_own_margin
 from armlm.common.errors import ArmlmError
 
 Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
@@ -49,7 +49,7 @@ def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
 
 
 def pretraining_margins(runs: StudyRuns, arm: str, column: str) -> Margins:
-    """A margin column of the arm's pretraining table (analysis.study_tables.pretraining_runs): a fixed validation set and
+    """A margin column of the arm's pretraining table (analysis.tables.study_tables.pretraining_runs): a fixed validation set and
     corruption, so no Monte-Carlo error."""
     table = runs.pretraining
     if table.empty or column not in table:
@@ -71,7 +71,7 @@ def own_margins(runs: StudyRuns, arm: str) -> Margins:
 
 
 def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
-    """The arm's own-loss margin as a share of its baseline (analysis.study_tables.own_share), the lowest scope's."""
+    """The arm's own-loss margin as a share of its baseline (analysis.tables.study_tables.own_share), the lowest scope's."""
     return pretraining_margins(runs, arm, "own_share_below_unigram")
 
 

@@ -14,17 +14,17 @@ HEADER = ("`armlm report <kind> <folder> [...]`: rebuild a report from run or st
           "anything.")
 REPORTS: dict[str, Command] = {c.name: c for c in (
     Command("study", "report.md, tables and figures of a study", "docs/guides/studies.md",
-            "armlm.analysis.study_report:main", args="<root>"),
+            "armlm.analysis.reports.study_report:main", args="<root>"),
     Command("findings", "the registered findings' verdicts", "docs/guides/studies.md",
-            "armlm.analysis.findings_report:main", args="<root>"),
+            "armlm.analysis.reports.findings_report:main", args="<root>"),
     Command("blimp", "BLiMP by objective and method across studies", "docs/guides/zeroshot.md",
-            "armlm.analysis.blimp_report:main", args="<root> [<root>]"),
+            "armlm.analysis.reports.blimp_report:main", args="<root> [<root>]"),
     Command("embeddings", "the embeddings study's tables", "docs/guides/studies.md",
-            "armlm.analysis.embeddings_report:main", args="<root>"),
+            "armlm.analysis.reports.embeddings_report:main", args="<root>"),
     Command("curves", "each objective's measures against its budget in words", "docs/guides/studies.md",
-            "armlm.analysis.curves_report:main", args="<root>"),
+            "armlm.analysis.reports.curves_report:main", args="<root>"),
     Command("finetune", "fine-tuning runs over seeds beside the baseline", "docs/guides/finetuning.md",
-            "armlm.analysis.finetune_results:main", args="<folder>"),
+            "armlm.analysis.reports.finetune_results:main", args="<folder>"),
 )}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from armlm.analysis.runs import FINETUNE_SEED_SUFFIX
+from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
 from armlm.common.atomic import read_artefact
 from armlm.common.errors import ArmlmError
 
