@@ -109,9 +109,17 @@ def _strings(values: Any) -> list[str]:
     return [str(v) for v in (values or [])]
 
 
+# What the default planner reads of every study config (the rest is optional: study.get)
+STUDY_KEYS = ("name", "arms", "tasks", "default_variants", "finetune_variants", "diagnose")
+
+
 def check_study(cfg: DictConfig) -> None:
     """Names that would only fail hours later, inside a stage, are checked up front."""
     study = cfg.study
+    missing = [key for key in STUDY_KEYS if key not in study]
+    if missing:
+        raise ArmlmError(f"study {study.get('name', '?')!r} lacks {missing}; a study config gives {list(STUDY_KEYS)} "
+                         "(configs/study/ar_vs_mlm.yaml is one to copy)")
     variants = study.finetune_variants
     for name, arm in study.arms.items():
         misspelt = sorted(set(arm) - ARM_KEYS)

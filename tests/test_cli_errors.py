@@ -23,6 +23,8 @@ USER_ERRORS = {
     "generate checkpoint=/nowhere.ckpt": "/nowhere.ckpt does not exist",
     "export checkpoint=/nowhere.ckpt": "out has no value; give it on the command line",
     "study study=findings scale=smoke seeds=0": "seeds=0, first_seed=1",
+    # a user's own study config without a key the planner reads (an omegaconf traceback until 5 December 2026)
+    "study study=ar_vs_mlm scale=smoke ~study.finetune_variants": "lacks ['finetune_variants']",
 }
 
 

@@ -17,7 +17,7 @@ from armlm.datamodules.encoding import encode_pair, encode_words
 from armlm.finetune.module import FinetuneModule
 from armlm.finetune.static import StaticTagger
 from armlm.interchange.export import AUTO_CLASSES, export_checkpoint
-from armlm.interchange.parity import PARITY_TOLERANCE
+from armlm.interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE
 from armlm.interchange.source import read_source
 from armlm.models.backbone import ModelConfig
 from tests.helpers.checkpoints import perturbed
@@ -94,3 +94,18 @@ def test_fine_tunes_the_modelling_file_cannot_express_are_refused_naming_what_to
                 "tokenizer_json": tokenizer_json}, path)
     with pytest.raises(ValueError, match="vectors.txt"):
         read_source(path)
+
+
+def test_a_reader_fine_tuned_on_short_blocks_exports_checked_on_the_sentences_that_fit(tmp_path, tokenizer_json):
+    """Its positions are cut to the 24 it was trained on; fine-tuning's encoder cuts each sentence there too, but the
+    folder's tokenizer does not, so parity reads only the sentences that fit both (a traceback from the modelling
+    file's position check until 5 December 2026)."""
+    settings = {"mode": "full", "attention": "bidirectional", "pooling": "first"}
+    ckpt = finetuned_checkpoint(tmp_path / "run", tokenizer_json, "sst2", "classification", ("negative", "positive"),
+                                settings)
+    saved = torch.load(ckpt, weights_only=True)
+    saved["hyper_parameters"]["pretrained"] = {**saved["hyper_parameters"]["pretrained"], "trained_length": 24}
+    torch.save(saved, ckpt)
+    result = export_checkpoint(ckpt, tmp_path / "hf")
+    assert result.ids_equal and result.parity.max_abs_logit_diff < PARITY_TOLERANCE
+    assert 0 < result.parity.positions < len(CHECK_SENTENCES)  # some sentences fit, some were left out
