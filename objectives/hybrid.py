@@ -24,9 +24,10 @@ class HybridLM(RowMixture):
     masked_conditionals = True
     masked_prediction_offset = 1
     reference = "Charpentier and Samuel 2024 (GPT-BERT)"
-    # Exported by its chain-rule reading (ArmlmForCausalLM), which the 2025 pipeline's causal backend loads; its mntp
-    # backend loads AutoModelForMaskedLM, which this export is not (docs/guides/babylm.md)
-    babylm_backend = "causal"
+    # GPT-BERT's own reading in the 2025 pipeline: mntp loads the export's AutoModelForMaskedLM (bidirectional) and
+    # reads each masked token one position back, as armlm's PLL does here; its causal backend reads the chain rule
+    # (armlm's exact). Both equal armlm pair for pair (bench/babylm_pipeline.py, docs/guides/babylm.md)
+    babylm_backend = "mntp"
     val_loss_kind = "mixed_next_token"
 
     def __init__(self, components: dict[str, Any]) -> None:

@@ -42,6 +42,14 @@ class _Handoff(nn.Module):
     def get_input_embeddings(self) -> nn.Module:  # what a transformers LM asks its base model for
         return self.inner.get_input_embeddings()
 
+    def __getattr__(self, name: str) -> Any:
+        """The base model's own attributes too: a head may read a table through it (armlm's modelling file reads its
+        tied embedding as `self.armlm.token_embedding`)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("inner"), name)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.handed is None:
             return self.inner(*args, **kwargs)
@@ -62,6 +70,10 @@ class HuggingFaceBackbone(nn.Module):
         if not prefix or getattr(lm, prefix, None) is None:
             raise ArmlmError(f"{type(lm).__name__} has no base model under base_model_prefix={prefix!r}; armlm reads a "
                              "transformers LM as a base model and a head")
+        # A head that is a function of the input table (armlm's modelling file) has no output embeddings of its own;
+        # either table is read before the base model is handed off below
+        head = lm.get_output_embeddings()
+        vocab_size = int((lm.get_input_embeddings() if head is None else head).weight.shape[0])
         self._handoff = _Handoff(getattr(lm, prefix))
         setattr(lm, prefix, self._handoff)
         self.attention_kind = attention_kind
@@ -70,7 +82,7 @@ class HuggingFaceBackbone(nn.Module):
         self._takes_types = "token_type_ids" in inspect.signature(self.base.forward).parameters
         config = lm.config
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.config = BackboneShape(vocab_size=int(lm.get_output_embeddings().weight.shape[0]),
+        self.config = BackboneShape(vocab_size=vocab_size,
                                     max_len=int(getattr(text, "max_position_embeddings", 0) or getattr(text, "n_positions")),
                                     n_layers=int(text.num_hidden_layers), d_model=int(text.hidden_size))
 
@@ -145,7 +157,9 @@ def probe_head(backbone: HuggingFaceBackbone, source: str, start: int) -> None:
             split = backbone.logits(backbone(ids, attention=attention))
         except TypeError as err:  # a base model that does not take transformers' arguments (input_ids=, ...)
             raise ArmlmError(f"{source}: its base model ({type(backbone.base).__name__}) does not take transformers' "
-                             f"arguments ({err}); armlm reads a model as a transformers base model and a head") from err
+                             f"arguments ({err}); armlm reads a model as a transformers base model and a head. A "
+                             "folder armlm exported with its own modelling file: give the armlm checkpoint it came from "
+                             "(its README.md names it)") from err
     gap = float((own - split).abs().max())
     if gap > PROBE_TOLERANCE:
         raise ArmlmError(f"{source}: its logits differ from its head applied to its base model's states by {gap:.2e}; "
