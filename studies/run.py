@@ -17,16 +17,17 @@ import json
 import logging
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 
 from armlm.analysis.findings.registrations import StudySpec
 from armlm.analysis.reports.findings_report import write_findings
 from armlm.common.atomic import atomic_write_text
+from armlm.common.commands import resolve
 from armlm.common.errors import ArmlmError
 from armlm.studies.keeping import record_finished, restore_recorded
 from armlm.studies.plan import Stage, describe
@@ -53,7 +54,7 @@ def keep_finished(stages: list, root: Path, record: Path) -> None:
 
 
 def write_study_report(cfg: DictConfig, root: Path) -> None:
-    written = get_method(cfg.study.get("report") or "armlm.analysis.reports.study_report.write_report")(root)
+    written = study_function(cfg, "report", "armlm.analysis.reports.study_report:write_report")(root)
     if cfg.study.get("findings"):
         written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
     log.info("report: %s", ", ".join(str(p) for p in written))
@@ -70,6 +71,20 @@ def of_kinds(stages: list[Stage], kinds: Any) -> list[Stage]:
     return [stage for stage in stages if stage.kind in set(kinds)]
 
 
+def study_function(cfg: DictConfig, key: str, default: str) -> Callable[..., Any]:
+    """A study's own planner or report, named "module:function" as every armlm registry names code; its default
+    where it names none."""
+    reference = str(cfg.study.get(key) or default)
+    module, colon, name = reference.partition(":")
+    try:
+        if not colon:
+            raise ImportError("no ':'")
+        return resolve(reference)
+    except (ImportError, AttributeError) as err:
+        hint = f" ({module.rpartition('.')[0]}:{module.rpartition('.')[2]}?)" if not colon else ""
+        raise ArmlmError(f"study.{key}={reference!r} names no function ({err}); name it as module:function{hint}") from err
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
@@ -78,7 +93,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
-    planner = get_method(cfg.study.get("planner") or "armlm.studies.plan.plan")
+    planner = study_function(cfg, "planner", "armlm.studies.plan:plan")
     stages = of_kinds(planner(cfg), cfg.get("stages"))
     whole = cfg.arm is None and cfg.seed is None and cfg.get("stages") is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))

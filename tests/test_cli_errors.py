@@ -25,6 +25,7 @@ USER_ERRORS = {
     "study study=findings scale=smoke seeds=0": "seeds=0, first_seed=1",
     # a user's own study config without a key the planner reads (an omegaconf traceback until 5 December 2026)
     "study study=ar_vs_mlm scale=smoke ~study.finetune_variants": "lacks ['finetune_variants']",
+    "study study=ar_vs_mlm scale=smoke +study.planner=armlm.studies.plan.plan": "name it as module:function",
 }
 
 

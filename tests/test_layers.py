@@ -4,7 +4,7 @@ every module's imports, function-level ones included, so an upward import fails 
 an import by a bare name fails here too.
 
 Code named by a string is an import too, made later: a registry's "module:function" (armlm.commands), a config's
-`_target_` and a study config's `planner:` and `report:` (Hydra's dotted paths). Those strings are read here as
+`_target_` (Hydra's dotted paths) and a study config's `planner:` and `report:` ("module:function"). Those strings are read here as
 edges of the same graph: a string in a module belongs to that module's package, a string in a config to the package
 that composes and instantiates that config (CONFIG_READERS)."""
 
@@ -60,7 +60,7 @@ CONFIG_READERS = {
     "method": "embeddings",  # embeddings.run instantiates it
     "scale": "studies",  # a group of study.yaml, as configs/study/ is (studies.run calls a study's planner and report)
 }
-STUDY_KEYS = ("planner", "report")  # a study config's functions (studies.run, get_method)
+STUDY_KEYS = ("planner", "report")  # a study config's functions (studies.run.study_function)
 IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 COLON_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})*:{IDENTIFIER}$")  # "armlm.training.run:pretrain"
 DOTTED_REFERENCE = re.compile(rf"^{IDENTIFIER}(\.{IDENTIFIER})+$")  # "armlm.objectives.mlm.MaskedLM", "armlm.analysis.reports.study_report"
@@ -197,8 +197,8 @@ def test_every_config_names_only_code_its_reader_may_import():
     edges = config_edges()
     # the scan sees every kind of reference (an empty scan would pass for nothing)
     references = {reference for _, _, reference in edges}
-    assert {"armlm.objectives.mlm.MaskedLM", "armlm.finetune.metrics.accuracy", "armlm.studies.embeddings_plan.plan",
-            "armlm.analysis.reports.blimp_report.write_blimp_report"} <= references
+    assert {"armlm.objectives.mlm.MaskedLM", "armlm.finetune.metrics.accuracy", "armlm.studies.embeddings_plan:plan",
+            "armlm.analysis.reports.blimp_report:write_blimp_report"} <= references
     broken = [problem for edge in edges for problem in check(*edge)]
     assert not broken, "\n".join(broken)
 
@@ -246,3 +246,20 @@ def test_analysis_is_split_by_what_it_holds_and_each_part_imports_only_those_bel
                 if parts[:2] == ["armlm", "analysis"] and len(parts) > 2 and ANALYSIS_FLOORS.index(parts[2]) > floor:
                     upward.append(f"{path.relative_to(REPO)} imports {module}")
     assert not upward, upward
+
+
+def test_every_registry_names_code_as_module_colon_function():
+    """Commands, reports, benchmarks, study stages and a study's planner and report: one style, so one resolver
+    (common.commands.resolve) reads them all; Hydra's `_target_` stays Hydra's."""
+    from armlm.analysis.reports.registry import REPORTS
+    from armlm.benchmarks import benchmarks
+    from armlm.commands import COMMANDS
+    from armlm.studies.stages import STAGE_KINDS
+
+    named = [c.run for c in (*COMMANDS.values(), *REPORTS.values(), *benchmarks().values())]
+    named += [k.run for k in STAGE_KINDS.values()]
+    for path in sorted((REPO / "configs" / "study").glob("*.yaml")):
+        study = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        named += [str(study[key]) for key in STUDY_KEYS if study.get(key)]
+    assert len(named) > 20 and all(COLON_REFERENCE.match(ref) for ref in named), [
+        ref for ref in named if not COLON_REFERENCE.match(ref)]
