@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
+from armlm.studies.arms import PipelineArm
 
 # What a study's `budget` counts, and the train.py setting it becomes (the other budget is set to null).
 BUDGET_KEYS = {"tokens": "max_tokens", "flops": "max_flops"}
@@ -42,18 +43,18 @@ def study_budget(cfg: DictConfig) -> float:
     return float(own)
 
 
-def arm_budget(cfg: DictConfig, arm: DictConfig) -> int:
-    return int(study_budget(cfg) * float(arm.get("budget_scale", 1.0)))
+def arm_budget(cfg: DictConfig, arm: PipelineArm) -> int:
+    return int(study_budget(cfg) * float(1.0 if arm.budget_scale is None else arm.budget_scale))
 
 
-def unique_tokens(cfg: DictConfig, arm: DictConfig) -> Any:
-    return arm.get("unique_tokens", cfg.study.get("unique_tokens"))
+def unique_tokens(cfg: DictConfig, arm: PipelineArm) -> Any:
+    return arm.unique_tokens if arm.given("unique_tokens") else cfg.study.get("unique_tokens")
 
 
-def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
+def budget_overrides(cfg: DictConfig, arm: PipelineArm) -> list[str]:
     """train.py's budget settings for an arm: its input tokens, or its training FLOPs (models.flops) with no
     token budget, as the study's budget_kind says."""
-    if "epochs" in arm:  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives
+    if arm.given("epochs"):  # passes over the arm's slice (or the whole split), counted by train.py as the loader gives
         unique = unique_tokens(cfg, arm)
         return ["max_tokens=null", f"data_epochs={arm.epochs}",
                 *([] if unique is None else [f"data.max_train_tokens={int(unique)}"])]
@@ -63,24 +64,24 @@ def budget_overrides(cfg: DictConfig, arm: DictConfig) -> list[str]:
     return ([] if key == "max_tokens" else ["max_tokens=null"]) + [f"{key}={arm_budget(cfg, arm)}"]
 
 
-def part_way_point(cfg: DictConfig, arm: DictConfig) -> int:
+def part_way_point(cfg: DictConfig, arm: PipelineArm, arms: dict[str, PipelineArm]) -> int:
     """The input tokens at which an arm with `from_arm` and `checkpoint_fraction` reads its source's run."""
-    return int(arm_budget(cfg, cfg.study.arms[arm.from_arm]) * float(arm.checkpoint_fraction))
+    return int(arm_budget(cfg, arms[str(arm.from_arm)]) * float(arm.checkpoint_fraction or 0))
 
 
-def part_way_tokens(cfg: DictConfig, arm_name: str) -> list[int]:
+def part_way_tokens(cfg: DictConfig, arm_name: str, arms: dict[str, PipelineArm]) -> list[int]:
     """The token counts at which `arm_name`'s pretraining must leave a checkpoint for the arms that
     fine-tune it part-way (`from_arm: <arm_name>` with `checkpoint_fraction`)."""
-    return sorted({part_way_point(cfg, a) for a in cfg.study.arms.values()
-                   if a.get("from_arm") == arm_name and "checkpoint_fraction" in a})
+    return sorted({part_way_point(cfg, a, arms) for a in arms.values()
+                   if a.from_arm == arm_name and a.given("checkpoint_fraction")})
 
 
-def check_budget(cfg: DictConfig) -> None:
+def check_budget(cfg: DictConfig, arms: dict[str, PipelineArm]) -> None:
     """The arms' budgets, checked before any stage runs."""
     study = cfg.study
-    for name, arm in study.arms.items():
-        if "epochs" not in arm:
-            if "unique_tokens" in arm:
+    for name, arm in arms.items():
+        if not arm.given("epochs"):
+            if arm.given("unique_tokens"):
                 raise ArmlmError(f"arm {name}: unique_tokens sets the data of an arm that trains for epochs; add epochs")
             continue
         unique = unique_tokens(cfg, arm)
@@ -88,7 +89,7 @@ def check_budget(cfg: DictConfig) -> None:
             raise ArmlmError(f"arm {name} trains for a number of epochs over unique_tokens (the arm's, else the "
                              f"study's), which is {unique!r}; give a positive number of tokens, or null for the "
                              "whole train split")
-        if "budget_scale" in arm or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
+        if arm.given("budget_scale") or not isinstance(arm.epochs, (int, float)) or not arm.epochs > 0:
             raise ArmlmError(f"arm {name}: epochs={arm.epochs!r} must be > 0, and an arm takes epochs or "
                              "budget_scale, not both")
     kind = budget_kind(cfg)
@@ -100,7 +101,8 @@ def check_budget(cfg: DictConfig) -> None:
     if not budget > 0:
         raise ArmlmError(f"{key}={budget:g}: give the pretraining budget per arm, in {kind}")
     if kind != "tokens":
-        token_arms = [n for n, a in study.arms.items() if {"checkpoint_fraction", "epochs", "budget_scale"} & set(a)]
+        token_arms = [n for n, a in arms.items() if any(a.given(k) for k in ("checkpoint_fraction", "epochs",
+                                                                                 "budget_scale"))]
         if token_arms:
             raise ArmlmError(f"budget_kind={kind}: arms {token_arms} are defined in input tokens (a checkpoint at a "
                              "token count, passes over the data, or a share of the token budget such as equal "

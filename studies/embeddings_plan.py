@@ -13,43 +13,43 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from armlm.common.errors import ArmlmError
-from armlm.studies.plan import Stage, arms_of, check_finding_arms, seed_folder, seeds_of
+from armlm.studies.arms import EmbeddingsArm, parse_arms
+from armlm.studies.plan import Stage, seed_folder, seeds_of, selected
 from armlm.studies.stages import done_file
 
-ARM_KEYS = {"method", "checkpoint_arm", "finetune", "gate"}  # gate: false for arms with no likelihood
 
-
-def check_embeddings_study(cfg: DictConfig) -> None:
+def embeddings_arms(cfg: DictConfig) -> dict[str, EmbeddingsArm]:
+    """The study's arms, parsed (studies.arms) and checked, once per plan."""
     study = cfg.study
-    for name, arm in study.arms.items():
-        misspelt = sorted(set(arm) - ARM_KEYS)
-        if misspelt or ("method" in arm) == ("checkpoint_arm" in arm):
-            raise ArmlmError(f"arm {name}: keys {sorted(arm)}; an arm names a static `method` or a `checkpoint_arm` "
-                             "of the study in checkpoints_from (not both), and its `finetune` variants")
-        unknown = [v for v in arm.get("finetune", []) if v not in study.finetune_variants]
+    arms = parse_arms(EmbeddingsArm, OmegaConf.to_container(study.arms, resolve=True))
+    for name, arm in arms.items():
+        if arm.given("method") == arm.given("checkpoint_arm"):
+            raise ArmlmError(f"arm {name}: an arm names a static `method` or a `checkpoint_arm` of the study in "
+                             "checkpoints_from (not both), and its `finetune` variants")
+        unknown = [v for v in arm.finetune or () if v not in study.finetune_variants]
         if unknown:
             raise ArmlmError(f"arm {name}: fine-tuning variants {unknown} are not in study.finetune_variants "
                              f"({list(study.finetune_variants)})")
-    check_finding_arms(study)
     if not cfg.get("checkpoints_from"):
         raise ArmlmError("study=embeddings reads another study's checkpoints: give checkpoints_from=<its root>, e.g. "
                          "the findings study's folder")
+    return arms
 
 
 def plan(cfg: DictConfig) -> list[Stage]:
     """Per seed and arm: the embed stage (`armlm embeddings`), then NER on what it gives; a contextual arm also gets
     the learning gate's likelihood (`armlm evaluate`), as every pretraining arm of the findings study does."""
-    check_embeddings_study(cfg)
+    arms = embeddings_arms(cfg)
     study, source = cfg.study, Path(cfg.checkpoints_from)
     shared = [f"data={cfg.corpus}", *[str(s) for s in study.get("embed_settings") or []]]
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
-        for name, arm in arms_of(cfg).items():
+        for name, arm in selected(cfg, arms).items():
             base = seed_folder(cfg, name, seed)
-            if "method" in arm:
+            if arm.given("method"):
                 reads, needs = [f"vectors={base / 'embed'}"], (base / "embed" / done_file("embed"),)
                 stages.append(Stage("embed", name, seed, "embed", base / "embed",
                                     (f"method={arm.method}", f"seed={seed}", *shared)))
@@ -62,7 +62,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
                 stages.append(Stage("diagnose", name, seed, "diagnose", base / "diagnostics", (
                     f"checkpoint={run}", f"data={cfg.corpus}", f"seed={seed}", "independence=false",
                     "representations.enabled=false", *[str(s) for s in cfg.diagnose or []]), needs=needs))
-            for variant in arm.get("finetune", []):
+            for variant in arm.finetune or ():
                 stages.append(Stage("finetune", name, seed, f"finetune conll2003-{variant}",
                                     base / "finetune" / f"conll2003-{variant}", (
                     "task=conll2003", *reads, f"seed={seed}", *[str(s) for s in study.finetune_variants[variant]],

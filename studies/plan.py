@@ -11,8 +11,6 @@ under the study root, so a rerun finds what is already done. Folders:
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,20 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
 from armlm.common.errors import ArmlmError
+from armlm.studies.arms import PipelineArm, parse_arms
 from armlm.studies.branches import branch_overrides, check_branches, trunk_overrides
 from armlm.studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
 from armlm.studies.stages import StageKind, done_file, stage_kind
-
-# An arm: pretrain (train.py overrides), finetune (variant names; default study.default_variants),
-# budget_scale (times the study's budget; default 1) or epochs (passes over the first unique_tokens tokens of
-# the train split, the arm's or else the study's: a data-constrained run; with neither, over the whole split),
-# diagnose (default true), and, in a study with a `zeroshot:` section, zeroshot (default: the pretraining arms)
-# with its zeroshot_settings; branch_of: an arm with more epochs whose run it branches off (studies.branches).
-# model: a published model (a model source: a Hugging Face folder, hf:<id>[@revision] or an armlm run) that the arm
-# reads as it is, with no pretraining stage; trust_remote_code for a folder that ships its own modelling file.
-ARM_KEYS = {"pretrain", "finetune", "budget_scale", "diagnose", "diagnose_settings", "from_arm",
-            "checkpoint_fraction", "epochs", "unique_tokens", "zeroshot", "zeroshot_settings", "branch_of", "model",
-            "trust_remote_code"}
 
 
 @dataclass(frozen=True)
@@ -96,13 +84,22 @@ def finetune_runs(name: str, seed: int, finetune_seeds: int) -> list[tuple[str, 
     return [(f"{name}{FINETUNE_SEED_SUFFIX}{j}", 100 * seed + j) for j in range(1, finetune_seeds + 1)]
 
 
-def arms_of(cfg: DictConfig) -> dict[str, DictConfig]:
-    arms = cfg.study.arms
+def selected(cfg: DictConfig, arms: dict[str, Any]) -> dict[str, Any]:
+    """The arms this launch runs: all, or the one `arm=` names."""
     if cfg.arm is None:
-        return dict(arms.items())
+        return dict(arms)
     if cfg.arm not in arms:
         raise ArmlmError(f"arm={cfg.arm!r} is not in study {cfg.study.name}; its arms are {list(arms)}")
     return {cfg.arm: arms[cfg.arm]}
+
+
+def pipeline_arms(cfg: DictConfig) -> dict[str, PipelineArm]:
+    """The study's arms, parsed (studies.arms) and checked together (check_study), once per plan."""
+    if "arms" not in cfg.study:
+        check_study(cfg, {})  # names what the config lacks
+    arms = parse_arms(PipelineArm, OmegaConf.to_container(cfg.study.arms, resolve=True))
+    check_study(cfg, arms)
+    return arms
 
 
 def _strings(values: Any) -> list[str]:
@@ -113,54 +110,41 @@ def _strings(values: Any) -> list[str]:
 STUDY_KEYS = ("name", "arms", "tasks", "default_variants", "finetune_variants", "diagnose")
 
 
-def check_study(cfg: DictConfig) -> None:
-    """Names that would only fail hours later, inside a stage, are checked up front."""
+def check_study(cfg: DictConfig, arms: dict[str, PipelineArm]) -> None:
+    """Names that would only fail hours later, inside a stage, are checked up front (the findings' and checks' arms
+    where the registrations are read: analysis.findings.registrations.StudySpec)."""
     study = cfg.study
     missing = [key for key in STUDY_KEYS if key not in study]
     if missing:
         raise ArmlmError(f"study {study.get('name', '?')!r} lacks {missing}; a study config gives {list(STUDY_KEYS)} "
                          "(configs/study/ar_vs_mlm.yaml is one to copy)")
     variants = study.finetune_variants
-    for name, arm in study.arms.items():
-        misspelt = sorted(set(arm) - ARM_KEYS)
-        if misspelt:
-            raise ArmlmError(f"arm {name}: unknown keys {misspelt}; an arm takes {sorted(ARM_KEYS)}")
-        unknown = [v for v in arm.get("finetune", study.default_variants) if v not in variants]
+    for name, arm in arms.items():
+        unknown = [v for v in (arm.finetune if arm.given("finetune") else study.default_variants) if v not in variants]
         if unknown:
             raise ArmlmError(f"arm {name}: fine-tuning variants {unknown} are not defined in "
                              f"study.finetune_variants ({list(variants)})")
-        if not float(arm.get("budget_scale", 1.0)) > 0:
+        if arm.given("budget_scale") and not float(arm.budget_scale) > 0:
             raise ArmlmError(f"arm {name}: budget_scale must be > 0")
-        if sum(key in arm for key in ("pretrain", "from_arm", "model")) != 1 or (
-                "checkpoint_fraction" in arm and "from_arm" not in arm):
+        if sum(arm.given(key) for key in ("pretrain", "from_arm", "model")) != 1 or (
+                arm.given("checkpoint_fraction") and not arm.given("from_arm")):
             raise ArmlmError(f"arm {name}: an arm either pretrains (pretrain: [...]), reads another arm's "
                              "checkpoint (from_arm, with checkpoint_fraction for one part-way through its budget) or "
                              "reads a published model (model: <Hugging Face folder, hf:<id> or run>)")
-        if "from_arm" in arm and (arm.from_arm not in study.arms or study.arms[arm.from_arm].get("from_arm")
-                                  or not 0 < float(arm.get("checkpoint_fraction", 0.5)) < 1):
+        fraction = 0.5 if arm.checkpoint_fraction is None else arm.checkpoint_fraction
+        if arm.given("from_arm") and (arm.from_arm not in arms or arms[arm.from_arm].from_arm
+                                      or not 0 < float(fraction) < 1):
             raise ArmlmError(f"arm {name}: from_arm={arm.from_arm!r} must be a pretraining arm of this study and "
                              f"checkpoint_fraction={arm.checkpoint_fraction} in (0, 1)")
-    check_branches(study)
+    check_branches(arms)
     reference = study.diagnose.candidates_arm
-    if reference is not None and reference not in study.arms:
-        raise ArmlmError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(study.arms)}")
-    if study.diagnose.independence and reference is not None and not study.arms[reference].get("diagnose", True):
+    if reference is not None and reference not in arms:
+        raise ArmlmError(f"study.diagnose.candidates_arm={reference!r} is not one of the arms {list(arms)}")
+    if study.diagnose.independence and reference is not None and arms[reference].diagnose is False:
         raise ArmlmError(f"arm {reference} is study.diagnose.candidates_arm, so it must be diagnosed: the "
                          "other arms score its candidate sets; drop its diagnose: false or pick another arm")
     finetune_seeds_of(cfg)
-    check_finding_arms(study)
-    check_budget(cfg)
-
-
-def check_finding_arms(study: DictConfig) -> None:
-    """Every arm a finding's sides read (arm, and relative_to's where it names another) is one of the study's."""
-    for finding_id, finding in (study.get("findings") or {}).items():
-        for side, key in itertools.product(("a", "b"), ("arm", "relative_to")):
-            arm = finding.get(side, {}).get(key)
-            if key == "relative_to" and isinstance(arm, Mapping):
-                arm = arm.get("arm")
-            if (key == "arm" or arm is not None) and arm not in study.arms:
-                raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {list(study.arms)}")
+    check_budget(cfg, arms)
 
 
 def corpus(cfg: DictConfig) -> str:
@@ -172,31 +156,31 @@ def corpus(cfg: DictConfig) -> str:
 def plan(cfg: DictConfig) -> list[Stage]:
     """Every stage of the selected arms and seeds, each arm x seed in pipeline order. An arm with `from_arm`
     pretrains nothing: it fine-tunes that arm's checkpoint saved at `checkpoint_fraction` of its budget."""
-    check_study(cfg)
+    arms = pipeline_arms(cfg)
     study = cfg.study
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
-        for arm_name, arm in arms_of(cfg).items():
+        for arm_name, arm in selected(cfg, arms).items():
             base = seed_folder(cfg, arm_name, seed)
-            run = seed_folder(cfg, arm.get("from_arm", arm_name), seed) / "pretrain"  # the run this arm reads
+            run = seed_folder(cfg, arm.from_arm or arm_name, seed) / "pretrain"  # the run this arm reads
             needs, pretrained = (run / done_file("pretrain"),), run
-            if "checkpoint_fraction" in arm:
-                pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm)}.ckpt"
+            if arm.given("checkpoint_fraction"):
+                pretrained = run / "checkpoints" / f"tokens-{part_way_point(cfg, arm, arms)}.ckpt"
             reading = ([f"trust_remote_code={str(bool(arm.trust_remote_code)).lower()}"]
-                       if "trust_remote_code" in arm else [])
-            if "model" in arm:  # a published model: read as it is, nothing to wait for
+                       if arm.given("trust_remote_code") else [])
+            if arm.given("model"):  # a published model: read as it is, nothing to wait for
                 needs, pretrained = (), str(arm.model)
-            elif not arm.get("from_arm"):
-                points = part_way_tokens(cfg, arm_name)
-                trunk = seed_folder(cfg, arm.get("branch_of") or arm_name, seed) / "pretrain"
+            elif not arm.from_arm:
+                points = part_way_tokens(cfg, arm_name, arms)
+                trunk = seed_folder(cfg, arm.branch_of or arm_name, seed) / "pretrain"
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
                     [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(study.get("pretrain_settings")),
                      *_strings(arm.pretrain), f"seed={seed}", *budget_overrides(cfg, arm),
-                     *([f"save_at_tokens={points}"] if points else []), *trunk_overrides(study, arm_name),
+                     *([f"save_at_tokens={points}"] if points else []), *trunk_overrides(arms, arm_name),
                      *branch_overrides(arm, trunk), *_strings(cfg.extra_pretrain)]),
-                    needs=(trunk / done_file("pretrain"),) if arm.get("branch_of") else ()))
+                    needs=(trunk / done_file("pretrain"),) if arm.branch_of else ()))
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
-                for variant in arm.get("finetune", study.default_variants):
+                for variant in arm.finetune if arm.given("finetune") else study.default_variants:
                     for folder, finetune_seed in finetune_runs(f"{task}-{variant}", seed, finetune_seeds_of(cfg)):
                         stages.append(Stage("finetune", arm_name, seed, f"finetune {folder}",
                                             base / "finetune" / folder, tuple(
@@ -207,15 +191,15 @@ def plan(cfg: DictConfig) -> list[Stage]:
                             needs=needs))
             # Pretraining arms are diagnosed unless they say not; an arm that reads another's checkpoint only
             # when it asks (diagnose: true), e.g. to score it in another context (diagnose_settings).
-            if arm.get("diagnose", not arm.get("from_arm")):
+            if arm.diagnose if arm.given("diagnose") else not arm.from_arm:
                 stages.append(diagnose_stage(cfg, arm_name, seed, base, pretrained, needs,
-                                             [*reading, *_strings(arm.get("diagnose_settings"))]))
+                                             [*reading, *_strings(arm.diagnose_settings)]))
             # Zero-shot scoring (`armlm zeroshot`, BLiMP), in a study that asks for it: every pretraining arm unless
             # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
-            if study.get("zeroshot") is not None and arm.get("zeroshot", not arm.get("from_arm")):
+            if study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else not arm.from_arm):
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
                     [f"checkpoint={pretrained}", f"seed={seed}", *reading, *_strings(study.zeroshot.get("settings")),
-                     *_strings(arm.get("zeroshot_settings"))]), needs=needs))
+                     *_strings(arm.zeroshot_settings)]), needs=needs))
     return stages
 
 

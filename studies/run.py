@@ -85,12 +85,18 @@ def study_function(cfg: DictConfig, key: str, default: str) -> Callable[..., Any
         raise ArmlmError(f"study.{key}={reference!r} names no function ({err}); name it as module:function{hint}") from err
 
 
+def registrations(cfg: DictConfig) -> StudySpec:
+    """What the study registers (findings, their arms, checks, gate), parsed and checked once, before any stage runs
+    (analysis.findings.registrations.StudySpec); the planner parses its arms (studies.arms)."""
+    return StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
     root = Path(cfg.root)
     check_root(root)
     if cfg.report not in (True, False, "only"):
         raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
-    StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))  # registrations, gate: before any stage
+    registrations(cfg)  # registrations, their arms, the gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
     planner = study_function(cfg, "planner", "armlm.studies.plan:plan")

@@ -14,7 +14,7 @@ def test_the_report_marks_re_registered_claims_and_lists_checks(study):
                           "registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "a tie is not a superiority"}]
     checks = {"mrf_u": {"what": "a convergence check", "value": {"arm": "mlm", "pairwise": {
         "kind": "random", "row": "mrf", "column": "u_ppl"}}}}
-    write_findings(study, {"arms": {"mlm": {}}, "findings": {"nsp": tie}, "checks": checks})
+    write_findings(study, {"arms": {"mlm": {}, "mlm_nsp": {}}, "findings": {"nsp": tie}, "checks": checks})
     text = (study / "report" / "findings.md").read_text()
     assert "nsp (re-registered after data)" in text and "was kind superiority" in text and "660408b" in text
     assert "equivalence, \\|A - B\\| < 0.05" in text

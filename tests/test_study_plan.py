@@ -7,6 +7,7 @@ import pytest
 
 from armlm.common.config import compose_config
 from armlm.studies.plan import plan
+from armlm.studies.run import registrations
 from armlm.training.run import check_config
 from tests.helpers.configs import study_config
 from tests.helpers.lanes import fast_lane_keeps
@@ -187,9 +188,9 @@ def test_data_constrained_arms_repeat_the_same_unique_tokens(tmp_path):
     with pytest.raises(ValueError, match="epochs or budget_scale, not both"):
         plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
                           "+study.arms.ar_e1.budget_scale=2"))
-    with pytest.raises(ValueError, match="relative_to='ar_e5' is not one of the arms"):
-        plan(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
-                          "study.findings.F7_diffusion_pays_less.b.relative_to=ar_e5"))
+    with pytest.raises(ValueError, match="relative_to='ar_e5' is not one of the arms"):  # where registrations are read
+        registrations(study_config("study=data_constrained", "scale=cpu", f"root={tmp_path}",
+                                   "study.findings.F7_diffusion_pays_less.b.relative_to=ar_e5"))
 
 
 @pytest.mark.slow
@@ -229,7 +230,7 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
         assert f"max_tokens={half}" in pretrain[arm].overrides
     assert not any(o.startswith("save_at_tokens") for s in pretrain.values() for o in s.overrides)
     with pytest.raises(ValueError, match="b.arm='bert'"):
-        plan(study_config("study=findings", "scale=cpu", f"root={tmp_path}", "study.findings.F1.b.arm=bert"))
+        registrations(study_config("study=findings", "scale=cpu", f"root={tmp_path}", "study.findings.F1.b.arm=bert"))
 
 
 @pytest.mark.parametrize("overrides,match", fast_lane_keeps([

@@ -6,6 +6,7 @@ verdict is read on), the study's gate and error rate, its item test and its chec
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -133,9 +134,23 @@ class StudySpec:
             if arm not in arms:
                 raise ArmlmError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(arms)}")
             quantity_of(check["value"])
+        for finding_id, finding in (study.get("findings") or {}).items():
+            if arms:  # a family judged from its rows alone (tests' synthetic folders) names no arms to check against
+                check_finding_arms(finding_id, finding, list(arms))
         return StudySpec(arms, {fid: Finding.parse(fid, f) for fid, f in (study.get("findings") or {}).items()},
                          checks, dict(study.get("withdrawn") or {}), study.get("gate"), alpha,
                          ItemTest.parse(study.get("item_test")))
+
+
+def check_finding_arms(finding_id: str, finding: Mapping[str, Any], arms: list[str]) -> None:
+    """Every arm a finding's sides read (arm, and relative_to's where it names another) is one of the study's: the
+    same place checks' arms are checked."""
+    for side, key in itertools.product(("a", "b"), ("arm", "relative_to")):
+        arm = (finding.get(side) or {}).get(key)
+        if key == "relative_to" and isinstance(arm, Mapping):
+            arm = arm.get("arm")
+        if (key == "arm" or arm is not None) and arm not in arms:
+            raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {arms}")
 
 
 def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[list[int], list[int], str]:
