@@ -83,7 +83,7 @@ class TaskInfo:
             raise ArmlmError(f"task.kind={self.kind!r} for {self.name}; choose one of {TASK_KINDS}")
         if not self.metrics or any("_target_" not in spec for spec in self.metrics.values()):
             raise ArmlmError(f"task.metrics of {self.name} must map each metric's name to a factory spec with a "
-                             "_target_ (finetune.metrics), e.g. accuracy: {_target_: finetune.metrics.accuracy}")
+                             "_target_ (armlm.finetune.metrics), e.g. accuracy: {_target_: armlm.finetune.metrics.accuracy}")
         if not self.primary_metric or not isinstance(self.primary_metric, str):
             raise ArmlmError(f"task.primary_metric={self.primary_metric!r} for {self.name}: name the value that "
                              "plots and findings read (a metric of task.metrics, or one it computes, as EntityF1's f1)")
