@@ -53,10 +53,10 @@ def keep_finished(stages: list, root: Path, record: Path) -> None:
                     err)
 
 
-def write_study_report(cfg: DictConfig, root: Path) -> None:
+def write_study_report(cfg: DictConfig, root: Path, spec: StudySpec) -> None:
     written = study_function(cfg, "report", "armlm.analysis.reports.study_report:write_report")(root)
-    if cfg.study.get("findings"):
-        written += write_findings(root, OmegaConf.to_container(cfg.study, resolve=True))
+    if spec.findings:
+        written += write_findings(root, spec)
     log.info("report: %s", ", ".join(str(p) for p in written))
 
 
@@ -96,7 +96,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     check_root(root)
     if cfg.report not in (True, False, "only"):
         raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
-    registrations(cfg)  # registrations, their arms, the gate: before any stage
+    spec = registrations(cfg)  # registrations, their arms, the gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
     planner = study_function(cfg, "planner", "armlm.studies.plan:plan")
@@ -117,7 +117,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
         keep_finished(planned, root, record)  # units finished before record= was given
         on_done = lambda _: keep_finished(planned, root, record)  # noqa: E731
     if cfg.report == "only":  # the report over what the root holds now (and the record restored): no stage runs
-        write_study_report(cfg, root)
+        write_study_report(cfg, root, spec)
         return []
     outcomes = run_stages(stages, prefix, dry_run=cfg.dry_run, on_done=on_done, launcher=str(cfg.launcher),
                           allow_unlearned=bool(cfg.allow_unlearned))
@@ -132,7 +132,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
                     for o in outcomes]
         atomic_write_text(root / "study.json", json.dumps({"settings": describe(cfg), "stages": statuses}, indent=2))
         if cfg.report:
-            write_study_report(cfg, root)
+            write_study_report(cfg, root, spec)
     elif any(o.status == "waiting" for o in outcomes):
         log.info("waiting stages read other arms' or seeds' results: rerun without arm=/seed= once those are done")
     return outcomes

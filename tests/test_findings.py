@@ -201,8 +201,8 @@ def test_a_study_is_checked_before_any_stage(study):
 
 def test_power_beyond_reach_says_so_and_withdrawn_findings_are_listed(study):
     tiny_effect = registered(FINDINGS["nsp"], effect=1e-4)
-    write_findings(study, {"findings": {"nsp": tiny_effect}, "withdrawn": {
-        "F3_ag_faithful": {"registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "true by construction"}}})
+    write_findings(study, StudySpec.parse({"findings": {"nsp": tiny_effect}, "withdrawn": {
+        "F3_ag_faithful": {"registered": {"date": "2026-11-23", "commit": "660408b"}, "why": "true by construction"}}}))
     text = (study / "report" / "findings.md").read_text()
     assert "not at this scale" in text and "~10001" not in text
     assert "| F3_ag_faithful | 2026-11-23 at 660408b | true by construction |" in text

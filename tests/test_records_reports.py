@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from armlm.analysis.findings.registrations import StudySpec
 from armlm.analysis.reports.blimp_report import write_blimp_report
 from armlm.analysis.reports.curves_report import write_curves
 from armlm.analysis.reports.embeddings_report import write_embeddings_report
@@ -82,7 +83,7 @@ def test_the_reports_of_a_synthetic_study_rebuild_its_golden_tables_byte_for_byt
     if report is not None:
         report(root)
     if study.get("findings"):
-        write_findings(root, study)
+        write_findings(root, StudySpec.parse(study))
     written = {p.name: p.read_text().replace(str(root), "<root>")
                for p in sorted((root / "report").iterdir()) if p.suffix in (".md", ".csv")}
     golden = GOLDEN / kind

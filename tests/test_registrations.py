@@ -22,7 +22,7 @@ def test_a_row_waits_for_every_registered_seed_before_its_verdict(study):
     assert row["verdict"] == "interim" and row["seeds_to_come"] == [4] and row["n"] == 3
     assert row["difference"] == pytest.approx((0.10 + 0.13 + 0.11) / 3)
     assert "interim: 3 of its 4 registered seeds; no verdict before [4] are read" in row["note"]
-    markdown = (write_findings(study, rows)[0]).read_text()
+    markdown = (write_findings(study, StudySpec.parse(rows))[0]).read_text()
     assert "**interim**" in markdown and "- **interim**: " in markdown and "read on seeds [1, 2, 3, 4]" in markdown
     finetune_result(study, "mlm", 4, "conll2003-full", 0.71)
     finetune_result(study, "ar", 4, "conll2003-full", 0.60)

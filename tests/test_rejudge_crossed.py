@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from armlm.analysis.findings.registrations import StudySpec
 from armlm.analysis.reports.findings_report import write_findings
 from tests.helpers.synthetic_studies import findings_study
 
@@ -21,7 +22,7 @@ def frozen_record(root: Path, gate: dict | None = None) -> dict:
     """The synthetic findings study kept as a record: its report written under the rule of its day (seeds alone),
     its registration beside it."""
     study = findings_study(root)
-    write_findings(root, {**study, "findings": study["findings"]})
+    write_findings(root, StudySpec.parse({**study, "findings": study["findings"]}))
     if gate is not None:
         study = {**study, "gate": gate}
     (root / "report" / "study.yaml").write_text(yaml.safe_dump({"study": study}))

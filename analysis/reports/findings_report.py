@@ -148,11 +148,11 @@ def checks_table(runs: StudyRuns, study: StudySpec) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_findings(root: str | Path, study: dict[str, Any]) -> list[Path]:
-    """report/findings.md, report/findings.csv and report/findings.png (the table as a picture) for the seeds present."""
+def write_findings(root: str | Path, spec: StudySpec) -> list[Path]:
+    """report/findings.md, report/findings.csv and report/findings.png (the table as a picture) for the seeds present,
+    of the registrations as the study read them (studies.run.registrations, or rewrite_findings from study.json)."""
     root = Path(root)
     runs = StudyRuns.read(root)  # every summary, result and report (and TensorBoard curves) read once
-    spec = StudySpec.parse(study)
     table, checks = judge_family(runs, spec), checks_table(runs, spec)
     out = root / "report"
     out.mkdir(parents=True, exist_ok=True)
@@ -179,7 +179,7 @@ def rewrite_findings(root: Path) -> list[Path]:
     study = json.loads(settings.read_text())["settings"]["study"]
     if not study.get("findings"):
         raise ArmlmError(f"the study in {root} defines no findings (study.findings)")
-    return write_findings(root, study)
+    return write_findings(root, StudySpec.parse(study))
 
 
 def main() -> None:
