@@ -260,7 +260,7 @@ def test_report_only_restores_the_record_and_reports_without_running_a_stage(tmp
     record_finished(stages, root, record)
     reported = []
     monkeypatch.setattr(study, "run_stages", lambda *a, **k: pytest.fail("report=only ran stages"))
-    monkeypatch.setattr(study, "write_study_report", lambda cfg, where: reported.append(
+    monkeypatch.setattr(study, "write_study_report", lambda cfg, where, spec: reported.append(
         sorted(p.parent.relative_to(where).as_posix() for p in where.rglob("summary.json"))))
     assert study.run_study(findings_config(fresh, "report=only", f"record={record}")) == []
     assert reported == [["ar/seed1/pretrain", "mlm/seed1/pretrain"]]  # restored before the report was written
