@@ -40,7 +40,7 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
         learns = [json.loads(line) for line in archive.extractfile("./learns.jsonl").read().decode().splitlines()]
         objectives = [json.loads(line) for line in archive.extractfile("./objectives.jsonl").read().decode().splitlines()]
     # each variant ran its steps and measured its gradients; a 3-step run learns nothing, and says so
-    assert [row["variant"] for row in learns] == ["as of 4 Dec", "cuDNN attention off", "long blocks"]
+    assert [row["variant"] for row in learns] == ["as of 4 Dec", "cuDNN attention off"]
     assert {row["sdpa_backends"] is None for row in learns} == {True, False} and all(v in VARIANTS for v in
                                                                                    (r["variant"] for r in learns))
     assert all(row["steps"] == 3 and row["nonfinite_steps"] == 0 and row["grad_norm_median"] > 0 for row in learns)
