@@ -27,6 +27,39 @@ def _required(cls: type) -> set[str]:
 
 
 @dataclass(frozen=True)
+class Registration:
+    """When a claim was registered. `seen`: what data it came after (a claim added once some seeds had run), printed
+    so a reader can discount it, and marking the row "registered after data"; the claim stays pre-registered for the
+    seeds run after it. `prior`: what was known beforehand from other data (another corpus, an earlier study), printed,
+    not marked. `seeds`: the pretraining seeds its verdict is read on (None: every seed both sides have)."""
+
+    date: str
+    commit: str
+    seen: str | None = None
+    prior: str | None = None
+    seeds: tuple[int, ...] | None = None
+
+    @staticmethod
+    def parse(where: str, raw: Any) -> Registration:
+        if not (isinstance(raw, Mapping) and raw.get("date") and raw.get("commit")) or set(raw) - _keys(Registration):
+            raise ArmlmError(f"{where}: registered={raw!r}; give {{date: YYYY-MM-DD, commit: <hash>}} (and seen: <which "
+                             "seeds had run>, where some had; prior: <what other data showed>; seeds: [...])")
+        seeds = raw.get("seeds")
+        if seeds is not None and not (isinstance(seeds, list | tuple) and seeds and len(set(seeds)) == len(seeds) and
+                                      all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seeds)):
+            raise ArmlmError(f"{where}: registered.seeds={seeds!r}; give the distinct positive pretraining seeds its "
+                             "verdict is read on, e.g. seeds: [1, 2, 3, 4, 5], or leave it out")
+        return Registration(str(raw["date"]), str(raw["commit"]), raw.get("seen"), raw.get("prior"),
+                            None if seeds is None else tuple(seeds))
+
+    def text(self) -> str:
+        seen = f", after seeing {self.seen}" if self.seen else ""
+        prior = f", knowing {self.prior}" if self.prior else ""
+        seeds = f"; read on seeds {list(self.seeds)}" if self.seeds else ""
+        return f"{self.date} at {self.commit}{seen}{prior}{seeds}"
+
+
+@dataclass(frozen=True)
 class Finding:
     """One registered row of a study's family."""
 
@@ -34,9 +67,9 @@ class Finding:
     anchor: str
     a: dict[str, Any]  # a side: {arm, <one quantity of analysis.findings.quantities>, ...}
     b: dict[str, Any]
-    test: dict[str, Any]  # {kind, direction, smallest_effect, margin}: a Claim (`claim_test`)
+    test: Claim  # registered as {kind, direction, smallest_effect, margin}
     justification: str
-    registered: dict[str, Any]  # {date, commit, seen?, prior?, seeds?}
+    registered: Registration
     superseded: list[dict[str, Any]] = field(default_factory=list)  # earlier registrations, kept when a claim changed
     # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
     # other row gains from its leaving) and its verdict reads "withdrawn".
@@ -45,11 +78,6 @@ class Finding:
     # leaves it to what the sides kept (CoNLL documents where known, BLiMP pairs within paradigms where kept).
     items: str | None = None
 
-    @property
-    def claim_test(self) -> Claim:
-        return Claim(self.test["kind"], self.test["direction"], float(self.test["smallest_effect"]),
-                     float(self.test.get("margin", 0)))
-
     @staticmethod
     def parse(finding_id: str, raw: Mapping[str, Any]) -> Finding:
         """The finding, after checking that everything the report needs was registered."""
@@ -57,33 +85,28 @@ class Finding:
         if unknown or missing:
             raise ArmlmError(f"finding {finding_id}: unknown keys {sorted(unknown)}, missing {sorted(missing)}; a "
                              f"finding has {sorted(_keys(Finding))} (superseded and withdrawn_after_data optional)")
-        finding = Finding(**{**raw, "superseded": list(raw.get("superseded") or [])})
-        if finding.items is not None and finding.items not in ITEM_UNITS:
-            raise ArmlmError(f"finding {finding_id}: items={finding.items!r}; choose one of {ITEM_UNITS} (what its "
+        items = raw.get("items")
+        if items is not None and items not in ITEM_UNITS:
+            raise ArmlmError(f"finding {finding_id}: items={items!r}; choose one of {ITEM_UNITS} (what its "
                              "claim generalises over), or leave it out")
-        withdrawn = finding.withdrawn_after_data
+        withdrawn = raw.get("withdrawn_after_data")
         if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
             raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, "
                              "why: ...}}")
-        for entry in [finding.registered, *[e.get("registered", {}) for e in finding.superseded]]:
-            if not (isinstance(entry, dict) and entry.get("date") and entry.get("commit")):
-                raise ArmlmError(f"finding {finding_id}: registered={entry!r}; give {{date: YYYY-MM-DD, commit: "
-                                 "<hash>}} (and seen: <which seeds had run>, where some had)")
-        seeds = finding.registered.get("seeds")
-        if seeds is not None and not (isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-                                      and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in seeds)):
-            raise ArmlmError(f"finding {finding_id}: registered.seeds={seeds!r}; give the distinct positive "
-                             "pretraining seeds its verdict is read on, e.g. seeds: [1, 2, 3, 4, 5], or leave it out")
-        for side in (finding.a, finding.b):
+        superseded = list(raw.get("superseded") or [])
+        for entry in superseded:
+            Registration.parse(f"finding {finding_id}: superseded", entry.get("registered", {}))
+        for side in (raw["a"], raw["b"]):
             quantity_of(side)
-        claim_keys = _keys(Claim)
-        if set(finding.test) - claim_keys:
-            raise ArmlmError(f"finding {finding_id}: test keys {sorted(finding.test)}; a test has {sorted(claim_keys)}")
+        test, claim_keys = raw["test"], _keys(Claim)
+        if not isinstance(test, Mapping) or set(test) - claim_keys:
+            raise ArmlmError(f"finding {finding_id}: test={test!r}; a test has {sorted(claim_keys)}")
         try:
-            finding.claim_test
-        except (KeyError, ValueError) as err:
+            claim = Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
+        except (KeyError, ValueError, TypeError) as err:
             raise ArmlmError(f"finding {finding_id}: {err}") from err
-        return finding
+        return Finding(**{**raw, "test": claim, "superseded": superseded,
+                          "registered": Registration.parse(f"finding {finding_id}", raw["registered"])})
 
 
 @dataclass(frozen=True)
@@ -153,11 +176,11 @@ def check_finding_arms(finding_id: str, finding: Mapping[str, Any], arms: list[s
             raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {arms}")
 
 
-def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[list[int], list[int], str]:
+def at_registered_seeds(registered: Registration, seeds: list[int]) -> tuple[list[int], list[int], str]:
     """The seeds a row is judged on, of the `seeds` that have both its sides: those its registration names (every one
     where it names none); the registered seeds not read yet; and a note on both. A verdict read at each look as
     seeds land would spend the family's error rate once per look, so a row waits for all of its registered seeds."""
-    named = registered.get("seeds")
+    named = registered.seeds
     if named is None:
         return list(seeds), [], ""
     kept = [s for s in seeds if s in named]
@@ -168,14 +191,9 @@ def at_registered_seeds(registered: dict[str, Any], seeds: list[int]) -> tuple[l
     return kept, to_come, "; ".join(notes)
 
 
-def registration_text(registered: dict[str, Any]) -> str:
-    # `seen`: what data the registration came after (a claim added once some seeds had run), printed so a
-    # reader can discount it; the claim stays pre-registered for the seeds run after it.
-    # `prior`: what was known beforehand from other data (another corpus, an earlier study): printed, not marked.
-    seen = f", after seeing {registered['seen']}" if registered.get("seen") else ""
-    prior = f", knowing {registered['prior']}" if registered.get("prior") else ""
-    seeds = f"; read on seeds {registered['seeds']}" if registered.get("seeds") else ""
-    return f"{registered.get('date')} at {registered.get('commit')}{seen}{prior}{seeds}"
+def registration_text(registered: Mapping[str, Any]) -> str:
+    """An earlier or a withdrawn row's registration, as written (validated where the row is parsed)."""
+    return Registration(**{"date": None, "commit": None, **registered}).text()
 
 
 def superseded_text(entry: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from armlm.analysis.findings.gate import gate_row
 from armlm.analysis.findings.items import ItemInterval, crossed_test, item_interval, item_test
 from armlm.analysis.findings.measures import describe, measure, side_items, values
 from armlm.analysis.findings.power import crossed_needs, sd_upper_limit, seeds_for
-from armlm.analysis.findings.registrations import StudySpec, at_registered_seeds, registration_text, superseded_text
+from armlm.analysis.findings.registrations import StudySpec, at_registered_seeds, superseded_text
 from armlm.analysis.findings.verdicts import (
     Claim,
     ClaimTest,
@@ -78,12 +78,12 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
     findings, alpha = study.findings, study.alpha
     rows, tests, seed_tests, item_tests, gated = [], [], [], [], []
     for finding_id, finding in findings.items():
-        claim = finding.claim_test
+        claim = finding.test
         row = {"finding": finding_id, "claim": finding.claim, "anchor": finding.anchor,
                "kind": claim.kind, "direction": claim.direction, "margin": claim.margin,
                "smallest_effect": claim.smallest_effect, "justification": finding.justification,
-               "registered": registration_text(finding.registered),
-               "registered_after_data": bool(finding.registered.get("seen")),
+               "registered": finding.registered.text(),
+               "registered_after_data": bool(finding.registered.seen),
                "superseded": "; ".join(superseded_text(s) for s in finding.superseded),
                "a": describe(finding.a), "b": describe(finding.b)}
         try:
