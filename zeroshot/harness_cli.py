@@ -1,10 +1,10 @@
-"""`armlm harness <lm_eval's arguments>` (or `armlm harness ...`): EleutherAI's lm-evaluation-harness with armlm's model type and tasks.
+"""`armlm harness <lm_eval's arguments>`: EleutherAI's lm-evaluation-harness with armlm's model type and tasks.
 
     armlm harness --model armlm --model_args checkpoint=outputs/mlm/<time>,method=pll --tasks blimp_local
     armlm harness --model hf --model_args pretrained=exports/ar,device=cpu --tasks blimp_local
 
 lm-eval's own command line (`lm_eval`) has no way to load a model type from another package, so this runs it with
-`zeroshot.harness` imported (`--model armlm`) and armlm's local tasks (zeroshot.lm_eval_tasks: `blimp_local` from
+`armlm.zeroshot.harness` imported (`--model armlm`) and armlm's local tasks (zeroshot.lm_eval_tasks: `blimp_local` from
 $ARMLM_DATA_DIR/blimp) on `--include_path`. Every other argument is lm-eval's. Needs the `lm-eval` extra:
 pip install -e ".[lm-eval]".
 """
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if any(a == "--include_path" or a.startswith("--include_path=") for a in argv):
         sys.exit("armlm harness puts armlm's own tasks on --include_path; to add your tasks too, copy them beside "
-                 "armlm.zeroshot.lm_eval_tasks.write_blimp_tasks's output and run lm_eval with `import zeroshot.harness`")
+                 "armlm.zeroshot.lm_eval_tasks.write_blimp_tasks's output and run lm_eval with `import armlm.zeroshot.harness`")
     with tempfile.TemporaryDirectory(prefix="armlm-lm-eval-tasks-") as tasks:
         blimp = data_dir() / "blimp"
         if blimp.is_dir():
