@@ -86,3 +86,12 @@ def test_the_reduced_rule_is_the_pipelines_own(objective, backend, exports, blim
               sorted(predictions[uid]["predictions"], key=lambda p: int(p["id"].rsplit("_", 1)[1]))]
     assert [pick == good for pick, (good, _) in zip(picked, PAIRS, strict=True)] == reduced_picks(
         exports[objective], backend)
+
+
+def test_an_armlm_remote_code_export_read_as_a_source_is_refused_in_one_line_naming_the_fix(exports):
+    """Its base model is armlm's own Backbone, not a transformers base model, so armlm reads the checkpoint it came
+    from instead (an AttributeError traceback until 5 December 2026)."""
+    from armlm.sources import open_source
+
+    with pytest.raises(ValueError, match="give the armlm checkpoint it came from"):
+        open_source(str(exports["mlm"]), "cpu", trust_remote_code=True)
