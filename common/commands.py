@@ -65,11 +65,11 @@ def error_types(cmd: Command) -> tuple[type[BaseException], ...]:
     return (*CONFIG_ERRORS, *(resolve(e) for e in cmd.errors))
 
 
-def script_path(cmd: Command) -> str | None:
-    """The checkout's script of the command, where there is a checkout and the command has one."""
-    if cmd.script is None or CHECKOUT is None or not (CHECKOUT / cmd.script).is_file():
+def script_path(script: str | None) -> str | None:
+    """A command's script in the checkout (Command.script, StageKind.script), where there is a checkout and a script."""
+    if script is None or CHECKOUT is None or not (CHECKOUT / script).is_file():
         return None
-    return str(CHECKOUT / cmd.script)
+    return str(CHECKOUT / script)
 
 
 def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: str, usage: str) -> None:
@@ -82,7 +82,7 @@ def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: 
     if argv[0] not in commands:
         sys.exit(f"{prog}: unknown {noun} {argv[0]!r}; choose one of {', '.join(commands)} ({prog} --help)")
     cmd = commands[argv[0]]
-    sys.argv = [script_path(cmd) or f"{prog} {cmd.name}", *argv[1:]]
+    sys.argv = [script_path(cmd.script) or f"{prog} {cmd.name}", *argv[1:]]
     if cmd.config is None:
         run_or_exit(lambda _: cmd.function()(), None, logging.getLogger(f"armlm.{cmd.name}"), errors=error_types(cmd))
     else:

@@ -9,6 +9,7 @@ records/rewrite_schema3.py rewrites such a folder once.
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib.util import find_spec
 from typing import Any
@@ -107,12 +108,15 @@ def namespaced(reference: str) -> str:
     head = ".".join(reference.partition(":")[0].split(".")[:2])
     if head in MOVED_MODULES:
         return f"armlm.{MOVED_MODULES[head]}{reference[len(head):]}"
-    module = head
+    return f"armlm.{reference}" if _armlm_module(head) else reference
+
+
+@functools.lru_cache(maxsize=None)  # the same few module names recur in every artefact a report reads
+def _armlm_module(name: str) -> bool:
     try:
-        known = find_spec(f"armlm.{module}") is not None
+        return find_spec(f"armlm.{name}") is not None
     except ImportError:
-        known = False
-    return f"armlm.{reference}" if known else reference
+        return False
 
 
 def migrate_code_references(node: Any) -> Any:

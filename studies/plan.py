@@ -95,8 +95,7 @@ def selected(cfg: DictConfig, arms: dict[str, Any]) -> dict[str, Any]:
 
 def pipeline_arms(cfg: DictConfig) -> dict[str, PipelineArm]:
     """The study's arms, parsed (studies.arms) and checked together (check_study), once per plan."""
-    if "arms" not in cfg.study:
-        check_study(cfg, {})  # names what the config lacks
+    check_study_keys(cfg.study)
     arms = parse_arms(PipelineArm, OmegaConf.to_container(cfg.study.arms, resolve=True))
     check_study(cfg, arms)
     return arms
@@ -110,14 +109,17 @@ def _strings(values: Any) -> list[str]:
 STUDY_KEYS = ("name", "arms", "tasks", "default_variants", "finetune_variants", "diagnose")
 
 
-def check_study(cfg: DictConfig, arms: dict[str, PipelineArm]) -> None:
-    """Names that would only fail hours later, inside a stage, are checked up front (the findings' and checks' arms
-    where the registrations are read: analysis.findings.registrations.StudySpec)."""
-    study = cfg.study
+def check_study_keys(study: DictConfig) -> None:
     missing = [key for key in STUDY_KEYS if key not in study]
     if missing:
         raise ArmlmError(f"study {study.get('name', '?')!r} lacks {missing}; a study config gives {list(STUDY_KEYS)} "
                          "(configs/study/ar_vs_mlm.yaml is one to copy)")
+
+
+def check_study(cfg: DictConfig, arms: dict[str, PipelineArm]) -> None:
+    """Names that would only fail hours later, inside a stage, are checked up front (the findings' and checks' arms
+    where the registrations are read: analysis.findings.registrations.StudySpec)."""
+    study = cfg.study
     variants = study.finetune_variants
     for name, arm in arms.items():
         unknown = [v for v in (arm.finetune if arm.given("finetune") else study.default_variants) if v not in variants]

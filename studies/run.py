@@ -75,14 +75,14 @@ def study_function(cfg: DictConfig, key: str, default: str) -> Callable[..., Any
     """A study's own planner or report, named "module:function" as every armlm registry names code; its default
     where it names none."""
     reference = str(cfg.study.get(key) or default)
-    module, colon, name = reference.partition(":")
+    if ":" not in reference:
+        module, _, name = reference.rpartition(".")
+        raise ArmlmError(f"study.{key}={reference!r} names no function (no ':'); name it as module:function "
+                         f"({module}:{name}?)")
     try:
-        if not colon:
-            raise ImportError("no ':'")
         return resolve(reference)
     except (ImportError, AttributeError) as err:
-        hint = f" ({module.rpartition('.')[0]}:{module.rpartition('.')[2]}?)" if not colon else ""
-        raise ArmlmError(f"study.{key}={reference!r} names no function ({err}); name it as module:function{hint}") from err
+        raise ArmlmError(f"study.{key}={reference!r} names no function ({err}); name it as module:function") from err
 
 
 def registrations(cfg: DictConfig) -> StudySpec:

@@ -23,7 +23,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
-from armlm.common.commands import Command, script_path
+from armlm.common.commands import script_path
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.studies.plan import Stage
@@ -87,7 +87,7 @@ def process_line(stage: Stage) -> list[str]:
     """How a stage's process starts: the checkout's script where it has one (Lightning restarts DDP ranks from it),
     else the installed command line, `python -m armlm <command>`."""
     kind = stage.command
-    script = script_path(Command(kind.command, "", "", kind.run, kind.config, kind.script))
+    script = script_path(kind.script)
     return [sys.executable, script] if script else [sys.executable, "-m", "armlm", kind.command]
 
 

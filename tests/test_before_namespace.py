@@ -74,7 +74,7 @@ def numbers(node: object, at: str = "") -> dict[str, float]:
 def test_a_fine_tuned_checkpoint_from_before_exports_the_same_weights_as_then(tmp_path):
     """The fine-tuned RTE classifier, read by today's code and exported again, is its export of then, tensor for
     tensor; today's export checks itself against armlm's own outputs (the parity check), so it computes what the
-    checkpoint does."""
+    checkpoint does. Of then's export folder only its weights are kept."""
     from armlm.interchange.export import run_export
 
     cfg = compose_config("export", [f"checkpoint={FIXTURES / 'rte.ckpt'}", f"out={tmp_path / 'rte'}"])
