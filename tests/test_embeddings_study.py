@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from armlm.analysis.findings.measures import values
 from armlm.analysis.reports.embeddings_report import embeddings_table, markdown, write_embeddings_report
 from armlm.analysis.reports.findings_report import findings_table
 from armlm.analysis.tables.study_runs import StudyRuns
@@ -13,6 +12,7 @@ from armlm.common.config import compose_config
 from armlm.common.migrations import versioned
 from armlm.studies.embeddings_plan import plan
 from tests.helpers.configs import composed_config
+from tests.helpers.findings import side_values
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,13 +101,13 @@ def study_folder(tmp_path: Path) -> Path:
 def test_word_scores_are_read_per_layer_and_a_missing_score_drops_the_seed(study_folder):
     runs = StudyRuns.read(study_folder)
     side = {"arm": "word2vec_skipgram", "words": {"benchmark": "analogies", "metric": "semantic", "layer": "static"}}
-    assert values(runs, side) == pytest.approx({1: 0.10, 2: 0.10, 3: 0.10})
-    assert values(runs, {"arm": "mlm", "words": {"benchmark": "simlex999", "metric": "spearman", "layer": 1}}) == \
+    assert side_values(runs, side) == pytest.approx({1: 0.10, 2: 0.10, 3: 0.10})
+    assert side_values(runs, {"arm": "mlm", "words": {"benchmark": "simlex999", "metric": "spearman", "layer": 1}}) == \
         pytest.approx({1: 0.15, 2: 0.15, 3: 0.15})
     rare = {"arm": "word2vec_cbow", "words": {"benchmark": "simlex999", "metric": "rare_spearman", "layer": "static"}}
-    assert values(runs, rare) == {}  # no rho (too few rare pairs): no value rather than a zero
+    assert side_values(runs, rare) == {}  # no rho (too few rare pairs): no value rather than a zero
     with pytest.raises(ValueError, match="not '7'"):
-        values(runs, {"arm": "mlm", "words": {"benchmark": "simlex999", "metric": "spearman", "layer": 7}})
+        side_values(runs, {"arm": "mlm", "words": {"benchmark": "simlex999", "metric": "spearman", "layer": 7}})
 
 
 def registered(a: dict, b: dict) -> dict:

@@ -5,7 +5,6 @@ import math
 import pandas as pd
 import pytest
 
-from armlm.analysis.findings.measures import values
 from armlm.analysis.findings.quantities import Representation
 from armlm.analysis.findings.registrations import StudySpec
 from armlm.analysis.reports.findings_report import findings_table, write_findings
@@ -18,6 +17,7 @@ from tests.helpers.findings import (
     likelihood_report,
     pretraining_summary,
     registered,
+    side_values,
     task_result,
     write,
 )
@@ -58,7 +58,7 @@ def test_the_left_mask_shift_is_read_from_its_own_section(tmp_path):
         write(tmp_path / "mlm" / f"seed{seed}" / "diagnostics" / "diagnostics.json",
               left_shift_report(0.8 + 0.01 * seed, 0.7))
     side = {"arm": "mlm", "representation": {"measure": "shift_left_cosine@0.4", "layer": "last"}}
-    assert values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.81, 2: 0.82})
+    assert side_values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.81, 2: 0.82})
     measures = set(representation_runs({("ar", 1): report})["measure"])
     assert {"shift_left_cosine@0.4", "shift_left_cka@0.4", "shift_cosine@0.4", "shift_cka@0.4"} <= measures
     # A report written before the section existed: not comparable (its finding unresolved), not a KeyError.
@@ -106,7 +106,7 @@ def test_a_mean_over_tasks_pairs_the_seeds_every_task_has(tmp_path):
                 task_result(tmp_path, arm, seed, "sst2", {"accuracy": tasks["sst2"], "f1": 0.0})
     side = {"variant": "full", "metrics": {"cola": "mcc", "sst2": "accuracy"}}
     runs = StudyRuns.read(tmp_path)
-    assert values(runs, {"arm": "mlm", "finetune_mean": side}) == pytest.approx({1: 0.495, 2: 0.5})
+    assert side_values(runs, {"arm": "mlm", "finetune_mean": side}) == pytest.approx({1: 0.495, 2: 0.5})
     row = judged(tmp_path, {"E1": {"a": {"arm": "electra", "finetune_mean": side},
                                    "b": {"arm": "mlm", "finetune_mean": side}}}).iloc[0]
     assert row["difference"] == pytest.approx(0.06) and row["n"] == 2  # (0.10 + 0.02) / 2 on seeds 1-2
@@ -137,12 +137,12 @@ def test_a_side_relative_to_another_reading_of_its_arm_gives_an_interaction(tmp_
             pretraining_summary(tmp_path, arm, seed, 3.0, arm)
             finetune_result(tmp_path, arm, seed, f"conll2003-{variant}", score + 0.01 * seed * (arm == "mlm"))
     side = {"arm": "mlm", "finetune": "conll2003-bi", "metric": "f1", "relative_to": {"finetune": "conll2003-causal"}}
-    assert values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.16, 2: 0.16, 3: 0.16})
+    assert side_values(StudyRuns.read(tmp_path), side) == pytest.approx({1: 0.16, 2: 0.16, 3: 0.16})
     row = judged(tmp_path, {"interaction": {"a": side, "b": {**side, "arm": "ar"}}}).iloc[0]
     assert row["difference"] == pytest.approx(0.16 - 0.06) and row["verdict"] == "reproduced"
     assert row["a"] == "mlm: finetune conll2003-bi f1 minus mlm: finetune conll2003-causal f1"
     with pytest.raises(ValueError, match="changes keys the side does not have"):
-        values(StudyRuns.read(tmp_path), {**side, "relative_to": {"epoch": 2}})
+        side_values(StudyRuns.read(tmp_path), {**side, "relative_to": {"epoch": 2}})
 
 
 def test_holm_runs_over_the_whole_family(study):
@@ -219,11 +219,11 @@ def test_blimp_accuracy_is_read_by_method_level_and_name(tmp_path):
         write(tmp_path / "mlm" / f"seed{seed}" / "zeroshot" / "zeroshot.json", report(acc))
         write(tmp_path / "ar" / f"seed{seed}" / "zeroshot" / "zeroshot.json", report(0.0, exact=acc - 0.05))
     runs = StudyRuns.read(tmp_path)
-    assert values(runs, {"arm": "mlm", "zeroshot": {"method": "pll"}}) == pytest.approx({1: 0.61, 2: 0.63})
+    assert side_values(runs, {"arm": "mlm", "zeroshot": {"method": "pll"}}) == pytest.approx({1: 0.61, 2: 0.63})
     island = {"method": "pll", "level": "phenomenon", "name": "island_effects"}
-    assert values(runs, {"arm": "mlm", "zeroshot": island}) == pytest.approx({1: 0.51, 2: 0.53})
-    assert values(runs, {"arm": "ar", "zeroshot": {"method": "exact"}}) == pytest.approx({1: 0.56, 2: 0.58})
+    assert side_values(runs, {"arm": "mlm", "zeroshot": island}) == pytest.approx({1: 0.51, 2: 0.53})
+    assert side_values(runs, {"arm": "ar", "zeroshot": {"method": "exact"}}) == pytest.approx({1: 0.56, 2: 0.58})
     with pytest.raises(ValueError, match="'pll' was not scored"):
-        values(runs, {"arm": "ar", "zeroshot": {"method": "pll"}})
+        side_values(runs, {"arm": "ar", "zeroshot": {"method": "pll"}})
     with pytest.raises(ValueError, match="no field 'syntax'"):
-        values(runs, {"arm": "mlm", "zeroshot": {"method": "pll", "level": "field", "name": "syntax"}})
+        side_values(runs, {"arm": "mlm", "zeroshot": {"method": "pll", "level": "field", "name": "syntax"}})

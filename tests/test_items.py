@@ -23,11 +23,12 @@ from armlm.analysis.findings.items import (
     item_test,
     read_items,
 )
-from armlm.analysis.findings.measures import side_items, values
+from armlm.analysis.findings.measures import parse_side, side_items
 from armlm.analysis.findings.verdicts import Claim
 from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import SCHEMA_VERSION
+from tests.helpers.findings import side_values
 
 REPO = Path(__file__).resolve().parents[1]
 SUPERIORITY = Claim("superiority", "greater", 0.01)
@@ -44,7 +45,7 @@ def blimp_report(accuracy: dict[str, float], outcomes: dict[str, str] | None = N
 
 
 def interval_of(runs: StudyRuns, a: dict, b: dict, seeds: list[int], **settings) -> ItemInterval | None:
-    return item_interval([side_items(runs, side, seeds) for side in (a, b)], seeds, **settings)
+    return item_interval([side_items(runs, parse_side(side, "side"), seeds) for side in (a, b)], seeds, **settings)
 
 
 def zeroshot_runs(reports: dict[tuple[str, int], dict]) -> StudyRuns:
@@ -267,8 +268,8 @@ def test_the_epoch_reading_of_the_kept_excerpt_study_gives_issue_72s_table():
     mlm = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
     ar = {"arm": "ar", "finetune": "conll2003-bidirectional", "metric": "f1"}
     for epoch, mean, above in ((1, 0.013, 9), (2, -0.004, 4), (3, -0.007, 1)):
-        a, b = values(runs, {**mlm, "epoch": epoch}), values(runs, {**ar, "epoch": epoch})
+        a, b = side_values(runs, {**mlm, "epoch": epoch}), side_values(runs, {**ar, "epoch": epoch})
         d = np.array([a[s] - b[s] for s in sorted(a)])
         assert len(d) == 10 and round(d.mean(), 3) == mean and (d > 0).sum() == above
-    last = values(runs, mlm)  # the end-of-run score is the third epoch's
-    assert last == pytest.approx(values(runs, {**mlm, "epoch": 3}))
+    last = side_values(runs, mlm)  # the end-of-run score is the third epoch's
+    assert last == pytest.approx(side_values(runs, {**mlm, "epoch": 3}))

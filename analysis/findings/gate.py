@@ -12,32 +12,40 @@ its estimate's standard errors: a margin inside the estimate's noise has not sho
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scipy.stats import chi2
 
-from armlm.analysis.findings.measures import above_majority, arms_of, describe
+from armlm.analysis.findings.measures import above_majority, describe
+from armlm.analysis.findings.sides import Side
 from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.analysis.tables.study_tables import lowest_own_margin
 from armlm.common.errors import ArmlmError
 
 Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
-Sides = tuple[dict[str, Any], dict[str, Any]]  # a row's A and B (a check's one value, twice)
+Sides = tuple[Side, Side]  # a row's A and B (a check's one value, twice)
 
 
-def gate_arm(arms: dict[str, dict[str, Any]], arm: str) -> str:
-    """The pretraining run an arm reads (an arm with from_arm fine-tunes or diagnoses another arm's run)."""
-    return arms[arm].get("from_arm", arm) if arm in arms else arm
+@dataclass(frozen=True)
+class GatedArm:
+    """What the gate reads of a study's arm: the pretraining run it reads (an arm with `from_arm` fine-tunes or
+    diagnoses another arm's run), and whether it is gated (`gate: false`: static vectors, no likelihood to gate)."""
+
+    reads: str
+    gated: bool = True
+
+    @staticmethod
+    def parse(name: str, raw: Mapping[str, Any]) -> GatedArm:
+        return GatedArm(str(raw.get("from_arm", name)), raw.get("gate", True) is not False)
 
 
-def arms_read(arms: dict[str, dict[str, Any]], sides: Sides) -> list[str]:
-    """The pretraining runs a row reads, which the gate judges; an arm with `gate: false` (static vectors: no
-    likelihood to gate) is left out."""
-    named = [arm for side in sides for arm in arms_of(side)]
-    gated = [a for a in named if arms.get(a, {}).get("gate", True) is not False]
-    return sorted({gate_arm(arms, a) for a in gated})
+def arms_read(arms: Mapping[str, GatedArm], sides: Sides) -> list[str]:
+    """The pretraining runs a row reads, which the gate judges; an ungated arm is left out (an arm the study does not
+    name reads its own run: a family judged from its rows alone)."""
+    named = [arms.get(a, GatedArm(a)) for side in sides for a in side.arms()]
+    return sorted({arm.reads for arm in named if arm.gated})
 
 
 def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
@@ -78,8 +86,8 @@ def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
 @dataclass(frozen=True)
 class GateContext:
     runs: StudyRuns
-    arms: dict[str, dict[str, Any]]  # the study's arms
-    gate: dict[str, Any]  # the study's registered gate
+    arms: Mapping[str, GatedArm]  # the study's arms
+    gate: Gate  # the study's registered gate
     sides: Sides
     seeds: list[int]
 
@@ -89,14 +97,20 @@ class GateRule:
 
     key: str  # its key in `gate:`
 
-    def check(self, value: Any) -> None:
-        if not float(value) >= 0:
+    def parse(self, value: Any) -> float:
+        """The registered value as the number the rule reads."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not number >= 0:
             raise ArmlmError(f"study.gate.{self.key}={value}; give a number >= 0")
+        return number
 
-    def failures(self, context: GateContext, value: Any) -> list[str]:
+    def failures(self, context: GateContext, value: float) -> list[str]:
         return []  # a modifier of the margin rules (clear_by_mc_stderrs) fails nothing of its own
 
-    def describe(self, value: Any) -> str:
+    def describe(self, value: float) -> str:
         raise NotImplementedError
 
 
@@ -123,9 +137,9 @@ class MarginRule(GateRule):
             out += [(arm, seed, margins.get(seed)) for seed in sorted(arm_seeds)]
         return out
 
-    def failures(self, context: GateContext, value: Any) -> list[str]:
-        threshold, failing = float(value), []
-        stderrs = float(context.gate.get("clear_by_mc_stderrs", 0.0))
+    def failures(self, context: GateContext, value: float) -> list[str]:
+        threshold, failing = value, []
+        stderrs = context.gate.value(ClearByStderrs.key)
         for arm, seed, found in self.per_seed(context):
             margin, mc_stderr = found or (math.nan, 0.0)
             if found is None:
@@ -142,15 +156,15 @@ class MarginRule(GateRule):
         found = [f[0] for _, _, f in self.per_seed(context) if f is not None and math.isfinite(f[0])]
         return min(found) if found else math.nan
 
-    def describe(self, value: Any) -> str:
-        return self.words.format(value=float(value))
+    def describe(self, value: float) -> str:
+        return self.words.format(value=value)
 
 
 class ClearByStderrs(GateRule):
     key = "clear_by_mc_stderrs"
 
-    def describe(self, value: Any) -> str:
-        return (f" A margin estimated by Monte Carlo (the bound) must clear the gate by {float(value):g} standard "
+    def describe(self, value: float) -> str:
+        return (f" A margin estimated by Monte Carlo (the bound) must clear the gate by {value:g} standard "
                 "errors of its estimate.") if value else ""
 
 
@@ -160,8 +174,8 @@ class AboveMajority(GateRule):
 
     key = "min_above_majority"
 
-    def failures(self, context: GateContext, value: Any) -> list[str]:
-        floor, failing = float(value), []
+    def failures(self, context: GateContext, value: float) -> list[str]:
+        floor, failing = value, []
         for side in context.sides:
             near = {seed: m for seed, m in (above_majority(context.runs, side) or {}).items() if not m >= floor}
             if near:
@@ -169,8 +183,8 @@ class AboveMajority(GateRule):
                                f"{', '.join(map(str, near))} ({', '.join(f'{m:+.3f}' for m in near.values())} above it)")
         return failing
 
-    def describe(self, value: Any) -> str:
-        return (f" A fine-tuned side must score at least {float(value):g} above its task's majority-class baseline "
+    def describe(self, value: float) -> str:
+        return (f" A fine-tuned side must score at least {value:g} above its task's majority-class baseline "
                 "(a mean over tasks for a mean score) in every seed.")
 
 
@@ -197,17 +211,19 @@ class Discrimination(GateRule):
 
     key = "min_discrimination"
 
-    def check(self, value: Any) -> None:
-        if not (isinstance(value, dict) and 0 < float(value.get("alpha", 0)) < 1):
+    def parse(self, value: Any) -> float:
+        alpha = value.get("alpha") if isinstance(value, Mapping) and set(value) == {"alpha"} else None
+        if not (isinstance(alpha, int | float) and 0 < alpha < 1):
             raise ArmlmError(f"study.gate.min_discrimination={value}; give {{alpha: <in (0, 1)>}}")
+        return float(alpha)
 
-    def failures(self, context: GateContext, value: Any) -> list[str]:
-        alpha, failing = float(value["alpha"]), []
+    def failures(self, context: GateContext, value: float) -> list[str]:
+        alpha, failing = value, []
         for side in context.sides:
-            if "zeroshot" not in side or side.get("relative_to"):
+            if side.quantity != "zeroshot" or side.reference:
                 continue
-            method = side["zeroshot"]["method"]
-            guessing = {seed: p for (arm, seed), report in sorted(context.runs.zeroshot.items()) if arm == side["arm"]
+            method = side.spec["method"]
+            guessing = {seed: p for (arm, seed), report in sorted(context.runs.zeroshot.items()) if arm == side.arm
                         for p in [coin_flip_p_value(paradigm_counts(report, method))] if not p < alpha}
             if guessing:
                 ps = ", ".join(f"{p:.2g}" for p in guessing.values())
@@ -215,9 +231,9 @@ class Discrimination(GateRule):
                                f"{alpha:g}) in seeds {', '.join(map(str, guessing))} (p {ps})")
         return failing
 
-    def describe(self, value: Any) -> str:
+    def describe(self, value: float) -> str:
         return (f" A BLiMP side's per-paradigm preferences must differ from coin flips (chi-square over its "
-                f"paradigms, p < {float(value['alpha']):g}) in every seed.")
+                f"paradigms, p < {value:g}) in every seed.")
 
 
 def in_nats(margin: float) -> str:
@@ -247,35 +263,51 @@ GATE_RULES: dict[str, GateRule] = {r.key: r for r in (*MARGIN_RULES, Discriminat
                                                       ClearByStderrs())}
 
 
-def check_gate(gate: dict[str, Any] | None) -> None:
-    """A study's gate, checked before any stage runs: known rules, exactly one margin rule, each value valid."""
-    if gate is None:
-        return
-    unknown = set(gate) - set(GATE_RULES)
-    margins = [r.key for r in MARGIN_RULES if r.key in gate]
-    if unknown or len(margins) != 1:
-        raise ArmlmError(f"study.gate={gate}: unknown rules {sorted(unknown)}, margin rules {margins}; a gate names "
-                         f"exactly one of {[r.key for r in MARGIN_RULES]} and any of "
-                         f"{[k for k in GATE_RULES if k not in margins and k not in [r.key for r in MARGIN_RULES]]}, "
-                         "or is left out")
-    for key, value in gate.items():
-        GATE_RULES[key].check(value)
+@dataclass(frozen=True)
+class Gate:
+    """A study's registered gate, parsed: each rule it names with its value as a number (a margin, a floor, an
+    alpha), in GATE_RULES' order, exactly one of them a margin rule."""
+
+    rules: tuple[tuple[GateRule, float], ...]
+
+    @staticmethod
+    def parse(raw: Any) -> Gate | None:
+        """A study's `gate:`, checked before any stage runs (None: no gate registered)."""
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise ArmlmError(f"study.gate={raw!r}; give a mapping of rules, e.g. {{own_below_unigram: 0.05}}")
+        unknown = set(raw) - set(GATE_RULES)
+        margins = [r.key for r in MARGIN_RULES if r.key in raw]
+        if unknown or len(margins) != 1:
+            others = [k for k in GATE_RULES if k not in {r.key for r in MARGIN_RULES}]
+            raise ArmlmError(f"study.gate={dict(raw)}: unknown rules {sorted(unknown)}, margin rules {margins}; a "
+                             f"gate names exactly one of {[r.key for r in MARGIN_RULES]} and any of {others}, or is "
+                             "left out")
+        return Gate(tuple((rule, rule.parse(raw[key])) for key, rule in GATE_RULES.items() if key in raw))
+
+    @property
+    def margin(self) -> MarginRule:
+        return next(rule for rule, _ in self.rules if isinstance(rule, MarginRule))
+
+    def value(self, key: str) -> float:
+        """The registered value of a rule (0 where the gate does not name it)."""
+        return next((value for rule, value in self.rules if rule.key == key), 0.0)
 
 
-def gate_row(runs: StudyRuns, arms: dict[str, dict[str, Any]], gate: dict[str, Any] | None, sides: Sides,
+def gate_row(runs: StudyRuns, arms: Mapping[str, GatedArm], gate: Gate | None, sides: Sides,
              seeds: list[int]) -> dict[str, Any]:
     """The lowest margin of the row's arms under the gate's margin rule, and which arm and seed fail any rule."""
     if not gate:
         return {"gate": math.nan, "gate_failed": False, "gate_note": ""}
     context = GateContext(runs, arms, gate, sides, seeds)
-    failing = [f for key, rule in GATE_RULES.items() if key in gate for f in rule.failures(context, gate[key])]
+    failing = [f for rule, value in gate.rules for f in rule.failures(context, value)]
     failing = list(dict.fromkeys(failing))  # a check passes its one value as both sides: each failure once
-    margin = next(r for r in MARGIN_RULES if r.key in gate)
-    return {"gate": margin.lowest(context), "gate_failed": bool(failing), "gate_note": "; ".join(failing)}
+    return {"gate": gate.margin.lowest(context), "gate_failed": bool(failing), "gate_note": "; ".join(failing)}
 
 
-def gate_description(arms: dict[str, dict[str, Any]], gate: dict[str, Any]) -> str:
+def gate_description(arms: Mapping[str, GatedArm], gate: Gate) -> str:
     """What the study's registered gate asks, in the report's words: each rule's, in GATE_RULES' order."""
-    ungated = [name for name, arm in arms.items() if arm.get("gate", True) is False]
-    return ("".join(rule.describe(gate[key]) for key, rule in GATE_RULES.items() if key in gate)
+    ungated = [name for name, arm in arms.items() if not arm.gated]
+    return ("".join(rule.describe(value) for rule, value in gate.rules)
             + (f" Not gated (no likelihood to judge): {', '.join(ungated)}." if ungated else ""))

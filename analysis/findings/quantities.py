@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from armlm.analysis.findings.items import BlimpItems, SentenceItems, blimp_items, read_items
+from armlm.analysis.findings.sides import Side
 from armlm.analysis.tables.runs import curve_by_steps
 from armlm.analysis.tables.study_runs import NotComparable, StudyRuns, epoch_scores, scores
 from armlm.common.errors import ArmlmError
@@ -25,22 +26,36 @@ class Quantity:
 
     name: str  # its key in a side
     same_blocks = False  # two sides of this quantity compare only on the same held-out blocks
+    options: tuple[str, ...] = ()  # the keys beside its spec it takes (analysis.findings.sides.OPTIONS)
+    required_options: tuple[str, ...] = ()
+    # a spec that is a mapping: its (required, optional) keys; None: a spec that is a name
+    spec_keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+    def spec_problem(self, spec: Any) -> str | None:
+        """What is wrong with a side's spec for this quantity, in words; None where it is well formed."""
+        if self.spec_keys is None:
+            return None if isinstance(spec, str) and spec else f"{self.name} takes a name, not {spec!r}"
+        required, optional = self.spec_keys
+        if not isinstance(spec, dict) or set(required) - set(spec) or set(spec) - set(required) - set(optional):
+            return (f"{self.name}={spec!r}; it takes {{{', '.join(required)}}}"
+                    + (f" and optionally {{{', '.join(optional)}}}" if optional else ""))
+        return None
+
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
         raise NotImplementedError
 
-    def detail(self, side: dict[str, Any]) -> str:
+    def detail(self, side: Side) -> str:
         """What the side reads, after its arm, in a report."""
-        spec = side[self.name]
+        spec = side.spec
         shown = ", ".join(f"{k}={v}" for k, v in spec.items()) if isinstance(spec, dict) else str(spec)
         return f"{self.name.replace('_', ' ')} {shown}"
 
-    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]] | None:
+    def majority_reads(self, side: Side) -> list[tuple[str, str, str | None]] | None:
         """(task-variant, metric, split) of each fine-tuned score the side averages, whose majority-class baselines
         the gate's min_above_majority reads; None for a side that is not a fine-tuned score."""
         return None
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
+    def items(self, runs: StudyRuns, side: Side, seeds: list[int]) -> SeedItems | None:
         """seed -> the side's items for the item test (analysis.findings.items), for every seed; None where it has none."""
         return None
 
@@ -50,26 +65,26 @@ class Finetune(Quantity):
     `epoch: k`, the score logged after the run's k-th epoch (its scalars)."""
 
     name = "finetune"
+    options, required_options = ("metric", "split", "epoch"), ("metric",)
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        if side.get("epoch") is not None:
-            return epoch_scores(runs, side["arm"], side["finetune"], side["metric"], side.get("split"),
-                                int(side["epoch"]))
-        return scores(runs, side["arm"], side["finetune"], side["metric"], side.get("split"))
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
+        if side.epoch is not None:
+            return epoch_scores(runs, side.arm, side.spec, side.metric, side.split, int(side.epoch))
+        return scores(runs, side.arm, side.spec, side.metric, side.split)
 
-    def detail(self, side: dict[str, Any]) -> str:
-        after = f" after epoch {side['epoch']}" if side.get("epoch") is not None else ""
-        return f"{self.name.replace('_', ' ')} {side[self.name]} {side['metric']}{after}"
+    def detail(self, side: Side) -> str:
+        after = f" after epoch {side.epoch}" if side.epoch is not None else ""
+        return f"{self.name.replace('_', ' ')} {side.spec} {side.metric}{after}"
 
-    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]] | None:
-        return [(side["finetune"], side["metric"], side.get("split"))]
+    def majority_reads(self, side: Side) -> list[tuple[str, str, str | None]] | None:
+        return [(side.spec, side.metric, side.split)]
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
+    def items(self, runs: StudyRuns, side: Side, seeds: list[int]) -> SeedItems | None:
         if runs.root is None:
             return None
         # one run per checkpoint: a median over fine-tuning seeds (<variant>-ft<j> folders) has no item resample
-        found = {seed: read_items(runs.root / side["arm"] / f"seed{seed}" / "finetune" / side["finetune"],
-                                  side["metric"], side.get("epoch")) for seed in seeds}
+        found = {seed: read_items(runs.root / side.arm / f"seed{seed}" / "finetune" / side.spec,
+                                  side.metric, side.epoch) for seed in seeds}
         return None if any(v is None for v in found.values()) else found  # type: ignore[return-value]
 
 
@@ -77,12 +92,13 @@ class FeaturesGap(Quantity):
     """`features_gap: <task>, metric[, split]`: fine-tuned minus feature-based score of the same checkpoint."""
 
     name = "features_gap"
+    options, required_options = ("metric", "split"), ("metric",)
     detail = Finetune.detail  # read as a fine-tuned score is: its task, metric and epoch
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        task, metric, split = side[self.name], side["metric"], side.get("split")
-        full = scores(runs, side["arm"], f"{task}-full", metric, split)
-        features = scores(runs, side["arm"], f"{task}-features", metric, split)
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
+        task, metric, split = side.spec, side.metric, side.split
+        full = scores(runs, side.arm, f"{task}-full", metric, split)
+        features = scores(runs, side.arm, f"{task}-features", metric, split)
         return {seed: full[seed] - features[seed] for seed in full.keys() & features.keys()}
 
 
@@ -91,19 +107,20 @@ class FinetuneMean(Quantity):
     score), over the seeds every task has."""
 
     name = "finetune_mean"
+    spec_keys = ("variant", "metrics"), ()
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        each = [scores(runs, side["arm"], *read) for read in self.majority_reads(side)]
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
+        each = [scores(runs, side.arm, *read) for read in self.majority_reads(side)]
         seeds = set.intersection(*(set(s) for s in each)) if each else set()
         return {seed: sum(s[seed] for s in each) / len(each) for seed in sorted(seeds)}
 
-    def detail(self, side: dict[str, Any]) -> str:
-        spec = side[self.name]
+    def detail(self, side: Side) -> str:
+        spec = side.spec
         tasks = ", ".join(f"{task} {metric}" for task, metric in spec["metrics"].items())
         return f"fine-tuned, mean of {tasks} ({spec['variant']})"
 
-    def majority_reads(self, side: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-        spec = side[self.name]
+    def majority_reads(self, side: Side) -> list[tuple[str, str, str | None]]:
+        spec = side.spec
         return [(f"{task}-{spec['variant']}", metric, None) for task, metric in spec["metrics"].items()]
 
 
@@ -114,9 +131,9 @@ class FromReports(Quantity):
     reports = "reports"
     drops_nan = False
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        read = {seed: self.read(report, side[self.name]) for (arm, seed), report in getattr(runs, self.reports).items()
-                if arm == side["arm"]}
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
+        read = {seed: self.read(report, side.spec) for (arm, seed), report in getattr(runs, self.reports).items()
+                if arm == side.arm}
         return {seed: v for seed, v in read.items() if not (self.drops_nan and math.isnan(v))}
 
     def read(self, report: dict[str, Any], spec: Any) -> float:
@@ -132,6 +149,7 @@ class Pairwise(FromReports):
     """`pairwise: {kind, row, column}`: a row of the independence table (exact tables only)."""
 
     name = "pairwise"
+    spec_keys = ("kind", "row", "column"), ()
 
     def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         exact_only(report, "scored on {candidates} candidates per position: restricted figures depend on the "
@@ -144,6 +162,7 @@ class Gap(FromReports):
     distances, pooling kinds."""
 
     name = "gap"
+    spec_keys = ("min_distance",), ("max_distance", "kind")
 
     def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         exact_only(report, "restricted candidate sets underestimate the gap (README, 'How many candidates?'); "
@@ -164,6 +183,7 @@ class Representation(FromReports):
     geometry measure."""
 
     name = "representation"
+    spec_keys = ("measure", "layer"), ()
 
     def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         part = report["representations"]
@@ -199,8 +219,8 @@ class Pretraining(Quantity):
 
     name = "pretraining"
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
-        return {int(r["seed"]): float(r[side[self.name]]) for _, r in runs.pretraining_rows(side["arm"]).iterrows()}
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
+        return {int(r["seed"]): float(r[side.spec]) for _, r in runs.pretraining_rows(side.arm).iterrows()}
 
 
 def likelihood_tag(summary_tag: Any, run: str) -> str:
@@ -228,11 +248,12 @@ class PastExit(Quantity):
     run's plateau exit, its first validation at or below exit_at nats (one level for every run)."""
 
     name = "past_exit"
+    spec_keys = ("steps", "exit_at"), ()
 
-    def values(self, runs: StudyRuns, side: dict[str, Any]) -> dict[int, float]:
+    def values(self, runs: StudyRuns, side: Side) -> dict[int, float]:
         read = {int(r["seed"]): past_exit(curve_by_steps(Path(r["run"]), likelihood_tag(r["val_likelihood_tag"],
-                                                                                         r["run"])), side[self.name])
-                for _, r in runs.pretraining_rows(side["arm"]).iterrows()}
+                                                                                         r["run"])), side.spec)
+                for _, r in runs.pretraining_rows(side.arm).iterrows()}
         return {seed: value for seed, value in read.items() if value == value}  # NaN: no exit, or too short
 
 
@@ -241,6 +262,7 @@ class Zeroshot(FromReports):
     paradigm) and `name`."""
 
     name, reports = "zeroshot", "zeroshot"
+    spec_keys = ("method",), ("level", "name")
 
     def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         results = report["blimp"]["results"]
@@ -253,11 +275,11 @@ class Zeroshot(FromReports):
                 return float(row["accuracy"])
         raise ArmlmError(f"BLiMP has no {level} {name!r} in this study's paradigms")
 
-    def items(self, runs: StudyRuns, side: dict[str, Any], seeds: list[int]) -> SeedItems | None:
-        spec = side[self.name]
-        if spec.get("level", "overall") != "overall" or any((side["arm"], s) not in runs.zeroshot for s in seeds):
+    def items(self, runs: StudyRuns, side: Side, seeds: list[int]) -> SeedItems | None:
+        spec = side.spec
+        if spec.get("level", "overall") != "overall" or any((side.arm, s) not in runs.zeroshot for s in seeds):
             return None
-        found = {seed: blimp_items(runs.zeroshot[(side["arm"], seed)], spec["method"]) for seed in seeds}
+        found = {seed: blimp_items(runs.zeroshot[(side.arm, seed)], spec["method"]) for seed in seeds}
         return None if any(not items.accuracy for items in found.values()) else found  # a report without paradigms
 
 
@@ -267,6 +289,7 @@ class Words(FromReports):
     benchmark gave none drops out."""
 
     name, reports, drops_nan = "words", "words", True
+    spec_keys = ("benchmark", "metric"), ("layer",)
 
     def read(self, report: dict[str, Any], spec: dict[str, Any]) -> float:
         layer = str(spec.get("layer", "static"))

@@ -6,14 +6,14 @@ verdict is read on), the study's gate and error rate, its item test and its chec
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
-from armlm.analysis.findings.gate import check_gate
+from armlm.analysis.findings.gate import Gate, GatedArm
 from armlm.analysis.findings.items import ITEM_DRAWS, ITEM_UNITS
-from armlm.analysis.findings.measures import quantity_of
+from armlm.analysis.findings.measures import parse_side
+from armlm.analysis.findings.sides import Side
 from armlm.analysis.findings.verdicts import ALPHA, DECIDES, Claim
 from armlm.common.errors import ArmlmError
 
@@ -60,20 +60,73 @@ class Registration:
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """An earlier registration of a row, kept when its claim changed: when, why, and what it said then (the keys
+    that changed, as written)."""
+
+    registered: Registration
+    why: str
+    earlier: dict[str, Any]
+
+    @staticmethod
+    def parse(where: str, raw: Any) -> Superseded:
+        if not (isinstance(raw, Mapping) and raw.get("why")):
+            raise ArmlmError(f"{where}: superseded entry {raw!r}; give {{registered: {{date, commit}}, why: ..., "
+                             "<the keys it changed, as they were>}")
+        earlier = {k: v for k, v in raw.items() if k not in ("registered", "why")}
+        return Superseded(Registration.parse(f"{where}: superseded", raw.get("registered")), str(raw["why"]), earlier)
+
+    def text(self) -> str:
+        test = self.earlier.get("test") or {}
+        what = ", ".join(f"{k} {v}" for k, v in test.items())
+        return f"was {what or self.earlier.get('claim', '?')} ({self.registered.text()}): {self.why}"
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """Why a row stopped being tested: `withdrawn_after_data` ({date, why}) of a row kept in its family, or an entry
+    of `withdrawn:` ({registered, why}) no longer tested."""
+
+    why: str
+    date: str | None = None
+    registered: Registration | None = None
+
+    @staticmethod
+    def parse(where: str, raw: Any, registered: bool) -> Withdrawal:
+        keys = ("registered", "why") if registered else ("date", "why")
+        if not (isinstance(raw, Mapping) and set(raw) == set(keys) and all(raw.get(k) for k in keys)):
+            raise ArmlmError(f"{where}={raw!r}; give {{{', '.join(keys)}}}")
+        if registered:
+            return Withdrawal(str(raw["why"]), registered=Registration.parse(where, raw["registered"]))
+        return Withdrawal(str(raw["why"]), date=str(raw["date"]))
+
+    def text(self) -> str:
+        return f"withdrawn {self.date or self.registered.text()}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A quantity reported with its interval and never judged: what it shows, and the side it reads."""
+
+    what: str
+    value: Side
+
+
+@dataclass(frozen=True)
 class Finding:
     """One registered row of a study's family."""
 
     claim: str
     anchor: str
-    a: dict[str, Any]  # a side: {arm, <one quantity of analysis.findings.quantities>, ...}
-    b: dict[str, Any]
+    a: Side  # {arm, <one quantity of analysis.findings.quantities>, ...} (analysis.findings.sides)
+    b: Side
     test: Claim  # registered as {kind, direction, smallest_effect, margin}
     justification: str
     registered: Registration
-    superseded: list[dict[str, Any]] = field(default_factory=list)  # earlier registrations, kept when a claim changed
-    # {date, why}: a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no
-    # other row gains from its leaving) and its verdict reads "withdrawn".
-    withdrawn_after_data: dict[str, Any] | None = None
+    superseded: tuple[Superseded, ...] = ()  # earlier registrations, kept when a claim changed
+    # a row found, after its data, not to test its claim. It stays in its family (Holm counts it, so no other row
+    # gains from its leaving) and its verdict reads "withdrawn".
+    withdrawn_after_data: Withdrawal | None = None
     # The items the claim generalises over, which the item bootstrap resamples (analysis.findings.items.ITEM_UNITS): None
     # leaves it to what the sides kept (CoNLL documents where known, BLiMP pairs within paradigms where kept).
     items: str | None = None
@@ -90,14 +143,10 @@ class Finding:
             raise ArmlmError(f"finding {finding_id}: items={items!r}; choose one of {ITEM_UNITS} (what its "
                              "claim generalises over), or leave it out")
         withdrawn = raw.get("withdrawn_after_data")
-        if withdrawn is not None and not (isinstance(withdrawn, dict) and withdrawn.get("date") and withdrawn.get("why")):
-            raise ArmlmError(f"finding {finding_id}: withdrawn_after_data={withdrawn!r}; give {{date: YYYY-MM-DD, "
-                             "why: ...}}")
-        superseded = list(raw.get("superseded") or [])
-        for entry in superseded:
-            Registration.parse(f"finding {finding_id}: superseded", entry.get("registered", {}))
-        for side in (raw["a"], raw["b"]):
-            quantity_of(side)
+        if withdrawn is not None:
+            withdrawn = Withdrawal.parse(f"finding {finding_id}: withdrawn_after_data", withdrawn, registered=False)
+        superseded = tuple(Superseded.parse(f"finding {finding_id}", e) for e in raw.get("superseded") or ())
+        a, b = (parse_side(raw[key], f"finding {finding_id}: {key}") for key in ("a", "b"))
         test, claim_keys = raw["test"], _keys(Claim)
         if not isinstance(test, Mapping) or set(test) - claim_keys:
             raise ArmlmError(f"finding {finding_id}: test={test!r}; a test has {sorted(claim_keys)}")
@@ -105,7 +154,8 @@ class Finding:
             claim = Claim(test["kind"], test["direction"], float(test["smallest_effect"]), float(test.get("margin", 0)))
         except (KeyError, ValueError, TypeError) as err:
             raise ArmlmError(f"finding {finding_id}: {err}") from err
-        return Finding(**{**raw, "test": claim, "superseded": superseded,
+        return Finding(**{**raw, "a": a, "b": b, "test": claim, "superseded": superseded,
+                          "withdrawn_after_data": withdrawn,
                           "registered": Registration.parse(f"finding {finding_id}", raw["registered"])})
 
 
@@ -136,11 +186,11 @@ class ItemTest:
 class StudySpec:
     """What a study's findings report reads of its config, parsed and validated once."""
 
-    arms: dict[str, dict[str, Any]]
+    arms: dict[str, GatedArm]  # what the gate reads of each arm (the planner parses the rest: studies.arms)
     findings: dict[str, Finding]
-    checks: dict[str, dict[str, Any]]  # reported with their interval, never judged: {what, value: <a side>}
-    withdrawn: dict[str, dict[str, Any]]  # findings registered earlier and no longer tested: {registered, why}
-    gate: dict[str, Any] | None
+    checks: dict[str, Check]
+    withdrawn: dict[str, Withdrawal]  # findings registered earlier and no longer tested
+    gate: Gate | None
     alpha: float
     item_test: ItemTest
 
@@ -149,31 +199,24 @@ class StudySpec:
         alpha = float(study.get("alpha", ALPHA))
         if not 0 < alpha < 1:
             raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
-        check_gate(study.get("gate"))
-        arms = dict(study.get("arms") or {})
-        checks = dict(study.get("checks") or {})
-        for check_id, check in checks.items():
-            arm = (check.get("value") or {}).get("arm")
-            if arm not in arms:
-                raise ArmlmError(f"check {check_id}: value.arm={arm!r} is not one of the arms {list(arms)}")
-            quantity_of(check["value"])
-        for finding_id, finding in (study.get("findings") or {}).items():
-            if arms:  # a family judged from its rows alone (tests' synthetic folders) names no arms to check against
-                check_finding_arms(finding_id, finding, list(arms))
-        return StudySpec(arms, {fid: Finding.parse(fid, f) for fid, f in (study.get("findings") or {}).items()},
-                         checks, dict(study.get("withdrawn") or {}), study.get("gate"), alpha,
-                         ItemTest.parse(study.get("item_test")))
-
-
-def check_finding_arms(finding_id: str, finding: Mapping[str, Any], arms: list[str]) -> None:
-    """Every arm a finding's sides read (arm, and relative_to's where it names another) is one of the study's: the
-    same place checks' arms are checked."""
-    for side, key in itertools.product(("a", "b"), ("arm", "relative_to")):
-        arm = (finding.get(side) or {}).get(key)
-        if key == "relative_to" and isinstance(arm, Mapping):
-            arm = arm.get("arm")
-        if (key == "arm" or arm is not None) and arm not in arms:
-            raise ArmlmError(f"finding {finding_id}: {side}.{key}={arm!r} is not one of the arms {arms}")
+        gate = Gate.parse(study.get("gate"))
+        arms = {name: GatedArm.parse(name, arm or {}) for name, arm in (study.get("arms") or {}).items()}
+        checks = {}
+        for check_id, check in (study.get("checks") or {}).items():
+            if not (isinstance(check, Mapping) and set(check) <= {"what", "value"} and "value" in check):
+                raise ArmlmError(f"check {check_id}={check!r}; give {{what: <words>, value: <a side>}}")
+            checks[check_id] = Check(str(check.get("what", "")), parse_side(check["value"], f"check {check_id}: value"))
+        findings = {fid: Finding.parse(fid, f) for fid, f in (study.get("findings") or {}).items()}
+        if arms:  # a family judged from its rows alone (tests' synthetic folders) names no arms to check against
+            read = [(f"finding {fid}: {key}", side) for fid, f in findings.items() for key, side in (("a", f.a), ("b", f.b))]
+            for where, side in read + [(f"check {cid}: value", c.value) for cid, c in checks.items()]:
+                named = [("arm", side.arm)] + ([("relative_to", side.reference.arm)] if side.reference else [])
+                for key, arm in named:
+                    if arm not in arms:
+                        raise ArmlmError(f"{where}.{key}={arm!r} is not one of the arms {list(arms)}")
+        withdrawn = {fid: Withdrawal.parse(f"withdrawn {fid}", w, registered=True)
+                     for fid, w in (study.get("withdrawn") or {}).items()}
+        return StudySpec(arms, findings, checks, withdrawn, gate, alpha, ItemTest.parse(study.get("item_test")))
 
 
 def at_registered_seeds(registered: Registration, seeds: list[int]) -> tuple[list[int], list[int], str]:
@@ -189,14 +232,3 @@ def at_registered_seeds(registered: Registration, seeds: list[int]) -> tuple[lis
              if to_come else [])
     notes += [f"seeds {extra} are not registered for this row: left out"] if extra else []
     return kept, to_come, "; ".join(notes)
-
-
-def registration_text(registered: Mapping[str, Any]) -> str:
-    """An earlier or a withdrawn row's registration, as written (validated where the row is parsed)."""
-    return Registration(**{"date": None, "commit": None, **registered}).text()
-
-
-def superseded_text(entry: dict[str, Any]) -> str:
-    test = entry.get("test", {})
-    what = ", ".join(f"{k} {v}" for k, v in test.items())
-    return f"was {what or entry.get('claim', '?')} ({registration_text(entry.get('registered', {}))}): {entry.get('why', '')}"

@@ -226,7 +226,7 @@ class RowVerdict:
 
 
 def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come: list[bool], notes: list[str],
-                    withdrawn: list[dict | None], alpha: float = ALPHA, adjust: bool = True,
+                    withdrawn: list[str | None], alpha: float = ALPHA, adjust: bool = True,
                     seed_tests: list[ClaimTest] | None = None,
                     item_tests: list[ClaimTest | None] | None = None) -> list[RowVerdict]:
     """Every row's verdict, in the one place verdicts are decided: each row's deciding test (the crossed one where it
@@ -247,6 +247,6 @@ def family_verdicts(tests: list[ClaimTest], gated: list[bool], own_seeds_to_come
             verdict = INTERIM
         final = verdict
         if withdrawn[i]:
-            final, note = WITHDRAWN, f"withdrawn {withdrawn[i]['date']}: {withdrawn[i]['why']}"
+            final, note = WITHDRAWN, withdrawn[i]
         out.append(RowVerdict(final, verdict, seed_only[i], item_only[i], note))
     return out

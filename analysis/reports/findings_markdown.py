@@ -9,7 +9,7 @@ import pandas as pd
 
 from armlm.analysis.findings.gate import gate_description
 from armlm.analysis.findings.power import MAX_ITEM_FACTOR, MAX_SEEDS_REPORTED
-from armlm.analysis.findings.registrations import StudySpec, registration_text
+from armlm.analysis.findings.registrations import StudySpec
 from armlm.analysis.findings.verdicts import INTERIM, VERDICTS, WITHDRAWN
 from armlm.analysis.tables.study_tables import markdown_rows
 
@@ -163,7 +163,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
           r["superseded"] or "-"] for r in table.to_dict("records")])]
     if study.withdrawn:
         lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", *markdown_rows(
-            ["finding", "registered", "why"], [[fid, registration_text(w.get("registered", {})), w.get("why", "")]
+            ["finding", "registered", "why"], [[fid, w.registered.text() if w.registered else "-", w.why]
                                                for fid, w in study.withdrawn.items()])]
     if not checks.empty:
         lines += ["", "## Checks (reported, not judged)", "", *markdown_rows(

@@ -18,7 +18,7 @@ from armlm.analysis.findings.gate import gate_row
 from armlm.analysis.findings.items import ItemInterval, crossed_test, item_interval, item_test
 from armlm.analysis.findings.measures import describe, measure, side_items, values
 from armlm.analysis.findings.power import crossed_needs, sd_upper_limit, seeds_for
-from armlm.analysis.findings.registrations import StudySpec, at_registered_seeds, superseded_text
+from armlm.analysis.findings.registrations import StudySpec, at_registered_seeds
 from armlm.analysis.findings.verdicts import (
     Claim,
     ClaimTest,
@@ -33,7 +33,7 @@ from armlm.analysis.reports.findings_markdown import findings_markdown, precisio
 from armlm.analysis.reports.registry import report_main
 from armlm.analysis.reports.study_plots import plot_findings, save_figure
 from armlm.analysis.tables import study_tables as S
-from armlm.analysis.tables.study_runs import NotComparable, StudyRuns
+from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError, ArmlmFileError
 
@@ -84,14 +84,11 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
                "smallest_effect": claim.smallest_effect, "justification": finding.justification,
                "registered": finding.registered.text(),
                "registered_after_data": bool(finding.registered.seen),
-               "superseded": "; ".join(superseded_text(s) for s in finding.superseded),
+               "superseded": "; ".join(s.text() for s in finding.superseded),
                "a": describe(finding.a), "b": describe(finding.b)}
-        try:
-            measured = measure(runs, finding.a, finding.b)
-        except NotComparable as err:
-            measured = {"seeds": [], "a_values": {}, "b_values": {}, "note": f"not comparable: {err}"}
-        seeds, to_come, seeds_note = at_registered_seeds(finding.registered, measured["seeds"])
-        differences = [measured["a_values"][s] - measured["b_values"][s] for s in seeds]
+        measured = measure(runs, finding.a, finding.b)
+        seeds, to_come, seeds_note = at_registered_seeds(finding.registered, measured.seeds)
+        differences = [measured.a_values[s] - measured.b_values[s] for s in seeds]
         interval = paired_interval(differences, 1 - alpha)
         seed_test = judge_claim(interval, claim)
         flips = sign_flip_test(differences, claim)
@@ -102,12 +99,12 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
         low, high = ((over_items.crossed_low, over_items.crossed_high) if crossed
                      else (interval.low, interval.high))
         row.update(**items, p_sign_flip=math.nan if flips is None else flips.p,
-                   seeds=seeds, n=interval.n, a_mean=_mean(measured["a_values"], seeds),
-                   b_mean=_mean(measured["b_values"], seeds), difference=interval.mean, ci_low=low, ci_high=high,
+                   seeds=seeds, n=interval.n, a_mean=_mean(measured.a_values, seeds),
+                   b_mean=_mean(measured.b_values, seeds), difference=interval.mean, ci_low=low, ci_high=high,
                    decided_by=f"seeds and {over_items.items}" if crossed else "seeds", seed_low=interval.low,
                    seed_high=interval.high, p=deciding.p, p_seed=seed_test.p, p_items=math.nan if item is None else item.p,
                    seeds_to_come=to_come,
-                   note="; ".join(x for x in (measured.get("note", "") or ("" if seeds else "no seed has both sides"),
+                   note="; ".join(x for x in (measured.not_comparable or ("" if seeds else "no seed has both sides"),
                                               seeds_note) if x),
                    **gate_row(runs, study.arms, study.gate, (finding.a, finding.b), seeds),
                    **power_columns(claim, interval, over_items if crossed else None, alpha / max(1, len(findings))))
@@ -115,12 +112,12 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
         tests.append(deciding)
         seed_tests.append(seed_test)
         item_tests.append(item)
-        gated.append(row["gate_failed"] or bool(measured.get("note")))  # not comparable: no evidence either
+        gated.append(row["gate_failed"] or bool(measured.not_comparable))  # not comparable: no evidence either
     table = pd.DataFrame(rows)
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
         judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], [r["note"] for r in rows],
-                                 [f.withdrawn_after_data for f in findings.values()], alpha, adjust, seed_tests,
+                                 [w.text() if (w := f.withdrawn_after_data) else None for f in findings.values()], alpha, adjust, seed_tests,
                                  item_tests)
         for column in ("verdict", "deciding_verdict", "seed_verdict", "item_verdict", "note"):
             table[column] = [getattr(j, column) for j in judged]
@@ -136,11 +133,11 @@ def checks_table(runs: StudyRuns, study: StudySpec) -> pd.DataFrame:
     the study's gate over the arms it reads: a value from a run that did not learn is printed, and marked."""
     rows = []
     for check_id, check in study.checks.items():
-        value = dict(check["value"])
+        value = check.value
         per_seed = values(runs, value)
         interval = paired_interval(list(per_seed.values()))
         gate = gate_row(runs, study.arms, study.gate, (value, value), sorted(per_seed))
-        rows.append({"check": check_id, "what": check.get("what", ""), "value": describe(value),
+        rows.append({"check": check_id, "what": check.what, "value": describe(value),
                      "per_seed": [round(per_seed[s], 4) for s in sorted(per_seed)], "mean": interval.mean,
                      "ci_low": interval.low, "ci_high": interval.high, "n": interval.n,
                      "gate": "-" if not study.gate else f"**failed**: {gate['gate_note']}"

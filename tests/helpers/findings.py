@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from armlm.analysis.findings.measures import parse_side, values
 from armlm.analysis.reports.findings_report import findings_table
+from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.migrations import versioned
 
 F1 = {"arm": "mlm", "finetune": "conll2003-full", "metric": "f1"}
@@ -20,6 +22,11 @@ def registered(finding: dict, kind: str = "superiority", effect: float = 0.01, m
     return {"claim": "a claim", "anchor": "a paper", "justification": "from the paper",
             **{k: v for k, v in finding.items() if k != "direction"}, "test": test,
             "registered": {"date": "2026-11-24", "commit": "abc1234"}}
+
+
+def side_values(runs: StudyRuns, side: dict) -> dict[int, float]:
+    """seed -> a side's value, the side written as a study config writes it."""
+    return values(runs, parse_side(side, "side"))
 
 
 def judged(root: Path, findings: dict, adjust: bool = False, **study) -> pd.DataFrame:
