@@ -98,7 +98,6 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str
 # gold (false positives), gold but missed (false negatives). Summed over any set of sentences they give that set's
 # F1, 2 tp / (2 tp + fp + fn): what a bootstrap over dev sentences recomputes (analysis.findings.items).
 ITEM_STATISTICS = ("tp", "fp", "fn")
-ITEMS_FILE = "items.json"  # beside a fine-tuning run's results.json
 
 
 def entity_counts(gold: list[list[str]], predicted: list[list[str]]) -> list[list[int]]:

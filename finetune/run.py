@@ -18,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import migrate_finetune_hparams
 from armlm.datamodules.finetune import FinetuneDataModule, TaskInfo
-from armlm.finetune.metrics import ITEMS_FILE, item_record, task_metrics
+from armlm.finetune.artefacts import ITEMS_FILE
+from armlm.finetune.metrics import item_record, task_metrics
 from armlm.finetune.module import FinetuneModule
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source

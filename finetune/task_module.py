@@ -16,17 +16,9 @@ from armlm.common.migrations import SCHEMA_VERSION, task_info_defaults
 from armlm.common.provenance import armlm_commit
 from armlm.common.seeding import seed_dropout
 from armlm.datamodules.finetune import TaskInfo
+from armlm.finetune.artefacts import metric_tag
 from armlm.finetune.metrics import task_metrics
 from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
-
-
-def metric_tag(task: str, split: str, metric: str) -> str:
-    """`<task>/val/<metric>` for a dev split (MNLI's two: `<metric>_matched`, `<metric>_mismatched`);
-    `<task>/test/<metric>` when a test split with labels (CoNLL's testb) is evaluated too."""
-    if split == "test":
-        return f"{task}/test/{metric}"
-    suffix = "_" + split.removeprefix("dev_") if split.startswith("dev_") else ""
-    return f"{task}/val/{metric}{suffix}"
 
 
 class TaskModule(ClipsUnscaledGradients, L.LightningModule):

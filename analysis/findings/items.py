@@ -44,7 +44,7 @@ from armlm.analysis.findings.verdicts import Claim, ClaimTest, claim_test, t_tai
 from armlm.common.atomic import read_artefact
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import namespaced
-from armlm.finetune.metrics import ITEMS_FILE
+from armlm.finetune.artefacts import ITEMS_FILE
 
 ITEM_DRAWS = 10_000
 # What an item bootstrap can resample, as a registration names the population its claim generalises over: CoNLL dev

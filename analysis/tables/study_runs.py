@@ -14,7 +14,7 @@ from armlm.analysis.tables import study_tables as S
 from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
 from armlm.common.errors import ArmlmError
 from armlm.common.scalars import run_scalars
-from armlm.finetune.task_module import metric_tag
+from armlm.finetune.artefacts import metric_tag
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from armlm.common.scalars import SCALARS_CSV, write_scalars_csv
-from armlm.finetune.metrics import ITEMS_FILE
+from armlm.finetune.artefacts import ITEMS_FILE
 from armlm.zeroshot.blimp import Paradigm, accuracy_table, published_beside
 from tests.helpers.findings import write
 
