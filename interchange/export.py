@@ -33,6 +33,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from armlm.common.babylm import milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
 from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
@@ -43,7 +44,6 @@ from armlm.interchange.card import model_card
 from armlm.interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
 from armlm.interchange.source import ExportSource, read_source, trained_positions
 from armlm.interchange.tokenizer import exported_tokenizer, save_tokenizer
-from armlm.training.milestones import milestone_name
 
 log = logging.getLogger("armlm.export")
 

@@ -7,6 +7,7 @@ under the study root, so a rerun finds what is already done. Folders:
     <root>/<arm>/seed<k>/finetune/<task>-<variant>   results.json
     <root>/<arm>/seed<k>/diagnostics                 diagnostics.json
     <root>/<arm>/seed<k>/zeroshot                    zeroshot.json (a study with a `zeroshot:` section)
+    <root>/<arm>/seed<k>/milestones/chck_<N>M        zeroshot.json at each word milestone (zeroshot.at_words)
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from armlm.analysis.tables.runs import FINETUNE_SEED_SUFFIX
+from armlm.analysis.tables.study_tables import MILESTONES
+from armlm.common.babylm import WORDS_CHECKPOINT, milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.studies.arms import PipelineArm, parse_arms
 from armlm.studies.branches import branch_overrides, check_branches, trunk_overrides
@@ -160,6 +163,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
     pretrains nothing: it fine-tunes that arm's checkpoint saved at `checkpoint_fraction` of its budget."""
     arms = pipeline_arms(cfg)
     study = cfg.study
+    at_words = milestone_words(study)
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
         for arm_name, arm in selected(cfg, arms).items():
@@ -178,7 +182,9 @@ def plan(cfg: DictConfig) -> list[Stage]:
                 stages.append(Stage("pretrain", arm_name, seed, "pretrain", run, tuple(
                     [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(study.get("pretrain_settings")),
                      *_strings(arm.pretrain), f"seed={seed}", *budget_overrides(cfg, arm),
-                     *([f"save_at_tokens={points}"] if points else []), *trunk_overrides(arms, arm_name),
+                     *([f"save_at_tokens={points}"] if points else []),
+                     *([f"save_at_words=[{','.join(map(str, at_words))}]"] if at_words else []),
+                     *trunk_overrides(arms, arm_name),
                      *branch_overrides(arm, trunk), *_strings(cfg.extra_pretrain)]),
                     needs=(trunk / done_file("pretrain"),) if arm.branch_of else ()))
             for task in cfg.tasks if cfg.tasks is not None else study.tasks:
@@ -199,10 +205,26 @@ def plan(cfg: DictConfig) -> list[Stage]:
             # Zero-shot scoring (`armlm zeroshot`, BLiMP), in a study that asks for it: every pretraining arm unless
             # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
             if study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else not arm.from_arm):
+                settings = [*reading, *_strings(study.zeroshot.get("settings")), *_strings(arm.zeroshot_settings)]
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
-                    [f"checkpoint={pretrained}", f"seed={seed}", *reading, *_strings(study.zeroshot.get("settings")),
-                     *_strings(arm.zeroshot_settings)]), needs=needs))
+                    [f"checkpoint={pretrained}", f"seed={seed}", *settings]), needs=needs))
+                # and at each word milestone its own pretraining saved (an arm that pretrains: save_at_words above)
+                for words in at_words if arm.given("pretrain") else ():
+                    name, checkpoint = milestone_name(words), run / "checkpoints" / WORDS_CHECKPOINT.format(words=words)
+                    stages.append(Stage("zeroshot", arm_name, seed, f"zeroshot {name}", base / MILESTONES / name,
+                                        tuple([f"checkpoint={checkpoint}", f"seed={seed}", *settings]), needs=needs))
     return stages
+
+
+def milestone_words(study: DictConfig) -> list[int]:
+    """The word milestones a study scores BLiMP at (`zeroshot.at_words`): each pretraining arm saves a checkpoint at
+    each (save_at_words) and a zeroshot stage reads it. Empty: none."""
+    section = study.get("zeroshot")
+    words = list(section.get("at_words") or []) if section is not None else []
+    if any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in words) or words != sorted(set(words)):
+        raise ArmlmError(f"study.zeroshot.at_words={words}; give increasing word counts, e.g. [1_000_000, 2_000_000], "
+                         "or leave it out")
+    return words
 
 
 def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | str,

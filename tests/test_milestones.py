@@ -10,8 +10,9 @@ import shutil
 import pytest
 import torch
 
+from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
-from armlm.training.milestones import BABYLM, MILLION, babylm_schedule, milestone_name, word_points
+from armlm.training.milestones import word_points
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 

@@ -18,27 +18,11 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
+from armlm.common.babylm import BABYLM, BABYLM_MAX_EPOCHS, WORDS_CHECKPOINT, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.training.callbacks import SaveAtTokens, TokenAccounting
 
 log = logging.getLogger("armlm.train")
-
-BABYLM = "babylm"
-BABYLM_MAX_EPOCHS = 10
-MILLION = 1_000_000
-WORDS_CHECKPOINT = "words-{words}.ckpt"
-
-
-def babylm_schedule(budget_words: float) -> list[int]:
-    """The 2025 rules' milestones up to `budget_words`: every 1M to 10M, every 10M to 100M, every 100M to 1B."""
-    points = [k * step for step in (MILLION, 10 * MILLION, 100 * MILLION) for k in range(1 if step == MILLION else 2, 11)]
-    return [p for p in points if p <= budget_words]
-
-
-def milestone_name(words: int) -> str:
-    """The challenge's branch name for a checkpoint: chck_<N>M, N the millions of words."""
-    return f"chck_{words // MILLION}M" if words % MILLION == 0 else f"chck_{words / MILLION!r}M"  # exact, never rounded
-
 
 class SaveAtWords(SaveAtTokens):
     """checkpoints/words-<W>.ckpt the first time the input tokens seen reach the count that holds W words."""

@@ -23,6 +23,8 @@ REPORTS: dict[str, Command] = {c.name: c for c in (
             "armlm.analysis.reports.embeddings_report:main", args="<root>"),
     Command("curves", "each objective's measures against its budget in words", "docs/guides/studies.md",
             "armlm.analysis.reports.curves_report:main", args="<root>"),
+    Command("milestones", "BLiMP at each BabyLM word milestone", "docs/guides/babylm.md",
+            "armlm.analysis.reports.milestones_report:main", args="<root>"),
     Command("finetune", "fine-tuning runs over seeds beside the baseline", "docs/guides/finetuning.md",
             "armlm.analysis.reports.finetune_results:main", args="<folder>"),
 )}

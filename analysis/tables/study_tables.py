@@ -158,6 +158,7 @@ def stage_seconds(root: Path) -> pd.DataFrame:
 # What each stage kind's report is called in its stage folder: diagnostics (`armlm evaluate`), BLiMP scores (`armlm zeroshot`)
 # and word-benchmark scores (`armlm embeddings`).
 DIAGNOSTICS, ZEROSHOT, WORDS = "diagnostics/diagnostics.json", "zeroshot/zeroshot.json", "embed/words.json"
+MILESTONES = "milestones"  # <arm>/seed<k>/milestones/chck_<N>M/zeroshot.json: BLiMP at each word milestone
 
 
 def stage_reports(root: Path, report: str) -> dict[tuple[str, int], dict[str, Any]]:
