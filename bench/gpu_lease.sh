@@ -57,7 +57,8 @@ if [ "$dry" = 1 ]; then
   train=(model=tiny trainer.accelerator=cpu trainer.max_steps=3 trainer.val_check_interval=3 trainer.limit_val_batches=2
          max_tokens=null data.block_size=32 data.batch_size=8 trainer.precision=32-true trainer.step.compile_backend=aot_eager
          trainer.step.loader_workers=0 trainer.step.pin_memory=false)
-  study=(scale=smoke seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]' arm=ar hydra.launcher.n_jobs=1
+  # the study part in one process (stage launches are the study tests'; the lease launches each arm x seed)
+  study=(scale=smoke seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]' arm=ar hydra.launcher.n_jobs=1 launcher=in_process
          'extra_finetune=["task.data.max_train_examples=16","task.data.max_eval_examples=16"]')
 else
   device=cuda; dry_flag=

@@ -107,7 +107,7 @@ def test_the_commands_run_from_an_empty_folder_elsewhere(installed):
     (cwd / "my-configs" / "study").mkdir(parents=True)
     (cwd / "my-configs" / "study" / "installed.yaml").write_text(USER_STUDY)
     armlm(installed, "study", f"hydra.searchpath=[file://{cwd / 'my-configs'}]", "study=installed", "scale=smoke",
-          "seeds=1", "budget=20000", "stages=[pretrain]", "report=false", "root=runs/study",
+          "seeds=1", "budget=20000", "stages=[pretrain]", "report=false", "root=runs/study", "launcher=in_process",
           'extra_pretrain=["trainer.enable_progress_bar=false","data.tokenizer.vocab_size=600","model=tiny"]')
     assert (cwd / "runs" / "study" / "mlm" / "seed1" / "pretrain" / "summary.json").is_file()
     bench = armlm(installed, "bench", "throughput", ok=False)
