@@ -18,13 +18,12 @@ from typing import Any
 
 from scipy.stats import chi2
 
+from armlm.analysis.findings.margins import Margins, common_scale_margins, own_margins, own_share_margins
 from armlm.analysis.findings.measures import above_majority, describe
 from armlm.analysis.findings.sides import Side
 from armlm.analysis.tables.study_runs import StudyRuns
-from armlm.analysis.tables.study_tables import lowest_own_margin
 from armlm.common.errors import ArmlmError
 
-Margins = dict[int, tuple[float, float]]  # seed -> (margin, the Monte-Carlo standard error of its estimate)
 Sides = tuple[Side, Side]  # a row's A and B (a check's one value, twice)
 
 
@@ -46,41 +45,6 @@ def arms_read(arms: Mapping[str, GatedArm], sides: Sides) -> list[str]:
     name reads its own run: a family judged from its rows alone)."""
     named = [arms.get(a, GatedArm(a)) for side in sides for a in side.arms()]
     return sorted({arm.reads for arm in named if arm.gated})
-
-
-def common_scale_margins(runs: StudyRuns, arm: str) -> Margins:
-    """From `armlm evaluate`'s likelihood section: nats below the unigram NLL of the same held-out targets, and the
-    Monte-Carlo standard error of that estimate (0 for an exact likelihood)."""
-    return {seed: (float(r["likelihood"]["below_unigram"]), float(r["likelihood"].get("mc_stderr") or 0.0))
-            for (a, seed), r in runs.reports.items()
-            if a == arm and r.get("likelihood", {}).get("below_unigram") is not None}
-
-
-def pretraining_margins(runs: StudyRuns, arm: str, column: str) -> Margins:
-    """A margin column of the arm's pretraining table (analysis.tables.study_tables.pretraining_runs): a fixed validation set and
-    corruption, so no Monte-Carlo error."""
-    table = runs.pretraining
-    if table.empty or column not in table:
-        return {}
-    rows = table[(table["arm"] == arm) & table[column].notna()]
-    return {int(s): (float(v), 0.0) for s, v in zip(rows["seed"], rows[column], strict=True)}
-
-
-def own_margins(runs: StudyRuns, arm: str) -> Margins:
-    """The arm's own held-out loss below the unigram NLL of the same targets, the lowest of a mixture's pooled and
-    per-component margins. From the arm's pretraining summary, or, for an arm that reads another study's checkpoint
-    (study=embeddings), from its diagnostics report, which copies that run's margins."""
-    found: Margins = {}
-    for (name, seed), report in runs.reports.items():
-        margin = lowest_own_margin((report.get("pretraining") or {}).get("own_below_unigram"))
-        if name == arm and margin is not None:
-            found[seed] = (float(margin), 0.0)
-    return found | pretraining_margins(runs, arm, "own_below_unigram")
-
-
-def own_share_margins(runs: StudyRuns, arm: str) -> Margins:
-    """The arm's own-loss margin as a share of its baseline (analysis.tables.study_tables.own_share), the lowest scope's."""
-    return pretraining_margins(runs, arm, "own_share_below_unigram")
 
 
 @dataclass(frozen=True)
