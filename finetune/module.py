@@ -16,7 +16,8 @@ from torch import Tensor, nn
 
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import FINETUNE_FEATURES_BEFORE
-from armlm.finetune.task_module import TaskModule, metric_tag
+from armlm.finetune.artefacts import metric_tag
+from armlm.finetune.task_module import TaskModule
 from armlm.models.attention import Attention
 from armlm.models.heads import POOLINGS, ClassificationHead, ScalarMix, TaggingHead, pool
 from armlm.sources import backbone_for

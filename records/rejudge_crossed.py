@@ -44,7 +44,9 @@ def spec_of(study: dict) -> tuple[StudySpec, bool]:
     study = {**study, "item_test": {k: v for k, v in (study.get("item_test") or {}).items() if k != "decides"}}
     try:
         return StudySpec.parse(study), False
-    except ArmlmError:
+    except ArmlmError as err:
+        if "unknown rules" not in str(err):  # only a retired rule is carried over; any other fault stands
+            raise
         return StudySpec.parse({**study, "gate": None}), True
 
 

@@ -24,7 +24,7 @@ from armlm.common.babylm import WORDS_CHECKPOINT, milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.studies.arms import PipelineArm, parse_arms
 from armlm.studies.branches import branch_overrides, check_branches, trunk_overrides
-from armlm.studies.budget import budget_overrides, check_budget, part_way_point, part_way_tokens
+from armlm.studies.budget import budget_kind, budget_overrides, check_budget, part_way_point, part_way_tokens
 from armlm.studies.stages import StageKind, done_file, stage_kind
 
 
@@ -163,7 +163,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
     pretrains nothing: it fine-tunes that arm's checkpoint saved at `checkpoint_fraction` of its budget."""
     arms = pipeline_arms(cfg)
     study = cfg.study
-    at_words = milestone_words(study)
+    at_words = milestone_words(cfg, arms)
     stages: list[Stage] = []
     for seed in seeds_of(cfg):
         for arm_name, arm in selected(cfg, arms).items():
@@ -183,7 +183,8 @@ def plan(cfg: DictConfig) -> list[Stage]:
                     [*_strings(cfg.pretrain), f"data={corpus(cfg)}", *_strings(study.get("pretrain_settings")),
                      *_strings(arm.pretrain), f"seed={seed}", *budget_overrides(cfg, arm),
                      *([f"save_at_tokens={points}"] if points else []),
-                     *([f"save_at_words=[{','.join(map(str, at_words))}]"] if at_words else []),
+                     *([f"save_at_words=[{','.join(map(str, words))}]"] if (words := scored_milestones(
+                         study, arm, at_words)) else []),
                      *trunk_overrides(arms, arm_name),
                      *branch_overrides(arm, trunk), *_strings(cfg.extra_pretrain)]),
                     needs=(trunk / done_file("pretrain"),) if arm.branch_of else ()))
@@ -208,23 +209,35 @@ def plan(cfg: DictConfig) -> list[Stage]:
                 settings = [*reading, *_strings(study.zeroshot.get("settings")), *_strings(arm.zeroshot_settings)]
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
                     [f"checkpoint={pretrained}", f"seed={seed}", *settings]), needs=needs))
-                # and at each word milestone its own pretraining saved (an arm that pretrains: save_at_words above)
-                for words in at_words if arm.given("pretrain") else ():
+                # and at each word milestone its own pretraining saved (save_at_words above)
+                for words in scored_milestones(study, arm, at_words):
                     name, checkpoint = milestone_name(words), run / "checkpoints" / WORDS_CHECKPOINT.format(words=words)
                     stages.append(Stage("zeroshot", arm_name, seed, f"zeroshot {name}", base / MILESTONES / name,
                                         tuple([f"checkpoint={checkpoint}", f"seed={seed}", *settings]), needs=needs))
     return stages
 
 
-def milestone_words(study: DictConfig) -> list[int]:
-    """The word milestones a study scores BLiMP at (`zeroshot.at_words`): each pretraining arm saves a checkpoint at
-    each (save_at_words) and a zeroshot stage reads it. Empty: none."""
-    section = study.get("zeroshot")
+def milestone_words(cfg: DictConfig, arms: dict[str, PipelineArm]) -> list[int]:
+    """The word milestones a study scores BLiMP at (`zeroshot.at_words`; empty: none), checked before any stage
+    runs: a run counts its words from its own first step over packed blocks, so a branch (which starts part-way
+    through its trunk) or a FLOPs budget (whose length is an estimate) cannot save them (training.validate)."""
+    section = cfg.study.get("zeroshot")
     words = list(section.get("at_words") or []) if section is not None else []
     if any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in words) or words != sorted(set(words)):
         raise ArmlmError(f"study.zeroshot.at_words={words}; give increasing word counts, e.g. [1_000_000, 2_000_000], "
                          "or leave it out")
+    branches = [name for name, arm in arms.items() if arm.branch_of and scored_milestones(cfg.study, arm, words)]
+    if words and (branches or budget_kind(cfg) == "flops"):
+        why = f"arms {branches} branch off a trunk" if branches else "the budget is in FLOPs"
+        raise ArmlmError(f"study.zeroshot.at_words cannot be honoured: {why}; score milestones in runs of their own "
+                         "with a token budget, or leave at_words out")
     return words
+
+
+def scored_milestones(study: DictConfig, arm: PipelineArm, at_words: list[int]) -> list[int]:
+    """The milestones an arm saves and scores: every one, for an arm that pretrains and is scored zero-shot."""
+    scored = study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else True)
+    return at_words if arm.given("pretrain") and scored else []
 
 
 def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | str,

@@ -40,6 +40,17 @@ def test_milestones_out_of_order_or_not_word_counts_are_refused(tmp_path, at_wor
         plan(study_config("study=strict_small", "scale=gutenwiki", f"root={tmp_path}", f"study.zeroshot.at_words={at_words}"))
 
 
+def test_milestones_a_run_cannot_count_are_refused_before_any_stage(tmp_path):
+    settings = ["study=strict_small", "scale=gutenwiki", f"root={tmp_path}"]
+    with pytest.raises(ArmlmError, match=r"at_words cannot be honoured: arms \['ar_half'\] branch off a trunk"):
+        plan(study_config(*settings, "+study.arms.ar_half={pretrain: ['objective=ar'], epochs: 0.5, branch_of: ar}"))
+    with pytest.raises(ArmlmError, match="at_words cannot be honoured: the budget is in FLOPs"):
+        plan(study_config(*settings, "budget_kind=flops", "budget=1e14", "~study.arms.ar.epochs",
+                          "~study.arms.mlm.epochs", "~study.arms.hybrid.epochs"))
+    unscored = plan(study_config(*settings, "+study.arms.mlm.zeroshot=false"))  # saves no milestone nothing reads
+    assert not any(o.startswith("save_at_words") for s in unscored if s.arm == "mlm" for o in s.overrides)
+
+
 def scored(root: Path, arm: str, seed: int, words: int, accuracy: float, ties: int) -> None:
     folder = root / arm / f"seed{seed}" / "milestones" / f"chck_{words / MILLION:g}M"
     folder.mkdir(parents=True)
@@ -66,12 +77,13 @@ def test_the_curve_reads_each_milestone_and_its_interval_over_seeds_or_pairs(tmp
 
 @pytest.mark.slow
 def test_a_tiny_strict_small_run_scores_every_milestone_and_draws_the_curve(tmp_path, data_dir, cache_dir):
-    """AR at 20,000 tokens (about 3,700 words of a 300-token vocabulary) with milestones at 1,000 and 2,000 words: both checkpoints saved, each scored on BLiMP,
-    the final one fine-tuned, and report/milestones.md with a column per milestone beside the GPT-2 baseline."""
+    """AR at 20,000 tokens (about 3,700 words of a 300-token vocabulary) with milestones at 1,000 and 2,000 words:
+    both checkpoints saved, each scored on BLiMP, the final one fine-tuned, and report/milestones.md with a column per
+    milestone beside the GPT-2 baseline."""
     root, quiet = tmp_path / "strict_small", '"trainer.enable_progress_bar=false"'
     done = subprocess.run(
-        [sys.executable, "-m", "armlm", "study", "study=strict_small", "scale=smoke", "seeds=1", "~study.arms.mlm", "~study.arms.hybrid",
-         "~study.arms.ar.epochs", "budget=20000", f"root={root}", "launcher=in_process",
+        [sys.executable, "-m", "armlm", "study", "study=strict_small", "scale=smoke", "seeds=1",
+         "~study.arms.mlm", "~study.arms.hybrid", "~study.arms.ar.epochs", "budget=20000", f"root={root}", "launcher=in_process",
          "study.zeroshot.at_words=[1000,2000]", "tasks=[conll2003]", 'study.zeroshot.settings=["blimp.max_pairs=2"]',
          f'extra_pretrain=[{quiet},"data.cache_dir={cache_dir}","data.tokenizer.vocab_size=300"]',
          'study.finetune_settings=["task.data.max_train_examples=32","task.data.max_eval_examples=32","task.epochs=1"]',

@@ -41,8 +41,8 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
     diagnosed = [arm for arm in arms.values() if arm.get("diagnose", not arm.get("from_arm"))]
     scored = [arm for arm in arms.values() if cfg.study.get("zeroshot") is not None
               and arm.get("zeroshot", not arm.get("from_arm"))]
-    milestones = len((cfg.study.get("zeroshot") or {}).get("at_words") or [])  # a scoring of each at every milestone
-    per_seed = len(own) * (1 + milestones) + len(diagnosed) + len(scored) + sum(
+    milestones = len((cfg.study.get("zeroshot") or {}).get("at_words") or [])  # each pretraining arm scored at each
+    per_seed = len(own) + len(diagnosed) + len(scored) + milestones * len([a for a in own if a in scored]) + sum(
         len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) * finetune_seeds for arm in arms.values())
     assert len(stages) == 2 * per_seed
     assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from armlm.common.babylm import milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import SCHEMA_VERSION
 from armlm.datamodules.pretrain import PretrainDataModule
@@ -28,7 +29,7 @@ from armlm.training.compiled import datasheet_peak
 from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
-from armlm.training.milestones import milestone_name, save_at_words
+from armlm.training.milestones import save_at_words
 from armlm.training.setup import (
     build,
     build_model_config,

@@ -36,8 +36,10 @@ class GatedArm:
     gated: bool = True
 
     @staticmethod
-    def parse(name: str, raw: Mapping[str, Any]) -> GatedArm:
-        return GatedArm(str(raw.get("from_arm", name)), raw.get("gate", True) is not False)
+    def parse(name: str, raw: Any) -> GatedArm:
+        if not isinstance(raw, Mapping):
+            raise ArmlmError(f"arm {name}={raw!r}; an arm is a mapping of its settings, e.g. {{pretrain: [...]}}")
+        return GatedArm(str(raw.get("from_arm") or name), raw.get("gate", True) is not False)
 
 
 def arms_read(arms: Mapping[str, GatedArm], sides: Sides) -> list[str]:

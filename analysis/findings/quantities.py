@@ -7,6 +7,7 @@ a side, `{arm: <arm>, <name>: <spec>, ...}`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ class Quantity:
 
     name: str  # its key in a side
     same_blocks = False  # two sides of this quantity compare only on the same held-out blocks
-    options: tuple[str, ...] = ()  # the keys beside its spec it takes (analysis.findings.sides.OPTIONS)
+    options: tuple[str, ...] = ()  # of a Side's metric, split and epoch, the ones it takes
     required_options: tuple[str, ...] = ()
     # a spec that is a mapping: its (required, optional) keys; None: a spec that is a name
     spec_keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None
@@ -36,7 +37,7 @@ class Quantity:
         if self.spec_keys is None:
             return None if isinstance(spec, str) and spec else f"{self.name} takes a name, not {spec!r}"
         required, optional = self.spec_keys
-        if not isinstance(spec, dict) or set(required) - set(spec) or set(spec) - set(required) - set(optional):
+        if not isinstance(spec, Mapping) or set(required) - set(spec) or set(spec) - set(required) - set(optional):
             return (f"{self.name}={spec!r}; it takes {{{', '.join(required)}}}"
                     + (f" and optionally {{{', '.join(optional)}}}" if optional else ""))
         return None

@@ -82,26 +82,39 @@ class Superseded:
         return f"was {what or self.earlier.get('claim', '?')} ({self.registered.text()}): {self.why}"
 
 
+def _exactly(where: str, raw: Any, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    if not (isinstance(raw, Mapping) and set(raw) == set(keys) and all(raw.get(k) for k in keys)):
+        raise ArmlmError(f"{where}={raw!r}; give {{{', '.join(keys)}}}")
+    return raw
+
+
 @dataclass(frozen=True)
 class Withdrawal:
-    """Why a row stopped being tested: `withdrawn_after_data` ({date, why}) of a row kept in its family, or an entry
-    of `withdrawn:` ({registered, why}) no longer tested."""
+    """`withdrawn_after_data: {date, why}`: a row kept in its family, found after its data not to test its claim."""
 
+    date: str
     why: str
-    date: str | None = None
-    registered: Registration | None = None
 
     @staticmethod
-    def parse(where: str, raw: Any, registered: bool) -> Withdrawal:
-        keys = ("registered", "why") if registered else ("date", "why")
-        if not (isinstance(raw, Mapping) and set(raw) == set(keys) and all(raw.get(k) for k in keys)):
-            raise ArmlmError(f"{where}={raw!r}; give {{{', '.join(keys)}}}")
-        if registered:
-            return Withdrawal(str(raw["why"]), registered=Registration.parse(where, raw["registered"]))
-        return Withdrawal(str(raw["why"]), date=str(raw["date"]))
+    def parse(where: str, raw: Any) -> Withdrawal:
+        raw = _exactly(where, raw, ("date", "why"))
+        return Withdrawal(str(raw["date"]), str(raw["why"]))
 
     def text(self) -> str:
-        return f"withdrawn {self.date or self.registered.text()}: {self.why}"
+        return f"withdrawn {self.date}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Withdrawn:
+    """An entry of a study's `withdrawn: {<id>: {registered, why}}`: a row registered earlier, no longer tested."""
+
+    registered: Registration
+    why: str
+
+    @staticmethod
+    def parse(where: str, raw: Any) -> Withdrawn:
+        raw = _exactly(where, raw, ("registered", "why"))
+        return Withdrawn(Registration.parse(where, raw["registered"]), str(raw["why"]))
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,7 @@ class Finding:
                              "claim generalises over), or leave it out")
         withdrawn = raw.get("withdrawn_after_data")
         if withdrawn is not None:
-            withdrawn = Withdrawal.parse(f"finding {finding_id}: withdrawn_after_data", withdrawn, registered=False)
+            withdrawn = Withdrawal.parse(f"finding {finding_id}: withdrawn_after_data", withdrawn)
         superseded = tuple(Superseded.parse(f"finding {finding_id}", e) for e in raw.get("superseded") or ())
         a, b = (parse_side(raw[key], f"finding {finding_id}: {key}") for key in ("a", "b"))
         test, claim_keys = raw["test"], _keys(Claim)
@@ -189,7 +202,7 @@ class StudySpec:
     arms: dict[str, GatedArm]  # what the gate reads of each arm (the planner parses the rest: studies.arms)
     findings: dict[str, Finding]
     checks: dict[str, Check]
-    withdrawn: dict[str, Withdrawal]  # findings registered earlier and no longer tested
+    withdrawn: dict[str, Withdrawn]
     gate: Gate | None
     alpha: float
     item_test: ItemTest
@@ -200,7 +213,7 @@ class StudySpec:
         if not 0 < alpha < 1:
             raise ArmlmError(f"study.alpha={alpha}; the family-wise error rate is in (0, 1)")
         gate = Gate.parse(study.get("gate"))
-        arms = {name: GatedArm.parse(name, arm or {}) for name, arm in (study.get("arms") or {}).items()}
+        arms = {name: GatedArm.parse(name, {} if arm is None else arm) for name, arm in (study.get("arms") or {}).items()}
         checks = {}
         for check_id, check in (study.get("checks") or {}).items():
             if not (isinstance(check, Mapping) and set(check) <= {"what", "value"} and "value" in check):
@@ -214,7 +227,7 @@ class StudySpec:
                 for key, arm in named:
                     if arm not in arms:
                         raise ArmlmError(f"{where}.{key}={arm!r} is not one of the arms {list(arms)}")
-        withdrawn = {fid: Withdrawal.parse(f"withdrawn {fid}", w, registered=True)
+        withdrawn = {fid: Withdrawn.parse(f"withdrawn {fid}", w)
                      for fid, w in (study.get("withdrawn") or {}).items()}
         return StudySpec(arms, findings, checks, withdrawn, gate, alpha, ItemTest.parse(study.get("item_test")))
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-OPTIONS = ("metric", "split", "epoch")  # the keys beside a quantity that some quantities take
-
 
 @dataclass(frozen=True)
 class Side:
@@ -25,6 +23,7 @@ class Side:
     split: str | None = None
     epoch: int | None = None
     reference: Side | None = None  # relative_to: the reading this side's own is taken relative to
+    __hash__ = None  # compared, never hashed: its spec is the config's mapping as written
 
     @property
     def plain(self) -> Side:
@@ -38,8 +37,3 @@ class Side:
 
     def differs_only_in_arm(self, other: Side) -> bool:
         return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Side) if f.name != "arm")
-
-    def written(self) -> dict[str, Any]:
-        """The plain side as a study config writes it (the keys it sets)."""
-        options = {key: getattr(self, key) for key in OPTIONS if getattr(self, key) is not None}
-        return {"arm": self.arm, self.quantity: self.spec, **options}

@@ -163,7 +163,7 @@ def findings_markdown(table: pd.DataFrame, checks: pd.DataFrame, study: StudySpe
           r["superseded"] or "-"] for r in table.to_dict("records")])]
     if study.withdrawn:
         lines += ["", "## Withdrawn findings (registered earlier, no longer tested)", "", *markdown_rows(
-            ["finding", "registered", "why"], [[fid, w.registered.text() if w.registered else "-", w.why]
+            ["finding", "registered", "why"], [[fid, w.registered.text(), w.why]
                                                for fid, w in study.withdrawn.items()])]
     if not checks.empty:
         lines += ["", "## Checks (reported, not judged)", "", *markdown_rows(

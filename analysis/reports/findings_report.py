@@ -116,9 +116,9 @@ def judge_family(runs: StudyRuns, study: StudySpec, adjust: bool = True) -> pd.D
     table = pd.DataFrame(rows)
     if rows:
         table["p_holm"] = holm([t.p for t in tests]) if adjust else [t.p for t in tests]
+        withdrawn = [w.text() if (w := f.withdrawn_after_data) else None for f in findings.values()]
         judged = family_verdicts(tests, gated, [bool(r["seeds_to_come"]) for r in rows], [r["note"] for r in rows],
-                                 [w.text() if (w := f.withdrawn_after_data) else None for f in findings.values()], alpha, adjust, seed_tests,
-                                 item_tests)
+                                 withdrawn, alpha, adjust, seed_tests, item_tests)
         for column in ("verdict", "deciding_verdict", "seed_verdict", "item_verdict", "note"):
             table[column] = [getattr(j, column) for j in judged]
     return table

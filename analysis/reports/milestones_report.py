@@ -29,7 +29,7 @@ GPT2_STRICT_SMALL_BLIMP = 0.6439
 COLUMNS = ["arm", "seed", "words", "method", "accuracy", "ci_low", "ci_high", "ties", "pairs"]
 
 
-def milestone_words(name: str) -> int:
+def folder_words(name: str) -> int:
     """The words a milestone folder stands for: chck_<N>M (common.babylm.milestone_name) is N million."""
     return round(float(name.removeprefix("chck_").removesuffix("M")) * MILLION)
 
@@ -41,7 +41,7 @@ def milestone_runs(root: Path) -> pd.DataFrame:
         arm, seed = S.arm_and_seed(path, root)
         for method, results in read_artefact(path)["blimp"]["results"].items():
             overall = next(r for r in results if r["level"] == "overall")
-            rows.append({"arm": arm, "seed": seed, "words": milestone_words(path.parent.name), "method": method,
+            rows.append({"arm": arm, "seed": seed, "words": folder_words(path.parent.name), "method": method,
                          **{k: overall.get(k, math.nan) for k in COLUMNS[4:]}})
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(["arm", "method", "words", "seed"], ignore_index=True)
 
@@ -53,12 +53,16 @@ def milestone_points(runs: pd.DataFrame) -> pd.DataFrame:
     if points.empty:
         return points.assign(low=[], high=[], ties=[])
     one = runs.groupby(["arm", "method", "words"]).agg(low=("ci_low", "first"), high=("ci_high", "first"),
-                                                       ties=("ties", "sum")).reset_index()
+                                                       ties=("ties", lambda t: t.sum(min_count=1))).reset_index()
     points = points.merge(one, on=["arm", "method", "words"])
     several = points["n"] > 1
     points.loc[several, "low"] = points["mean"] - points["ci95"]
     points.loc[several, "high"] = points["mean"] + points["ci95"]
     return points
+
+
+def _ties(ties: float) -> str:
+    return "" if ties != ties else f" {{{int(ties)}}}"  # NaN: a report that counts no ties
 
 
 def markdown(points: pd.DataFrame, root: Path) -> str:
@@ -74,7 +78,7 @@ def markdown(points: pd.DataFrame, root: Path) -> str:
     for (arm, method), part in points.groupby(["arm", "method"], sort=True):
         at = part.set_index("words")
         rows.append([arm, method, int(at["n"].max()), *(
-            f"{at.loc[w, 'mean']:.3f} [{at.loc[w, 'low']:.3f}, {at.loc[w, 'high']:.3f}] {{{int(at.loc[w, 'ties'])}}}"
+            f"{at.loc[w, 'mean']:.3f} [{at.loc[w, 'low']:.3f}, {at.loc[w, 'high']:.3f}]" + _ties(at.loc[w, "ties"])
             if w in at.index else "-" for w in words)])
     lines += S.markdown_rows(["arm", "method", "seeds", *(f"{w / MILLION:g}M" for w in words)], rows)
     return "\n".join([*lines, "", "![milestones.png](milestones.png)", ""])
