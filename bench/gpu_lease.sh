@@ -50,7 +50,7 @@ if [ "$dry" = 1 ]; then
   objectives=(--objectives mlm --blocks 32 --parallel 2
               --finetune-extra task.data.max_train_examples=16 task.data.max_eval_examples=16 trainer.max_steps=2)
   tests=(tests/test_cuda_learning.py)  # skips on the CPU, with its reason
-  bench=(--device cpu --precision fp32 --objectives ar --compile --compile-backend aot_eager --d-model 64 --n-layers 2
+  bench=(--device cpu --precision fp32 --objectives ar --only armlm --compile --compile-backend aot_eager --d-model 64 --n-layers 2
          --n-heads 2 --d-ff 256 --vocab-size 600 --seq-len 32 --batch-size 4 --rounds 1 --steps 1 --warmup 1)
   profile=(--device cpu --precision fp32 --objectives ar --steps 1 --d-model 64 --n-layers 2 --n-heads 2 --d-ff 256
            --vocab-size 600 --seq-len 32 --batch-size 4)

@@ -52,7 +52,7 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
     throughput = json.loads(archive_text(out, "./throughput.jsonl").splitlines()[-1])
     train = json.loads(archive_text(out, "./train/summary.json"))
     assert "./study/ar/seed22/finetune/conll2003-full/results.json" in names
-    assert {row["model"] for row in throughput["rows"]} == {"armlm ar", "HF gpt2", "HF gpt2 compiled", "HF bert",
-                                                            "HF bert compiled"}
+    # armlm's compiled step only: HF's models beside it are tests/test_bench.py's (the lease runs all of them)
+    assert {row["model"] for row in throughput["rows"]} == {"armlm ar"}
     assert train["steps"] == 3 and train["mfu"] is None and "learned" in train  # no peak on a CPU
     assert "ms of CPU time listed per step against" in archive_text(out, "./runs/profile.log")
