@@ -205,7 +205,7 @@ def plan(cfg: DictConfig) -> list[Stage]:
                                              [*reading, *_strings(arm.diagnose_settings)]))
             # Zero-shot scoring (`armlm zeroshot`, BLiMP), in a study that asks for it: every pretraining arm unless
             # it says not, with the study's settings then the arm's (e.g. the methods a finding reads).
-            if study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else not arm.from_arm):
+            if scored_zero_shot(study, arm):
                 settings = [*reading, *_strings(study.zeroshot.get("settings")), *_strings(arm.zeroshot_settings)]
                 stages.append(Stage("zeroshot", arm_name, seed, "zeroshot", base / "zeroshot", tuple(
                     [f"checkpoint={pretrained}", f"seed={seed}", *settings]), needs=needs))
@@ -234,10 +234,15 @@ def milestone_words(cfg: DictConfig, arms: dict[str, PipelineArm]) -> list[int]:
     return words
 
 
+def scored_zero_shot(study: DictConfig, arm: PipelineArm) -> bool:
+    """In a study with a `zeroshot:` section, every pretraining arm is scored unless it says not; an arm that reads
+    another's checkpoint only when it asks."""
+    return study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else not arm.from_arm)
+
+
 def scored_milestones(study: DictConfig, arm: PipelineArm, at_words: list[int]) -> list[int]:
     """The milestones an arm saves and scores: every one, for an arm that pretrains and is scored zero-shot."""
-    scored = study.get("zeroshot") is not None and (arm.zeroshot if arm.given("zeroshot") else True)
-    return at_words if arm.given("pretrain") and scored else []
+    return at_words if arm.given("pretrain") and scored_zero_shot(study, arm) else []
 
 
 def diagnose_stage(cfg: DictConfig, arm_name: str, seed: int, base: Path, checkpoint: Path | str,
