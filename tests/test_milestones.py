@@ -112,7 +112,8 @@ def test_a_milestone_setting_that_cannot_be_honoured_is_refused_before_any_data(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("objective", "backend", "auto"), [("ar", "causal", "AutoModelForCausalLM"),
-                                                           ("mlm", "mlm", "AutoModelForMaskedLM")])
+                                                           ("mlm", "mlm", "AutoModelForMaskedLM"),
+                                                           ("hybrid", "mntp", "AutoModelForMaskedLM")])
 def test_each_milestone_exports_as_a_chck_folder_whose_card_names_its_backend(tmp_path, cache_dir, objective, backend,
                                                                               auto):
     import transformers
@@ -143,4 +144,22 @@ def test_milestone_exports_are_refused_in_one_line_without_milestones_or_a_backe
     (plm / "checkpoints" / "words-1000.ckpt").write_bytes((plm / "checkpoints" / "last.ckpt").read_bytes())
     with pytest.raises(ArmlmError, match="no backend of the BabyLM 2025 pipeline reads"):
         export_milestones(plm, tmp_path / "out")
+    electra = tmp_path / "electra"  # its backbone is a discriminator: no token distribution for any backend to read
+    shutil.copytree(untrained["electra"], electra)
+    (electra / "checkpoints" / "words-1000.ckpt").write_bytes((electra / "checkpoints" / "last.ckpt").read_bytes())
+    with pytest.raises(ArmlmError, match="Electra checkpoints are not a language model"):
+        export_milestones(electra, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("objective", "says"), [
+    ("ar", "`causal` (its `--backend causal`)"), ("mlm", "`mlm` (its `--backend mlm`)"),
+    ("hybrid", "`mntp` (its `--backend mntp`)"),
+    ("plm", "none: no backend of babylm/evaluation-pipeline-2025 reads a PermutationLM"),
+    ("masked_diffusion", "none: no backend of babylm/evaluation-pipeline-2025 reads a MaskedDiffusionLM"),
+])
+def test_the_card_names_the_backend_that_reads_each_objective_or_says_none_does(untrained, objective, says):
+    from armlm.interchange.card import babylm_backend_text
+    from armlm.interchange.source import read_source
+
+    assert babylm_backend_text(read_source(untrained[objective])) == says

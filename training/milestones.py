@@ -4,7 +4,9 @@ and at most 10 passes over the corpus).
 
 armlm counts input tokens as it trains; the train split's words per token (its whitespace words over the positions
 one pass gives, the ratio summary.json's `words_seen` uses) turns a word milestone into the first token count at or
-past it, so a milestone is met to within one batch, never early. `save_at_words=[<words>, ...]` saves
+past it. The blocks seen by then are a shuffled sample of the split, so the words in them differ from the milestone
+by that sample's spread about the mean (bench/milestone_words.py counts them exactly: a fraction of a percent on
+gutenwiki-10m, either side), plus up to one batch. `save_at_words=[<words>, ...]` saves
 checkpoints/words-<W>.ckpt at each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a budget
 over 10 passes. `armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
 """
