@@ -87,7 +87,9 @@ def test_rolling_windows_score_every_token_once_each_window_led_by_cls(untrained
 
 
 @pytest.mark.slow
-def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_path):
+def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrained, hf_lm, tmp_path):
+    """Every objective with a reading, through armlm's model type, against `armlm zeroshot`; and the AR export through
+    lm-eval's own `hf` type (what babylm-eval runs) against armlm's type on the same task (issue 86)."""
     from lm_eval.tasks import TaskManager
 
     from armlm.zeroshot.run import run_zeroshot, zeroshot_config
@@ -102,13 +104,29 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, tmp_pat
                                                            ("the man who left", "the man who did left")])
     write_blimp_tasks(data, tmp_path / "tasks")
     manager = TaskManager(include_path=str(tmp_path / "tasks"))
-    for objective, method in (("ar", "exact"), ("mlm", "pll"), ("mlm", "pll_word_l2r")):
-        ours = run_zeroshot(zeroshot_config([f"checkpoint={tiny_pretrained[objective]}", f"blimp.dir={data}",
+    runs = {**untrained, **tiny_pretrained}  # trained AR and MLM; the other objectives as initialised
+    accuracy = {}
+    for objective, method in (("ar", "exact"), ("mlm", "pll"), ("mlm", "pll_word_l2r"), ("hybrid", "exact"),
+                              ("hybrid", "pll"), ("masked_diffusion", "bound")):
+        ours = run_zeroshot(zeroshot_config([f"checkpoint={runs[objective]}", f"blimp.dir={data}",
                                              f"methods=[{method}]", f"output_dir={tmp_path / objective / method}",
                                              "bootstrap.resamples=50"]))
-        theirs = lm_eval.simple_evaluate(model=ArmlmLM(checkpoint=str(tiny_pretrained[objective]), method=method),
+        theirs = lm_eval.simple_evaluate(model=ArmlmLM(checkpoint=str(runs[objective]), method=method),
                                          tasks=[GROUP], task_manager=manager, verbosity="ERROR")
-        assert theirs["results"][GROUP]["acc,none"] == pytest.approx(ours["blimp"]["results"][method][0]["accuracy"])
+        accuracy[objective, method] = theirs["results"][GROUP]["acc,none"]
+        assert accuracy[objective, method] == pytest.approx(ours["blimp"]["results"][method][0]["accuracy"])
+    export_checkpoint(runs["ar"], tmp_path / "ar-export")
+    hf = hf_lm(pretrained=str(tmp_path / "ar-export"), device="cpu", batch_size=4, trust_remote_code=True)
+    same = {name: lm_eval.simple_evaluate(model=model, tasks=[GROUP], task_manager=manager, log_samples=True,
+                                          verbosity="ERROR") for name, model in (("hf", hf), ("armlm", ArmlmLM(
+                                              checkpoint=str(runs["ar"]), method="exact")))}
+    assert same["hf"]["results"][GROUP]["acc,none"] == pytest.approx(accuracy["ar", "exact"])
+    assert sorted(same["armlm"]["samples"]) == sorted(same["hf"]["samples"]) == [f"{GROUP}_agr_1", f"{GROUP}_island_1"]
+    for task, samples in same["armlm"]["samples"].items():  # pair for pair: each sentence's log-likelihood
+        theirs = same["hf"]["samples"][task]
+        assert [d["acc"] for d in samples] == [d["acc"] for d in theirs]
+        np.testing.assert_allclose([r[0] for d in samples for r in d["filtered_resps"]],
+                                   [r[0] for d in theirs for r in d["filtered_resps"]], atol=1e-4, rtol=0)
 
 
 def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrained):
