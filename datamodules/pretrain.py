@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
@@ -23,6 +24,7 @@ from armlm.datamodules.corpora import Corpus
 from armlm.datamodules.sampler import ResumableSampler
 from armlm.datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards, split_words
 from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
+from armlm.datamodules.words import block_words, word_starts
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation")
@@ -186,6 +188,18 @@ class PretrainDataModule(L.LightningDataModule):
         train_tokens a little): tokens seen over this is the number of epochs."""
         global_batch = self.batch_size * world_size
         return len(self.datasets["train"]) // global_batch * global_batch * self.block_size
+
+    def block_words(self) -> np.ndarray:
+        """The whitespace words each training example opens (BabyLM's count: datamodules.words), built once per
+        token cache; packed blocks only."""
+        if self.tokenizer is None or self.train_tokens is None:
+            raise RuntimeError("call setup() first")
+        if self.input_format != "blocks":
+            raise ArmlmError("words per example are counted for packed blocks only, not segment pairs")
+        folder = self.cache_paths().splits["train"]
+        tokens, _ = read_shards(folder)
+        flags = word_starts(folder, self.tokenizer, self.corpus.documents("train"), tokens)
+        return block_words(flags[: self.train_tokens], self.block_size - 1)
 
     @property
     def tokenizer_json(self) -> str:

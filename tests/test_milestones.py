@@ -4,15 +4,15 @@ limit."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
 from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
-from armlm.training.milestones import word_points
+from armlm.training.milestones import word_points, words_by_step
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 
@@ -28,21 +28,33 @@ def test_the_2025_schedule_is_every_1m_to_10m_every_10m_to_100m_every_100m_to_1b
         "chck_1M", "chck_20M", "chck_1000M", "chck_1.5M", "chck_1.234567M", "chck_1.234568M"]  # exact: never merged
 
 
-def test_a_milestone_is_the_first_token_count_that_holds_its_words():
-    # 0.75 words a token: 1M words need 1,333,334 tokens (1,333,333 hold 999,999.75)
-    points = word_points(BABYLM, 0.75, 40 * MILLION, epochs=4)
-    assert points[MILLION] == 1_333_334 and math.floor(1_333_333 * 0.75) < MILLION <= 1_333_334 * 0.75
-    assert list(points) == [k * MILLION for k in range(1, 11)] + [20 * MILLION, 30 * MILLION]
-    assert word_points([500, 1000], 0.5, 4000, epochs=1) == {500: 1000, 1000: 2000}
+def test_a_milestone_is_the_end_of_the_first_step_whose_words_reach_it():
+    seen = np.array([90, 180, 300, 410, 500])  # words by the end of steps 1..5, 100 input tokens a step
+    assert word_points([180, 181, 500, 1], seen, 100, epochs=1) == {1: 100, 180: 200, 181: 300, 500: 500}
+    seen = np.cumsum(np.full(40, 300_000))  # 12M words in 40 steps: 1M is reached in step 4 (1.2M)
+    points = word_points(BABYLM, seen, 100, epochs=1)
+    assert list(points) == [k * MILLION for k in range(1, 11)]
+    assert points[MILLION] == 400 and points[10 * MILLION] == 3400  # 34 steps hold 10.2M words
 
 
 def test_a_babylm_budget_over_ten_passes_and_a_milestone_past_the_budget_are_refused():
+    seen = np.array([90, 180, 300, 410, 500])
     with pytest.raises(ArmlmError, match="at most 10"):
-        word_points(BABYLM, 0.75, 40 * MILLION, epochs=10.5)
+        word_points(BABYLM, seen, 100, epochs=10.5)
     with pytest.raises(ArmlmError, match="between 0 and the budget"):
-        word_points([5_000], 0.5, 4000, epochs=1)
-    with pytest.raises(ArmlmError, match="fall in the same input token"):  # 3 and 4 words: both token 2 at 2 a token
-        word_points([3, 4], 2.0, 4000, epochs=1)
+        word_points([501], seen, 100, epochs=1)
+    with pytest.raises(ArmlmError, match="fall in the same step"):  # 181 and 300 words: both step 3
+        word_points([181, 300], seen, 100, epochs=1)
+
+
+def test_the_words_of_each_step_follow_the_loaders_order_over_epochs_and_ranks():
+    block_words = np.random.default_rng(0).integers(20, 60, size=64)
+    one = words_by_step(block_words, batch_size=8, world_size=1, seed=3, steps=20)  # 8 steps an epoch: 2.5 epochs
+    assert one[7] == one[15] - one[7] == block_words.sum()  # each epoch passes over every block once
+    assert one[16] - one[15] != one[0] or one[17] - one[16] != one[1] - one[0]  # a new order each epoch
+    # A 2-rank run's global step holds the examples of a 1-rank run's step at twice the batch (datamodules.pretrain)
+    np.testing.assert_array_equal(words_by_step(block_words, 4, 2, seed=3, steps=20), one)
+    assert not np.array_equal(words_by_step(block_words, 8, 1, seed=4, steps=20), one)  # the seed orders them
 
 
 class Counted:
@@ -82,18 +94,36 @@ def test_only_a_milestone_crossed_in_this_fit_is_saved(tmp_path):
     assert callback.written() == {100: 200, 300: 600}  # words-200 (passed before this fit) was never written
 
 
+def words_trained(cfg, steps: int) -> np.ndarray:
+    """The oracle: the run's train loader itself, epoch by epoch, each block it feeds found in the token stream and
+    its words read from the word-opening flags (held to str.split by tests/test_words.py)."""
+    from armlm.training.setup import build
+
+    datamodule = build(cfg.data, input_format="blocks", seed=cfg.seed)
+    datamodule.setup("fit")
+    blocks = datamodule.datasets["train"]
+    index = {bytes(blocks[i]["input_ids"].numpy()): i for i in range(len(blocks))}
+    words = datamodule.block_words()
+    loader, per_step, epoch = datamodule.train_dataloader(), [], 0
+    while len(per_step) < steps:
+        loader.sampler.set_epoch(epoch)
+        per_step += [sum(int(words[index[bytes(row.numpy())]]) for row in batch["input_ids"]) for batch in loader]
+        epoch += 1
+    return np.cumsum(per_step[:steps])
+
+
 @pytest.mark.slow
-def test_a_run_saves_a_checkpoint_at_each_word_milestone(tmp_path, cache_dir):
-    """8 steps of 8 x 32 tokens (2,048, about 600 words of the tiny corpus): milestones at 150 and 450 words."""
+def test_a_run_saves_a_checkpoint_at_the_end_of_the_step_whose_words_reach_each_milestone(tmp_path, cache_dir):
+    """8 steps of 8 x 32 tokens (about 600 words of the tiny corpus, past one epoch): milestones at 150 and 450."""
     out = tmp_path / "run"
-    summary = run_pretraining(tiny_config(out, cache_dir, "save_at_words=[150,450]"))
-    words_per_token = summary["words_seen"] / summary["tokens_seen"]
-    tokens_at = {w: math.ceil(w / words_per_token) for w in (150, 450)}
-    assert summary["word_milestones"] == {milestone_name(w): n for w, n in tokens_at.items()}
-    for words, tokens in tokens_at.items():
+    cfg = tiny_config(out, cache_dir, "save_at_words=[150,450]")
+    summary = run_pretraining(cfg)
+    seen = words_trained(cfg, 8)
+    for words in (150, 450):
         saved = torch.load(out / "checkpoints" / f"words-{words}.ckpt", weights_only=True)
-        seen = saved["global_step"] * 8 * 32  # written at the first step end at or past the milestone, never before
-        assert tokens <= seen < tokens + 8 * 32, (words, tokens, seen)
+        step = saved["global_step"]
+        assert seen[step - 1] >= words and (step == 1 or seen[step - 2] < words), (words, step, seen)
+        assert summary["word_milestones"][milestone_name(words)] == step * 8 * 32
     assert json.loads((out / "summary.json").read_text())["word_milestones"] == summary["word_milestones"]
 
 

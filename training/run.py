@@ -135,8 +135,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
                                                first_step],
                             cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
-    milestones = save_at_words(cfg, trainer, datamodule.train_words, datamodule.epoch_positions(trainer.world_size),
-                               tokens, module.budget_tokens, out / "checkpoints")
+    milestones = save_at_words(cfg, trainer, datamodule, tokens, module.budget_tokens, out / "checkpoints")
     resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
     module.peak_flops = step["mfu_peak_flops"] or datasheet_peak(trainer.strategy.root_device)
     module.fused_adamw = step["fused_adamw"]
