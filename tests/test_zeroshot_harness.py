@@ -5,6 +5,8 @@ local task folder (the last needs no lm-eval)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +129,15 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrain
         assert [d["acc"] for d in samples] == [d["acc"] for d in theirs]
         np.testing.assert_allclose([r[0] for d in samples for r in d["filtered_resps"]],
                                    [r[0] for d in theirs for r in d["filtered_resps"]], atol=1e-4, rtol=0)
+
+
+def test_lm_evals_own_model_types_stay_beside_armlms():
+    """`armlm harness --model hf` (its docstring's second example, and what babylm-eval runs) must find lm-eval's hf:
+    in a fresh process, as the command starts, with nothing but armlm's model type imported."""
+    probe = ("import armlm.zeroshot.harness; from lm_eval.api.registry import get_model; "
+             "print(get_model('armlm').__name__, get_model('hf').__name__)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split() == ["ArmlmLM", "HFLM"], done.stderr[-500:]
 
 
 def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrained):

@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+# lm-eval fills its registry with its own model types (hf, ...) only when it finds the registry empty; registering
+# armlm's first would hide them, so `armlm harness --model hf` found no hf: put lm-eval's in before armlm's
+import lm_eval.models  # noqa: F401
 import torch
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
