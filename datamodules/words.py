@@ -20,9 +20,9 @@ from tqdm.auto import tqdm
 from armlm.common.atomic import atomic_file
 from armlm.common.errors import ArmlmError
 from armlm.common.vocabulary import EOD
+from armlm.datamodules.tokenizer import ENCODE_BATCH
 
 WORD_STARTS = "word-starts.npy"
-ENCODE_BATCH = 256
 log = logging.getLogger(__name__)
 
 

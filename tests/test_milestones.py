@@ -169,16 +169,14 @@ def test_milestone_exports_are_refused_in_one_line_without_milestones_or_a_backe
 
     with pytest.raises(ArmlmError, match="saved no word-milestone checkpoint"):
         export_milestones(untrained["ar"], tmp_path / "out")
-    plm = tmp_path / "plm"  # no BabyLM backend reads a permutation LM (a copy: the fixture is the session's)
-    shutil.copytree(untrained["plm"], plm)
-    (plm / "checkpoints" / "words-1000.ckpt").write_bytes((plm / "checkpoints" / "last.ckpt").read_bytes())
-    with pytest.raises(ArmlmError, match="no backend of the BabyLM 2025 pipeline reads"):
-        export_milestones(plm, tmp_path / "out")
-    electra = tmp_path / "electra"  # its backbone is a discriminator: no token distribution for any backend to read
-    shutil.copytree(untrained["electra"], electra)
-    (electra / "checkpoints" / "words-1000.ckpt").write_bytes((electra / "checkpoints" / "last.ckpt").read_bytes())
-    with pytest.raises(ArmlmError, match="Electra checkpoints are not a language model"):
-        export_milestones(electra, tmp_path / "out")
+    # No BabyLM backend reads a permutation LM; ELECTRA's backbone is a discriminator, no token distribution at all
+    for objective, says in (("plm", "no backend of the BabyLM 2025 pipeline reads"),
+                            ("electra", "Electra checkpoints are not a language model")):
+        run = tmp_path / objective  # a copy: the fixture is the session's
+        shutil.copytree(untrained[objective], run)
+        (run / "checkpoints" / "words-1000.ckpt").write_bytes((run / "checkpoints" / "last.ckpt").read_bytes())
+        with pytest.raises(ArmlmError, match=says):
+            export_milestones(run, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
