@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from armlm.analysis.reports.milestones_report import GPT2_STRICT_SMALL_BLIMP, milestone_points, milestone_runs
+from armlm.analysis.reports.milestones_report import GPT2_STRICT_SMALL_BLIMP, milestone_points, milestone_runs, plot
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import versioned
 from armlm.studies.plan import plan
@@ -73,6 +73,18 @@ def test_the_curve_reads_each_milestone_and_its_interval_over_seeds_or_pairs(tmp
     assert two["ties"] == 3 and points.loc[("ar", MILLION), "ties"] == 3  # summed over seeds
     one = points.loc[("mlm", MILLION)]  # one seed: the interval over its pairs
     assert (one["n"], one["low"], one["high"], one["ties"]) == (1, pytest.approx(0.49), pytest.approx(0.53), 4)
+
+
+def test_the_figure_draws_one_panel_per_arm_with_its_methods_and_the_baseline(tmp_path):
+    for words in (MILLION, 2 * MILLION):
+        scored(tmp_path, "ar", 1, words, 0.55, ties=0)
+        scored(tmp_path, "mlm", 1, words, 0.51, ties=0)
+    figure = plot(milestone_points(milestone_runs(tmp_path)))
+    assert [ax.get_title() for ax in figure.axes] == ["ar", "mlm"]
+    assert len({ax.get_lines()[0].get_color() for ax in figure.axes}) == 1  # one method, one colour in every panel
+    for ax in figure.axes:
+        assert [text.get_text() for text in ax.get_legend().get_texts()] == ["exact"]
+        assert GPT2_STRICT_SMALL_BLIMP in {line.get_ydata()[0] for line in ax.get_lines()}
 
 
 @pytest.mark.slow

@@ -85,18 +85,24 @@ def markdown(points: pd.DataFrame, root: Path) -> str:
 
 
 def plot(points: pd.DataFrame) -> Figure:
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for (arm, method), part in points.groupby(["arm", "method"], sort=True):
-        x = part["words"] / MILLION
-        line = ax.plot(x, part["mean"], marker="o", ms=3, label=f"{arm} · {method}")[0]
-        ax.fill_between(x, part["low"], part["high"], color=line.get_color(), alpha=0.12, lw=0)
-    ax.axhline(GPT2_STRICT_SMALL_BLIMP, color="0.3", ls="--", lw=1)
-    ax.text(ax.get_xlim()[0], GPT2_STRICT_SMALL_BLIMP, " GPT-2 strict-small baseline (BabyLM corpus, 67 paradigms)",
-            va="bottom", fontsize=8, color="0.3")
-    ax.axhline(0.5, color="0.6", ls=":", lw=1)
-    ax.set(xlabel="words seen (millions)", ylabel="BLiMP accuracy", title="BLiMP at each word milestone")
-    ax.legend(fontsize=7, ncol=2)
+    """One panel per arm, its methods as lines, sharing the accuracy axis: eight lines in one panel cannot be read."""
+    arms = sorted(points["arm"].unique())
+    colours = {m: f"C{i}" for i, m in enumerate(sorted(points["method"].unique()))}  # a method's colour in every panel
+    fig = Figure(figsize=(3.6 * len(arms) + 1, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(arms), sharey=True, squeeze=False)[0]
+    for ax, arm in zip(axes, arms):
+        for method, part in points[points["arm"] == arm].groupby("method", sort=True):
+            x = part["words"] / MILLION
+            ax.plot(x, part["mean"], marker="o", ms=3, label=method, color=colours[method])
+            ax.fill_between(x, part["low"], part["high"], color=colours[method], alpha=0.15, lw=0)
+        ax.axhline(GPT2_STRICT_SMALL_BLIMP, color="0.3", ls="--", lw=1)
+        ax.axhline(0.5, color="0.6", ls=":", lw=1)
+        ax.set(xlabel="words seen (millions)", title=arm)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel("BLiMP accuracy")
+    axes[0].text(axes[0].get_xlim()[0], GPT2_STRICT_SMALL_BLIMP, " GPT-2 strict-small (BabyLM corpus, 67 paradigms)",
+                 va="bottom", fontsize=7, color="0.3")
+    fig.suptitle("BLiMP at each word milestone (dotted: chance)")
     return fig
 
 
