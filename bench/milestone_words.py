@@ -28,7 +28,7 @@ from hydra.utils import instantiate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from armlm.common.config import compose_config  # noqa: E402
-from armlm.training.milestones import word_points, words_by_step  # noqa: E402
+from armlm.training.milestones import word_points, words_by_batch  # noqa: E402
 
 KEPT_SEEDS = (6, 7, 8)  # kept for an independent replication: never run here
 
@@ -57,7 +57,7 @@ def main() -> None:
     over: dict[int, list[float]] = {w: [] for w in args.words}
     mean_rate: dict[int, list[float]] = {w: [] for w in args.words}
     for seed in [s for s in range(1, args.orders + 4) if s not in KEPT_SEEDS][: args.orders]:
-        seen = words_by_step(block_words, datamodule.batch_size, 1, seed, steps)
+        seen = words_by_batch(block_words, datamodule.batch_size, 1, seed, steps)
         for words, tokens in word_points(list(args.words), seen, per_step, 1.0).items():
             over[words].append(float(seen[tokens // per_step - 1] - words))
             before = math.ceil(math.ceil(words / per_position) / per_step)  # the step the mean rate chose

@@ -12,7 +12,7 @@ import torch
 
 from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
-from armlm.training.milestones import word_points, words_by_step
+from armlm.training.milestones import epoch_batches, optimizer_step_ends, word_points, words_by_batch
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 
@@ -43,18 +43,28 @@ def test_a_babylm_budget_over_ten_passes_and_a_milestone_past_the_budget_are_ref
         word_points(BABYLM, seen, 100, epochs=10.5)
     with pytest.raises(ArmlmError, match="between 0 and the budget"):
         word_points([501], seen, 100, epochs=1)
-    with pytest.raises(ArmlmError, match="fall in the same step"):  # 181 and 300 words: both step 3
+    with pytest.raises(ArmlmError, match="fall in the same optimiser step"):  # 181 and 300 words: both step 3
         word_points([181, 300], seen, 100, epochs=1)
+
+
+def test_with_gradient_accumulation_a_milestone_is_the_end_of_the_window_that_holds_its_words():
+    ends = optimizer_step_ends(10, batches_per_epoch=5, accumulate=2)  # Lightning also steps at an epoch's last batch
+    assert ends.tolist() == [False, True, False, True, True] * 2
+    seen = np.array([90, 180, 300, 410, 500])  # words by the end of batches 1..5, 100 input tokens a batch
+    assert word_points([1, 181, 500], seen, 100, epochs=1, step_ends=ends[:5]) == {1: 200, 181: 400, 500: 500}
+    with pytest.raises(ArmlmError, match="same optimiser step"):  # batches 1 and 2: one window
+        word_points([1, 180], seen, 100, epochs=1, step_ends=ends[:5])
+    assert epoch_batches(64, batch_size=8, world_size=1) == 8 and epoch_batches(65, 8, 2) == 4  # ranks pad to 33
 
 
 def test_the_words_of_each_step_follow_the_loaders_order_over_epochs_and_ranks():
     block_words = np.random.default_rng(0).integers(20, 60, size=64)
-    one = words_by_step(block_words, batch_size=8, world_size=1, seed=3, steps=20)  # 8 steps an epoch: 2.5 epochs
+    one = words_by_batch(block_words, batch_size=8, world_size=1, seed=3, batches=20)  # 8 steps an epoch: 2.5 epochs
     assert one[7] == one[15] - one[7] == block_words.sum()  # each epoch passes over every block once
     assert one[16] - one[15] != one[0] or one[17] - one[16] != one[1] - one[0]  # a new order each epoch
     # A 2-rank run's global step holds the examples of a 1-rank run's step at twice the batch (datamodules.pretrain)
-    np.testing.assert_array_equal(words_by_step(block_words, 4, 2, seed=3, steps=20), one)
-    assert not np.array_equal(words_by_step(block_words, 8, 1, seed=4, steps=20), one)  # the seed orders them
+    np.testing.assert_array_equal(words_by_batch(block_words, 4, 2, seed=3, batches=20), one)
+    assert not np.array_equal(words_by_batch(block_words, 8, 1, seed=4, batches=20), one)  # the seed orders them
 
 
 class Counted:
@@ -71,8 +81,11 @@ class Counted:
 
 
 class Saving:
-    def __init__(self) -> None:
+    """What SaveAtWords reads of the trainer (one batch a window unless told) and what it calls."""
+
+    def __init__(self, accumulate_grad_batches: int = 1) -> None:
         self.saved: list[str] = []
+        self.accumulate_grad_batches, self.is_last_batch = accumulate_grad_batches, False
 
     def save_checkpoint(self, path) -> None:
         self.saved.append(path.name)
@@ -94,9 +107,24 @@ def test_only_a_milestone_crossed_in_this_fit_is_saved(tmp_path):
     assert callback.written() == {100: 200, 300: 600}  # words-200 (passed before this fit) was never written
 
 
-def words_trained(cfg, steps: int) -> np.ndarray:
+def test_a_milestone_reached_inside_an_accumulation_window_is_saved_where_the_window_ends(tmp_path):
+    from armlm.training.milestones import SaveAtWords
+
+    tokens, trainer = Counted(seen=0), Saving(accumulate_grad_batches=2)
+    callback = SaveAtWords(tokens, {100: 200}, tmp_path)
+    callback.on_train_start(trainer, None)
+    tokens.tokens_seen = 200  # reached by the window's first batch: its gradients are not applied yet
+    callback.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.saved == []
+    tokens.tokens_seen = 300
+    callback.on_train_batch_end(trainer, None, None, None, 1)
+    assert trainer.saved == ["words-100.ckpt"]
+
+
+def words_trained(cfg, steps: int) -> tuple[np.ndarray, int]:
     """The oracle: the run's train loader itself, epoch by epoch, each block it feeds found in the token stream and
-    its words read from the word-opening flags (held to str.split by tests/test_words.py)."""
+    its words read from the word-opening flags (held to str.split by tests/test_words.py); the words by the end of
+    each batch, and the batches an epoch."""
     from armlm.training.setup import build
 
     datamodule = build(cfg.data, input_format="blocks", seed=cfg.seed)
@@ -109,21 +137,26 @@ def words_trained(cfg, steps: int) -> np.ndarray:
         loader.sampler.set_epoch(epoch)
         per_step += [sum(int(words[index[bytes(row.numpy())]]) for row in batch["input_ids"]) for batch in loader]
         epoch += 1
-    return np.cumsum(per_step[:steps])
+    return np.cumsum(per_step[:steps]), len(loader)
 
 
 @pytest.mark.slow
-def test_a_run_saves_a_checkpoint_at_the_end_of_the_step_whose_words_reach_each_milestone(tmp_path, cache_dir):
-    """8 steps of 8 x 32 tokens (about 600 words of the tiny corpus, past one epoch): milestones at 150 and 450."""
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_a_run_saves_a_checkpoint_at_the_end_of_the_step_whose_words_reach_each_milestone(tmp_path, cache_dir,
+                                                                                        accumulate):
+    """8 optimiser steps of `accumulate` batches of 8 x 32 tokens, milestones at 150 and 450 words (both inside them),
+    each saved with the weights of the first optimiser step that holds its words."""
     out = tmp_path / "run"
-    cfg = tiny_config(out, cache_dir, "save_at_words=[150,450]")
+    cfg = tiny_config(out, cache_dir, "save_at_words=[150,450]", f"trainer.accumulate_grad_batches={accumulate}")
     summary = run_pretraining(cfg)
-    seen = words_trained(cfg, 8)
+    seen, per_epoch = words_trained(cfg, 8 * accumulate)  # by the end of each batch
+    assert per_epoch > 8 * accumulate  # inside the first epoch: optimiser step s ends at batch s * accumulate
     for words in (150, 450):
         saved = torch.load(out / "checkpoints" / f"words-{words}.ckpt", weights_only=True)
-        step = saved["global_step"]
-        assert seen[step - 1] >= words and (step == 1 or seen[step - 2] < words), (words, step, seen)
-        assert summary["word_milestones"][milestone_name(words)] == step * 8 * 32
+        step = saved["global_step"]  # optimiser steps applied
+        assert seen[step * accumulate - 1] >= words, (words, step, seen)
+        assert step == 1 or seen[(step - 1) * accumulate - 1] < words, (words, step, seen)
+        assert summary["word_milestones"][milestone_name(words)] == step * accumulate * 8 * 32
     assert json.loads((out / "summary.json").read_text())["word_milestones"] == summary["word_milestones"]
 
 

@@ -118,7 +118,7 @@ class TokenAccounting(Callback):
             self._read()
         # Stop only where an optimiser step ends (with gradient accumulation, not inside a window, whose work
         # would be counted but never applied).
-        window_ends = (batch_idx + 1) % trainer.accumulate_grad_batches == 0
+        window_ends = optimizer_step_ends(trainer, batch_idx)
         spent = ((self.max_tokens is not None and self.may_have_reached(self.max_tokens)
                   and self.tokens_seen >= self.max_tokens)
                  or (self.max_flops is not None and self.flops_seen >= self.max_flops))
@@ -197,10 +197,17 @@ class FirstStep(Callback):
             pl_module.log("train/startup_s", self.seconds)
 
 
+def optimizer_step_ends(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether this batch ends an optimiser step, as Lightning accumulates gradients: the `accumulate_grad_batches`-th
+    batch of a window, or the epoch's last batch (Lightning steps there on a partial window). A checkpoint or a stop
+    inside a window would hold tokens counted but not yet applied to the weights."""
+    return (batch_idx + 1) % trainer.accumulate_grad_batches == 0 or bool(trainer.is_last_batch)
+
+
 class SaveAtTokens(Callback):
-    """Write checkpoints/tokens-<N>.ckpt the first time the input tokens seen reach each N: a run's state
-    part-way through its budget (same data order; the learning rate not yet annealed), so one pretraining run
-    can be fine-tuned at two budgets. Put it after `tokens` in the callback list."""
+    """Write checkpoints/tokens-<N>.ckpt at the end of the first optimiser step whose input tokens reach each N: a
+    run's state part-way through its budget (same data order; the learning rate not yet annealed), so one pretraining
+    run can be fine-tuned at two budgets. Put it after `tokens` in the callback list."""
 
     def __init__(self, tokens: TokenAccounting, points: list[int], folder: Path) -> None:
         self.tokens, self.points, self.folder = tokens, sorted(int(n) for n in points), folder
@@ -216,7 +223,8 @@ class SaveAtTokens(Callback):
         for n in self.points:
             target = self.path(self.folder, n)
             # (a resumed run has written it already)
-            if not target.is_file() and self.tokens.may_have_reached(n) and self.tokens.tokens_seen >= n:
+            if (not target.is_file() and optimizer_step_ends(trainer, batch_idx)
+                    and self.tokens.may_have_reached(n) and self.tokens.tokens_seen >= n):
                 trainer.save_checkpoint(target)
 
 

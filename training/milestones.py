@@ -4,10 +4,10 @@ and at most 10 passes over the corpus).
 
 The words are counted as they are seen. Each packed block's words are known (datamodules.words: the tokens that open
 a whitespace word), and the loader's order is replayed before training, each rank's seeded sampler epoch by epoch,
-so the words of every step are summed in advance. A milestone's checkpoint is written at the end of the first step
-whose batches hold its words: never early, and late by less than one step's words. `save_at_words=[<words>, ...]`
-saves checkpoints/words-<W>.ckpt at each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a
-budget over 10 passes. `armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
+so the words of every step are summed in advance. A milestone's checkpoint is written at the end of the first
+optimiser step whose batches hold its words (with gradient accumulation, the end of its window): never early, and
+late by less than one optimiser step's words. `save_at_words=[<words>, ...]` saves checkpoints/words-<W>.ckpt at
+each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a budget over 10 passes. `armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
 """
 
 from __future__ import annotations
@@ -50,30 +50,44 @@ class SaveAtWords(SaveAtTokens):
         return {w: n for n, w in self.words_at.items() if self.path(self.folder, n).is_file()}
 
 
-def words_by_step(block_words: np.ndarray, batch_size: int, world_size: int, seed: int, steps: int) -> np.ndarray:
-    """Words seen by the end of each global step 1..`steps`: the training loader's order replayed, each rank's
+def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, seed: int, batches: int) -> np.ndarray:
+    """Words seen by the end of each global batch 1..`batches`: the training loader's order replayed, each rank's
     sampler (datamodules.sampler, seeded as the loader's) epoch by epoch, cut into full batches as the loader cuts
-    them; a global step is every rank's batch of that index."""
+    them (epoch_batches); a global batch is every rank's batch of that index."""
     examples = range(len(block_words))
-    per_step: list[np.ndarray] = []
+    per_batch: list[np.ndarray] = []
     done, epoch = 0, 0
-    while done < steps:
+    while done < batches:
         ranks = []
         for rank in range(world_size):
             sampler = ResumableSampler(examples, num_replicas=world_size, rank=rank, seed=seed)  # type: ignore[arg-type]
             sampler.set_epoch(epoch)
             order = np.fromiter(iter(sampler), dtype=np.int64)
-            batches = len(order) // batch_size
-            ranks.append(block_words[order[: batches * batch_size]].reshape(batches, batch_size).sum(axis=1))
-        per_step.append(np.sum(ranks, axis=0))
-        done += len(per_step[-1])
+            full = len(order) // batch_size
+            ranks.append(block_words[order[: full * batch_size]].reshape(full, batch_size).sum(axis=1))
+        per_batch.append(np.sum(ranks, axis=0))
+        done += len(per_batch[-1])
         epoch += 1
-    return np.cumsum(np.concatenate(per_step))[:steps]
+    return np.cumsum(np.concatenate(per_batch))[:batches]
 
 
-def word_points(setting: object, seen: np.ndarray, positions_per_step: int, epochs: float) -> dict[int, int]:
-    """words -> the input tokens at the end of the first step whose batches hold them, for `save_at_words` (a list of
-    word counts, or "babylm"); `seen`: the words seen by the end of each step (words_by_step)."""
+def epoch_batches(blocks: int, batch_size: int, world_size: int) -> int:
+    """Full batches a rank's loader cuts from one epoch of `blocks` (DistributedSampler pads to equal shares)."""
+    return math.ceil(blocks / world_size) // batch_size
+
+
+def optimizer_step_ends(batches: int, batches_per_epoch: int, accumulate: int) -> np.ndarray:
+    """(batches,) bool: whether each global batch ends an optimiser step, as Lightning accumulates gradients (and
+    training.callbacks.optimizer_step_ends reads it): every `accumulate`-th batch of an epoch, and the epoch's last."""
+    index = np.arange(batches) % batches_per_epoch
+    return ((index + 1) % accumulate == 0) | (index == batches_per_epoch - 1)
+
+
+def word_points(setting: object, seen: np.ndarray, positions_per_step: int, epochs: float,
+                step_ends: np.ndarray | None = None) -> dict[int, int]:
+    """words -> the input tokens at the end of the first optimiser step whose batches hold them, for `save_at_words`
+    (a list of word counts, or "babylm"); `seen`: the words seen by the end of each global batch (words_by_batch),
+    `positions_per_step` input tokens each; `step_ends`: the batches that end an optimiser step (None: every one)."""
     budget_words = int(seen[-1])
     if setting == BABYLM:
         if epochs > BABYLM_MAX_EPOCHS:
@@ -85,11 +99,13 @@ def word_points(setting: object, seen: np.ndarray, positions_per_step: int, epoc
         if any(isinstance(w, bool) or not isinstance(w, int) or not 0 < w <= budget_words for w in words):
             raise ArmlmError(f"save_at_words={words}: give word counts between 0 and the budget's "
                              f"{budget_words:,} words, or save_at_words=babylm")
-    steps = {w: int(np.searchsorted(seen, w, side="left")) + 1 for w in sorted(set(words))}
-    if len(set(steps.values())) < len(steps):
-        raise ArmlmError(f"save_at_words={sorted(steps)}: two milestones fall in the same step "
-                         f"({positions_per_step:,} input tokens); space them further apart")
-    return {w: step * positions_per_step for w, step in steps.items()}
+    ends = np.flatnonzero(np.ones(len(seen), bool) if step_ends is None else step_ends)
+    # the batch that holds each milestone's words, then the end of the optimiser step it belongs to
+    batches = {w: int(ends[np.searchsorted(ends, np.searchsorted(seen, w, side="left"))]) + 1 for w in sorted(set(words))}
+    if len(set(batches.values())) < len(batches):
+        raise ArmlmError(f"save_at_words={sorted(batches)}: two milestones fall in the same optimiser step "
+                         f"({positions_per_step:,} input tokens a batch); space them further apart")
+    return {w: batch * positions_per_step for w, batch in batches.items()}
 
 
 def save_at_words(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataModule, tokens: TokenAccounting,
@@ -103,11 +119,17 @@ def save_at_words(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataM
     if not budget_tokens:
         raise ArmlmError("save_at_words needs a budget in tokens or steps to place its milestones in (a FLOPs "
                          "budget's length is an estimate): give max_tokens, data_epochs or trainer.max_steps")
-    world = trainer.world_size
-    positions_per_step = datamodule.batch_size * world * datamodule.block_size
-    steps = math.ceil(int(budget_tokens) / positions_per_step)
-    seen = words_by_step(datamodule.block_words(), datamodule.batch_size, world, datamodule.seed, steps)
-    points = word_points(setting, seen, positions_per_step, budget_tokens / datamodule.epoch_positions(world))
+    world, accumulate = trainer.world_size, trainer.accumulate_grad_batches
+    positions_per_batch = datamodule.batch_size * world * datamodule.block_size
+    block_words = datamodule.block_words()
+    # The budget stops training at the end of the optimiser step that reaches it (training.callbacks).
+    batches = math.ceil(int(budget_tokens) / positions_per_batch)
+    ends = optimizer_step_ends(batches + accumulate, epoch_batches(len(block_words), datamodule.batch_size, world),
+                               accumulate)
+    batches = int(np.flatnonzero(ends[batches - 1:])[0]) + batches
+    seen = words_by_batch(block_words, datamodule.batch_size, world, datamodule.seed, batches)
+    points = word_points(setting, seen, positions_per_batch, budget_tokens / datamodule.epoch_positions(world),
+                         ends[:batches])
     callback = SaveAtWords(tokens, points, folder)
     trainer.callbacks.append(callback)  # after `tokens`, as SaveAtTokens needs
     log.info("word milestones (the words of each step's blocks, counted): %s",
