@@ -5,8 +5,9 @@ with the matching method (causal: exact; mlm and mntp: PLL, GPT-BERT's read one 
 BLiMP files (the first --max-pairs pairs of each paradigm).
 
 The rules differ at ties only: the pipeline picks a pair's sentence with torch.max, which returns the first index, and
-the good sentence is always first, so a tie counts right; armlm counts it wrong, as lm-eval does. So per pair the
-pipeline is right exactly where armlm is right or tied, and every pair where that fails is listed: a disagreement.
+the good sentence is always first, so a tie counts right (as in lm-evaluation-harness, whose np.argmax does the
+same); armlm counts it wrong. So pair for pair the pipeline is right exactly where armlm is right or tied
+(zeroshot.json's pair_outcomes and pair_ties), and every paradigm where that fails is listed: a disagreement.
 
     python bench/babylm_pipeline.py --pipeline <evaluation-pipeline-2025 checkout> --max-pairs 100 \\
         --model ar=outputs/ar/<time> --model mlm=outputs/mlm/<time> --json out.jsonl --markdown out.md
@@ -57,21 +58,21 @@ def pipeline_picks(pipeline: Path, export: Path, backend: str, blimp: Path, out:
     return picks
 
 
-def armlm_outcomes(run: str, method: str, blimp: Path, out: Path) -> tuple[dict[str, str], dict[str, int]]:
-    """armlm's won/lost string per paradigm and its tied pairs per paradigm (zeroshot.json)."""
+def armlm_outcomes(run: str, method: str, blimp: Path, out: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """armlm's won/lost string per paradigm and its tied/untied string per paradigm (zeroshot.json)."""
     cfg = compose_config("zeroshot", [f"checkpoint={run}", f"methods=[{method}]", f"blimp.dir={blimp}",
                                       "bootstrap.resamples=100", f"output_dir={out}"])
     run_zeroshot(cfg)
     report = json.loads((out / "zeroshot.json").read_text())["blimp"]
-    ties = {row["name"]: int(row.get("ties", 0)) for row in report["results"][method] if row["level"] == "paradigm"}
-    return report["pair_outcomes"][method], ties
+    return report["pair_outcomes"][method], report["pair_ties"][method]
 
 
 def compare(name: str, run: str, pipeline: Path, pairs: dict[str, list[dict]], blimp: Path, work: Path,
             backend: str | None = None) -> dict:
     backend = backend or load_pretrained(run).objective_class.babylm_backend
     if backend is None:
-        raise SystemExit(f"{name}: its objective has no BabyLM backend (the export card says so)")
+        raise SystemExit(f"{name}: no BabyLM backend reads its objective (docs/guides/babylm.md, 'Export them', says "
+                         "which do and why)")
     export = work / "exports" / hashlib.sha1(str(Path(run).resolve()).encode()).hexdigest()[:12]
     if not export.is_dir():  # one export serves every backend a run is read by (run folders all end in pretrain/)
         run_export(compose_config("export", [f"checkpoint={run}", f"out={export}"]))
@@ -81,12 +82,12 @@ def compare(name: str, run: str, pipeline: Path, pairs: dict[str, list[dict]], b
     rows, disagreements = [], []
     for uid, paradigm in sorted(pairs.items()):
         right = [pick == pair["sentence_good"] for pick, pair in zip(picks[uid], paradigm, strict=True)]
-        ours = [c == "1" for c in won[uid]]
-        n, tied = len(paradigm), ties.get(uid, 0)
-        rows.append({"uid": uid, "pairs": n, "pipeline": sum(right) / n, "armlm": sum(ours) / n, "armlm_ties": tied})
-        # pair by pair: armlm right -> the pipeline right; the pipeline's extra rights are armlm's ties, no more
-        if any(o and not r for o, r in zip(ours, right, strict=True)) or sum(r and not o for o, r in
-                                                                             zip(ours, right, strict=True)) != tied:
+        ours, tied = [c == "1" for c in won[uid]], [c == "1" for c in ties[uid]]
+        n = len(paradigm)
+        rows.append({"uid": uid, "pairs": n, "pipeline": sum(right) / n, "armlm": sum(ours) / n,
+                     "armlm_ties": sum(tied)})
+        # pair by pair: the pipeline is right where armlm is right or tied, and nowhere else
+        if [o or t for o, t in zip(ours, tied, strict=True)] != right:
             disagreements.append(uid)
     pairs_total = sum(r["pairs"] for r in rows)
     return {"model": name, "run": str(run), "backend": backend, "armlm_method": method, "pairs": pairs_total,

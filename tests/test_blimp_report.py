@@ -27,8 +27,9 @@ def write_zeroshot(root: Path, arm: str, seed: int, results: dict[str, list[dict
     (folder / "zeroshot.json").write_text(json.dumps(versioned({"checkpoint": "x", "blimp": blimp, "settings": {}})))
 
 
-def mlm_results(overall: float) -> list[dict]:
-    return [group("overall", "overall", overall, 3), group("field", "morphology", 0.9, 1),
+def mlm_results(overall: float, ties: int | None = None) -> list[dict]:
+    return [group("overall", "overall", overall, 3) | ({} if ties is None else {"ties": ties}),
+            group("field", "morphology", 0.9, 1),
             group("field", "syntax_semantics", 0.3, 2), group("phenomenon", "npi", 0.4, 3),
             group("paradigm", "npi_1", 0.4, 1)]
 
@@ -39,7 +40,7 @@ def study(tmp_path: Path) -> Path:
                  {"level": "field", "name": "morphology", "GPT-2": 0.6},
                  {"level": "field", "name": "syntax_semantics", "GPT-2": 0.9}]
     for seed, overall in ((1, 0.44), (2, 0.46), (3, 0.51)):
-        write_zeroshot(tmp_path, "mlm", seed, {"pll": mlm_results(overall), "pll_word_l2r": mlm_results(0.5)},
+        write_zeroshot(tmp_path, "mlm", seed, {"pll": mlm_results(overall, ties=seed - 1), "pll_word_l2r": mlm_results(0.5)},
                        published)
     write_zeroshot(tmp_path, "ar", 1, {"exact": [group("overall", "overall", 0.52, 3)]})
     return tmp_path
@@ -60,9 +61,11 @@ def test_the_table_gives_the_mean_and_t_interval_over_seeds_and_the_release_besi
     text = (study / "report" / "blimp.md").read_text()
     values = [0.44, 0.46, 0.51]
     half = stats.t.ppf(0.975, 2) * stats.tstd(values) / 3 ** 0.5
-    assert f"| mlm | pll | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.900 ± 0.000 | 0.300 ± 0.000 |" in text
-    assert "| ar | exact | 1 | 0.520 | - |" in text  # one seed: no interval; a field it lacks: '-'
-    assert "| GPT-2 (release) | published | - | 0.800 | 0.600 | 0.900 |" in text
+    # ties summed over seeds (0 + 1 + 2); '-' where the reports count none
+    assert f"| mlm | pll | 3 | 3 | {sum(values) / 3:.3f} ± {half:.3f} | 0.900 ± 0.000 | 0.300 ± 0.000 |" in text
+    assert "| mlm | pll_word_l2r | 3 | - | 0.500 ± 0.000 |" in text
+    assert "| ar | exact | 1 | - | 0.520 | - |" in text  # one seed: no interval; a field it lacks: '-'
+    assert "| GPT-2 (release) | published | - | - | 0.800 | 0.600 | 0.900 |" in text
 
 
 def test_the_paradigm_table_sets_each_side_beside_the_release_with_its_correlation_with_the_5_gram(tmp_path):

@@ -90,8 +90,9 @@ def test_rolling_windows_score_every_token_once_each_window_led_by_cls(untrained
 
 @pytest.mark.slow
 def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrained, hf_lm, tmp_path):
-    """Every objective with a reading, through armlm's model type, against `armlm zeroshot`; and the AR export through
-    lm-eval's own `hf` type (what babylm-eval runs) against armlm's type on the same task (issue 86)."""
+    """Every objective with a reading, through armlm's model type, against `armlm zeroshot` (equal but for a tie,
+    which lm-eval counts right and armlm wrong); and the AR export through lm-eval's own `hf` type (what babylm-eval
+    runs) against armlm's type on the same task, pair for pair (issue 86)."""
     from lm_eval.tasks import TaskManager
 
     from armlm.zeroshot.run import run_zeroshot, zeroshot_config
@@ -101,9 +102,11 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrain
     write_paradigm(data, "agr_1", "agreement", "morphology",
                    [("the cat runs .", "the cat run ."), ("the cats run .", "the cats runs ."),
                     ("he is there .", "he are there ."), ("they were here .", "they was here .")])
+    # the last pair ties: two characters no tiny tokenizer saw, both [UNK], so the same ids in every reading
     write_paradigm(data, "island_1", "islands", "syntax", [("who left ?", "who did left ?"),
                                                            ("what fell ?", "what did fell ?"),
-                                                           ("the man who left", "the man who did left")])
+                                                           ("the man who left", "the man who did left"),
+                                                           ("the ☃ left .", "the ☂ left .")])
     write_blimp_tasks(data, tmp_path / "tasks")
     manager = TaskManager(include_path=str(tmp_path / "tasks"))
     runs = {**untrained, **tiny_pretrained}  # trained AR and MLM; the other objectives as initialised
@@ -116,7 +119,13 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrain
         theirs = lm_eval.simple_evaluate(model=ArmlmLM(checkpoint=str(runs[objective]), method=method),
                                          tasks=[GROUP], task_manager=manager, verbosity="ERROR")
         accuracy[objective, method] = theirs["results"][GROUP]["acc,none"]
-        assert accuracy[objective, method] == pytest.approx(ours["blimp"]["results"][method][0]["accuracy"])
+        rows = ours["blimp"]["results"][method]
+        paradigms = [r for r in rows if r["level"] == "paradigm"]
+        assert rows[0]["level"] == "overall" and [r["ties"] for r in paradigms] == [0, 1]
+        # equal but for the tie: armlm counts it wrong; lm-eval's np.argmax takes the first of equal scores, the good
+        # sentence, and counts it right (a macro over paradigms, so the tie weighs 1/4 of one of two)
+        tie_share = np.mean([r["ties"] / r["pairs"] for r in paradigms])
+        assert accuracy[objective, method] == pytest.approx(rows[0]["accuracy"] + tie_share)
     export_checkpoint(runs["ar"], tmp_path / "ar-export")
     hf = hf_lm(pretrained=str(tmp_path / "ar-export"), device="cpu", batch_size=4, trust_remote_code=True)
     same = {name: lm_eval.simple_evaluate(model=model, tasks=[GROUP], task_manager=manager, log_samples=True,

@@ -1,7 +1,7 @@
 """BLiMP (Warstadt et al. 2020): minimal pairs read from the release's layout, a pair counted right when the good
-sentence scores strictly higher (lm-evaluation-harness's rule: a tie is wrong), and accuracy per paradigm, per
-phenomenon (`linguistics_term`), per field and overall, each a macro average over its paradigms as the release
-reports, with a bootstrap interval over pairs.
+sentence scores strictly higher (a tie is wrong: a model that cannot tell the two apart has not chosen), and
+accuracy per paradigm, per phenomenon (`linguistics_term`), per field and overall, each a macro average over its
+paradigms as the release reports, with a bootstrap interval over pairs.
 
 The bootstrap resamples each paradigm's pairs with replacement: the number right in a resample is then
 Binomial(n, accuracy), drawn directly, and a group's resampled accuracy is the mean of its paradigms' draws.
@@ -84,9 +84,10 @@ def pair_outcomes(paradigms: Sequence[Paradigm], score: Mapping[str, float]) -> 
 
 
 def pair_ties(paradigms: Sequence[Paradigm], score: Mapping[str, float]) -> dict[str, np.ndarray]:
-    """Per paradigm, a bool per pair: both sentences scored exactly alike. A tie counts as wrong here, as in
-    lm-evaluation-harness; the BabyLM 2025 pipeline takes the first of two equal scores (torch.max), and its good
-    sentence comes first, so there a tie counts as right: the two agree except on ties, counted beside accuracy."""
+    """Per paradigm, a bool per pair: both sentences scored exactly alike. A tie counts as wrong here. BabyLM's 2025
+    pipeline (torch.max) and lm-evaluation-harness (np.argmax) take the first of two equal scores, and both list the
+    good sentence first, so there a tie counts as right: they agree with armlm except on ties, counted beside
+    accuracy."""
     return {p.uid: np.array([score[g] == score[b] for g, b in zip(p.good, p.bad, strict=True)]) for p in paradigms}
 
 

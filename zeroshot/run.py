@@ -130,13 +130,15 @@ def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str],
              + "".join(f" | {m}" for m in models) + " |", "|---" * (3 + len(methods) + len(models)) + "|"]
     for k, row in enumerate(results[methods[0]]):
         cells = [f"{results[m][k]['accuracy']:.3f} [{results[m][k]['ci_low']:.3f}, {results[m][k]['ci_high']:.3f}]"
-                 + (f", {results[m][k]['ties']} ties" if results[m][k].get("ties") else "") for m in methods]
+                 + (f", {results[m][k]['ties']} ties" if "ties" in results[m][k] else "") for m in methods]
         release = beside.get((row["level"], row["name"]), {})
         cells += [f"{release[m]:.3f}" if m in release else "-" for m in models]
         lines.append(f"| {row['level']} | {row['name']} | {row['pairs']} | " + " | ".join(cells) + " |")
     lines += ["", "Accuracy is a macro average over paradigms, as the release reports it; the interval is a bootstrap "
-              "over pairs. A tie (both sentences scored alike) counts as wrong, as in lm-evaluation-harness; the "
-              "BabyLM 2025 pipeline counts it right, so the two differ by the ties shown. The release's models are averaged over the same paradigms (raw_results/summary); over all "
+              "over pairs. A tie (both sentences scored alike) counts as wrong here; BabyLM's 2025 pipeline and "
+              "lm-evaluation-harness take the first of equal scores, the good sentence, and count it right, so they "
+              "differ from these figures by the ties shown. The release's models are averaged over the same "
+              "paradigms (raw_results/summary); over all "
               "67 they score " + ", ".join(f"{m} {v:.2f}" for m, v in PUBLISHED_ALL_67.items()) + " (humans from the "
               "paper)."]
     return "\n".join(lines) + "\n"
@@ -146,7 +148,7 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
                 methods: Sequence[str], resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
     sentences = [encoded[t] for t in texts]
-    results, timing, per_token, units, kept = {}, {}, {}, {}, {}
+    results, timing, per_token, units, kept, kept_ties = {}, {}, {}, {}, {}, {}
     words, n_bytes = text_units(texts)
     for method in methods:
         started = time.perf_counter()
@@ -158,16 +160,18 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
                              "NaN or inf; score another checkpoint")
         units[method] = likelihood_units(float(scores.log_prob.sum()), int(scores.tokens.sum()), words, n_bytes)
         scored = dict(zip(texts, scores.log_prob.tolist(), strict=True))
-        outcomes = pair_outcomes(paradigms, scored)
-        results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed,
-                                         ties=pair_ties(paradigms, scored))
-        # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.findings.items)
+        outcomes, ties = pair_outcomes(paradigms, scored), pair_ties(paradigms, scored)
+        results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed, ties=ties)
+        # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.findings.items),
+        # and whether it tied ("1"), for rules that count a tie as right (bench/babylm_pipeline.py)
         kept[method] = {uid: "".join("1" if x else "0" for x in won) for uid, won in outcomes.items()}
+        kept_ties[method] = {uid: "".join("1" if x else "0" for x in tied) for uid, tied in ties.items()}
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
                  len(paradigms), timing[method], len(texts) / timing[method])
     info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 - s.trailing for s in sentences)),
             "log_prob_per_token": per_token, "units": units, "seconds": timing,
-            "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}, "pair_outcomes": kept}
+            "sentences_per_second": {m: len(texts) / t for m, t in timing.items()}, "pair_outcomes": kept,
+            "pair_ties": kept_ties}
     return results, info
 
 
@@ -196,7 +200,7 @@ def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
         more, more_info = score_blimp(scorer, in_context, paradigms, methods, int(cfg.bootstrap.resamples),
                                       int(cfg.seed))
         results |= {f"{method}{IN_CONTEXT}": rows for method, rows in more.items()}
-        for key in ("log_prob_per_token", "units", "seconds", "sentences_per_second", "pair_outcomes"):
+        for key in ("log_prob_per_token", "units", "seconds", "sentences_per_second", "pair_outcomes", "pair_ties"):
             info[key] |= {f"{method}{IN_CONTEXT}": value for method, value in more_info[key].items()}
     beside = published_beside(paradigms, read_published(cfg.blimp.published))
     folder = Path(cfg.output_dir)

@@ -43,15 +43,18 @@ def labelled_reports(roots: list[Path]) -> list[tuple[str, int, dict]]:
 
 def blimp_runs(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
     """One row per arm, seed, scoring method and group of the levels (by default overall, each field, each
-    phenomenon): its accuracy and the interval over its pairs (zeroshot.json's bootstrap; NaN where absent)."""
+    phenomenon): its accuracy, the interval over its pairs (zeroshot.json's bootstrap) and the pairs that tied (NaN
+    where a report does not say)."""
     records = []
     for arm, seed, report in reports:
         for method, rows in report["blimp"]["results"].items():
             for row in _shown(rows, levels):
                 records.append({"arm": arm, "seed": seed, "method": method, "level": row["level"],
                                 "name": row["name"], "accuracy": row["accuracy"],
-                                "ci_low": row.get("ci_low", float("nan")), "ci_high": row.get("ci_high", float("nan"))})
-    return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy", "ci_low", "ci_high"])
+                                "ci_low": row.get("ci_low", float("nan")), "ci_high": row.get("ci_high", float("nan")),
+                                "ties": row.get("ties", float("nan"))})
+    return pd.DataFrame(records, columns=["arm", "seed", "method", "level", "name", "accuracy", "ci_low", "ci_high",
+                                          "ties"])
 
 
 def published_rows(reports: list[tuple[str, int, dict]], levels: dict[str, int] = LEVELS) -> pd.DataFrame:
@@ -83,8 +86,11 @@ def one_release(zeroshot: list[tuple[str, int, dict]]) -> pd.DataFrame:
 
 
 def blimp_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean, 95 % CI half-width and n over seeds per arm, method and group."""
-    return S.over_seeds(runs, ["arm", "method", "level", "name"], ["accuracy"]).drop(columns="quantity")
+    """Mean, 95 % CI half-width and n over seeds per arm, method and group, and its ties summed over seeds (NaN
+    where no report says)."""
+    keys = ["arm", "method", "level", "name"]
+    ties = runs.groupby(keys)["ties"].agg(lambda t: t.sum(min_count=1)).reset_index()
+    return S.over_seeds(runs, keys, ["accuracy"]).drop(columns="quantity").merge(ties, on=keys, how="left")
 
 
 def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:
@@ -93,15 +99,23 @@ def markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) ->
     lines = [f"# BLiMP: {', '.join(str(r) for r in roots)}", "",
              "Accuracy (the good sentence scored strictly above the bad one), macro over paradigms as the release "
              "averages, mean ± 95 % t interval over pretraining seeds (no interval for one seed); each arm with "
-             "every method its zero-shot stage ran. Chance is 0.5. The release's models (Warstadt et al. 2020) are "
-             "averaged over the same paradigms, all 1,000 pairs each; phenomena are in blimp.csv.", ""]
-    rows = [[arm, method, int(part["n"].max()), *(S.cell(cells.at[c, "mean"], cells.at[c, "ci95"])
-                                                  if c in cells.index else "-" for c in columns)]
+             "every method its zero-shot stage ran. Chance is 0.5. Ties: the pairs whose two sentences scored "
+             "alike, over all seeds; each counts as wrong here, and as right in BabyLM's 2025 pipeline and "
+             "lm-evaluation-harness (both take the first of equal scores, the good sentence). The release's models "
+             "(Warstadt et al. 2020) are averaged over the same paradigms, all 1,000 pairs each; phenomena are in "
+             "blimp.csv.", ""]
+    rows = [[arm, method, int(part["n"].max()), _ties(cells.at["overall", "ties"] if "overall" in cells.index else None),
+             *(S.cell(cells.at[c, "mean"], cells.at[c, "ci95"]) if c in cells.index else "-" for c in columns)]
             for (arm, method), part in shown.groupby(["arm", "method"], sort=True) for cells in [part.set_index("name")]]
-    rows += [[f"{model} (release)", "published", "-", *(f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns)]
+    rows += [[f"{model} (release)", "published", "-", "-",
+              *(f"{cells[c]:.3f}" if c in cells.index else "-" for c in columns)]
              for model, part in published[published["level"].isin(("overall", "field"))].groupby("arm", sort=False)
              for cells in [part.set_index("name")["mean"]]]
-    return "\n".join([*lines, *S.markdown_rows(["arm", "method", "seeds", *columns], rows)]) + "\n"
+    return "\n".join([*lines, *S.markdown_rows(["arm", "method", "seeds", "ties", *columns], rows)]) + "\n"
+
+
+def _ties(ties: float | None) -> str:
+    return "-" if ties is None or ties != ties else str(int(ties))  # NaN: reports that count no ties
 
 
 def paradigm_markdown(table: pd.DataFrame, published: pd.DataFrame, roots: list[Path]) -> str:

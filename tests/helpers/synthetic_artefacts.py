@@ -205,14 +205,17 @@ def rescored(rng: np.random.Generator, outcomes: dict[str, np.ndarray], gain: fl
 def zeroshot(root: Path, arm: str, seed: int, outcomes: dict[str, dict[str, np.ndarray]], kept: tuple[str, ...]
              ) -> Path:
     """zeroshot.json as zeroshot.run writes it: per method the accuracy table (zeroshot.blimp's, its bootstrap over
-    pairs), each pair's outcome for the methods in `kept` (the others as a report written before they were kept),
-    and the release's models over the same paradigms."""
+    pairs, and its ties: each paradigm's first pair where it was lost), each pair's outcome and tie for the methods in
+    `kept` (the others as a report written before they were kept), and the release's models over the same
+    paradigms."""
     folder = run(root, arm, seed, "zeroshot")
-    results = {m: accuracy_table(PARADIGMS, by_uid, resamples=1000, seed=seed) for m, by_uid in outcomes.items()}
+    ties = {m: {u: (np.arange(len(won)) == 0) & ~won for u, won in by_uid.items()} for m, by_uid in outcomes.items()}
+    results = {m: accuracy_table(PARADIGMS, by_uid, resamples=1000, seed=seed, ties=ties[m])
+               for m, by_uid in outcomes.items()}
     write(folder / "zeroshot.json", {"blimp": {
         "paradigms": len(PARADIGMS), "results": results,
-        "pair_outcomes": {m: {u: "".join("1" if x else "0" for x in won) for u, won in outcomes[m].items()}
-                          for m in kept},
+        **{key: {m: {u: "".join("1" if x else "0" for x in pairs) for u, pairs in by_method[m].items()} for m in kept}
+           for key, by_method in (("pair_outcomes", outcomes), ("pair_ties", ties))},
         "published": [{"level": level, "name": name, **scores}
                       for (level, name), scores in published_beside(PARADIGMS, PUBLISHED).items()]}})
     return folder
