@@ -21,7 +21,7 @@ from armlm.common.vocabulary import Vocabulary
 from armlm.datamodules.blocks import PackedBlocks, SegmentPairs
 from armlm.datamodules.cache import atomic_directory, settings_key
 from armlm.datamodules.corpora import Corpus
-from armlm.datamodules.sampler import ResumableSampler
+from armlm.datamodules.sampler import ResumableSampler, rank_batches
 from armlm.datamodules.shards import MANIFEST, check_encode_settings, encode_to_shards, read_shards, split_words
 from armlm.datamodules.tokenizer import TokenizerSettings, train_tokenizer, vocabulary_of
 from armlm.datamodules.words import block_words, word_starts
@@ -184,10 +184,10 @@ class PretrainDataModule(L.LightningDataModule):
 
     def epoch_positions(self, world_size: int = 1) -> int:
         """Input positions one pass over the training examples feeds (all ranks), in full batches as the loaders
-        give them (packed blocks carry a [CLS] each and each rank drops its last partial batch, so it differs from
-        train_tokens a little): tokens seen over this is the number of epochs."""
-        global_batch = self.batch_size * world_size
-        return len(self.datasets["train"]) // global_batch * global_batch * self.block_size
+        give them (packed blocks carry a [CLS] each, ranks pad to equal shares and each drops its last partial
+        batch, so it differs from train_tokens a little): tokens seen over this is the number of epochs."""
+        return rank_batches(len(self.datasets["train"]), self.batch_size, world_size) * self.batch_size * world_size \
+            * self.block_size
 
     def block_words(self) -> np.ndarray:
         """The whitespace words each training example opens (BabyLM's count: datamodules.words), built once per

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from torch.utils.data import Dataset, DistributedSampler
 
 from armlm.common.errors import ArmlmError
+
+
+def rank_batches(examples: int, batch_size: int, world_size: int) -> int:
+    """Full batches each rank's loader cuts from one epoch of `examples`: DistributedSampler pads to equal shares
+    (ceil(examples / world_size) each), and the loader drops a rank's last partial batch."""
+    return math.ceil(examples / world_size) // batch_size
 
 
 class ResumableSampler(DistributedSampler):

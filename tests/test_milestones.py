@@ -12,7 +12,8 @@ import torch
 
 from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
-from armlm.training.milestones import epoch_batches, optimizer_step_ends, word_points, words_by_batch
+from armlm.datamodules.sampler import rank_batches
+from armlm.training.milestones import optimizer_step_ends, stop_batch, word_points, words_by_batch
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 
@@ -54,7 +55,18 @@ def test_with_gradient_accumulation_a_milestone_is_the_end_of_the_window_that_ho
     assert word_points([1, 181, 500], seen, 100, epochs=1, step_ends=ends[:5]) == {1: 200, 181: 400, 500: 500}
     with pytest.raises(ArmlmError, match="same optimiser step"):  # batches 1 and 2: one window
         word_points([1, 180], seen, 100, epochs=1, step_ends=ends[:5])
-    assert epoch_batches(64, batch_size=8, world_size=1) == 8 and epoch_batches(65, 8, 2) == 4  # ranks pad to 33
+    assert rank_batches(64, batch_size=8, world_size=1) == 8 and rank_batches(65, 8, 2) == 4  # ranks pad to 33
+
+
+def test_a_run_stops_where_its_token_budget_or_its_step_cap_ends_an_optimiser_step():
+    # 5 batches an epoch, 2 a window: optimiser steps end at batches 2, 4, 5, 7, 9, 10, ...
+    assert stop_batch(10 * 100, 100, max_steps=-1, accumulate=2, batches_per_epoch=5) == 10  # the tokens' step
+    assert stop_batch(9 * 100, 100, max_steps=-1, accumulate=2, batches_per_epoch=5) == 9
+    assert stop_batch(8 * 100, 100, max_steps=-1, accumulate=2, batches_per_epoch=5) == 9  # inside a window: its end
+    # a cap of ceil(10 / 2) = 5 steps, as set_budget_steps gives it: the partial window at batch 5 spends one
+    assert stop_batch(10 * 100, 100, max_steps=5, accumulate=2, batches_per_epoch=5) == 9
+    assert stop_batch(10 * 100, 100, max_steps=50, accumulate=2, batches_per_epoch=5) == 10  # a cap not reached
+    assert stop_batch(7 * 100, 100, max_steps=-1, accumulate=1, batches_per_epoch=5) == 7
 
 
 def test_the_words_of_each_step_follow_the_loaders_order_over_epochs_and_ranks():

@@ -201,6 +201,8 @@ def test_max_train_tokens_trains_on_the_first_tokens_only_and_counts_an_epoch(tm
     assert all(torch.equal(a, whole.datasets["train"][i]["input_ids"]) for i, a in enumerate(first))
     # 200 tokens: 13 blocks of [CLS] + 15, 3 full batches of 4 per epoch (the 13th block is dropped)
     assert len(first) == 13 and sliced.epoch_positions() == 3 * 4 * 16 and sliced.epoch_positions(2) == 1 * 8 * 16
+    # 4 ranks: the sampler pads 13 blocks to 4 a rank, so each rank's loader still gives one full batch
+    assert sliced.epoch_positions(4) == 1 * 4 * 4 * 16
     with pytest.raises(ValueError, match="data.max_train_tokens=8: give a number of tokens >= data.block_size"):
         datamodule(corpus, tmp_path / "cache", block_size=16, max_train_tokens=8)
     with pytest.raises(ValueError, match="but the train split .* has"):

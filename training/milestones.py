@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from armlm.common.babylm import BABYLM, BABYLM_MAX_EPOCHS, WORDS_CHECKPOINT, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.datamodules.pretrain import PretrainDataModule
-from armlm.datamodules.sampler import ResumableSampler
+from armlm.datamodules.sampler import ResumableSampler, rank_batches
 from armlm.training.callbacks import SaveAtTokens, TokenAccounting
 
 log = logging.getLogger("armlm.train")
@@ -53,7 +53,7 @@ class SaveAtWords(SaveAtTokens):
 def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, seed: int, batches: int) -> np.ndarray:
     """Words seen by the end of each global batch 1..`batches`: the training loader's order replayed, each rank's
     sampler (datamodules.sampler, seeded as the loader's) epoch by epoch, cut into full batches as the loader cuts
-    them (epoch_batches); a global batch is every rank's batch of that index."""
+    them (datamodules.sampler.rank_batches); a global batch is every rank's batch of that index."""
     examples = range(len(block_words))
     per_batch: list[np.ndarray] = []
     done, epoch = 0, 0
@@ -69,11 +69,6 @@ def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, se
         done += len(per_batch[-1])
         epoch += 1
     return np.cumsum(np.concatenate(per_batch))[:batches]
-
-
-def epoch_batches(blocks: int, batch_size: int, world_size: int) -> int:
-    """Full batches a rank's loader cuts from one epoch of `blocks` (DistributedSampler pads to equal shares)."""
-    return math.ceil(blocks / world_size) // batch_size
 
 
 def optimizer_step_ends(batches: int, batches_per_epoch: int, accumulate: int) -> np.ndarray:
@@ -108,6 +103,17 @@ def word_points(setting: object, seen: np.ndarray, positions_per_step: int, epoc
     return {w: batch * positions_per_step for w, batch in batches.items()}
 
 
+def stop_batch(budget_tokens: int, positions_per_batch: int, max_steps: int, accumulate: int,
+               batches_per_epoch: int) -> int:
+    """The global batches a run trains: it stops at the end of the optimiser step whose tokens reach `budget_tokens`
+    (training.callbacks.TokenAccounting), or at its `max_steps`-th optimiser step (-1: none) if that comes first,
+    which partial windows at epochs' ends can bring forward."""
+    reach = math.ceil(int(budget_tokens) / positions_per_batch)
+    step_ends = np.flatnonzero(optimizer_step_ends(reach + accumulate, batches_per_epoch, accumulate)) + 1
+    stop = int(step_ends[np.searchsorted(step_ends, reach)])
+    return min(stop, int(step_ends[max_steps - 1])) if 0 < max_steps <= len(step_ends) else stop
+
+
 def save_at_words(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataModule, tokens: TokenAccounting,
                   budget_tokens: int | None, folder: Path) -> SaveAtWords | None:
     """Add the word-milestone checkpoints `save_at_words` asks for to `trainer` (once the data and the budget are
@@ -122,14 +128,12 @@ def save_at_words(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataM
     world, accumulate = trainer.world_size, trainer.accumulate_grad_batches
     positions_per_batch = datamodule.batch_size * world * datamodule.block_size
     block_words = datamodule.block_words()
-    # The budget stops training at the end of the optimiser step that reaches it (training.callbacks).
-    batches = math.ceil(int(budget_tokens) / positions_per_batch)
-    ends = optimizer_step_ends(batches + accumulate, epoch_batches(len(block_words), datamodule.batch_size, world),
-                               accumulate)
-    batches = int(np.flatnonzero(ends[batches - 1:])[0]) + batches
+    per_epoch = rank_batches(len(block_words), datamodule.batch_size, world)
+    batches = stop_batch(budget_tokens, positions_per_batch, trainer.fit_loop.epoch_loop.max_steps, accumulate,
+                         per_epoch)
+    ends = optimizer_step_ends(batches, per_epoch, accumulate)
     seen = words_by_batch(block_words, datamodule.batch_size, world, datamodule.seed, batches)
-    points = word_points(setting, seen, positions_per_batch, budget_tokens / datamodule.epoch_positions(world),
-                         ends[:batches])
+    points = word_points(setting, seen, positions_per_batch, budget_tokens / datamodule.epoch_positions(world), ends)
     callback = SaveAtWords(tokens, points, folder)
     trainer.callbacks.append(callback)  # after `tokens`, as SaveAtTokens needs
     log.info("word milestones (the words of each step's blocks, counted): %s",
