@@ -13,7 +13,7 @@ import torch
 from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
 from armlm.common.errors import ArmlmError
 from armlm.datamodules.sampler import rank_batches
-from armlm.training.milestones import optimizer_step_ends, stop_batch, word_points, words_by_batch
+from armlm.training.milestones import optimizer_step_end_mask, stop_batch, word_points, words_by_batch
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 
@@ -49,7 +49,7 @@ def test_a_babylm_budget_over_ten_passes_and_a_milestone_past_the_budget_are_ref
 
 
 def test_with_gradient_accumulation_a_milestone_is_the_end_of_the_window_that_holds_its_words():
-    ends = optimizer_step_ends(10, batches_per_epoch=5, accumulate=2)  # Lightning also steps at an epoch's last batch
+    ends = optimizer_step_end_mask(10, batches_per_epoch=5, accumulate=2)  # Lightning also steps at an epoch's last batch
     assert ends.tolist() == [False, True, False, True, True] * 2
     seen = np.array([90, 180, 300, 410, 500])  # words by the end of batches 1..5, 100 input tokens a batch
     assert word_points([1, 181, 500], seen, 100, epochs=1, step_ends=ends[:5]) == {1: 200, 181: 400, 500: 500}

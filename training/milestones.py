@@ -7,7 +7,8 @@ a whitespace word), and the loader's order is replayed before training, each ran
 so the words of every step are summed in advance. A milestone's checkpoint is written at the end of the first
 optimiser step whose batches hold its words (with gradient accumulation, the end of its window): never early, and
 late by less than one optimiser step's words. `save_at_words=[<words>, ...]` saves checkpoints/words-<W>.ckpt at
-each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a budget over 10 passes. `armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
+each; `save_at_words=babylm` the 2025 schedule up to the run's budget, refusing a budget over 10 passes.
+`armlm export checkpoint=<run> milestones=true out=<folder>` writes each as <folder>/chck_<N>M.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, se
     sampler (datamodules.sampler, seeded as the loader's) epoch by epoch, cut into full batches as the loader cuts
     them (datamodules.sampler.rank_batches); a global batch is every rank's batch of that index."""
     examples = range(len(block_words))
+    full = rank_batches(len(block_words), batch_size, world_size)
     per_batch: list[np.ndarray] = []
     done, epoch = 0, 0
     while done < batches:
@@ -63,7 +65,6 @@ def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, se
             sampler = ResumableSampler(examples, num_replicas=world_size, rank=rank, seed=seed)  # type: ignore[arg-type]
             sampler.set_epoch(epoch)
             order = np.fromiter(iter(sampler), dtype=np.int64)
-            full = len(order) // batch_size
             ranks.append(block_words[order[: full * batch_size]].reshape(full, batch_size).sum(axis=1))
         per_batch.append(np.sum(ranks, axis=0))
         done += len(per_batch[-1])
@@ -71,7 +72,7 @@ def words_by_batch(block_words: np.ndarray, batch_size: int, world_size: int, se
     return np.cumsum(np.concatenate(per_batch))[:batches]
 
 
-def optimizer_step_ends(batches: int, batches_per_epoch: int, accumulate: int) -> np.ndarray:
+def optimizer_step_end_mask(batches: int, batches_per_epoch: int, accumulate: int) -> np.ndarray:
     """(batches,) bool: whether each global batch ends an optimiser step, as Lightning accumulates gradients (and
     training.callbacks.optimizer_step_ends reads it): every `accumulate`-th batch of an epoch, and the epoch's last."""
     index = np.arange(batches) % batches_per_epoch
@@ -109,7 +110,7 @@ def stop_batch(budget_tokens: int, positions_per_batch: int, max_steps: int, acc
     (training.callbacks.TokenAccounting), or at its `max_steps`-th optimiser step (-1: none) if that comes first,
     which partial windows at epochs' ends can bring forward."""
     reach = math.ceil(int(budget_tokens) / positions_per_batch)
-    step_ends = np.flatnonzero(optimizer_step_ends(reach + accumulate, batches_per_epoch, accumulate)) + 1
+    step_ends = np.flatnonzero(optimizer_step_end_mask(reach + accumulate, batches_per_epoch, accumulate)) + 1
     stop = int(step_ends[np.searchsorted(step_ends, reach)])
     return min(stop, int(step_ends[max_steps - 1])) if 0 < max_steps <= len(step_ends) else stop
 
@@ -131,7 +132,7 @@ def save_at_words(cfg: DictConfig, trainer: L.Trainer, datamodule: PretrainDataM
     per_epoch = rank_batches(len(block_words), datamodule.batch_size, world)
     batches = stop_batch(budget_tokens, positions_per_batch, trainer.fit_loop.epoch_loop.max_steps, accumulate,
                          per_epoch)
-    ends = optimizer_step_ends(batches, per_epoch, accumulate)
+    ends = optimizer_step_end_mask(batches, per_epoch, accumulate)
     seen = words_by_batch(block_words, datamodule.batch_size, world, datamodule.seed, batches)
     points = word_points(setting, seen, positions_per_batch, budget_tokens / datamodule.epoch_positions(world), ends)
     callback = SaveAtWords(tokens, points, folder)

@@ -144,6 +144,11 @@ def markdown(results: Mapping[str, list[dict]], beside: Mapping[tuple[str, str],
     return "\n".join(lines) + "\n"
 
 
+def pair_bits(by_paradigm: Mapping[str, np.ndarray]) -> dict[str, str]:
+    """Per paradigm, one character a pair ("1": true), as zeroshot.json keeps pair_outcomes and pair_ties."""
+    return {uid: "".join("1" if x else "0" for x in pairs) for uid, pairs in by_paradigm.items()}
+
+
 def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], paradigms: Sequence[Paradigm],
                 methods: Sequence[str], resamples: int, seed: int) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     texts = sorted({s for p in paradigms for s in (*p.good, *p.bad)})
@@ -164,8 +169,7 @@ def score_blimp(scorer: SentenceScorer, encoded: Mapping[str, EncodedSentence], 
         results[method] = accuracy_table(paradigms, outcomes, resamples=resamples, seed=seed, ties=ties)
         # each pair's outcome ("1": the good sentence scored higher), for a bootstrap over pairs (analysis.findings.items),
         # and whether it tied ("1"), for rules that count a tie as right (bench/babylm_pipeline.py)
-        kept[method] = {uid: "".join("1" if x else "0" for x in won) for uid, won in outcomes.items()}
-        kept_ties[method] = {uid: "".join("1" if x else "0" for x in tied) for uid, tied in ties.items()}
+        kept[method], kept_ties[method] = pair_bits(outcomes), pair_bits(ties)
         log.info("BLiMP %s: %.3f over %d paradigms (%.0f s, %.0f sentences/s)", method, results[method][0]["accuracy"],
                  len(paradigms), timing[method], len(texts) / timing[method])
     info = {"sentences": len(texts), "tokens": int(sum(len(s.ids) - 1 - s.trailing for s in sentences)),

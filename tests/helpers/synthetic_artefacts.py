@@ -15,6 +15,7 @@ import pandas as pd
 from armlm.common.scalars import SCALARS_CSV, write_scalars_csv
 from armlm.finetune.artefacts import ITEMS_FILE
 from armlm.zeroshot.blimp import Paradigm, accuracy_table, published_beside
+from armlm.zeroshot.run import pair_bits
 from tests.helpers.findings import write
 
 # objective -> its val/loss kind and whether its validation loss is an exact likelihood (val_likelihood)
@@ -214,8 +215,7 @@ def zeroshot(root: Path, arm: str, seed: int, outcomes: dict[str, dict[str, np.n
                for m, by_uid in outcomes.items()}
     write(folder / "zeroshot.json", {"blimp": {
         "paradigms": len(PARADIGMS), "results": results,
-        **{key: {m: {u: "".join("1" if x else "0" for x in pairs) for u, pairs in by_method[m].items()} for m in kept}
-           for key, by_method in (("pair_outcomes", outcomes), ("pair_ties", ties))},
+        "pair_outcomes": {m: pair_bits(outcomes[m]) for m in kept}, "pair_ties": {m: pair_bits(ties[m]) for m in kept},
         "published": [{"level": level, "name": name, **scores}
                       for (level, name), scores in published_beside(PARADIGMS, PUBLISHED).items()]}})
     return folder
