@@ -17,6 +17,15 @@ def babylm_schedule(budget_words: float) -> list[int]:
     return [p for p in points if p <= budget_words]
 
 
+def milestone_words(checkpoint_name: str) -> int | None:
+    """The words of a milestone checkpoint's file name (words-<W>.ckpt), or None for any other file (last.ckpt,
+    Lightning's -v1 copies)."""
+    prefix, suffix = WORDS_CHECKPOINT.split("{words}")
+    digits = checkpoint_name.removeprefix(prefix).removesuffix(suffix)
+    fits = checkpoint_name.startswith(prefix) and checkpoint_name.endswith(suffix) and digits.isdigit()
+    return int(digits) if fits and digits.isascii() else None
+
+
 def milestone_name(words: int) -> str:
     """The challenge's branch name for a checkpoint: chck_<N>M, N the millions of words."""
     return f"chck_{words // MILLION}M" if words % MILLION == 0 else f"chck_{words / MILLION!r}M"  # exact, never rounded

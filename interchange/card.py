@@ -9,6 +9,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from armlm.common.babylm import milestone_name, milestone_words
 from armlm.interchange.parity import PARITY_TOLERANCE, ParityReport
 from armlm.interchange.source import ExportSource
 
@@ -62,8 +63,7 @@ def model_card(source: ExportSource, target: str, native: bool, parity: ParityRe
         f"| trained length (tokens) | {source.trained_length} |",
         f"| budget | max_tokens={config.get('max_tokens')}, max_flops={config.get('max_flops')}, "
         f"data_epochs={config.get('data_epochs')}, seed={config.get('seed')} |" if config else "| budget | not recorded |",
-        f"| tokens seen in pretraining | {pretraining.get('summary', {}).get('tokens_seen', 'not recorded')} |",
-        f"| validation | {validation_figures(summary)} |",
+        *checkpoint_rows(source, summary, pretraining.get("summary", {}).get("tokens_seen")),
         f"| BabyLM 2025 pipeline backend | {babylm_backend_text(source)} |",
         f"| armlm commit (training) | {source.commit or 'not recorded'} |",
         f"| armlm commit (export) | {exporter_commit or 'not recorded'} |",
@@ -88,6 +88,24 @@ def babylm_backend_text(source: ExportSource) -> str:
     if source.babylm_backend is None:
         return f"none: no backend of babylm/evaluation-pipeline-2025 reads a {source.objective}"
     return f"`{source.babylm_backend}` (its `--backend {source.babylm_backend}`)"
+
+
+def checkpoint_rows(source: ExportSource, summary: dict[str, Any], run_tokens: int | None) -> list[str]:
+    """Tokens seen and validation figures of the exported weights. `summary` and `run_tokens` describe the run's end
+    (a fine-tuned model: its task's dev metrics and its pretraining run's tokens): a word milestone or any earlier
+    checkpoint is told apart by its own token count, and the end's figures are named as such, never as its own."""
+    own_tokens = source.tokens_seen if source.tokens_seen is not None else run_tokens
+    rows = [f"| tokens seen in pretraining | {'not recorded' if own_tokens is None else own_tokens} |"]
+    words = milestone_words(source.checkpoint.name)
+    if words is not None:
+        rows.append(f"| BabyLM word milestone | {milestone_name(words)}: saved at the end of the first optimiser step "
+                    f"whose batches reach {words:,} words (whitespace words seen, repeats included) |")
+    if source.finetuned or run_tokens is None or own_tokens == run_tokens:
+        rows.append(f"| validation | {validation_figures(summary)} |")
+    else:
+        rows.append(f"| validation | not recorded for this checkpoint; the run's end, at {run_tokens} tokens: "
+                    f"{validation_figures(summary)} |")
+    return rows
 
 
 def validation_figures(summary: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from armlm.common.babylm import milestone_name
+from armlm.common.babylm import milestone_name, milestone_words
 from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
 from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
@@ -229,8 +228,8 @@ def export_milestones(run: str | Path, out: str | Path, *, format: str = "auto",
     """Each word-milestone checkpoint of a pretraining run (save_at_words) as <out>/chck_<N>M, in word order; one
     line where the run saved none, or its objective has no BabyLM backend to read the exports."""
     folder = Path(run) / "checkpoints"
-    named = [(re.fullmatch(r"words-(\d+)\.ckpt", p.name), p) for p in folder.glob("words-*.ckpt")] if folder.is_dir() else []
-    found = sorted((int(match.group(1)), p) for match, p in named if match)  # Lightning's -v1 copies left out
+    named = [(milestone_words(p.name), p) for p in folder.glob("words-*.ckpt")] if folder.is_dir() else []
+    found = sorted((words, p) for words, p in named if words is not None)  # Lightning's -v1 copies left out
     if not found:
         raise ArmlmError(f"{run} saved no word-milestone checkpoint (checkpoints/words-<W>.ckpt); train it with "
                          "save_at_words=[...] or save_at_words=babylm, and give its run folder as checkpoint=")

@@ -15,6 +15,7 @@ from armlm.models.backbone import ModelConfig
 from armlm.models.checkpoint import hyperparameters, read_checkpoint, resolve_checkpoint
 from armlm.objectives.base import refuse_unless_language_model
 from armlm.sources import SOURCE_KEY
+from armlm.training.callbacks import TokenAccounting
 from armlm.training.pretrained import load_pretrained
 
 HEAD_PREFIX = "head."
@@ -41,6 +42,9 @@ class ExportSource:
     trained_length: int | None = None
     commit: str | None = None  # the armlm commit the checkpoint was written with, where it was recorded
     babylm_backend: str | None = None  # Objective.babylm_backend (pretraining checkpoints)
+    # pretraining: the input tokens this checkpoint's weights had seen (training.callbacks.TokenAccounting), which
+    # tell a word milestone or an earlier checkpoint from the run's end, whose figures summary.json holds
+    tokens_seen: int | None = None
 
     @property
     def finetuned(self) -> bool:
@@ -86,6 +90,7 @@ def read_source(path: str | Path) -> ExportSource:
         attention=cls.finetune_attention, lm_reader=cls.left_to_right_reader, mask_in_support=cls.mask_in_support,
         lm_bias=lm_bias, trained_length=pretrained.trained_length, commit=ckpt.get("armlm_commit"),
         babylm_backend=cls.babylm_backend,
+        tokens_seen=ckpt.get("callbacks", {}).get(TokenAccounting.__qualname__, {}).get("tokens_seen"),
     )
 
 

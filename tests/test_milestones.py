@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name
+from armlm.common.babylm import BABYLM, MILLION, babylm_schedule, milestone_name, milestone_words
 from armlm.common.errors import ArmlmError
 from armlm.datamodules.sampler import rank_batches
 from armlm.training.milestones import optimizer_step_end_mask, stop_batch, word_points, words_by_batch
@@ -27,6 +27,13 @@ def test_the_2025_schedule_is_every_1m_to_10m_every_10m_to_100m_every_100m_to_1b
     assert babylm_schedule(2.5 * MILLION) == [MILLION, 2 * MILLION]
     assert [milestone_name(w) for w in (MILLION, 20 * MILLION, 1_000 * MILLION, 1_500_000, 1_234_567, 1_234_568)] == [
         "chck_1M", "chck_20M", "chck_1000M", "chck_1.5M", "chck_1.234567M", "chck_1.234568M"]  # exact: never merged
+
+
+def test_a_milestone_checkpoint_is_told_by_its_file_name_and_nothing_else_is():
+    assert milestone_words("words-1000000.ckpt") == MILLION and milestone_words("words-150.ckpt") == 150
+    for other in ("last.ckpt", "words-1000000-v1.ckpt", "words-.ckpt", "words-1e6.ckpt", "words-١٢.ckpt",
+                  "best-step7592.ckpt", "words-100.ckpt.tmp"):
+        assert milestone_words(other) is None, other
 
 
 def test_a_milestone_is_the_end_of_the_first_step_whose_words_reach_it():
@@ -193,20 +200,30 @@ def test_each_milestone_exports_as_a_chck_folder_whose_card_names_its_backend(tm
                                                                               auto):
     import transformers
 
-    from armlm.interchange.export import export_milestones
+    from armlm.interchange.export import export_checkpoint, export_milestones
 
     run = tmp_path / "run"
-    run_pretraining(tiny_config(run, cache_dir, f"objective={objective}", "save_at_words=[150,450]"))
+    summary = run_pretraining(tiny_config(run, cache_dir, f"objective={objective}", "save_at_words=[150,450]"))
     results = export_milestones(run, tmp_path / "babylm")
     assert [r.out.name for r in results] == ["chck_0.00015M", "chck_0.00045M"]
     outputs = []
-    for result in results:
+    for words, result in zip((150, 450), results, strict=True):
         card = (result.out / "README.md").read_text()
         assert f"| BabyLM 2025 pipeline backend | `{backend}` (its `--backend {backend}`) |" in card
+        # the milestone's own tokens; the run's validation named as the end's, not the milestone's
+        assert f"| tokens seen in pretraining | {summary['word_milestones'][result.out.name]} |" in card
+        assert f"| BabyLM word milestone | {result.out.name}: saved at the end of the first optimiser step whose " \
+               f"batches reach {words} words" in card
+        assert (f"| validation | not recorded for this checkpoint; the run's end, at {summary['tokens_seen']} tokens: "
+                f"val_loss={summary['val_loss']}") in card
         model = getattr(transformers, auto).from_pretrained(result.out, trust_remote_code=True).eval()
         with torch.no_grad():
             outputs.append(model(input_ids=torch.tensor([[2, 10, 11, 12]])).logits)
     assert not torch.allclose(*outputs)  # each folder holds its own milestone's weights, not one checkpoint twice
+    end = export_checkpoint(run, tmp_path / "end")  # the run's last.ckpt: the end's own figures, no milestone
+    card = (end.out / "README.md").read_text()
+    assert f"| tokens seen in pretraining | {summary['tokens_seen']} |" in card and "word milestone" not in card
+    assert f"| validation | val_loss={summary['val_loss']}," in card
 
 
 def test_milestone_exports_are_refused_in_one_line_without_milestones_or_a_backend(tmp_path, untrained):
