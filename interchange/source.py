@@ -90,7 +90,7 @@ def read_source(path: str | Path) -> ExportSource:
         attention=cls.finetune_attention, lm_reader=cls.left_to_right_reader, mask_in_support=cls.mask_in_support,
         lm_bias=lm_bias, trained_length=pretrained.trained_length, commit=ckpt.get("armlm_commit"),
         babylm_backend=cls.babylm_backend,
-        tokens_seen=ckpt.get("callbacks", {}).get(TokenAccounting.__qualname__, {}).get("tokens_seen"),
+        tokens_seen=TokenAccounting.saved_tokens(ckpt),
     )
 
 

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from armlm.common.errors import ArmlmError, ArmlmFileError
 from armlm.models.checkpoint import hyperparameters, read_checkpoint
 from armlm.training.budget import steps_for_tokens, tokens_of_passes
-from armlm.training.callbacks import SaveAtSteps
+from armlm.training.callbacks import SaveAtSteps, TokenAccounting
 from armlm.training.optim import decay_start
 from armlm.training.setup import differences
 
@@ -117,7 +117,7 @@ def branch_checkpoint(cfg: DictConfig, own_steps: int) -> tuple[Path, int]:
     if differing:
         raise ArmlmError(f"branch_from={trunk} trained otherwise ({', '.join(differing)}); a branch needs the trunk's "
                          "seed, optimiser, data and step settings")
-    return checkpoint, int(ckpt.get("callbacks", {}).get("TokenAccounting", {}).get("tokens_seen", 0))
+    return checkpoint, TokenAccounting.saved_tokens(ckpt) or 0
 
 
 def branch_record(cfg: DictConfig, checkpoint: Path, tokens: int) -> dict[str, Any]:

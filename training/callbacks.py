@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,13 @@ class TokenAccounting(Callback):
     def state_dict(self) -> dict[str, Any]:
         return {"tokens_seen": self.tokens_seen, "pred_tokens_seen": self.pred_tokens_seen,
                 "flops_seen": self.flops_seen, "phase_starts": self.phase_starts}
+
+    @staticmethod
+    def saved_tokens(checkpoint: Mapping[str, Any]) -> int | None:
+        """The input tokens a Lightning checkpoint's TokenAccounting state recorded (None: it recorded none, so armlm
+        pretraining did not write it), read without restoring the callback."""
+        tokens = checkpoint.get("callbacks", {}).get(TokenAccounting.__qualname__, {}).get("tokens_seen")
+        return None if tokens is None else int(tokens)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         state = migrate_token_accounting_state(state_dict)  # None: what an older checkpoint did not count

@@ -52,12 +52,11 @@ def parent_lineage(path: str | Path, model: ModelConfig, tokenizer_json: str) ->
     if parent_tokenizer != tokenizer_json:
         raise ArmlmError(f"init_from={path}: {vocabulary_difference(parent_tokenizer, tokenizer_json)}; continue "
                          "on data with the parent's tokenizer (its data.* and data.tokenizer.* settings)")
-    accounting = ckpt.get("callbacks", {}).get(TokenAccounting.__qualname__, {})
-    if "tokens_seen" not in accounting:
+    tokens = TokenAccounting.saved_tokens(ckpt)
+    if tokens is None:
         raise ArmlmError(f"init_from={path}: {ckpt_path} records no tokens seen (callbacks.TokenAccounting); it was "
                          "not written by armlm pretraining")
-    parent = Ancestor(str(ckpt_path.resolve()), str(hparams["objective"].get("_target_")),
-                      int(accounting["tokens_seen"]))
+    parent = Ancestor(str(ckpt_path.resolve()), str(hparams["objective"].get("_target_")), tokens)
     return [*(hparams.get("init_from") or []), asdict(parent)], ckpt_path
 
 
