@@ -34,9 +34,10 @@ def run_record(checkpoint: Path) -> dict[str, Any]:
 def model_card(source: ExportSource, target: str, native: bool, parity: ParityReport, exporter_commit: str | None,
                folder_name: str, fold_growth: float | None = None) -> str:
     # Corpus and budget are the pretraining run's; a fine-tuned checkpoint names the one it started from.
-    pretraining = run_record(Path(source.origin)) if source.finetuned else run_record(source.checkpoint)
+    own = run_record(source.checkpoint)
+    pretraining = run_record(Path(source.origin)) if source.finetuned else own
     config = pretraining.get("config", {})
-    summary = run_record(source.checkpoint).get("summary", {})
+    summary = own.get("summary", {})
     data = config.get("data", {}) if isinstance(config, dict) else {}
     pipeline = {"ArmlmForCausalLM": "text-generation", "ArmlmForMaskedLM": "fill-mask",
                 "ArmlmForSequenceClassification": "text-classification",
