@@ -13,16 +13,11 @@
 #                  every arm x seed a concurrent launch (the joblib launcher)
 # Everything comes back as $OUT/lease.tar.gz (logs, summaries, tables; no checkpoints) plus parts.txt and the tables.
 #
-# Prepared here, before the lease (each output is git-ignored and carried; ~20 MB in all):
-#   bash ../shared/tools/gpu_carry.sh                                                   # 28 MB: wheels and gensim
-#   .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w .gpu-carry/whl .  # armlm itself (0.5 MB):
-#                      its layers import as armlm.<name>, which only an install maps (.gpu-carry/install.sh puts it in)
-#   find .gpu-carry/site \( -name '*.c' -o -name '*.cpp' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' \) -delete
-#                                                       # 19 MB: gensim's sources go, its extensions and excerpt stay
-#   tar -C "$ARMLM_DATA_DIR" -cJf .gpu-data.tar.xz conll2003                           # 0.6 MB: CoNLL-2003
-# What travels is the checkout plus carry, 64 MiB at most: tracked files are ~35 MiB (31.7 of them records/), so with
-# the carry above ~54 MiB travels. For room, set aside what no part reads (~21 MiB then), and bring it back after:
-#   mkdir -p ../aside && mv records docs notebooks ../aside/     # then: mv ../aside/* . && git status --short
+# Prepared here, before the lease: `bash bench/gpu_lease_prepare.sh` builds the carry (~20 MB, git-ignored: the wheels
+# and gensim the image lacks, CoNLL-2003) and checks that the checkout plus the carry fit the tool's 64 MiB; where
+# they do not, it prints the line that sets aside records/, docs/ and notebooks/, which no part reads.
+# armlm itself is not installed: bench/checkout_site.py links the checkout that travelled into a site folder as
+# `armlm`, so the lease runs exactly that code (the dry run imports through the same links).
 # On the device: the run tool with carry [".gpu-carry", ".gpu-data.tar.xz"] and
 #   bash bench/gpu_lease.sh
 # Here, on the CPU, every part at smoke size (tests/test_gpu_lease.py runs it):
@@ -78,9 +73,29 @@ else
   mkdir -p /tmp/data && tar -C /tmp/data -xJf .gpu-data.tar.xz && export ARMLM_DATA_DIR=/tmp/data
 fi
 export PYTHONUNBUFFERED=1
+# armlm is the checkout's, through links in a site folder of its own, first on the path (ahead of any installed copy)
+links=$(mktemp -d); trap 'rm -rf "$links"' EXIT
+$python bench/checkout_site.py "$links" || exit 1
+export PYTHONPATH=$links${PYTHONPATH:+:$PYTHONPATH}
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
   $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
-  'cudnn', torch.backends.cudnn.version())"; } | tee "$out/device.txt"
+  'cudnn', torch.backends.cudnn.version())"
+  $python -c "import os, armlm; print('armlm', armlm.__file__, '->', os.path.realpath(armlm.__file__))"; } | tee "$out/device.txt"
+# what the parts import and the image lacks: a module missing here would fail every part, so stop in one line
+missing=$($python - <<'PY'
+import importlib.util
+def importable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+print(" ".join(name for name in ("hydra", "omegaconf", "seqeval", "gensim", "smart_open", "joblib",
+                                 "hydra_plugins.hydra_joblib_launcher", "armlm.commands") if not importable(name)))
+PY
+)
+if [ -n "$missing" ]; then
+  echo "setup: $missing not importable; bash bench/gpu_lease_prepare.sh carries them" | tee -a "$out/parts.txt"; exit 1
+fi
 
 # 1. does the step learn, and what stops it; the fix it names is what part 2 runs with
 part learns 170 $python bench/gpu_learns.py $dry_flag "${learns[@]}" --json "$out/learns.jsonl" --fix "$out/learns_fix.txt" \

@@ -32,6 +32,10 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
     parts = (out / "parts.txt").read_text()
     for name in ("learns", "objectives", "cuda-tests", "throughput", "profile", "train", "study"):
         assert f"{name}: rc=0," in parts, parts
+    # armlm was imported through links to this checkout (bench/checkout_site.py), not from an installed copy
+    linked, arrow, target = next(line for line in (out / "device.txt").read_text().splitlines()
+                                 if line.startswith("armlm ")).split()[1:]
+    assert not linked.startswith(str(REPO)) and target == str(REPO / "cli" / "__init__.py")
     returned = sorted(p.name for p in out.iterdir())
     assert returned == ["device.txt", "learns.md", "lease.tar.gz", "objectives.md", "parts.txt"]
     with tarfile.open(out / "lease.tar.gz") as archive:
