@@ -172,7 +172,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
 
     out = Path(cfg.output_dir)
     # trainer.max_steps is honoured (the run validates at the step it stops); the validation settings are fixed.
-    trainer = build_trainer(cfg.trainer, out, [checkpoints(out)], cfg.get("logger"), max_epochs=int(cfg.task.epochs),
+    trainer = build_trainer(cfg.trainer, out, checkpoints(out), cfg.get("logger"), max_epochs=int(cfg.task.epochs),
                             val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
                             limit_val_batches=1.0)
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", source.origin,

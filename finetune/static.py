@@ -125,7 +125,7 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     if cfg.ckpt_path:
         check_static_resumable(Path(cfg.ckpt_path), dict(module.hparams))
     out = Path(cfg.output_dir)
-    trainer = build_trainer(cfg.trainer, out, [checkpoints(out)], cfg.get("logger"), max_epochs=int(cfg.task.epochs),
+    trainer = build_trainer(cfg.trainer, out, checkpoints(out), cfg.get("logger"), max_epochs=int(cfg.task.epochs),
                             val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
                             limit_val_batches=1.0)
     log.info("feature-based %s on static vectors %s (%s), %d task words with a vector; run folder %s",

@@ -18,10 +18,15 @@ from armlm.common.seeding import seed_dropout
 from armlm.datamodules.finetune import TaskInfo
 from armlm.finetune.artefacts import metric_tag
 from armlm.finetune.metrics import task_metrics
+from armlm.training.nonfinite import StopsAtNonFinite
 from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
 
 
-class TaskModule(ClipsUnscaledGradients, L.LightningModule):
+class TaskModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule):
+    # a fine-tuning step is eager and reads its loss every step (training_step), so a NaN/inf gradient norm is read
+    # at once too: the run stops before the optimiser applies it
+    reads_every_step = True
+
     def __init__(self, task: dict[str, Any], optim: dict[str, Any], seed: int) -> None:
         super().__init__()
         self.info = TaskInfo(**task_info_defaults(task))  # checkpoints before schema 2 name no metrics
@@ -36,6 +41,10 @@ class TaskModule(ClipsUnscaledGradients, L.LightningModule):
     @abstractmethod
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """Head outputs: (B, classes), (B, 1) for regression, (B, T, tags) for tagging."""
+
+    @property
+    def grad_norm_tag(self) -> str:
+        return f"{self.info.name}/train/grad_norm"  # beside <task>/train/loss
 
     def loss(self, outputs: Tensor, labels: Tensor) -> Tensor:
         if self.info.kind == "regression":

@@ -15,8 +15,10 @@ from armlm.datamodules.conll import read_conll
 from armlm.finetune.run import resolve_settings, run_finetune, trained_max_length
 from armlm.sources.armlm import ArmlmSource
 from armlm.sources.base import Reading
+from armlm.training.nonfinite import NonFiniteGradientError
 from armlm.training.pretrained import load_pretrained
 from tests.helpers.configs import QUICK, composed_config, finetune_config
+from tests.helpers.learning import SpoilGradients, assert_finite_checkpoint, logged_scalars, with_callbacks
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -140,6 +142,25 @@ def test_trainer_max_steps_is_honoured_and_the_stopping_step_validated(tmp_path,
     assert results["metrics"]["dev"]["accuracy"] is not None
     saved = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 6  # the checkpoint holds the model the scores describe
+    norms = logged_scalars(tmp_path, "rte/train/grad_norm")  # beside rte/train/loss, at logging steps
+    assert norms and all(0 < n < float("inf") for n in norms)
+
+
+def test_an_infinite_gradient_stops_fine_tuning_before_any_checkpoint_holds_its_weights(tmp_path, tiny_pretrained,
+                                                                                       rte_slice, monkeypatch):
+    """4 steps an epoch: the first epoch's checkpoint (step 4) is written, then step 5's gradient is inf. Clipping
+    would scale it to zero and the run would go on without learning; it stops instead, naming the step."""
+    with_callbacks(monkeypatch, SpoilGradients(at=5), stage="armlm.finetune.run")
+    cfg = finetune_config(tmp_path, "task=rte", f"pretrained={tiny_pretrained['ar']}", f"task.data.source={rte_slice}",
+                          "task.epochs=2")
+    with pytest.raises(NonFiniteGradientError, match=r"gradient norm was inf at step 5 .*last saved checkpoint is "
+                                                     r"intact"):
+        run_finetune(cfg)
+    checkpoints = sorted((tmp_path / "checkpoints").glob("*.ckpt"))
+    assert checkpoints and all(torch.load(c, weights_only=True)["global_step"] == 4 for c in checkpoints)
+    for path in checkpoints:
+        assert_finite_checkpoint(path)
+    assert not (tmp_path / "results.json").exists()
 
 
 def test_the_command_line_runs_a_task_into_its_run_folder(tmp_path, tiny_pretrained, rte_slice):

@@ -16,7 +16,13 @@ from armlm.common.errors import ArmlmError
 from armlm.training.nonfinite import NonFiniteGradientError
 from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
-from tests.helpers.learning import assert_finite_checkpoint, logged_scalars, with_callbacks, write_learnable_corpus
+from tests.helpers.learning import (
+    SpoilGradients,
+    assert_finite_checkpoint,
+    logged_scalars,
+    with_callbacks,
+    write_learnable_corpus,
+)
 
 pytestmark = pytest.mark.slow
 CUDA = ("trainer=gpu", "trainer.step.loader_workers=0", "trainer.step.pin_memory=false", "trainer.precision=bf16-mixed")
@@ -29,23 +35,6 @@ LEARNS = ("objective=ar", "trainer.max_steps=40", "trainer.val_check_interval=20
 @pytest.fixture(scope="module")
 def learnable(tmp_path_factory) -> tuple[str, ...]:
     return (*LEARNS, *write_learnable_corpus(tmp_path_factory.mktemp("learnable")))
-
-
-class SpoilGradients(Callback):
-    """Before the module measures them (callbacks' hooks run first): from step `at` on, one gradient inf (or every
-    gradient zero, at=0 with zero=True)."""
-
-    def __init__(self, at: int, zero: bool = False) -> None:
-        self.at, self.zero = at, zero
-
-    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        if trainer.global_step < self.at:
-            return
-        for p in pl_module.parameters():
-            if p.grad is not None:
-                p.grad.zero_() if self.zero else p.grad.view(-1)[0].fill_(float("inf"))
-                if not self.zero:
-                    return
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -218,4 +218,7 @@ def test_killed_finetuning_runs_resume_exactly(corpus, tmp_path, data_dir):
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda i: trial(kills[i], settings(runs[i]), runs[i]), range(len(kills))))
     worst = check_exact(kills, results, reference, "sst2/train/loss", total)
+    # each resumed from the last epoch's end before its kill (a fresh start only before the first): a run without a
+    # mid-run checkpoint would restart from step 0 and log the same losses, passing the check above
+    assert [min(r["logs"][-1]["sst2/train/loss"]) for r in results] == [0, 8, 8, 16]
     print(f"fine-tuning: {len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")

@@ -32,11 +32,13 @@ GRADIENT_CAUSES = ("an attention kernel's backward (trainer.step.sdpa_backends; 
 
 
 class StopsAtNonFinite:
-    """A PretrainModule mix-in (it reads `reads_every_step`, `global_step`, `current_epoch` and the optimiser hook's
-    `measure_gradients`): train/grad_norm at logging steps, and the stops."""
+    """A training module's mix-in, pretraining's and fine-tuning's (it reads `reads_every_step`, `global_step`,
+    `current_epoch` and the optimiser hook's `measure_gradients`): the gradient norm at logging steps, under
+    `grad_norm_tag`, and the stops."""
 
     # the first step whose training loss (LOSS) and gradient norm (GRADIENT) were NaN/inf, -1 for none
     nonfinite_at: Tensor | None = None
+    grad_norm_tag = "train/grad_norm"
 
     def note_nonfinite(self, which: int, value: Tensor) -> None:
         """Where reads are deferred: record this step in nonfinite_at[which] if `value` is NaN/inf and none was before
@@ -69,14 +71,14 @@ class StopsAtNonFinite:
                 f"Likely causes: {GRADIENT_CAUSES}.")
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """train/grad_norm (the total norm before clipping) at logging steps, and a stop at a NaN/inf one: at once
+        """The total norm before clipping (`grad_norm_tag`) at logging steps, and a stop at a NaN/inf one: at once
         where reads are free, else at the next check (check_finite). A gradient scaler (16-mixed) skips such steps
         and lowers its scale by design, so there the norm is only logged."""
         norm = self.measure_gradients(optimizer)
         if norm is None:  # a skipped batch: no gradients
             return
         if logs_this_step(self.trainer):
-            self.log("train/grad_norm", norm)
+            self.log(self.grad_norm_tag, norm)
         if grad_scaler(self.trainer) is not None:
             return
         if not self.reads_every_step:

@@ -127,11 +127,11 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
                  lineage[-1]["tokens"], lineage_tokens(lineage))
     max_flops = cfg.get("max_flops")
     tokens = TokenAccounting(cfg.max_tokens, None if max_flops is None else float(max_flops))  # data_epochs: below
-    best_and_last = checkpoints(out, best_by="val/loss")
+    best, last = checkpoints(out, best_by="val/loss")
     part_way = SaveAtTokens(tokens, list(cfg.get("save_at_tokens") or []), out / "checkpoints")
     branch_points = SaveAtSteps([], out / "checkpoints")  # a trunk's branches' decay starts (branch_start)
     first_step = FirstStep(started)
-    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, branch_points, best_and_last,
+    trainer = build_trainer(cfg.trainer, out, [DataPosition(), tokens, part_way, branch_points, best, last,
                                                first_step],
                             cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
@@ -208,8 +208,8 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
         "mfu": (tokens.flops_seen / fit_seconds / (module.peak_flops * trainer.world_size)
                 if module.peak_flops and fit_seconds > 0 else None),
         "startup_seconds": None if first_step.seconds is None else round(first_step.seconds, 1),
-        "best_checkpoint": best_and_last.best_model_path,
-        "last_checkpoint": best_and_last.last_model_path,
+        "best_checkpoint": best.best_model_path,
+        "last_checkpoint": last.path,
         "metrics": metrics,
     }
     write_result(trainer, out / "summary.json", summary)

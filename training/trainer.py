@@ -49,13 +49,33 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
-def checkpoints(out: Path, best_by: str | None = None) -> ModelCheckpoint:
-    """<out>/checkpoints/last.ckpt at every validation (what a resume and fine-tuning read), plus, with
-    `best_by`, the checkpoint of the lowest value of that metric (best-step<N>.ckpt)."""
+class LastCheckpoint(ModelCheckpoint):
+    """<dirpath>/last.ckpt written at every validation, the end of training included: the end of the token budget
+    that fine-tuning, scoring, exports and a resume read. Since Lightning 2.6 a ModelCheckpoint's `save_last` file is
+    written only at a step where that callback also wrote a top-k checkpoint: with a monitored best that is a step
+    where the metric improved, so last.ckpt held the best step, not the last (tests/test_checkpoints.py); with
+    save_top_k=0 it was written once, when training ended. Here the file is this callback's one top-k checkpoint,
+    monitored by nothing, so it is replaced at each save whatever the metrics did."""
+
+    def __init__(self, dirpath: Path) -> None:
+        super().__init__(dirpath=dirpath, filename="last", monitor=None, save_top_k=1, save_last=False,
+                         enable_version_counter=False)
+
+    @property
+    def path(self) -> str:
+        """The file this run wrote ('' before its first save)."""
+        return self.best_model_path
+
+
+def checkpoints(out: Path, best_by: str | None = None) -> list[ModelCheckpoint]:
+    """<out>/checkpoints/last.ckpt at every validation (LastCheckpoint), after, with `best_by`, the checkpoint of the
+    lowest value of that metric (best-step<N>.ckpt)."""
+    last = LastCheckpoint(out / "checkpoints")
     if best_by is None:
-        return ModelCheckpoint(dirpath=out / "checkpoints", save_top_k=0, save_last=True)
-    return ModelCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
-                           monitor=best_by, mode="min", save_top_k=1, save_last=True)
+        return [last]
+    best = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
+                           monitor=best_by, mode="min", save_top_k=1)
+    return [best, last]
 
 
 def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:

@@ -89,10 +89,28 @@ class LearningProbe(Callback):
         assert_every_parameter_moved(self.start, pl_module)
 
 
-def with_callbacks(monkeypatch, *extra: Callback) -> None:
-    """train.py's trainer with `extra` callbacks after its own."""
-    from armlm.training import run as training_run
+class SpoilGradients(Callback):
+    """Before the module measures them (callbacks' hooks run first): from step `at` on, one gradient inf (or every
+    gradient zero, at=0 with zero=True)."""
 
-    real = training_run.build_trainer
-    monkeypatch.setattr(training_run, "build_trainer",
+    def __init__(self, at: int, zero: bool = False) -> None:
+        self.at, self.zero = at, zero
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        if trainer.global_step < self.at:
+            return
+        for p in pl_module.parameters():
+            if p.grad is not None:
+                p.grad.zero_() if self.zero else p.grad.view(-1)[0].fill_(float("inf"))
+                if not self.zero:
+                    return
+
+
+def with_callbacks(monkeypatch, *extra: Callback, stage: str = "armlm.training.run") -> None:
+    """A stage's trainer (pretraining's by default; "armlm.finetune.run") with `extra` callbacks after its own."""
+    import importlib
+
+    run = importlib.import_module(stage)
+    real = run.build_trainer
+    monkeypatch.setattr(run, "build_trainer",
                         lambda trainer, out, callbacks, *a, **k: real(trainer, out, [*callbacks, *extra], *a, **k))

@@ -1,0 +1,86 @@
+"""A run's checkpoints (training.trainer.checkpoints): last.ckpt holds the model at every validation, the last one
+included, whatever the monitored metric did, and best-step<N>.ckpt the lowest. Lightning 2.6's `save_last` wrote
+last.ckpt only where a top-k file was written too, so a run whose final validation was not its best left the best step
+in last.ckpt, the file every later stage reads as the end of the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from armlm.training.trainer import checkpoints
+
+
+class ScriptedValidation(L.LightningModule):
+    """A linear model whose validations log the scripted `val/loss` values in turn, and that records, at each
+    validation's end, the step last.ckpt holds (after the checkpoint callbacks, which run last)."""
+
+    def __init__(self, losses: list[float]) -> None:
+        super().__init__()
+        self.layer, self.losses, self.validations = torch.nn.Linear(2, 1), losses, 0
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.layer(batch[0]).pow(2).mean()
+
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        pass
+
+    def on_validation_epoch_end(self) -> None:
+        self.log("val/loss", self.losses[self.validations])
+        self.validations += 1
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4)  # 4 steps an epoch
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=4)
+
+
+def saved_step(path: Path) -> int:
+    return torch.load(path, weights_only=True)["global_step"]
+
+
+class StepsSaved(L.Callback):
+    """The step last.ckpt holds at each training epoch's end and at the end of training, after the checkpoint
+    callbacks (Lightning runs them last) have written."""
+
+    def __init__(self, last: Path) -> None:
+        self.last, self.seen = last, []
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch > 0:
+            self.seen.append(saved_step(self.last))
+
+
+def fit(out: Path, losses: list[float], best_by: str | None, **trainer: object) -> tuple[list[int], StepsSaved]:
+    spy = StepsSaved(out / "checkpoints" / "last.ckpt")
+    run = L.Trainer(callbacks=[*checkpoints(out, best_by), spy], logger=False, enable_progress_bar=False,
+                    enable_model_summary=False, num_sanity_val_steps=0, **trainer)
+    run.fit(ScriptedValidation(losses))
+    return sorted(p.name for p in (out / "checkpoints").iterdir()), spy
+
+
+@pytest.mark.parametrize("losses,best", [([3.0, 2.0, 4.0, 5.0], 8), ([3.0, 2.0, 1.0, 0.5], 16)],
+                         ids=["worse at the end", "best at the end"])
+def test_last_ckpt_holds_the_last_step_and_best_the_lowest(tmp_path, losses, best):
+    """A validation at every epoch's end, steps 4, 8, 12 and 16: last.ckpt follows each one; the best file stays at
+    the lowest val/loss."""
+    files, spy = fit(tmp_path, losses, "val/loss", max_epochs=4)
+    assert files == [f"best-step{best}.ckpt", "last.ckpt"]
+    assert spy.seen == [4, 8, 12]
+    assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 16
+    assert saved_step(tmp_path / "checkpoints" / f"best-step{best}.ckpt") == best
+
+
+def test_without_a_metric_last_ckpt_is_written_at_every_epoch_end(tmp_path):
+    """Fine-tuning's: an interrupted run resumes from its last epoch, not from nothing."""
+    files, spy = fit(tmp_path, [1.0, 1.0, 1.0], None, max_epochs=3)
+    assert files == ["last.ckpt"] and spy.seen == [4, 8]
+    assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 12
