@@ -9,7 +9,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 bash .gpu-carry/install.sh || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 ARMLM_DATA_DIR=/tmp/data ARMLM_CACHE_DIR=/tmp/cache
+python3 bench/checkout_site.py /tmp/armlm-site || exit 1  # armlm is the checkout that travelled, linked (no wheel)
+export PYTHONPATH=/tmp/armlm-site:/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 ARMLM_DATA_DIR=/tmp/data ARMLM_CACHE_DIR=/tmp/cache
 mkdir -p /tmp/data && tar -C /tmp/data -xJf .gpu-data/gutenwiki-10m.tar.xz || exit 1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
   python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__)"; } \

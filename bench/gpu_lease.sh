@@ -81,18 +81,20 @@ export PYTHONPATH=$links${PYTHONPATH:+:$PYTHONPATH}
   $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
   'cudnn', torch.backends.cudnn.version())"
   $python -c "import os, armlm; print('armlm', armlm.__file__, '->', os.path.realpath(armlm.__file__))"; } | tee "$out/device.txt"
-# what the parts import and the image lacks: a module missing here would fail every part, so stop in one line
+# what the parts import and the image lacks: a module that does not import here would fail every part, so stop in
+# one line (imported, not only found: a package present without its dependency, or built for another numpy, fails)
 missing=$($python - <<'PY'
-import importlib.util
-def importable(name):
+import importlib
+def imports(name):
     try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # its parent package is missing
+        importlib.import_module(name)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to import is what this check reports
         return False
 print(" ".join(name for name in ("hydra", "omegaconf", "seqeval", "gensim", "smart_open", "joblib",
-                                 "hydra_plugins.hydra_joblib_launcher", "armlm.commands") if not importable(name)))
+                                 "hydra_plugins.hydra_joblib_launcher", "armlm.commands") if not imports(name)))
 PY
-)
+) || missing="(the import check itself failed)"
 if [ -n "$missing" ]; then
   echo "setup: $missing not importable; bash bench/gpu_lease_prepare.sh carries them" | tee -a "$out/parts.txt"; exit 1
 fi

@@ -27,7 +27,8 @@ for path in "${carry[@]}"; do
   [ -e "$path" ] || { echo "gpu_lease_prepare: $path is missing; run bash bench/gpu_lease_prepare.sh (no --check)" >&2
                       exit 1; }
 done
-bytes() { du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f 1; }  # a deleted tracked file is not sent
+# a tracked file deleted or set aside is listed by git but not sent: du skips it (and exits 1, which is no failure)
+bytes() { { du -cb --files0-from=- 2>/dev/null || true; } | tail -n 1 | cut -f 1; }
 checkout=$(git ls-files -z --cached --others --exclude-standard | bytes)
 aside=$(git ls-files -z --cached --others --exclude-standard -- records docs notebooks | bytes)
 carried=$(du -cb "${carry[@]}" | tail -n 1 | cut -f 1)

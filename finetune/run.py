@@ -36,6 +36,9 @@ from armlm.training.trainer import (
 from armlm.training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
+# finetune.mode=features keeps its frozen backbone in eval mode on purpose (FinetuneModule.train: no dropout), which
+# Lightning 2.5.5+ warns about at every fit
+warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
 ATTENTION_MODES = ("pretrained", "bidirectional", "causal")
 
 

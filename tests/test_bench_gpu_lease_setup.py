@@ -92,6 +92,15 @@ def test_the_size_check_counts_the_checkout_and_the_carry_and_refuses_what_canno
     assert "mv records docs notebooks ../aside/" in over.stderr
 
 
+def test_what_was_set_aside_is_not_counted(tmp_path):
+    """After its own advice (records/ moved out, still tracked), the check measures what is left, not an error."""
+    repo = sized_repo(tmp_path, tracked_mib=3, carry_mib=2)
+    (repo / "records").rename(tmp_path / "aside")
+    fits = check(repo, limit_mib=4)
+    assert fits.returncode == 0, fits.stderr
+    assert "checkout 0.0 MiB (records/, docs/, notebooks/: 0.0) + carry 2.0 MiB = 2.0 of 4 MiB" in fits.stdout
+
+
 def test_the_size_check_without_a_carry_says_how_to_make_it(tmp_path):
     done = check(sized_repo(tmp_path, tracked_mib=1, carry_mib=None), limit_mib=64)
     assert done.returncode == 1 and done.stderr.count("\n") == 1

@@ -12,12 +12,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from armlm.training.trainer import checkpoints
+from armlm.training.trainer import LastCheckpoint, checkpoints
 
 
 class ScriptedValidation(L.LightningModule):
-    """A linear model whose validations log the scripted `val/loss` values in turn, and that records, at each
-    validation's end, the step last.ckpt holds (after the checkpoint callbacks, which run last)."""
+    """A linear model whose validations log the scripted `val/loss` values in turn."""
 
     def __init__(self, losses: list[float]) -> None:
         super().__init__()
@@ -48,14 +47,15 @@ def saved_step(path: Path) -> int:
 
 
 class StepsSaved(L.Callback):
-    """The step last.ckpt holds at each training epoch's end and at the end of training, after the checkpoint
-    callbacks (Lightning runs them last) have written."""
+    """The step last.ckpt holds when the next training batch starts: after every checkpoint callback of the step
+    before has written, at an epoch's end (fine-tuning's validations) or inside one (pretraining's)."""
 
     def __init__(self, last: Path) -> None:
         self.last, self.seen = last, []
 
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.current_epoch > 0:
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: object,
+                             batch_idx: int) -> None:
+        if self.last.is_file() and (not self.seen or self.seen[-1] != saved_step(self.last)):
             self.seen.append(saved_step(self.last))
 
 
@@ -79,8 +79,29 @@ def test_last_ckpt_holds_the_last_step_and_best_the_lowest(tmp_path, losses, bes
     assert saved_step(tmp_path / "checkpoints" / f"best-step{best}.ckpt") == best
 
 
+def test_validations_inside_an_epoch_write_last_ckpt_each_time(tmp_path):
+    """Pretraining's schedule: a validation every 2 steps inside 4-step epochs (check_val_every_n_epoch null), where
+    Lightning saves at the validation's end rather than the epoch's; val/loss worst at the end."""
+    files, spy = fit(tmp_path, [3.0, 2.0, 1.0, 4.0, 5.0], "val/loss", max_steps=10, val_check_interval=2,
+                     check_val_every_n_epoch=None)
+    assert files == ["best-step6.ckpt", "last.ckpt"]
+    assert spy.seen == [2, 4, 6, 8]
+    assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 10
+
+
 def test_without_a_metric_last_ckpt_is_written_at_every_epoch_end(tmp_path):
     """Fine-tuning's: an interrupted run resumes from its last epoch, not from nothing."""
     files, spy = fit(tmp_path, [1.0, 1.0, 1.0], None, max_epochs=3)
     assert files == ["last.ckpt"] and spy.seen == [4, 8]
     assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 12
+
+
+def test_the_summary_path_is_the_file_in_the_run_folder(tmp_path):
+    """Not the callback's restored state: a run resumed from a checkpoint an older callback wrote restores none, and
+    one resumed in a moved folder restores the old folder's."""
+    last = LastCheckpoint(tmp_path / "checkpoints")
+    last.best_model_path = "/elsewhere/checkpoints/last.ckpt"
+    assert last.path == ""
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert last.path == str(tmp_path / "checkpoints" / "last.ckpt")

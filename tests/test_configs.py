@@ -9,6 +9,7 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
+from armlm.common.errors import ArmlmError
 from armlm.datamodules.corpora import Corpus
 from armlm.datamodules.finetune import FinetuneDataModule
 from armlm.datamodules.pretrain import PretrainDataModule
@@ -16,7 +17,7 @@ from armlm.models.backbone import ModelConfig
 from armlm.objectives.base import Objective
 from armlm.training.run import check_config, run_pretraining
 from armlm.training.setup import build_model_config
-from armlm.training.trainer import lightning_settings, step_settings
+from armlm.training.trainer import build_trainer, check_sharded_clipping, lightning_settings, step_settings
 from tests.helpers.configs import composed_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import word_tokenizer_json
@@ -104,6 +105,15 @@ def test_trainer_configs_instantiate(name, tmp_path):
     trainer = instantiate(lightning_settings(cfg.trainer), **cpu)
     assert isinstance(trainer, L.Trainer)
     assert trainer.gradient_clip_val == cfg.trainer.gradient_clip_val
+
+
+def test_fsdp_refuses_norm_clipping_by_each_ranks_shard(tmp_path):
+    with pytest.raises(ArmlmError, match=r"gradient_clip_val=1.0 under FSDP would clip each rank's shard"):
+        build_trainer(composed("trainer=fsdp").trainer, tmp_path, [])
+    unclipped = composed("trainer=fsdp", "trainer.gradient_clip_val=null").trainer
+    with pytest.raises(Exception, match="No supported gpu backend found"):  # past the refusal, to Lightning's
+        build_trainer(unclipped, tmp_path, [])
+    check_sharded_clipping(composed("trainer=ddp").trainer)  # DDP's gradients are whole on every rank
 
 
 @pytest.mark.parametrize("name", options("experiment"))

@@ -233,7 +233,7 @@ class SaveAtTokens(Callback):
             # (a resumed run has written it already)
             if (not target.is_file() and optimizer_step_ends(trainer, batch_idx)
                     and self.tokens.may_have_reached(n) and self.tokens.tokens_seen >= n):
-                trainer.save_checkpoint(target)
+                trainer.save_checkpoint(target, weights_only=False)  # the full state, as last.ckpt holds
 
 
 class SaveAtSteps(Callback):
@@ -255,7 +255,7 @@ class SaveAtSteps(Callback):
         step = trainer.global_step
         if step in self.steps and step not in self.written:
             self.written.add(step)
-            trainer.save_checkpoint(self.path(self.folder, step))
+            trainer.save_checkpoint(self.path(self.folder, step), weights_only=False)  # a branch resumes from it
 
 
 class ValidateAtEnd(Callback):

@@ -63,8 +63,10 @@ class LastCheckpoint(ModelCheckpoint):
 
     @property
     def path(self) -> str:
-        """The file this run wrote ('' before its first save)."""
-        return self.best_model_path
+        """<dirpath>/last.ckpt where it exists, else ''. Read from the folder, not the callback's state: a run resumed
+        from a checkpoint an older callback wrote, or from a folder since moved, restores no path or another one."""
+        last = Path(self.dirpath) / "last.ckpt"
+        return str(last) if last.is_file() else ""
 
 
 def checkpoints(out: Path, best_by: str | None = None) -> list[ModelCheckpoint]:
@@ -130,12 +132,24 @@ def lightning_settings(trainer: DictConfig) -> DictConfig:
     return lightning
 
 
+def check_sharded_clipping(trainer: DictConfig) -> None:
+    """Refuse norm clipping under FSDP. armlm measures and clips with the total norm of the gradients the optimiser
+    holds (training.optim.ClipsUnscaledGradients); under FSDP each rank holds only its shard, so each would clip by a
+    norm of its own. Lightning refuses this for its own clipping, and armlm's hook would pass it by."""
+    clips_by_norm = trainer.get("gradient_clip_val") and trainer.get("gradient_clip_algorithm") != "value"
+    if clips_by_norm and "fsdp" in str(trainer.get("strategy") or "").lower():
+        raise ArmlmError(f"trainer.gradient_clip_val={trainer.gradient_clip_val} under FSDP would clip each rank's "
+                         "shard by its own norm (no global norm is built or proven on a GPU yet): use trainer=ddp, or "
+                         "add trainer.gradient_clip_val=null for a run without clipping (unlike trainer=ddp's recipe)")
+
+
 def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], loggers: DictConfig | None = None,
                   **overrides: Any) -> L.Trainer:
     """The `trainer` group's Trainer for a run writing into `out`: `callbacks` (the run's own, then
     ValidateAtEnd so a run stopped by max_steps mid-epoch validates and checkpoints its last step),
     the `logger` group's loggers (tags shared by every objective), and AtomicCheckpointIO (a kill
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
+    check_sharded_clipping(trainer)
     bar = [RunProgressBar()] if trainer.get("enable_progress_bar", True) else []
     return instantiate(
         lightning_settings(trainer), default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
