@@ -9,7 +9,9 @@
 #   4. throughput: bench/throughput.py at base shape, compiled, beside HF's models eager and compiled (issue 83)
 #   5. profile:    bench/step_profile.py at base shape, compiled: each kernel once, beside the measured step
 #   6. train:      a real train.py run at base shape (trainer=gpu): MFU over its whole fit, and its start-up
-#   7. study:      the findings study's AR and MLM arms, 8 seeds each, fine-tuned on CoNLL-2003 (scale=gpu_lease),
+#   7. launch:     bench/launch_bound.py at the study's shape: CUDA graphs in one process against several processes
+#                  sharing the GPU, the measurement that chooses how small models run (issue 83)
+#   8. study:      the findings study's AR and MLM arms, 8 seeds each, fine-tuned on CoNLL-2003 (scale=gpu_lease),
 #                  every arm x seed a concurrent launch (the joblib launcher)
 # Everything comes back as $OUT/lease.tar.gz (logs, summaries, tables; no checkpoints) plus parts.txt and the tables.
 #
@@ -52,6 +54,7 @@ if [ "$dry" = 1 ]; then
   train=(model=tiny trainer.accelerator=cpu trainer.max_steps=3 trainer.val_check_interval=3 trainer.limit_val_batches=2
          max_tokens=null data.block_size=32 data.batch_size=8 trainer.precision=32-true trainer.step.compile_backend=aot_eager
          trainer.step.loader_workers=0 trainer.step.pin_memory=false)
+  launch=(--dry-run)
   # the study part in one process (stage launches are the study tests'; the lease launches each arm x seed)
   study=(scale=smoke seed=22 'extra_pretrain=["trainer.max_steps=3"]' 'tasks=[conll2003]' arm=ar hydra.launcher.n_jobs=1 launcher=in_process
          'extra_finetune=["task.data.max_train_examples=16","task.data.max_eval_examples=16"]')
@@ -67,6 +70,7 @@ else
            --n-heads 12 --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32)
   train=(model=base data.block_size=512 data.batch_size=32 max_tokens=20_000_000 trainer.val_check_interval=100000
          trainer.limit_val_batches=10 trainer.log_every_n_steps=50)
+  launch=(--settings default:1 default:4 default:16 reduce-overhead:1 --steps 300)
   study=(scale=gpu_lease seed=22,23,24,25,26,27,28,29 arm=ar,mlm hydra.launcher.n_jobs=16)
   bash .gpu-carry/install.sh || exit 1
   export PYTHONPATH=/tmp/site:$here/.gpu-carry/site
@@ -123,7 +127,10 @@ part profile 60 $python bench/step_profile.py "${profile[@]}"
 part train 120 $python train.py objective=mlm trainer=gpu trainer.enable_progress_bar=false "${train[@]}" \
   "hydra.run.dir=$out/train"
 
-# 7. the findings' AR and MLM arms at 10 x the CPU budget, every arm x seed launched at once, while time is left
+# 7. small models: CUDA graphs against processes sharing the GPU, at the study's shape
+part launch 120 $python bench/launch_bound.py "${launch[@]}" --json "$out/launch.jsonl"
+
+# 8. the findings' AR and MLM arms at 10 x the CPU budget, every arm x seed launched at once, while time is left
 part study 300 $python -m armlm study -m hydra/launcher=joblib study=findings "${study[@]}" 'stages=[pretrain,finetune]' \
   "root=$out/study" report=false
 echo "done in $(( $(date +%s) - started )) s" | tee -a "$out/parts.txt"

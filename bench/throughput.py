@@ -221,7 +221,8 @@ def run(args: argparse.Namespace) -> dict:
             rows.append(row)
     return {
         "config": {**asdict(shape), "dropout": args.dropout, "precision": args.precision, "device": args.device,
-                   "compile": args.compile, "allocator": args.allocator, "threads": torch.get_num_threads(),
+                   "compile": args.compile, "compile_mode": args.compile_mode, "allocator": args.allocator,
+                   "threads": torch.get_num_threads(),
                    "rounds": args.rounds, "steps": args.steps, "torch": torch.__version__},
         "matmul_peak_flops": summarise(peaks), "rows": rows,
     }

@@ -30,7 +30,7 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     parts = (out / "parts.txt").read_text()
-    for name in ("learns", "objectives", "cuda-tests", "throughput", "profile", "train", "study"):
+    for name in ("learns", "objectives", "cuda-tests", "throughput", "profile", "train", "launch", "study"):
         assert f"{name}: rc=0," in parts, parts
     # armlm was imported through links to this checkout (bench/checkout_site.py), not from an installed copy
     linked, arrow, target = next(line for line in (out / "device.txt").read_text().splitlines()
@@ -54,6 +54,8 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
     assert all(row["steps"] == 3 and row["learned"] is False for row in pretraining)
     assert "metrics" in objectives[-1] and "majority_baseline" in objectives[-1]  # the fine-tuning run on CoNLL
     throughput = json.loads(archive_text(out, "./throughput.jsonl").splitlines()[-1])
+    launch = json.loads(archive_text(out, "./launch.jsonl"))["rows"]  # one process, then two sharing the device
+    assert [(row["processes"], row["aggregate_tokens_per_s"] > 0) for row in launch] == [(1, True), (2, True)]
     train = json.loads(archive_text(out, "./train/summary.json"))
     assert "./study/ar/seed22/finetune/conll2003-full/results.json" in names
     # armlm's compiled step only: HF's models beside it are tests/test_bench.py's (the lease runs all of them)
