@@ -74,6 +74,16 @@ else
   study=(scale=gpu_lease seed=22,23,24,25,26,27,28,29 arm=ar,mlm hydra.launcher.n_jobs=16)
   bash .gpu-carry/install.sh || exit 1
   export PYTHONPATH=/tmp/site:$here/.gpu-carry/site
+  # seqeval.metrics imports one name from scikit-learn, the warning class sklearn.exceptions.UndefinedMetricWarning.
+  # The image may lack scikit-learn, and its wheel (~13 MB) would not fit beside the checkout. Where it does not
+  # import, that one class is given in a folder of its own, last on the path (an installed sklearn always wins)
+  if ! $python -c "import sklearn.exceptions" 2> /dev/null; then
+    mkdir -p /tmp/sklearn-shim/sklearn && : > /tmp/sklearn-shim/sklearn/__init__.py
+    printf 'class UndefinedMetricWarning(UserWarning):\n    """seqeval.metrics imports this alone (bench/gpu_lease.sh)"""\n' \
+      > /tmp/sklearn-shim/sklearn/exceptions.py
+    export PYTHONPATH=$PYTHONPATH:/tmp/sklearn-shim
+    sklearn_note="sklearn: not in the image; seqeval's one import from it given by /tmp/sklearn-shim"
+  fi
   mkdir -p /tmp/data && tar -C /tmp/data -xJf .gpu-data.tar.xz && export ARMLM_DATA_DIR=/tmp/data
 fi
 export PYTHONUNBUFFERED=1
@@ -84,7 +94,8 @@ export PYTHONPATH=$links${PYTHONPATH:+:$PYTHONPATH}
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
   $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
   'cudnn', torch.backends.cudnn.version())"
-  $python -c "import os, armlm; print('armlm', armlm.__file__, '->', os.path.realpath(armlm.__file__))"; } | tee "$out/device.txt"
+  $python -c "import os, armlm; print('armlm', armlm.__file__, '->', os.path.realpath(armlm.__file__))"
+  [ -n "${sklearn_note:-}" ] && echo "$sklearn_note"; } | tee "$out/device.txt"
 # what the parts import and the image lacks: a module that does not import here would fail every part, so stop in
 # one line (imported, not only found: a package present without its dependency, or built for another numpy, fails)
 missing=$($python - <<'PY'
@@ -95,8 +106,10 @@ def imports(name):
         return True
     except Exception:  # noqa: BLE001 - any failure to import is what this check reports
         return False
-print(" ".join(name for name in ("hydra", "omegaconf", "seqeval", "gensim", "smart_open", "joblib",
-                                 "hydra_plugins.hydra_joblib_launcher", "armlm.commands") if not imports(name)))
+print(" ".join(name for name in ("hydra", "omegaconf", "seqeval.metrics", "gensim.corpora.wikicorpus", "smart_open",
+                                 "joblib", "hydra_plugins.hydra_joblib_launcher", "armlm.commands",
+                                 "armlm.training.run", "armlm.finetune.run", "armlm.studies.runner")
+               if not imports(name)))
 PY
 ) || missing="(the import check itself failed)"
 if [ -n "$missing" ]; then
@@ -115,7 +128,7 @@ part objectives 270 $python bench/objectives_learn.py $dry_flag "${objectives[@]
 grep -E "^(\||fine-tuned|did not)" "$out/runs/objectives.log" > "$out/objectives.md"
 
 # 3. the suite's CUDA-only tests
-part cuda-tests 150 $python -m pytest -q -p no:cacheprovider "${tests[@]}"
+part cuda-tests 150 $python -m pytest -q -p no:cacheprovider -o addopts= "${tests[@]}"  # addopts: xdist's --dist
 
 # 4. speed, compiled, beside HF's models in the same process
 part throughput 90 $python bench/throughput.py "${bench[@]}" --json "$out/throughput.jsonl"
