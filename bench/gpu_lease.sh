@@ -70,13 +70,13 @@ else
            --n-heads 12 --d-ff 3072 --vocab-size 30522 --seq-len 512 --batch-size 32)
   train=(model=base data.block_size=512 data.batch_size=32 max_tokens=20_000_000 trainer.val_check_interval=100000
          trainer.limit_val_batches=10 trainer.log_every_n_steps=50)
-  launch=(--settings default:1 default:4 default:16 reduce-overhead:1 --steps 300)
+  launch=(--settings default:1 reduce-overhead:1 default:4 default:16 --steps 300 --timeout 35)
   study=(scale=gpu_lease seed=22,23,24,25,26,27,28,29 arm=ar,mlm hydra.launcher.n_jobs=16)
   bash .gpu-carry/install.sh || exit 1
   export PYTHONPATH=/tmp/site:$here/.gpu-carry/site
   # seqeval.metrics imports one name from scikit-learn, the warning class sklearn.exceptions.UndefinedMetricWarning.
   # The image may lack scikit-learn, and its wheel (~13 MB) would not fit beside the checkout. Where it does not
-  # import, that one class is given in a folder of its own, last on the path (an installed sklearn always wins)
+  # import at all (absent, or installed but broken), that one class is given in a folder of its own, on PYTHONPATH
   if ! $python -c "import sklearn.exceptions" 2> /dev/null; then
     mkdir -p /tmp/sklearn-shim/sklearn && : > /tmp/sklearn-shim/sklearn/__init__.py
     printf 'class UndefinedMetricWarning(UserWarning):\n    """seqeval.metrics imports this alone (bench/gpu_lease.sh)"""\n' \
@@ -141,7 +141,7 @@ part train 120 $python train.py objective=mlm trainer=gpu trainer.enable_progres
   "hydra.run.dir=$out/train"
 
 # 7. small models: CUDA graphs against processes sharing the GPU, at the study's shape
-part launch 120 $python bench/launch_bound.py "${launch[@]}" --json "$out/launch.jsonl"
+part launch 150 $python bench/launch_bound.py "${launch[@]}" --json "$out/launch.jsonl"
 
 # 8. the findings' AR and MLM arms at 10 x the CPU budget, every arm x seed launched at once, while time is left
 part study 300 $python -m armlm study -m hydra/launcher=joblib study=findings "${study[@]}" 'stages=[pretrain,finetune]' \

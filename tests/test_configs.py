@@ -114,6 +114,7 @@ def test_fsdp_refuses_norm_clipping_by_each_ranks_shard(tmp_path):
     with pytest.raises(Exception, match="No supported gpu backend found"):  # past the refusal, to Lightning's
         build_trainer(unclipped, tmp_path, [])
     check_sharded_clipping(composed("trainer=ddp").trainer)  # DDP's gradients are whole on every rank
+    check_sharded_clipping(composed("trainer=fsdp", "+trainer.gradient_clip_algorithm=VALUE").trainer)  # per entry
 
 
 @pytest.mark.parametrize("name", options("experiment"))
