@@ -189,6 +189,11 @@ def test_killed_pretraining_runs_resume_exactly(corpus, tmp_path):
         results = list(pool.map(lambda i: trial(kills[i], overrides(corpus, cache, runs[i], "mlm", every), runs[i]),
                                 range(len(kills))))
     worst = check_exact(kills, results, reference, "train/loss", STEPS)
+    # a run killed after step s resumed at the last validation before it: last.ckpt follows every validation, not
+    # only those that lowered val/loss (as Lightning 2.6's save_last did; tests/test_checkpoints.py)
+    killed_at = [(int(kill["KILL_STEP"]), result) for kill, result in zip(kills, results) if "KILL_STEP" in kill]
+    assert [min(result["logs"][-1]["train/loss"]) for _, result in killed_at] == [every * ((s - 1) // every)
+                                                                                  for s, _ in killed_at]
     print(f"pretraining: epoch of {epoch} batches, checkpoints every {every} steps, kills {kills}; "
           f"{len(kills)} trials resumed exactly; largest loss difference after resume {worst:.3g}")
 
