@@ -12,13 +12,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from armlm.common.config import data_dir
+from bench.checkout_site import package_dirs
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE_DIR = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-SOURCES = ("pyproject.toml", "README.md", *sorted(set(PACKAGE_DIR.values())))  # what the wheel is built from
+SOURCES = ("pyproject.toml", "README.md", *sorted(set(package_dirs().values())))  # what the wheel is built from
 TINY = ["model=tiny", "data.block_size=32", "data.batch_size=8", "data.tokenizer.vocab_size=600", "trainer.max_steps=4",
         "trainer.val_check_interval=4", "trainer.limit_val_batches=2", "trainer.enable_progress_bar=false",
         "max_tokens=null", "trainer.precision=32-true"]

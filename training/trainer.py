@@ -57,15 +57,17 @@ class LastCheckpoint(ModelCheckpoint):
     save_top_k=0 it was written once, when training ended. Here the file is this callback's one top-k checkpoint,
     monitored by nothing, so it is replaced at each save whatever the metrics did."""
 
+    NAME = "last"  # last.ckpt
+
     def __init__(self, dirpath: Path) -> None:
-        super().__init__(dirpath=dirpath, filename="last", monitor=None, save_top_k=1, save_last=False,
+        super().__init__(dirpath=dirpath, filename=self.NAME, monitor=None, save_top_k=1, save_last=False,
                          enable_version_counter=False)
 
     @property
     def path(self) -> str:
         """<dirpath>/last.ckpt where it exists, else ''. Read from the folder, not the callback's state: a run resumed
         from a checkpoint an older callback wrote, or from a folder since moved, restores no path or another one."""
-        last = Path(self.dirpath) / "last.ckpt"
+        last = Path(self.dirpath) / f"{self.NAME}{self.FILE_EXTENSION}"
         return str(last) if last.is_file() else ""
 
 

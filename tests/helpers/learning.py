@@ -25,6 +25,14 @@ def assert_finite_checkpoint(path: Path) -> None:
     assert not bad, f"{path} holds NaN/inf in {bad}"
 
 
+def assert_checkpoints_all_at(folder: Path, step: int) -> None:
+    """`folder` holds checkpoints, every one written at `step` and finite: what a stop at a NaN/inf leaves behind."""
+    checkpoints = sorted(folder.glob("*.ckpt"))
+    assert checkpoints and all(torch.load(c, weights_only=True)["global_step"] == step for c in checkpoints)
+    for path in checkpoints:
+        assert_finite_checkpoint(path)
+
+
 def assert_every_gradient_nonzero(module: nn.Module, reached: set[str] | None = None) -> None:
     """Every trainable parameter (or every one named in `reached`: those a loss reaches at all, where some are
     another part's, like the LM bias of ELECTRA's discriminator) got a finite gradient with some non-zero entry."""
