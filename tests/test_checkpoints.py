@@ -5,6 +5,7 @@ in last.ckpt, the file every later stage reads as the end of the budget."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -12,7 +13,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from armlm.training.trainer import LastCheckpoint, checkpoints
+from armlm.training.trainer import LastCheckpoint, RunCheckpoint, checkpoints
 
 
 class ScriptedValidation(L.LightningModule):
@@ -105,3 +106,19 @@ def test_the_summary_path_is_the_file_in_the_run_folder(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
     assert last.path == str(tmp_path / "checkpoints" / "last.ckpt")
+
+
+@pytest.mark.parametrize("best_by", [None, "val/loss"], ids=["fine-tuning's", "pretraining's"])
+def test_a_resume_into_its_own_folder_is_not_warned_about_and_a_fresh_fit_into_a_used_one_is(tmp_path, best_by):
+    """Lightning warns when a fit's checkpoint folder holds files: a resume writes into its own run folder by design,
+    while a fresh fit there may overwrite another run's."""
+    fit(tmp_path, [3.0, 2.0], best_by, max_epochs=2)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    for resumes, warned in ((True, False), (False, True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = L.Trainer(callbacks=checkpoints(tmp_path, best_by), logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, num_sanity_val_steps=0, max_epochs=3)
+            run.fit(ScriptedValidation([3.0, 2.0, 1.0]), ckpt_path=last if resumes else None)
+        assert any(RunCheckpoint.NOT_EMPTY in str(w.message) for w in caught) == warned, (resumes, [str(w.message) for w in caught])
+        assert saved_step(last) == 12

@@ -15,6 +15,7 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -49,7 +50,28 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
-class LastCheckpoint(ModelCheckpoint):
+class RunCheckpoint(ModelCheckpoint):
+    """A checkpoint callback of one run folder. Lightning warns at setup that the folder holds files, before it knows
+    whether the fit resumes, and a fit resumed from a checkpoint in this folder writes there by design. So the warning
+    waits for training to start and is given only where the fit did not resume from this folder."""
+
+    NOT_EMPTY = "exists and is not empty"
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=f".*{self.NOT_EMPTY}")
+            super().setup(trainer, pl_module, stage)
+        self.found_files = bool(stage == "fit" and self._fs.isdir(self.dirpath) and self._fs.ls(self.dirpath))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        resumed_here = trainer.ckpt_path and Path(trainer.ckpt_path).resolve().parent == Path(self.dirpath).resolve()
+        if self.found_files and not resumed_here:
+            rank_zero_warn(f"Checkpoint directory {self.dirpath} {self.NOT_EMPTY}: this fit did not resume from it, "
+                           "so it may overwrite another run's checkpoints")
+
+
+class LastCheckpoint(RunCheckpoint):
     """<dirpath>/last.ckpt written at every validation, the end of training included: the end of the token budget
     that fine-tuning, scoring, exports and a resume read. Since Lightning 2.6 a ModelCheckpoint's `save_last` file is
     written only at a step where that callback also wrote a top-k checkpoint: with a monitored best that is a step
@@ -77,7 +99,7 @@ def checkpoints(out: Path, best_by: str | None = None) -> list[ModelCheckpoint]:
     last = LastCheckpoint(out / "checkpoints")
     if best_by is None:
         return [last]
-    best = ModelCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
+    best = RunCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
                            monitor=best_by, mode="min", save_top_k=1)
     return [best, last]
 
