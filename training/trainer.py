@@ -100,7 +100,7 @@ def checkpoints(out: Path, best_by: str | None = None) -> list[ModelCheckpoint]:
     if best_by is None:
         return [last]
     best = RunCheckpoint(dirpath=out / "checkpoints", filename="best-step{step}", auto_insert_metric_name=False,
-                           monitor=best_by, mode="min", save_top_k=1)
+                         monitor=best_by, mode="min", save_top_k=1)
     return [best, last]
 
 
