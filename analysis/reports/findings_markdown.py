@@ -64,7 +64,10 @@ def _power_text(r: dict[str, Any]) -> str:
         k = abs(int(factor))
         more = (f"over {MAX_ITEM_FACTOR} times the {r['items']}: not at this scale" if k > MAX_ITEM_FACTOR
                 else f"~{k} times the {r['items']}" + (" at these seeds" if factor > 0 else ", and far more seeds"))
-        return f"not resolvable by more seeds (the items alone keep it unresolved); {more}"
+        # a power statement (analysis.reports.findings_report.power_columns), not this row's item-only verdict,
+        # which is judged in its own Holm family and may differ
+        return (f"not resolvable by more seeds (the {r['items']}' part of the interval alone leaves under 80 % power "
+                f"at Holm's strictest step); {more}")
     if observed is None or observed != observed:
         return "needs two seeds or more"
 
