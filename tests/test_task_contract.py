@@ -9,6 +9,8 @@ task, written to a temporary config folder, is read, encoded, fed to a fine-tuni
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,8 +23,12 @@ from armlm.common.vocabulary import IGNORE_INDEX
 from armlm.datamodules.finetune import TASK_KINDS, FinetuneDataModule, GlueDataModule, TaskInfo
 from armlm.datamodules.glue import GlueTask
 from armlm.finetune.metrics import build_metric, task_metrics
+from armlm.finetune.module import FinetuneModule
+from armlm.finetune.run import majority_baseline
+from armlm.training.setup import build
 from tests.helpers.configs import CONFIGS, task_config
 from tests.helpers.tasks import task_info
+from tests.helpers.vocabularies import word_tokenizer_json
 
 TASKS = sorted(path.stem for path in (CONFIGS / "task").glob("*.yaml") if not path.stem.startswith("_"))
 
@@ -94,3 +100,71 @@ def test_configs_of_the_first_tasks_match_what_older_artefacts_are_read_with(nam
     old = task_info_defaults({"name": name})
     assert (old["metrics"], old["primary_metric"]) == (OmegaConf.to_container(cfg.task.metrics),
                                                        cfg.task.primary_metric)
+
+
+THROWAWAY = """# A GLUE-style task no Python knows: one YAML.
+defaults:
+  - _glue
+  - _self_
+name: toy_polarity
+kind: classification
+metrics:
+  mcc: {_target_: armlm.finetune.metrics.matthews}
+  accuracy: {_target_: armlm.finetune.metrics.accuracy}
+primary_metric: accuracy
+data:
+  folder: Polarity
+  text_columns: [text]
+  label_column: polarity
+  labels: [neg, pos]
+  dev_splits: [dev]
+  has_header: true
+  hub_text_columns: [text]
+  max_length: 16
+epochs: 1
+"""
+ROWS = {"train": [("the call was rejected", "neg"), ("a good call", "pos"), ("it is bad", "neg"),
+                  ("that said , it was good", "pos"), ("the eu rejects it", "neg")],
+        "dev": [("a good one", "pos"), ("it was bad", "neg"), ("good", "pos")]}
+
+
+@pytest.fixture
+def throwaway(tmp_path: Path) -> tuple[Path, Path]:
+    """A config folder holding task/toy_polarity.yaml, and its data in the GLUE release layout."""
+    (tmp_path / "configs" / "task").mkdir(parents=True)
+    (tmp_path / "configs" / "task" / "toy_polarity.yaml").write_text(THROWAWAY)
+    (tmp_path / "data" / "Polarity").mkdir(parents=True)
+    for split, rows in ROWS.items():
+        lines = ["id\ttext\tpolarity", *(f"{i}\t{text}\t{label}" for i, (text, label) in enumerate(rows))]
+        (tmp_path / "data" / "Polarity" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return tmp_path / "configs", tmp_path / "data"
+
+
+def test_a_new_glue_style_task_is_one_yaml(throwaway):
+    """docs/extending.md's recipe: a task YAML in a folder of one's own (hydra.searchpath) is read, encoded, given
+    its majority baseline, fed to a fine-tuning module and scored, with no Python."""
+    configs, data = throwaway
+    words = sorted({w for rows in ROWS.values() for text, _ in rows for w in text.split()})
+    cfg = task_config("toy_polarity", f"hydra.searchpath=[file://{configs}]")
+    dm = build(cfg.task.data, tokenizer_json=word_tokenizer_json(words), source=str(data))
+    dm.setup("fit")
+    assert dm.info.name == "toy_polarity" and dm.info.labels == ("neg", "pos")
+    assert [e.labels for e in dm.encoded["train"]] == [0, 1, 0, 1, 0] and len(dm.encoded["dev"]) == 3
+    first = dm.tokenizer.decode(dm.encoded["train"][0].input_ids)
+    assert first == "[CLS] the call was rejected [SEP]"  # encoded with the given tokenizer, no [UNK]
+    # The majority baseline (neg) on dev: one of three right, its Matthews correlation 0 (constant predictions).
+    assert majority_baseline(dm, dm.info) == {"dev": {"mcc": 0.0, "accuracy": pytest.approx(1 / 3, abs=1e-6)}}
+    # A fine-tuning module builds its head and metrics from what the datamodule says, and scores a dev batch.
+    model = {"vocab_size": dm.tokenizer.get_vocab_size(), "max_len": 16, "d_model": 16, "n_layers": 1,
+             "n_heads": 2, "d_ff": 32, "dropout": 0.0}
+    settings = {"mode": "full", "attention": "bidirectional", "pooling": "first", "head_dropout": 0.0,
+                "feature_layers": 1}
+    optim = {"lr": 1e-3, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8}
+    module = FinetuneModule(model, asdict(dm.info), settings, optim).eval()
+    batch = next(iter(dm.val_dataloader()[0]))
+    with torch.no_grad():
+        predicted, gold = module.predictions(module(batch), batch)
+    assert sorted(gold.tolist()) == [0, 1, 1]  # the dev labels, in the loader's order
+    module.val_metrics[0].update(predicted, gold)
+    scores = {k: float(v) for k, v in module.val_metrics[0].compute().items()}
+    assert set(scores) == {"mcc", "accuracy"} and all(math.isfinite(v) for v in scores.values())
