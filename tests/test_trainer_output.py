@@ -1,16 +1,20 @@
 """What a pretraining run prints for its user: its plan (budget, steps, FLOPs per step, run folder), a progress bar
-without `Epoch 0/-2`, no Lightning tips, no `Total FLOPs: 0` summary, and a `done:` line naming the run folder."""
+without `Epoch 0/-2` on a terminal and progress lines elsewhere, no Lightning tips, no `Total FLOPs: 0` summary, and a
+`done:` line naming the run folder."""
 
 import logging
 import math
 import warnings
 from types import SimpleNamespace
 
+import lightning as L
 import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from armlm.training.budget import FLOPS_STEP_MARGIN
 from armlm.training.run import run_pretraining
-from armlm.training.trainer import DropTips, RunProgressBar, quiet_lightning
+from armlm.training.trainer import DropTips, ProgressLines, RunProgressBar, progress_display, quiet_lightning
 from tests.helpers.configs import tiny_config
 
 
@@ -19,6 +23,50 @@ def test_the_progress_bar_names_the_epoch_without_a_negative_total(max_epochs, d
     bar = RunProgressBar()
     bar._trainer = SimpleNamespace(max_epochs=max_epochs)
     assert bar._get_train_description(0) == description
+
+
+class Regression(L.LightningModule):
+    """A linear model that logs its loss to the progress bar, as armlm's modules log train/loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.layer(batch[0]).pow(2).mean()
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4)  # 4 steps an epoch
+
+
+def progress_lines(caplog: pytest.LogCaptureFixture, every_s: float, max_steps: int) -> list[str]:
+    with caplog.at_level(logging.INFO, logger="armlm.progress"):
+        L.Trainer(callbacks=[ProgressLines(every_s)], max_steps=max_steps, logger=False, enable_checkpointing=False,
+                  enable_model_summary=False, log_every_n_steps=1).fit(Regression())
+    return [r.getMessage() for r in caplog.records if r.name == "armlm.progress"]
+
+
+def test_progress_lines_give_the_step_its_share_the_time_left_and_the_bars_metrics(caplog):
+    lines = progress_lines(caplog, every_s=0, max_steps=6)  # a line at every step
+    assert [line.split(",")[0] for line in lines] == [f"step {s} of 6 ({100 * s / 6:.0f} %)" for s in range(1, 7)]
+    assert all("left" in line and "; train/loss " in line for line in lines)
+    assert ", about 0 m 00 s left; " in lines[-1]
+
+
+def test_progress_lines_wait_for_their_interval(caplog):
+    assert progress_lines(caplog, every_s=3600, max_steps=6) == []
+
+
+def test_a_terminal_gets_the_bar_and_a_log_file_the_lines(monkeypatch):
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert isinstance(progress_display(), RunProgressBar)
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    assert isinstance(progress_display(), ProgressLines)
 
 
 def test_lightning_tips_are_dropped_and_its_other_messages_kept():

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,7 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar, RichProgressBar
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -25,6 +28,8 @@ from armlm.common.provenance import armlm_commit
 from armlm.training.callbacks import ValidateAtEnd
 from armlm.training.checkpoint_io import AtomicCheckpointIO
 
+progress_log = logging.getLogger("armlm.progress")
+
 
 class RunProgressBar(RichProgressBar):
     """Lightning's rich bar, without its `Epoch 0/-2`: a budget in tokens runs with max_epochs=-1, so the bar names
@@ -33,6 +38,57 @@ class RunProgressBar(RichProgressBar):
     def _get_train_description(self, current_epoch: int) -> str:
         epochs = self.trainer.max_epochs
         return f"Epoch {current_epoch}" + (f"/{epochs - 1}" if epochs is not None and epochs > 0 else "")
+
+
+class ProgressLines(ProgressBar):
+    """Progress as log lines, for output that is not a terminal (a log file, a batch job's output, a pipe), where the
+    rich bar is drawn once, when training ends: every `every_s` seconds of training, one line with the step, the
+    share of the run, the time so far and left, and what the bar shows (the metrics logged with prog_bar). It reads
+    those metrics only when it writes a line, so it adds no per-step host read."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        super().__init__()
+        self.every_s, self.shown = every_s, True
+        self.started = self.last_line = 0.0
+        self.first_step = 0
+
+    def disable(self) -> None:
+        self.shown = False
+
+    def enable(self) -> None:
+        self.shown = True
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = self.last_line = time.monotonic()
+        self.first_step = trainer.global_step  # a resumed run estimates from its own steps
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        now = time.monotonic()
+        if self.shown and trainer.is_global_zero and now - self.last_line >= self.every_s:
+            self.last_line = now
+            progress_log.info(self.line(trainer, pl_module, now))
+
+    def line(self, trainer: L.Trainer, pl_module: L.LightningModule, now: float) -> str:
+        step, total = trainer.global_step, trainer.estimated_stepping_batches
+        elapsed, done = now - self.started, step - self.first_step
+        text = f"step {step:,}"
+        if math.isfinite(total) and total > 0:
+            text += f" of {int(total):,} ({100 * step / total:.0f} %)"
+        text += f", {minutes(elapsed)}"
+        if math.isfinite(total) and done > 0:
+            text += f", about {minutes(elapsed / done * max(0.0, total - step))} left"
+        shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
+        return text + "".join(f"; {k} {v:.4g}" if isinstance(v, float) else f"; {k} {v}" for k, v in shown.items())
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} m {int(seconds % 60):02d} s"
+
+
+def progress_display() -> Callback:
+    """The rich bar on a terminal; elsewhere progress lines, which a log file keeps as the run goes."""
+    return RunProgressBar() if sys.stdout.isatty() else ProgressLines()
 
 
 class DropTips(logging.Filter):
@@ -174,7 +230,7 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
     the `logger` group's loggers (tags shared by every objective), and AtomicCheckpointIO (a kill
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
     check_sharded_clipping(trainer)
-    bar = [RunProgressBar()] if trainer.get("enable_progress_bar", True) else []
+    bar = [progress_display()] if trainer.get("enable_progress_bar", True) else []
     return instantiate(
         lightning_settings(trainer), default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
         logger=build_loggers(loggers, out) or False, plugins=[AtomicCheckpointIO()], **overrides,
