@@ -122,3 +122,17 @@ def test_a_resume_into_its_own_folder_is_not_warned_about_and_a_fresh_fit_into_a
             run.fit(ScriptedValidation([3.0, 2.0, 1.0]), ckpt_path=last if resumes else None)
         assert any(RunCheckpoint.NOT_EMPTY in str(w.message) for w in caught) == warned, (resumes, [str(w.message) for w in caught])
         assert saved_step(last) == 12
+
+
+def test_a_resume_from_the_run_folder_itself_is_quiet(tmp_path):
+    """SLURM's requeue resumes from hpc_ckpt_<n>.ckpt in the run folder (default_root_dir), beside checkpoints/."""
+    fit(tmp_path, [3.0, 2.0], "val/loss", max_epochs=2)
+    requeued = tmp_path / "hpc_ckpt_1.ckpt"
+    requeued.write_bytes((tmp_path / "checkpoints" / "last.ckpt").read_bytes())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        L.Trainer(callbacks=checkpoints(tmp_path, "val/loss"), default_root_dir=tmp_path, logger=False,
+                  enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                  max_epochs=3).fit(ScriptedValidation([3.0, 2.0, 1.0]), ckpt_path=requeued)
+    assert not any(RunCheckpoint.NOT_EMPTY in str(w.message) for w in caught)
+    assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 12

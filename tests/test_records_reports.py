@@ -6,8 +6,9 @@ The report code is held instead to one synthetic study per report kind (tests.he
 here, from numbers and seeded draws, so neither the records nor configs/study/ move a golden table): its report
 writers run on it as a study's report does (its report kind's, then the findings where it registers any) and every
 .md and .csv under <root>/report is compared with tests/golden/<kind>/, the study folder's path written as <root>:
-byte for byte, except that a CSV's numbers, written at full precision, may differ in their last bits (one part in
-1e9), which numpy and scipy releases move without any change to the report code. Only a change to the report code (or to a generator) moves a golden table: rebuild them with
+byte for byte, except that a CSV's floats written at full precision may differ in their last bits (one part in
+1e13), which numpy's and BLAS's summation order moves from one CPU or release to another without any change to the
+report code. Only a change to the report code (or to a generator) moves a golden table: rebuild them with
 `pytest tests/test_records_reports.py --regold` and review the diff before committing it."""
 
 from __future__ import annotations
@@ -81,23 +82,35 @@ def cells_differing(written: str, golden: str) -> list[str]:
 
 
 def close_numbers(cell: str, golden_cell: str) -> bool:
+    """Two floats written at full precision (Python's shortest repr, 15 significant digits or more) that differ in
+    their last bits only; an integer, a shortened or reformatted number, or NaN's spelling is compared exactly."""
+    return all(full_precision(c) for c in (cell, golden_cell)) and math.isclose(float(cell), float(golden_cell),
+                                                                                rel_tol=1e-13, abs_tol=0.0)
+
+
+def full_precision(cell: str) -> bool:
     try:
-        value, golden_value = float(cell), float(golden_cell)
+        value = float(cell)
     except ValueError:
         return False
-    return math.isclose(value, golden_value, rel_tol=1e-9, abs_tol=1e-300) or (math.isnan(value)
-                                                                              and math.isnan(golden_value))
+    mantissa = cell.lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0")
+    return math.isfinite(value) and repr(value) == cell and "." in cell and len(mantissa) >= 15
 
 
 def test_a_golden_csv_forgives_last_bit_rounding_and_nothing_else():
-    golden = "finding,p,verdict\nZ1,0.5582287107586223,unresolved\nZ2,nan,reproduced\n"
+    golden = "finding,p,n,verdict\nZ1,0.5582287107586223,651,unresolved\nZ2,nan,7,reproduced\n"
     assert cells_differing(golden.replace("0.5582287107586223", "0.5582287107586222"), golden) == []
-    assert cells_differing(golden.replace("0.5582287107586223", "0.5582287"), golden) == [
-        "line 2, column 2: '0.5582287', golden '0.5582287107586223'"]
+    for changed, cell in (("0.5582287", "'0.5582287', golden '0.5582287107586223'"),  # printed with fewer digits
+                          ("0.558228710759", "'0.558228710759', golden '0.5582287107586223'"),  # a 12-digit rounding
+                          ("0.5582287107596223", "'0.5582287107596223', golden '0.5582287107586223'")):  # 2e-12 off
+        assert cells_differing(golden.replace("0.5582287107586223", changed), golden) == [f"line 2, column 2: {cell}"]
+    assert cells_differing(golden.replace(",651,", ",651.0,"), golden) == [
+        "line 2, column 3: '651.0', golden '651'"]  # an integer column turned float
     assert cells_differing(golden.replace("unresolved", "reproduced"), golden) == [
-        "line 2, column 3: 'reproduced', golden 'unresolved'"]
+        "line 2, column 4: 'reproduced', golden 'unresolved'"]
+    assert cells_differing(golden.replace("nan", "NaN"), golden) != []
     assert cells_differing(golden.replace("nan", "0.1"), golden) != []
-    assert cells_differing(golden + "Z3,0.1,unresolved\n", golden) == ["the table's shape"]
+    assert cells_differing(golden + "Z3,0.1,1,unresolved\n", golden) == ["the table's shape"]
 
 
 def folder_bytes(root: Path) -> dict[str, bytes]:

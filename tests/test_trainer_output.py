@@ -58,6 +58,18 @@ def test_progress_lines_give_the_step_its_share_the_time_left_and_the_bars_metri
     assert ", about 0 m 00 s left; " in lines[-1]
 
 
+def test_a_flops_budget_counts_its_schedule_not_the_step_cap(caplog):
+    """training.run sets schedule_steps where a FLOPs budget ends the run before the trainer's step cap."""
+    class Scheduled(Regression):
+        schedule_steps = 3
+
+    with caplog.at_level(logging.INFO, logger="armlm.progress"):
+        L.Trainer(callbacks=[ProgressLines(0)], max_steps=6, logger=False, enable_checkpointing=False,
+                  enable_model_summary=False, log_every_n_steps=1).fit(Scheduled())
+    first = next(r.getMessage() for r in caplog.records if r.name == "armlm.progress")
+    assert first.startswith("step 1 of 3 (33 %)")
+
+
 def test_progress_lines_wait_for_their_interval(caplog):
     assert progress_lines(caplog, every_s=3600, max_steps=6) == []
 
@@ -66,7 +78,10 @@ def test_a_terminal_gets_the_bar_and_a_log_file_the_lines(monkeypatch):
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     assert isinstance(progress_display(), RunProgressBar)
     monkeypatch.setattr("sys.stdout.isatty", lambda: False)
-    assert isinstance(progress_display(), ProgressLines)
+    lines = progress_display()
+    assert isinstance(lines, ProgressLines) and lines.is_enabled  # LightningModule.print asks
+    lines.disable()  # what Lightning does on ranks other than 0
+    assert lines.is_disabled
 
 
 def test_lightning_tips_are_dropped_and_its_other_messages_kept():

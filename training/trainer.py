@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import sys
 import time
 import warnings
@@ -52,6 +53,14 @@ class ProgressLines(ProgressBar):
         self.started = self.last_line = 0.0
         self.first_step = 0
 
+    @property
+    def is_enabled(self) -> bool:  # LightningModule.print asks the progress bar
+        return self.shown
+
+    @property
+    def is_disabled(self) -> bool:
+        return not self.shown
+
     def disable(self) -> None:
         self.shown = False
 
@@ -70,13 +79,15 @@ class ProgressLines(ProgressBar):
             progress_log.info(self.line(trainer, pl_module, now))
 
     def line(self, trainer: L.Trainer, pl_module: L.LightningModule, now: float) -> str:
-        step, total = trainer.global_step, trainer.estimated_stepping_batches
+        # a FLOPs budget ends at the module's schedule, before the trainer's step cap (training.run)
+        step = trainer.global_step
+        total = float(getattr(pl_module, "schedule_steps", None) or trainer.estimated_stepping_batches)
         elapsed, done = now - self.started, step - self.first_step
         text = f"step {step:,}"
         if math.isfinite(total) and total > 0:
             text += f" of {int(total):,} ({100 * step / total:.0f} %)"
         text += f", {minutes(elapsed)}"
-        if math.isfinite(total) and done > 0:
+        if math.isfinite(total) and total > 0 and done > 0:
             text += f", about {minutes(elapsed / done * max(0.0, total - step))} left"
         shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
         return text + "".join(f"; {k} {v:.4g}" if isinstance(v, float) else f"; {k} {v}" for k, v in shown.items())
@@ -108,8 +119,8 @@ def quiet_lightning() -> None:
 
 class RunCheckpoint(ModelCheckpoint):
     """A checkpoint callback of one run folder. Lightning warns at setup that the folder holds files, before it knows
-    whether the fit resumes, and a fit resumed from a checkpoint in this folder writes there by design. So the warning
-    waits for training to start and is given only where the fit did not resume from this folder."""
+    whether the fit resumes, and a fit resumed from a checkpoint in this folder (or its run folder) writes there by
+    design. So the warning waits for training to start and is given only where the fit did not resume from there."""
 
     NOT_EMPTY = "exists and is not empty"
 
@@ -121,10 +132,16 @@ class RunCheckpoint(ModelCheckpoint):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
-        resumed_here = trainer.ckpt_path and Path(trainer.ckpt_path).resolve().parent == Path(self.dirpath).resolve()
+        # this folder, or the run folder, where SLURM's requeue leaves hpc_ckpt_<n>.ckpt (default_root_dir)
+        resumed_here = bool(trainer.ckpt_path) and any(inside(str(trainer.ckpt_path), str(folder))
+                                                       for folder in (self.dirpath, trainer.default_root_dir))
         if self.found_files and not resumed_here:
             rank_zero_warn(f"Checkpoint directory {self.dirpath} {self.NOT_EMPTY}: this fit did not resume from it, "
                            "so it may overwrite another run's checkpoints")
+
+
+def inside(path: str, folder: str) -> bool:
+    return os.path.normpath(os.path.abspath(path)).startswith(os.path.normpath(os.path.abspath(folder)) + os.sep)
 
 
 class LastCheckpoint(RunCheckpoint):
