@@ -60,11 +60,12 @@ class StepsSaved(L.Callback):
             self.seen.append(saved_step(self.last))
 
 
-def fit(out: Path, losses: list[float], best_by: str | None, **trainer: object) -> tuple[list[int], StepsSaved]:
+def fit(out: Path, losses: list[float], best_by: str | None, ckpt_path: Path | None = None,
+        **trainer: object) -> tuple[list[int], StepsSaved]:
     spy = StepsSaved(out / "checkpoints" / "last.ckpt")
     run = L.Trainer(callbacks=[*checkpoints(out, best_by), spy], logger=False, enable_progress_bar=False,
                     enable_model_summary=False, num_sanity_val_steps=0, **trainer)
-    run.fit(ScriptedValidation(losses))
+    run.fit(ScriptedValidation(losses), ckpt_path=ckpt_path)
     return sorted(p.name for p in (out / "checkpoints").iterdir()), spy
 
 
@@ -117,10 +118,9 @@ def test_a_resume_into_its_own_folder_is_not_warned_about_and_a_fresh_fit_into_a
     for resumes, warned in ((True, False), (False, True)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            run = L.Trainer(callbacks=checkpoints(tmp_path, best_by), logger=False, enable_progress_bar=False,
-                            enable_model_summary=False, num_sanity_val_steps=0, max_epochs=3)
-            run.fit(ScriptedValidation([3.0, 2.0, 1.0]), ckpt_path=last if resumes else None)
-        assert any(RunCheckpoint.NOT_EMPTY in str(w.message) for w in caught) == warned, (resumes, [str(w.message) for w in caught])
+            fit(tmp_path, [3.0, 2.0, 1.0], best_by, ckpt_path=last if resumes else None, max_epochs=3)
+        messages = [str(w.message) for w in caught]
+        assert any(RunCheckpoint.NOT_EMPTY in m for m in messages) == warned, (resumes, messages)
         assert saved_step(last) == 12
 
 
@@ -131,8 +131,6 @@ def test_a_resume_from_the_run_folder_itself_is_quiet(tmp_path):
     requeued.write_bytes((tmp_path / "checkpoints" / "last.ckpt").read_bytes())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        L.Trainer(callbacks=checkpoints(tmp_path, "val/loss"), default_root_dir=tmp_path, logger=False,
-                  enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                  max_epochs=3).fit(ScriptedValidation([3.0, 2.0, 1.0]), ckpt_path=requeued)
+        fit(tmp_path, [3.0, 2.0, 1.0], "val/loss", ckpt_path=requeued, default_root_dir=tmp_path, max_epochs=3)
     assert not any(RunCheckpoint.NOT_EMPTY in str(w.message) for w in caught)
     assert saved_step(tmp_path / "checkpoints" / "last.ckpt") == 12

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from armlm.training.budget import FLOPS_STEP_MARGIN
+from armlm.training.lit_module import PretrainModule
 from armlm.training.run import run_pretraining
 from armlm.training.trainer import DropTips, ProgressLines, RunProgressBar, progress_display, quiet_lightning
 from tests.helpers.configs import tiny_config
@@ -44,10 +45,11 @@ class Regression(L.LightningModule):
         return DataLoader(TensorDataset(torch.randn(16, 2)), batch_size=4)  # 4 steps an epoch
 
 
-def progress_lines(caplog: pytest.LogCaptureFixture, every_s: float, max_steps: int) -> list[str]:
+def progress_lines(caplog: pytest.LogCaptureFixture, every_s: float, max_steps: int,
+                   module: L.LightningModule | None = None) -> list[str]:
     with caplog.at_level(logging.INFO, logger="armlm.progress"):
         L.Trainer(callbacks=[ProgressLines(every_s)], max_steps=max_steps, logger=False, enable_checkpointing=False,
-                  enable_model_summary=False, log_every_n_steps=1).fit(Regression())
+                  enable_model_summary=False, log_every_n_steps=1).fit(module or Regression())
     return [r.getMessage() for r in caplog.records if r.name == "armlm.progress"]
 
 
@@ -59,15 +61,13 @@ def test_progress_lines_give_the_step_its_share_the_time_left_and_the_bars_metri
 
 
 def test_a_flops_budget_counts_its_schedule_not_the_step_cap(caplog):
-    """training.run sets schedule_steps where a FLOPs budget ends the run before the trainer's step cap."""
+    """A module that plans its own steps (PretrainModule.planned_steps: training.run sets schedule_steps where a FLOPs
+    budget ends the run before the trainer's step cap) is asked for them."""
     class Scheduled(Regression):
         schedule_steps = 3
+        planned_steps = PretrainModule.planned_steps
 
-    with caplog.at_level(logging.INFO, logger="armlm.progress"):
-        L.Trainer(callbacks=[ProgressLines(0)], max_steps=6, logger=False, enable_checkpointing=False,
-                  enable_model_summary=False, log_every_n_steps=1).fit(Scheduled())
-    first = next(r.getMessage() for r in caplog.records if r.name == "armlm.progress")
-    assert first.startswith("step 1 of 3 (33 %)")
+    assert progress_lines(caplog, every_s=0, max_steps=6, module=Scheduled())[0].startswith("step 1 of 3 (33 %)")
 
 
 def test_progress_lines_wait_for_their_interval(caplog):

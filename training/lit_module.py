@@ -251,9 +251,14 @@ class PretrainModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule
             metric.reset()
 
     # -- optimisation -----------------------------------------------------------------------------------
+    def planned_steps(self) -> int:
+        """The optimiser steps this run plans: a FLOPs budget's schedule (training.run sets it; the run ends there,
+        before the trainer's step cap), else the trainer's estimate. The schedule and the progress lines read it."""
+        return self.schedule_steps or int(self.trainer.estimated_stepping_batches)
+
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.hparams.optim
-        total = self.schedule_steps or int(self.trainer.estimated_stepping_batches)
+        total = self.planned_steps()
         warmup = int(cfg["warmup_steps"])
         return adamw_with_schedule(
             self, lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=tuple(cfg["betas"]), eps=cfg["eps"],

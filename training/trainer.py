@@ -79,9 +79,8 @@ class ProgressLines(ProgressBar):
             progress_log.info(self.line(trainer, pl_module, now))
 
     def line(self, trainer: L.Trainer, pl_module: L.LightningModule, now: float) -> str:
-        # a FLOPs budget ends at the module's schedule, before the trainer's step cap (training.run)
-        step = trainer.global_step
-        total = float(getattr(pl_module, "schedule_steps", None) or trainer.estimated_stepping_batches)
+        step, planned = trainer.global_step, getattr(pl_module, "planned_steps", None)  # a module may plan its own
+        total = float(planned() if planned else trainer.estimated_stepping_batches)
         elapsed, done = now - self.started, step - self.first_step
         text = f"step {step:,}"
         if math.isfinite(total) and total > 0:
