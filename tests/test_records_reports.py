@@ -69,7 +69,8 @@ def test_every_fixture_has_its_golden_tables():
 
 
 def cells_differing(written: str, golden: str) -> list[str]:
-    """The cells of two CSV texts that differ: text exactly, numbers beyond one part in 1e9 (last-bit rounding)."""
+    """The cells of two CSV texts that differ: exactly, except full-precision floats within their last bits
+    (close_numbers)."""
     rows, expected = (list(csv.reader(io.StringIO(text))) for text in (written, golden))
     if [len(row) for row in rows] != [len(row) for row in expected]:
         return ["the table's shape"]
