@@ -91,27 +91,38 @@ export PYTHONUNBUFFERED=1
 links=$(mktemp -d); trap 'rm -rf "$links"' EXIT
 $python bench/checkout_site.py "$links" || exit 1
 export PYTHONPATH=$links${PYTHONPATH:+:$PYTHONPATH}
+# The device, the versions, and what the parts import and the image lacks, in one process (each start imports torch
+# and lightning, seconds of the lease): a module that does not import here would fail every part, so stop in one
+# line (imported, not only found: a package present without its dependency, or built for another numpy, fails)
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
-  $python -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__,
-  'cudnn', torch.backends.cudnn.version())"
-  $python -c "import os, armlm; print('armlm', armlm.__file__, '->', os.path.realpath(armlm.__file__))"
-  [ -n "${sklearn_note:-}" ] && echo "$sklearn_note"; } | tee "$out/device.txt"
-# what the parts import and the image lacks: a module that does not import here would fail every part, so stop in
-# one line (imported, not only found: a package present without its dependency, or built for another numpy, fails)
-missing=$($python - <<'PY'
+  $python - <<'PY' || echo "not importable: (the import check itself failed)"
 import importlib
+import os
+import sys
+
+
 def imports(name):
     try:
         importlib.import_module(name)
         return True
     except Exception:  # noqa: BLE001 - any failure to import is what this check reports
         return False
-print(" ".join(name for name in ("hydra", "omegaconf", "seqeval.metrics", "gensim.corpora.wikicorpus", "smart_open",
-                                 "joblib", "hydra_plugins.hydra_joblib_launcher", "armlm.commands",
-                                 "armlm.training.run", "armlm.finetune.run", "armlm.studies.runner")
-               if not imports(name)))
+
+
+missing = [name for name in ("torch", "lightning", "hydra", "omegaconf", "seqeval.metrics", "gensim.corpora.wikicorpus",
+                             "smart_open", "joblib", "hydra_plugins.hydra_joblib_launcher", "armlm.commands",
+                             "armlm.training.run", "armlm.finetune.run", "armlm.studies.runner") if not imports(name)]
+torch, lightning = sys.modules.get("torch"), sys.modules.get("lightning")
+print("torch", getattr(torch, "__version__", None), "lightning", getattr(lightning, "__version__", None),
+      "cudnn", torch.backends.cudnn.version() if torch else None)
+if imports("armlm"):
+    armlm = sys.modules["armlm"]
+    print("armlm", armlm.__file__, "->", os.path.realpath(armlm.__file__))
+if missing:
+    print("not importable:", " ".join(missing))
 PY
-) || missing="(the import check itself failed)"
+  [ -n "${sklearn_note:-}" ] && echo "$sklearn_note"; } | tee "$out/device.txt"
+missing=$(sed -n 's/^not importable: //p' "$out/device.txt")
 if [ -n "$missing" ]; then
   echo "setup: $missing not importable; bash bench/gpu_lease_prepare.sh carries them" | tee -a "$out/parts.txt"; exit 1
 fi

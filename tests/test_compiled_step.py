@@ -2,7 +2,9 @@
 forward, loss and backward with no break, gives eager's loss and gradients on the same draws, and compiles once:
 later steps with other mask draws, another learning rate and a moved schedule run under
 `set_stance("fail_on_recompile")`. The objectives are discovered from configs/objective/; `aot_eager` traces
-forward and backward as inductor would, without generating kernels (tests/test_train.py runs inductor itself)."""
+forward and backward as inductor would, without generating kernels (tests/test_train.py runs inductor itself).
+A compilation is most of each case's time, so a graph is compiled once for both of its proofs: the fp32 run of
+blocks checks eager's loss and gradients at its first step, and documents kept apart get a case of their own."""
 
 from __future__ import annotations
 
@@ -42,14 +44,12 @@ def loss_and_grads(loss_of, batch, model, seed: int):
     return out, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("documents", [False, True], ids=["blocks", "documents-apart"])
-@pytest.mark.parametrize("name", objective_names())
-def test_the_step_is_one_graph_with_eagers_loss_and_gradients(name, documents):
-    case, compiled = eager_and_compiled(name, documents)
-    case.objective.set_progress(TrainingProgress(1_000, TOTAL_TOKENS) if case.objective.needs_progress else None)
-    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, case.model, 0)
-    out, grads = loss_and_grads(compiled, case.batch, case.model, 0)
+def assert_compiled_gives_eagers_step(name: str, case, compiled, seed: int) -> None:
+    """On the same draws (seed), the compiled step's loss, counts, extras, FLOPs and every gradient are eager's; the
+    model is left holding the compiled step's gradients."""
+    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, case.model,
+                                        seed)
+    out, grads = loss_and_grads(compiled, case.batch, case.model, seed)
     torch.testing.assert_close(out.loss, eager.loss, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out.lm_nll_sum, eager.lm_nll_sum, rtol=1e-5, atol=1e-4)
     assert int(out.predicted_tokens) == int(eager.predicted_tokens)
@@ -67,6 +67,16 @@ def test_the_step_is_one_graph_with_eagers_loss_and_gradients(name, documents):
     assert out.forward_flops >= eager.forward_flops > 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", objective_names())
+def test_the_step_with_documents_kept_apart_is_one_graph_with_eagers_loss_and_gradients(name):
+    """Blocks holding two documents each (data.cross_document_attention=false); blocks of one stream are checked
+    at the first step of the fp32 case below, on the graph it goes on to train with."""
+    case, compiled = eager_and_compiled(name, documents=True)
+    case.objective.set_progress(TrainingProgress(1_000, TOTAL_TOKENS) if case.objective.needs_progress else None)
+    assert_compiled_gives_eagers_step(name, case, compiled, seed=0)
+
+
 # Where the steps run: fp32 and bf16 autocast on the CPU, and bf16 on CUDA with trainer=gpu's attention kernels
 DEVICES = [pytest.param("cpu", None, id="cpu-fp32"), pytest.param("cpu", torch.bfloat16, id="cpu-bf16"),
            pytest.param("cuda", torch.bfloat16, id="cuda-bf16",
@@ -78,7 +88,8 @@ DEVICES = [pytest.param("cpu", None, id="cpu-fp32"), pytest.param("cpu", torch.b
 @pytest.mark.parametrize("name", objective_names())
 def test_later_steps_learn_and_do_not_recompile_with_new_draws_rates_and_schedules(name, device, dtype):
     """Each step: every trainable gradient non-zero and finite, and every parameter moved by the optimiser (new mask
-    draws alone would make the losses differ with no weight moving)."""
+    draws alone would make the losses differ with no weight moving). In fp32 on the CPU the first step is also
+    eager's, loss and gradients, on the same draws."""
     case, compiled = eager_and_compiled(name)
     model = case.model.to(device)
     case.objective.to(device)
@@ -95,11 +106,15 @@ def test_later_steps_learn_and_do_not_recompile_with_new_draws_rates_and_schedul
                 case.objective.set_progress(TrainingProgress(100 * (step + 1), TOTAL_TOKENS))
             for group in optimizer.param_groups:
                 group["lr"] = 1e-3 / (step + 1)
-            with torch.compiler.set_stance("fail_on_recompile" if step else "default"), torch.autocast(
-                    device, dtype=dtype or torch.float32, enabled=dtype is not None):
+            if step == 0 and dtype is None:
                 trained.zero_grad(set_to_none=True)
-                torch.manual_seed(step)
-                compiled(batch).loss.backward()
+                assert_compiled_gives_eagers_step(name, case, compiled, seed=step)  # compiles the graph, fp32
+            else:
+                with torch.compiler.set_stance("fail_on_recompile" if step else "default"), torch.autocast(
+                        device, dtype=dtype or torch.float32, enabled=dtype is not None):
+                    trained.zero_grad(set_to_none=True)
+                    torch.manual_seed(step)
+                    compiled(batch).loss.backward()
             assert_every_gradient_nonzero(model, reached)
             before = {name: value for name, value in snapshot(model).items() if name in reached}
             optimizer.step()

@@ -200,8 +200,10 @@ def test_export_command(tmp_path, tiny_pretrained):
     assert result.out == tmp_path / "mlm" and result.target == "ArmlmForMaskedLM" and not result.native
     assert "MaskedLM" in (tmp_path / "mlm" / "README.md").read_text()
     done = subprocess.run([sys.executable, "-m", "armlm", "export", f"checkpoint={tiny_pretrained['mlm']}",
-                           f"out={tmp_path / 'mlm'}"], cwd=REPO, capture_output=True, text=True)
+                           f"out={tmp_path / 'mlm'}"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "overwrite=true" in done.stderr + done.stdout
+    # the refused command's log lands in its working folder (Hydra's outputs/), never in the checkout
+    assert list((tmp_path / "outputs" / "export").glob("*/commands.log"))
 
 
 @pytest.mark.slow

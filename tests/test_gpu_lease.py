@@ -62,3 +62,22 @@ def test_the_lease_scripts_dry_run_runs_every_part_and_returns_one_archive(tmp_p
     assert {row["model"] for row in throughput["rows"]} == {"armlm ar"}
     assert train["steps"] == 3 and train["mfu"] is None and "learned" in train  # no peak on a CPU
     assert "ms of CPU time listed per step against" in archive_text(out, "./runs/profile.log")
+
+
+@pytest.mark.slow
+def test_a_module_the_parts_import_that_does_not_import_stops_the_lease_in_one_line(tmp_path, data_dir):
+    """seqeval present but broken (as a wheel built for another numpy would be): the check imports, not only finds,
+    what the parts need, names it, and no part starts."""
+    broken = tmp_path / "site" / "seqeval"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('built for another numpy')\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "ARMLM_DATA_DIR": str(data_dir),
+           "PYTHONPATH": str(tmp_path / "site")}
+    done = subprocess.run(["bash", "bench/gpu_lease.sh", "--dry-run"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (out / "parts.txt").read_text() == ("setup: seqeval.metrics armlm.finetune.run not importable; "
+                                               "bash bench/gpu_lease_prepare.sh carries them\n")
+    device = (out / "device.txt").read_text()
+    assert "torch 2." in device and "armlm " in device  # the versions, from the same process
