@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,18 +73,38 @@ def script_path(script: str | None) -> str | None:
     return str(CHECKOUT / script)
 
 
+# Lightning starts ranks 1.. of a DDP run again as `python -m armlm.__main__ <settings>` (under `python -m armlm`) or
+# `python <sys.argv[0]> <settings>`: the command's name is not among the settings, so a Hydra command leaves it here,
+# in the environment those ranks inherit, and a rank that Lightning started (LOCAL_RANK > 0) reads it back.
+RANK_COMMAND = "ARMLM_RANK_COMMAND"
+
+
 def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: str, usage: str) -> None:
-    """`<prog> <name> [its arguments]`: the named command runs on sys.argv as it would alone (argv[0] its script, else
-    "<prog> <name>"), a user error ending as one line either way; no name, or -h, --help or help, prints `usage`; an
-    unknown name ends naming the choices."""
+    """`<prog> <name> [its arguments]`: the named command runs on sys.argv as it would alone, a user error ending as
+    one line either way; no name, or -h, --help or help, prints `usage`; an unknown name ends naming the choices.
+    argv[0] is the command's script in a checkout (an argument-parser command's usage line names it), else, for a
+    Hydra command, the file this process was started from (the `armlm` console script), what Lightning starts a
+    further rank from (rank_argv), else "<prog> <name>"."""
+    argv = rank_argv(commands, argv)
     if not argv or argv[0] in HELP:
         print(usage)
         return
     if argv[0] not in commands:
         sys.exit(f"{prog}: unknown {noun} {argv[0]!r}; choose one of {', '.join(commands)} ({prog} --help)")
     cmd = commands[argv[0]]
-    sys.argv = [script_path(cmd.script) or f"{prog} {cmd.name}", *argv[1:]]
     if cmd.config is None:
+        sys.argv = [script_path(cmd.script) or f"{prog} {cmd.name}", *argv[1:]]
         run_or_exit(lambda _: cmd.function()(), None, logging.getLogger(f"armlm.{cmd.name}"), errors=error_types(cmd))
     else:
+        started_from = sys.argv[0] if sys.argv and os.path.isfile(sys.argv[0]) else None
+        sys.argv = [script_path(cmd.script) or started_from or f"{prog} {cmd.name}", *argv[1:]]
+        os.environ[RANK_COMMAND] = cmd.name
         run_hydra(cmd)
+
+
+def rank_argv(commands: Mapping[str, Command], argv: list[str]) -> list[str]:
+    """A rank that Lightning started again (RANK_COMMAND) gets its command's name back in front of its settings."""
+    named, local_rank = os.environ.get(RANK_COMMAND), os.environ.get("LOCAL_RANK", "0")
+    if local_rank not in ("", "0") and named in commands and not (argv and argv[0] in commands):
+        return [named, *argv]
+    return argv

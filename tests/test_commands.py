@@ -16,7 +16,7 @@ import pytest
 from armlm.analysis.reports.registry import REPORTS
 from armlm.benchmarks import benchmarks
 from armlm.commands import COMMANDS, main
-from armlm.common.commands import resolve
+from armlm.common.commands import RANK_COMMAND, rank_argv, resolve
 from armlm.common.config import CONFIGS
 from armlm.studies.stages import STAGE_KINDS, stage_kind
 
@@ -97,6 +97,21 @@ def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_
     monkeypatch.setattr("armlm.analysis.tables.study_tables.pretraining_runs", lambda root: (_ for _ in ()).throw(ValueError("a bug")))
     with pytest.raises(ValueError, match="a bug"):
         main(["report", "study", str(tmp_path)])
+
+def test_a_rank_lightning_starts_again_gets_its_command_back(monkeypatch):
+    """Lightning starts ranks 1.. as `python -m armlm.__main__ <settings>` (tests/test_ddp.py runs one): the name the
+    first rank left in the environment goes in front, and only there."""
+    settings = ["objective=mlm", "hydra.run.dir=run"]
+    monkeypatch.setenv(RANK_COMMAND, "train")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert rank_argv(COMMANDS, settings) == ["train", *settings]
+    assert rank_argv(COMMANDS, ["finetune", "task=rte"]) == ["finetune", "task=rte"]  # named on its command line
+    assert rank_argv(REPORTS, ["finetune", "x"]) == ["finetune", "x"]  # another registry: not its name
+    monkeypatch.setenv("LOCAL_RANK", "0")  # the first rank itself, or a process no launcher started
+    assert rank_argv(COMMANDS, settings) == settings
+    monkeypatch.delenv("LOCAL_RANK")
+    assert rank_argv(COMMANDS, settings) == settings
+
 
 def test_the_wrappers_are_thin():
     """A top-level script is its docstring, imports, constants and the `__main__` call of the dispatcher."""

@@ -1,5 +1,6 @@
-"""`trainer=ddp` through Hydra: Lightning relaunches train.py once per rank; both ranks must share one run
-folder and the token accounting must sum over ranks. Two CPU processes (gloo) stand in for two GPUs."""
+"""`trainer=ddp` through Hydra: Lightning starts the command again for each further rank (train.py, or
+`python -m armlm.__main__`); both ranks must share one run folder and the token accounting must sum over ranks. Two
+CPU processes (gloo) stand in for two GPUs. tests/test_install.py runs one through an installed console script."""
 
 import json
 import subprocess
@@ -13,12 +14,16 @@ pytestmark = pytest.mark.slow
 
 
 def test_two_process_ddp_run_shares_one_folder_and_counts_both_ranks(tmp_path, cache_dir):
+    """Through `python -m armlm train`, from a folder outside the checkout: Lightning starts the second rank as
+    `python -m armlm.__main__ <settings>`, without the command's name (common.commands.rank_argv gives it back);
+    the test below runs train.py."""
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "train.py", "experiment=smoke", "objective=mlm", "trainer=ddp", "trainer.accelerator=cpu",
-         "trainer.devices=2", "trainer.precision=32-true", "trainer.max_steps=6", "trainer.val_check_interval=3",
-         "trainer.enable_progress_bar=false", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "armlm", "train", "experiment=smoke", "objective=mlm", "trainer=ddp",
+         "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true", "trainer.max_steps=6",
+         "trainer.val_check_interval=3", "trainer.enable_progress_bar=false", f"data.cache_dir={cache_dir}",
+         f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -4,6 +4,7 @@ on PYTHONPATH, ahead of the checkout's editable install, so every import below i
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -58,11 +59,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"wheel": wheel, "site": root / "site", "cwd": elsewhere}
 
 
-def armlm(installed: dict[str, Path], *args: str, ok: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`python -m armlm <args>` from the empty folder, the wheel first on the path, the hub offline."""
+def armlm(installed: dict[str, Path], *args: str, ok: bool = True, timeout: int = 300,
+          console_script: bool = False) -> subprocess.CompletedProcess:
+    """`python -m armlm <args>` (or the wheel's `armlm` console script) from the empty folder, the wheel first on the
+    path, the hub offline."""
     env = {**os.environ, "PYTHONPATH": str(installed["site"]), "HF_HUB_OFFLINE": "1",
            "ARMLM_DATA_DIR": str(data_dir())}
-    result = subprocess.run([sys.executable, "-m", "armlm", *args], cwd=installed["cwd"], env=env, text=True,
+    entry = [str(installed["site"] / "bin" / "armlm")] if console_script else ["-m", "armlm"]
+    result = subprocess.run([sys.executable, *entry, *args], cwd=installed["cwd"], env=env, text=True,
                             capture_output=True, timeout=timeout)
     if ok:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -93,10 +97,12 @@ def test_no_armlm_module_is_importable_by_a_bare_name_and_the_wheels_is_the_one_
 
 @pytest.mark.slow
 def test_the_commands_run_from_an_empty_folder_elsewhere(installed):
-    """Every command of issue 85's list, from the wheel, in an empty folder."""
+    """Every command of issue 85's list, from the wheel, in an empty folder. The pretraining runs on two ranks
+    through the console script, which Lightning starts again for the second rank with no train.py to start from."""
     cwd = installed["cwd"]
-    armlm(installed, "train", "objective=mlm", *TINY, "hydra.run.dir=runs/mlm")
-    assert (cwd / "runs" / "mlm" / "summary.json").is_file()
+    armlm(installed, "train", "objective=mlm", *TINY, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+          "hydra.run.dir=runs/mlm", console_script=True)
+    assert json.loads((cwd / "runs" / "mlm" / "summary.json").read_text())["tokens_seen"] == 2 * 4 * 8 * 32
     armlm(installed, "evaluate", "checkpoint=runs/mlm", "pairs=2", "candidates=4", "representations.sentences=4",
           "likelihood.blocks=2", "likelihood.draws=2", "likelihood.max_draws=2", "hydra.run.dir=runs/evaluate")
     assert (cwd / "runs" / "evaluate" / "diagnostics.json").is_file()
