@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from armlm.common.cli import CONFIG_ERRORS, run_or_exit
-from armlm.common.config import CHECKOUT, CONFIGS
+from armlm.common.config import CHECKOUT, CONFIGS, export_data_dir
 
 HELP = ("-h", "--help", "help")
 
@@ -53,6 +53,7 @@ def run_hydra(cmd: Command) -> None:
     import hydra  # only a Hydra command pays for it
 
     run, errors, log = cmd.function(), error_types(cmd), logging.getLogger(f"armlm.{cmd.name}")
+    export_data_dir()
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:

@@ -25,6 +25,7 @@ CHECKOUT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() and (_ROOT
 def compose_config(name: str, overrides: list[str]) -> DictConfig:
     """configs/<name>.yaml with Hydra overrides, as `armlm <command> ...` would compose it; inside a running Hydra
     command too (its global state is set aside and restored: a study's in-process stages)."""
+    export_data_dir()
     backup = get_gh_backup()
     GlobalHydra.instance().clear()
     try:
@@ -36,6 +37,13 @@ def compose_config(name: str, overrides: list[str]) -> DictConfig:
 
 def data_dir() -> Path:
     """$ARMLM_DATA_DIR, else ../shared/data beside the checkout, or beside the working folder where armlm is installed
-    (the configs' `data_dir` default)."""
+    (the configs' `data_dir`, through export_data_dir)."""
     beside = CHECKOUT if CHECKOUT is not None else Path.cwd()
     return Path(os.environ.get("ARMLM_DATA_DIR", beside.parent / "shared" / "data"))
+
+
+def export_data_dir() -> None:
+    """Set $ARMLM_DATA_DIR, where it is unset, to data_dir(), which the configs' `data_dir`
+    (`${oc.env:ARMLM_DATA_DIR,...}`) then reads: from a checkout, the data beside it whatever the working folder (the
+    configs' own fallback is relative to it); the stages and ranks a command starts inherit the same folder."""
+    os.environ.setdefault("ARMLM_DATA_DIR", str(data_dir()))

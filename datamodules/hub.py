@@ -120,6 +120,9 @@ def load_split(name: str, split: str, config: str | None = None, *, what: str, o
     hub path is tested offline), else from the hub by name. Failures say what was wanted and the fix."""
     import datasets
 
+    if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():  # a path, not owner/name
+        raise ArmlmFileError(f"no folder {name} ({Path(name).expanduser().resolve()}) for {what}; set ARMLM_DATA_DIR "
+                             f"or data_dir= to the folder that holds the data, or task.data.source= to this one's")
     if Path(name).is_dir():
         saved = datasets.load_from_disk(name)
         if split not in saved:

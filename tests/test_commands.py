@@ -16,8 +16,8 @@ import pytest
 from armlm.analysis.reports.registry import REPORTS
 from armlm.benchmarks import benchmarks
 from armlm.commands import COMMANDS, main
-from armlm.common.commands import RANK_COMMAND, rank_argv, resolve
-from armlm.common.config import CONFIGS
+from armlm.common.commands import RANK_COMMAND, Command, dispatch, rank_argv, resolve
+from armlm.common.config import CONFIGS, compose_config
 from armlm.studies.stages import STAGE_KINDS, stage_kind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +111,23 @@ def test_a_rank_lightning_starts_again_gets_its_command_back(monkeypatch):
     assert rank_argv(COMMANDS, settings) == settings
     monkeypatch.delenv("LOCAL_RANK")
     assert rank_argv(COMMANDS, settings) == settings
+
+
+def test_a_command_run_from_another_folder_reads_the_data_beside_the_checkout(tmp_path, monkeypatch):
+    """The configs' data_dir falls back to ../shared/data, which Hydra leaves relative to the working folder: from
+    anywhere but the checkout, GLUE, CoNLL and BLiMP were looked for in the wrong place (and GLUE's reader took the
+    path for a hub name). Composed or run as a command, it is now data_dir()'s folder, which ranks and stages inherit."""
+    beside = REPO.parent / "shared" / "data"
+    monkeypatch.delenv("ARMLM_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert compose_config("finetune", ["task=rte"]).task.data.source == f"{beside}/glue"
+    seen = {}
+    monkeypatch.delenv("ARMLM_DATA_DIR")  # set by the composition: the command's own run sets it again
+    monkeypatch.setattr(Command, "function", lambda self: lambda cfg: seen.update(data_dir=cfg.data_dir))
+    monkeypatch.setattr(sys, "argv", ["armlm"])
+    dispatch({"probe": Command("probe", "", "", "unused:unused", "finetune")}, ["probe", "task=rte"], "armlm",
+             "command", "")
+    assert seen == {"data_dir": str(beside)}
 
 
 def test_the_wrappers_are_thin():
