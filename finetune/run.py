@@ -27,6 +27,7 @@ from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
+    check_accelerator,
     checkpoints,
     sdpa_backends,
     step_settings,
@@ -142,6 +143,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
     sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
+    check_accelerator(cfg.trainer)
     if not cfg.pretrained:
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<`armlm embeddings` run folder>)")

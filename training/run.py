@@ -42,6 +42,7 @@ from armlm.training.setup import (
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
+    check_accelerator,
     checkpoints,
     quiet_lightning,
     sdpa_backends,
@@ -99,6 +100,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     """Train one run and return its summary (also written to <run folder>/summary.json)."""
     started = time.perf_counter()
     objective, model_config = check_config(cfg)
+    check_accelerator(cfg.trainer)
     choose_cpu_precision(cfg)
     out = Path(cfg.output_dir)
     L.seed_everything(cfg.seed, workers=True)

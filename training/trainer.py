@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar, RichProgressBar
 from lightning.pytorch.loggers import Logger
@@ -205,6 +206,18 @@ def sdpa_backends(trainer: DictConfig) -> list[SDPBackend] | None:
         raise ArmlmError(f"trainer.step.sdpa_backends={list(names)}; choose some of {list(SDPA_BACKENDS)} "
                          "(null: torch's choice)")
     return [SDPA_BACKENDS[name] for name in names]
+
+
+def check_accelerator(trainer: DictConfig) -> None:
+    """The GPU that trainer=gpu, ddp and fsdp ask for is on this machine (Lightning's `gpu` is CUDA, else Apple's
+    MPS): a property of the machine, not of the config (a study's GPU presets compose and check on a CPU), so a run
+    checks it beside its config, before any data is read."""
+    accelerator = str(trainer.get("accelerator"))
+    has_gpu = torch.cuda.is_available() or (accelerator == "gpu" and torch.backends.mps.is_available())
+    if accelerator in ("gpu", "cuda") and not has_gpu:
+        raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
+                         f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
+                         "trainer.accelerator=cpu")
 
 
 @contextlib.contextmanager
