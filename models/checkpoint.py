@@ -6,6 +6,7 @@ trusted.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint's dict, read with weights_only=True (memory-mapped: a resume check reads only the
     hyperparameters); anything else armlm did not write is refused. The code its hyperparameters name is named as
     today (common.migrations.migrate_code_references: checkpoints written before the `armlm` namespace)."""
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; torch's own error here is about mmap
+        raise ArmlmError(f"{path} is not a checkpoint file (not the zip archive torch.save writes: cut short, or "
+                         "another kind of file); use a checkpoint that armlm wrote")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all

@@ -37,3 +37,15 @@ def test_finetuning_from_a_checkpoint_with_a_pickled_object_is_refused(tmp_path)
     torch.save({"hyper_parameters": {"model": {}, "objective": {}}, "payload": NotATensor()}, path)
     with pytest.raises(ValueError, match="weights_only"):
         load_pretrained(str(path))
+
+
+def test_a_file_that_is_not_a_checkpoint_is_named_as_one(tmp_path):
+    """A log file, or a checkpoint cut short, given as ckpt_path: said so, not torch's error about memory maps."""
+    path = tmp_path / "train.log"
+    path.write_text("[INFO] step 1\n")
+    cut = tmp_path / "cut.ckpt"
+    torch.save({"hyper_parameters": {"model": {}, "objective": {}}}, cut)
+    cut.write_bytes(cut.read_bytes()[:100])
+    for given in (path, cut):
+        with pytest.raises(ValueError, match=r"is not a checkpoint file \(not the zip archive torch.save writes"):
+            check_resumable(given, ModelConfig(), {})
