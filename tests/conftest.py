@@ -94,16 +94,14 @@ def tokenizer_json() -> str:
 
 
 @pytest.fixture(scope="session")
-def untrained(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: str) -> dict[str, Path]:
-    """A run folder per objective holding an untrained checkpoint (pretraining_checkpoint): the fast lane's
-    checkpoints, for tests of what reads one rather than of what training made of it."""
-    from tests.helpers.checkpoints import pretraining_checkpoint
+def untrained(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: str) -> Mapping[str, Path]:
+    """A run folder per objective holding an untrained checkpoint (tests.helpers.checkpoints.UntrainedRuns, each
+    written on first use): the fast lane's checkpoints, for tests of what reads one rather than of what training
+    made of it."""
+    from tests.helpers.checkpoints import UntrainedRuns
 
-    root = tmp_path_factory.mktemp("untrained")
     names = sorted(path.stem for path in (REPO / "configs" / "objective").glob("*.yaml"))
-    for name in names:
-        pretraining_checkpoint(root / name, tokenizer_json, name)
-    return {name: root / name for name in names}
+    return UntrainedRuns(tmp_path_factory.mktemp("untrained"), tokenizer_json, names)
 
 
 @pytest.fixture

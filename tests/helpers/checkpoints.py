@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -45,6 +46,29 @@ def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *o
     torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(),
                 "tokenizer_json": tokenizer_json, "trained_length": 32, "armlm_commit": "abc123"}, path)
     return path
+
+
+class UntrainedRuns(Mapping[str, Path]):
+    """A run folder per objective config (name -> folder) holding an untrained checkpoint (pretraining_checkpoint),
+    each written on first use: a test that reads one objective's pays for that one, not for all of them."""
+
+    def __init__(self, root: Path, tokenizer_json: str, names: list[str]) -> None:
+        self.root, self.tokenizer_json, self.names = root, tokenizer_json, names
+        self.written: set[str] = set()
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.names:
+            raise KeyError(name)
+        if name not in self.written:
+            pretraining_checkpoint(self.root / name, self.tokenizer_json, name)
+            self.written.add(name)
+        return self.root / name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)
