@@ -75,8 +75,9 @@ def script_path(script: str | None) -> str | None:
 
 
 # Lightning starts ranks 1.. of a DDP run again as `python -m armlm.__main__ <settings>` (under `python -m armlm`) or
-# `python <sys.argv[0]> <settings>`: the command's name is not among the settings, so a Hydra command leaves it here,
-# in the environment those ranks inherit, and a rank that Lightning started (LOCAL_RANK > 0) reads it back.
+# `python <sys.argv[0]> <settings>`: the command's name is not among the settings, so a command that trains (one with
+# a script) leaves "<its pid>:<its name>" here, in the environment those ranks inherit, and a rank that this process
+# started itself (LOCAL_RANK > 0, its parent's pid) reads it back. No other descendant does.
 RANK_COMMAND = "ARMLM_RANK_COMMAND"
 
 
@@ -99,13 +100,15 @@ def dispatch(commands: Mapping[str, Command], argv: list[str], prog: str, noun: 
     else:
         started_from = sys.argv[0] if sys.argv and os.path.isfile(sys.argv[0]) else None
         sys.argv = [script_path(cmd.script) or started_from or f"{prog} {cmd.name}", *argv[1:]]
-        os.environ[RANK_COMMAND] = cmd.name
+        if cmd.script is not None:  # a study or a sweep is never a DDP program (docs/guides/studies.md)
+            os.environ[RANK_COMMAND] = f"{os.getpid()}:{cmd.name}"
         run_hydra(cmd)
 
 
 def rank_argv(commands: Mapping[str, Command], argv: list[str]) -> list[str]:
     """A rank that Lightning started again (RANK_COMMAND) gets its command's name back in front of its settings."""
-    named, local_rank = os.environ.get(RANK_COMMAND), os.environ.get("LOCAL_RANK", "0")
-    if local_rank not in ("", "0") and named in commands and not (argv and argv[0] in commands):
+    parent, _, named = os.environ.get(RANK_COMMAND, "").partition(":")
+    relaunched = os.environ.get("LOCAL_RANK", "0") not in ("", "0") and parent == str(os.getppid())
+    if relaunched and named in commands and not (argv and (argv[0] in commands or argv[0] in HELP)):
         return [named, *argv]
     return argv

@@ -120,14 +120,15 @@ def load_split(name: str, split: str, config: str | None = None, *, what: str, o
     hub path is tested offline), else from the hub by name. Failures say what was wanted and the fix."""
     import datasets
 
-    if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():  # a path, not owner/name
-        raise ArmlmFileError(f"no folder {name} ({Path(name).expanduser().resolve()}) for {what}; set ARMLM_DATA_DIR "
-                             f"or data_dir= to the folder that holds the data, or task.data.source= to this one's")
-    if Path(name).is_dir():
-        saved = datasets.load_from_disk(name)
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        saved = datasets.load_from_disk(str(folder))
         if split not in saved:
             raise ArmlmFileError(f"{name} has no {split!r} split for {what} (it has {list(saved)})")
         return saved[split]
+    if name.startswith((".", "~")) or folder.is_absolute() or name.count("/") > 1:  # a path: hub names are owner/name
+        raise ArmlmFileError(f"no folder {name} ({folder.resolve()}) for {what}; set ARMLM_DATA_DIR or data_dir= to "
+                             "the folder that holds the data, or task.data.source= to this one's")
     try:
         return datasets.load_dataset(name, config, split=split)
     except (ConnectionError, OSError) as err:

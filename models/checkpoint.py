@@ -41,8 +41,9 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     hyperparameters); anything else armlm did not write is refused. The code its hyperparameters name is named as
     today (common.migrations.migrate_code_references: checkpoints written before the `armlm` namespace)."""
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; torch's own error here is about mmap
-        raise ArmlmError(f"{path} is not a checkpoint file (not the zip archive torch.save writes: cut short, or "
-                         "another kind of file); use a checkpoint that armlm wrote")
+        raise ArmlmError(f"{path} is not a checkpoint file (not the zip archive torch.save writes: cut short, "
+                         "another kind of file, or torch's legacy format, which a current torch can re-save); use a "
+                         "checkpoint that armlm wrote")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # unpickling refused (a pickled object inside) or not a torch file at all

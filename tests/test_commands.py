@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -99,17 +100,22 @@ def test_a_reports_user_error_is_one_line_and_its_bugs_keep_their_traceback(tmp_
         main(["report", "study", str(tmp_path)])
 
 def test_a_rank_lightning_starts_again_gets_its_command_back(monkeypatch):
-    """Lightning starts ranks 1.. as `python -m armlm.__main__ <settings>` (tests/test_ddp.py runs one): the name the
-    first rank left in the environment goes in front, and only there."""
+    """Lightning starts ranks 1.. as `python -m armlm.__main__ <settings>` (tests/test_ddp.py runs one): the name its
+    parent, the first rank, left in the environment goes in front, and only there."""
     settings = ["objective=mlm", "hydra.run.dir=run"]
-    monkeypatch.setenv(RANK_COMMAND, "train")
+    monkeypatch.setenv(RANK_COMMAND, f"{os.getppid()}:train")
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert rank_argv(COMMANDS, settings) == ["train", *settings]
     assert rank_argv(COMMANDS, ["finetune", "task=rte"]) == ["finetune", "task=rte"]  # named on its command line
-    assert rank_argv(REPORTS, ["finetune", "x"]) == ["finetune", "x"]  # another registry: not its name
+    assert rank_argv(COMMANDS, ["--help"]) == ["--help"]
+    assert rank_argv(REPORTS, settings) == settings  # another registry: not its name
+    monkeypatch.setenv(RANK_COMMAND, f"{os.getpid()}:train")  # left by another process than this one's parent
+    assert rank_argv(COMMANDS, settings) == settings
+    monkeypatch.setenv(RANK_COMMAND, f"{os.getppid()}:train")
     monkeypatch.setenv("LOCAL_RANK", "0")  # the first rank itself, or a process no launcher started
     assert rank_argv(COMMANDS, settings) == settings
-    monkeypatch.delenv("LOCAL_RANK")
+    monkeypatch.delenv(RANK_COMMAND)  # torchrun's ranks: LOCAL_RANK set, each named on its own command line
+    monkeypatch.setenv("LOCAL_RANK", "1")
     assert rank_argv(COMMANDS, settings) == settings
 
 

@@ -36,20 +36,22 @@ def eager_and_compiled(name: str, documents: bool = False):
     return case, compile_loss(case.objective, case.model, backend="aot_eager")
 
 
-def loss_and_grads(loss_of, batch, model, seed: int):
-    model.zero_grad(set_to_none=True)
+def loss_and_grads(loss_of, batch, trained: torch.nn.Module, seed: int):
+    """The loss and the gradients of everything trained (the backbone, and an objective's own heads: ELECTRA's
+    generator), from zero."""
+    trained.zero_grad(set_to_none=True)
     torch.manual_seed(seed)  # the corruption's and dropout's stream, as the compiled training step seeds it
     out = loss_of(batch)
     out.loss.backward()
-    return out, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return out, {name: p.grad.clone() for name, p in trained.named_parameters() if p.grad is not None}
 
 
 def assert_compiled_gives_eagers_step(name: str, case, compiled, seed: int) -> None:
     """On the same draws (seed), the compiled step's loss, counts, extras, FLOPs and every gradient are eager's; the
     model is left holding the compiled step's gradients."""
-    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, case.model,
-                                        seed)
-    out, grads = loss_and_grads(compiled, case.batch, case.model, seed)
+    trained = torch.nn.ModuleList([case.model, case.objective])
+    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, trained, seed)
+    out, grads = loss_and_grads(compiled, case.batch, trained, seed)
     torch.testing.assert_close(out.loss, eager.loss, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out.lm_nll_sum, eager.lm_nll_sum, rtol=1e-5, atol=1e-4)
     assert int(out.predicted_tokens) == int(eager.predicted_tokens)
@@ -106,12 +108,11 @@ def test_later_steps_learn_and_do_not_recompile_with_new_draws_rates_and_schedul
                 case.objective.set_progress(TrainingProgress(100 * (step + 1), TOTAL_TOKENS))
             for group in optimizer.param_groups:
                 group["lr"] = 1e-3 / (step + 1)
-            if step == 0 and dtype is None:
-                trained.zero_grad(set_to_none=True)
-                assert_compiled_gives_eagers_step(name, case, compiled, seed=step)  # compiles the graph, fp32
-            else:
-                with torch.compiler.set_stance("fail_on_recompile" if step else "default"), torch.autocast(
-                        device, dtype=dtype or torch.float32, enabled=dtype is not None):
+            with torch.compiler.set_stance("fail_on_recompile" if step else "default"), torch.autocast(
+                    device, dtype=dtype or torch.float32, enabled=dtype is not None):
+                if step == 0 and dtype is None:  # compiles the graph, checked against eager on the same draws
+                    assert_compiled_gives_eagers_step(name, case, compiled, seed=step)
+                else:
                     trained.zero_grad(set_to_none=True)
                     torch.manual_seed(step)
                     compiled(batch).loss.backward()
@@ -156,12 +157,13 @@ def test_bert_s_fixed_count_compiles_to_the_eager_work():
     case = objective_case("mlm", overrides=("+objective.fixed_count=true",))
     torch._dynamo.reset()
     compiled = compile_loss(case.objective, case.model, backend="aot_eager")
-    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, case.model, 0)
+    trained = torch.nn.ModuleList([case.model, case.objective])
+    eager, eager_grads = loss_and_grads(lambda b: case.objective.loss(b, case.model, None), case.batch, trained, 0)
     with torch.compiler.set_stance("default"):
-        out, grads = loss_and_grads(compiled, case.batch, case.model, 0)
+        out, grads = loss_and_grads(compiled, case.batch, trained, 0)
     torch.testing.assert_close(out.loss, eager.loss, rtol=1e-5, atol=1e-5)
     for key, grad in grads.items():
         torch.testing.assert_close(grad, eager_grads[key], rtol=1e-4, atol=1e-5, msg=key)
     assert out.forward_flops == eager.forward_flops
     with torch.compiler.set_stance("fail_on_recompile"):
-        loss_and_grads(compiled, case.batch, case.model, 1)
+        loss_and_grads(compiled, case.batch, trained, 1)

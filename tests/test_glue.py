@@ -81,6 +81,6 @@ def test_hub_and_release_readers_give_the_same_examples(tmp_path):
 def test_a_local_folder_that_is_not_there_is_named_as_one_not_looked_up_on_the_hub(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("a path went to the hub"))
-    for source in (str(tmp_path / "nowhere" / "glue"), "../shared/data/glue"):
+    for source in (str(tmp_path / "nowhere" / "glue"), "../shared/data/glue", "shared/data/glue"):
         with pytest.raises(FileNotFoundError, match=r"no folder .*glue \(/.*\) for GLUE rte \(train\); set ARMLM_DATA_DIR"):
             read_hub_split(glue_task("rte"), "train", source)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import ChainMap
 from pathlib import Path
 
 import numpy as np
@@ -109,7 +110,7 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrain
                                                            ("the ☃ left .", "the ☂ left .")])
     write_blimp_tasks(data, tmp_path / "tasks")
     manager = TaskManager(include_path=str(tmp_path / "tasks"))
-    runs = {**untrained, **tiny_pretrained}  # trained AR and MLM; the other objectives as initialised
+    runs = ChainMap(tiny_pretrained, untrained)  # trained AR and MLM; the other objectives as initialised
     accuracy = {}
     for objective, method in (("ar", "exact"), ("mlm", "pll"), ("mlm", "pll_word_l2r"), ("hybrid", "exact"),
                               ("hybrid", "pll"), ("masked_diffusion", "bound")):

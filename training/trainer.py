@@ -212,9 +212,10 @@ def check_accelerator(trainer: DictConfig) -> None:
     """The GPU that trainer=gpu, ddp and fsdp ask for is on this machine (Lightning's `gpu` is CUDA, else Apple's
     MPS): a property of the machine, not of the config (a study's GPU presets compose and check on a CPU), so a run
     checks it beside its config, before any data is read."""
-    accelerator = str(trainer.get("accelerator"))
-    has_gpu = torch.cuda.is_available() or (accelerator == "gpu" and torch.backends.mps.is_available())
-    if accelerator in ("gpu", "cuda") and not has_gpu:
+    accelerator = str(trainer.get("accelerator")).lower()
+    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    present["gpu"] = present["cuda"] or present["mps"]
+    if accelerator in present and not present[accelerator]:
         raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
                          f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
                          "trainer.accelerator=cpu")

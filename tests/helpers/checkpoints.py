@@ -64,6 +64,9 @@ class UntrainedRuns(Mapping[str, Path]):
             self.written.add(name)
         return self.root / name
 
+    def __contains__(self, name: object) -> bool:  # Mapping's own would write the checkpoint to find out
+        return name in self.names
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
 

@@ -44,8 +44,14 @@ class PretrainedRuns(Mapping[str, Path]):
     def __getitem__(self, label: str) -> Path:
         from armlm.training.run import run_pretraining
 
+        if label not in self.runs:
+            raise KeyError(label)
+
         build = lambda folder: run_pretraining(tiny_config(folder, self.cache_dir, *self.runs[label]))  # noqa: E731
         return shared_across_workers(self.tmp_path_factory, f"{self.name}-{label}", build)
+
+    def __contains__(self, label: object) -> bool:  # Mapping's own would build the run to find out
+        return label in self.runs
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.runs)

@@ -1,0 +1,56 @@
+"""A run asks the machine for the device its trainer config names (training.trainer.check_accelerator), before any
+data is read; the config itself stays valid on any machine (a study's GPU presets are checked on CPUs)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from armlm.common.errors import ArmlmError
+from armlm.finetune.run import run_finetune
+from armlm.training.run import check_config, run_pretraining
+from armlm.training.trainer import check_accelerator
+from tests.helpers.configs import composed_config
+
+
+@pytest.fixture
+def present(monkeypatch):
+    """Which devices torch sees, as the test sets them (none to start with)."""
+    devices = {"cuda": False, "mps": False}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: devices["cuda"])
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: devices["mps"])
+    return devices
+
+
+def trainer(*overrides: str):
+    return composed_config("train", overrides).trainer
+
+
+def test_a_gpu_trainer_on_a_machine_without_one_is_refused_before_any_data(present, tmp_path):
+    """trainer=gpu on a laptop: one line naming the fix, before a tokenizer is trained or a cache written (it was
+    Hydra's multi-line "Error in call to target ... No supported gpu backend found!", after both)."""
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    for name in ("gpu", "ddp"):
+        cfg = composed_config("train", [f"trainer={name}", f"data.cache_dir={cache}", f"output_dir={out}"])
+        check_config(cfg)
+        with pytest.raises(ArmlmError, match=r"trainer.accelerator=gpu .* sees none; on this machine leave trainer=cpu"):
+            run_pretraining(cfg)
+    assert not cache.exists() and not out.exists()
+    with pytest.raises(ArmlmError, match="sees none"):
+        run_finetune(composed_config("finetune", ["task=rte", "trainer=gpu", "pretrained=/nowhere/run",
+                                                  f"data_dir={tmp_path}"]))
+    check_accelerator(trainer("trainer=gpu", "trainer.accelerator=cpu"))  # the fix it names
+
+
+def test_each_accelerator_name_asks_for_its_own_device(present):
+    present["mps"] = True  # Apple silicon: Lightning's `gpu` is MPS there
+    check_accelerator(trainer("trainer=gpu"))
+    check_accelerator(trainer("trainer.accelerator=MPS"))
+    with pytest.raises(ArmlmError, match="trainer.accelerator=cuda"):
+        check_accelerator(trainer("trainer.accelerator=cuda"))
+    present.update(cuda=True, mps=False)
+    check_accelerator(trainer("trainer=gpu"))
+    check_accelerator(trainer("trainer.accelerator=cuda"))
+    with pytest.raises(ArmlmError, match="trainer.accelerator=mps"):
+        check_accelerator(trainer("trainer.accelerator=mps"))
+    check_accelerator(trainer("trainer.accelerator=auto"))  # Lightning's choice: whatever is there
