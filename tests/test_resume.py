@@ -45,9 +45,9 @@ def run_train_py(args: list[str], env: dict[str, str]) -> None:
     os.chdir(REPO)
     os.environ.update(env)
     torch.set_num_threads(1)  # the server imported torch before this child's environment said so
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
+    output = os.open(env.get("TRIAL_OUTPUT", os.devnull), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
     step, write = int(env.get("KILL_STEP", -1)), int(env.get("KILL_WRITE", -1))
     if step >= 0:
         import lightning
@@ -111,7 +111,8 @@ def overrides(corpus: Path, cache: Path, run: Path, objective: str, every: int =
 
 
 def launch(args: list[str], **env: str) -> int:
-    """`python train.py <args>` in a child forked from the warm server: its exit status (-9 when it killed itself)."""
+    """`python train.py <args>` in a child forked from the warm server: its exit status (-9 when it killed itself;
+    255 where CPython could not read the status from the fork server), its output in env's TRIAL_OUTPUT if named."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(WARM)
     child = context.Process(target=run_train_py, args=(args, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **env}))
@@ -140,9 +141,11 @@ def trial(kill: dict[str, str], settings: list[str], run: Path) -> dict:
             torch.load(last, map_location="cpu", weights_only=True)
         except Exception:  # noqa: BLE001 - any failure to load is the defect this test looks for
             loadable = False
-    resumed = launch([*settings, *(["ckpt_path=last"] if had_checkpoint else [])])
+    output = run.parent / f"{run.name}-resumed.log"  # what a failed resume said (one returned 255 once in CI)
+    resumed = launch([*settings, *(["ckpt_path=last"] if had_checkpoint else [])], TRIAL_OUTPUT=str(output))
     return {"killed": killed, "resumed": resumed, "loadable": loadable, "had_checkpoint": had_checkpoint,
-            "logs": logged(run), "leftovers": sorted(p.name for p in (run / "checkpoints").glob(".*tmp*"))}
+            "logs": logged(run), "leftovers": sorted(p.name for p in (run / "checkpoints").glob(".*tmp*")),
+            "resumed_output": output.read_text(errors="replace")[-3000:] if output.exists() else "(no output)"}
 
 
 def check_exact(kills: list[dict], results: list[dict], reference: dict, loss_tag: str, total_steps: int) -> float:
@@ -150,7 +153,7 @@ def check_exact(kills: list[dict], results: list[dict], reference: dict, loss_ta
     worst = 0.0
     for kill, result in zip(kills, results):
         assert result["killed"] == -signal.SIGKILL, kill
-        assert result["resumed"] == 0, kill
+        assert result["resumed"] == 0, (kill, result["resumed_output"])
         assert result["loadable"], f"{kill}: last.ckpt does not load after the kill"
         assert result["leftovers"] == [] or "KILL_WRITE" in kill, kill
         resumed = result["logs"][-1]  # the resuming process's own events file
