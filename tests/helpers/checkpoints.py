@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import torch
 
 from armlm.models.backbone import ModelConfig, Transformer
 from tests.helpers.configs import tiny_config
+from tests.helpers.runs import BuiltOnFirstUse
 from tests.helpers.vocabularies import word_tokenizer_json
 
 
@@ -48,30 +48,17 @@ def pretraining_checkpoint(folder: Path, tokenizer_json: str, objective: str, *o
     return path
 
 
-class UntrainedRuns(Mapping[str, Path]):
+class UntrainedRuns(BuiltOnFirstUse):
     """A run folder per objective config (name -> folder) holding an untrained checkpoint (pretraining_checkpoint),
     each written on first use: a test that reads one objective's pays for that one, not for all of them."""
 
     def __init__(self, root: Path, tokenizer_json: str, names: list[str]) -> None:
-        self.root, self.tokenizer_json, self.names = root, tokenizer_json, names
-        self.written: set[str] = set()
+        super().__init__(names)
+        self.root, self.tokenizer_json = root, tokenizer_json
 
-    def __getitem__(self, name: str) -> Path:
-        if name not in self.names:
-            raise KeyError(name)
-        if name not in self.written:
-            pretraining_checkpoint(self.root / name, self.tokenizer_json, name)
-            self.written.add(name)
+    def build(self, name: str) -> Path:
+        pretraining_checkpoint(self.root / name, self.tokenizer_json, name)
         return self.root / name
-
-    def __contains__(self, name: object) -> bool:  # Mapping's own would write the checkpoint to find out
-        return name in self.names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
 
 
 CONFIG = ModelConfig(vocab_size=10, max_len=16, d_model=8, n_layers=2, n_heads=2, d_ff=16)

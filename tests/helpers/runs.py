@@ -1,5 +1,5 @@
 """Runs the tests share: folders built once per test run across the xdist workers (shared_across_workers), and the
-tiny pretraining runs built in them on first use (PretrainedRuns)."""
+tiny pretraining runs built in them on first use (PretrainedRuns, a BuiltOnFirstUse)."""
 
 from __future__ import annotations
 
@@ -33,28 +33,44 @@ def shared_across_workers(tmp_path_factory: pytest.TempPathFactory, name: str,
     return folder
 
 
-class PretrainedRuns(Mapping[str, Path]):
+class BuiltOnFirstUse(Mapping[str, Path]):
+    """Folders by name, each built (`build`) the first time it is read; `in`, iteration and len() build none, where
+    Mapping's own `in` would read, and so build, the folder to find out."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.built = names, {}
+
+    def build(self, name: str) -> Path:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.names:
+            raise KeyError(name)
+        if name not in self.built:
+            self.built[name] = self.build(name)
+        return self.built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class PretrainedRuns(BuiltOnFirstUse):
     """Run folders of tiny pretraining runs (label -> overrides of tiny_config), each built on first use, once per
     test run across the workers: two workers that need different runs build them side by side."""
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory, cache_dir: Path, name: str,
                  runs: dict[str, tuple[str, ...]]) -> None:
+        super().__init__(list(runs))
         self.tmp_path_factory, self.cache_dir, self.name, self.runs = tmp_path_factory, cache_dir, name, runs
 
-    def __getitem__(self, label: str) -> Path:
+    def build(self, label: str) -> Path:
         from armlm.training.run import run_pretraining
-
-        if label not in self.runs:
-            raise KeyError(label)
 
         build = lambda folder: run_pretraining(tiny_config(folder, self.cache_dir, *self.runs[label]))  # noqa: E731
         return shared_across_workers(self.tmp_path_factory, f"{self.name}-{label}", build)
-
-    def __contains__(self, label: object) -> bool:  # Mapping's own would build the run to find out
-        return label in self.runs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.runs)
-
-    def __len__(self) -> int:
-        return len(self.runs)
