@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
 from armlm.common.commands import script_path
@@ -91,12 +91,35 @@ def process_line(stage: Stage) -> list[str]:
     return [sys.executable, script] if script else [sys.executable, "-m", "armlm", kind.command]
 
 
-def run_in_process(stage: Stage) -> int:
-    """The stage's command function on the config its process would compose (the run folder given as output_dir),
-    with the config saved where Hydra saves it; 0 when it finished, 1 when it raised (the error is logged)."""
-    settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
+def in_process_configs(stages: list[Stage]) -> dict[Stage, DictConfig | Exception]:
+    """The configs the stages left to run would compose in processes of their own (the run folder given as
+    output_dir), composed once, before any work, for `launcher=in_process`; a config that does not compose is kept as
+    its error, that stage's failure when it runs. A stage that is more than one process is refused here: Lightning
+    starts each further DDP rank again from this process's command line, which is the study's, not the stage's."""
+    composed: dict[Stage, DictConfig | Exception] = {}
+    for stage in (s for s in stages if not s.done_file.is_file()):
+        settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
+        try:
+            composed[stage] = cfg = compose_config(str(stage.command.config), settings)
+        except Exception as err:  # noqa: BLE001 - reported as the stage's failure, as its process would report it
+            composed[stage] = err
+            continue
+        processes = stage.command.processes(cfg)
+        if processes > 1:
+            raise ArmlmError(f"{stage.name}: its trainer is {processes} processes (trainer.devices="
+                             f"{cfg.trainer.get('devices')}, trainer.num_nodes={cfg.trainer.get('num_nodes', 1)}), "
+                             "which launcher=in_process cannot start (Lightning starts each rank again from the "
+                             "study's command line); leave launcher=process, the default, for this study")
+    return composed
+
+
+def run_in_process(stage: Stage, composed: DictConfig | Exception) -> int:
+    """The stage's command function on its composed config (in_process_configs), with the config saved where Hydra
+    saves it; 0 when it finished, 1 when it raised (the error is logged)."""
     try:
-        cfg = compose_config(str(stage.command.config), settings)
+        if isinstance(composed, Exception):
+            raise composed
+        cfg = composed
         (stage.folder / ".hydra").mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, stage.folder / ".hydra" / "config.yaml")
         stage.command.function()(cfg)
@@ -129,7 +152,8 @@ def how_launched(launcher: str) -> dict[str, object]:
             "sweep_n_jobs": hydra_launcher.get("n_jobs") if sweep else None}
 
 
-def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process") -> Outcome:
+def launch(stage: Stage, prefix: dict[str, list[str]], composed: DictConfig | Exception | None = None) -> Outcome:
+    """Run the stage: as a process of its own, or inside this one on its composed config where one is given."""
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
     record_path = stage.folder / RECORD
@@ -138,14 +162,14 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     # driver is still counted by the next one, up to its last checkpoint
     cut = cut_launch_seconds(before, stage)
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
-              "launched": how_launched(launcher),
+              "launched": how_launched("process" if composed is None else "in_process"),
               "seconds": round(before.get("seconds", 0.0) + cut, 1), "started_at": time.time()}
     atomic_write_artefact(record_path, record)
     if cut:
         note = f"{note}; the last launch did not come back: {cut:.0f} s counted to its last checkpoint"
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
-    returncode = run_in_process(stage) if launcher == "in_process" else subprocess.run(argv).returncode
+    returncode = subprocess.run(argv).returncode if composed is None else run_in_process(stage, composed)
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch (a resumed stage's own summary times only its last launch)
     atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1), "started_at": None})
@@ -182,6 +206,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     prefix = prefix or {}
     for stage in stages:
         check_record(stage)  # every mismatch is found before any work starts
+    composed = in_process_configs(stages) if launcher == "in_process" and not dry_run else {}
     outcomes: dict[Stage, Outcome] = {}
     planned: set[Path] = set()  # dry run: done files the planned stages would write
     progress = True
@@ -203,7 +228,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
                     outcomes[stage] = Outcome(stage, "planned", detail=" ".join(command(stage, prefix)[0]))
                     planned.add(stage.done_file)
                 else:
-                    outcomes[stage] = launch(stage, prefix, launcher)
+                    outcomes[stage] = launch(stage, prefix, composed.get(stage))
                     log.info("%s: %s (%.0f s) %s", stage.name, outcomes[stage].status, outcomes[stage].seconds,
                              outcomes[stage].detail)
                     if on_done is not None and outcomes[stage].status == "done":

@@ -26,16 +26,22 @@ class StageKind:
     done_file: str  # what a finished run writes into its run folder: the study runner's "done"
     resumes: bool = False  # a relaunch continues from the last checkpoint an earlier launch left (ckpt_path=)
     script: str | None = None  # the checkout's script that runs the command alone (common.commands.Command.script)
+    # "module:function" saying how many processes a run of a composed config is (DDP's ranks); None: always one
+    world_size: str | None = None
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
 
+    def processes(self, cfg: Any) -> int:
+        """How many processes the command's run of this composed config is."""
+        return resolve(self.world_size)(cfg) if self.world_size else 1
+
 
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
     StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
-              script="train.py"),
+              script="train.py", world_size="armlm.training.trainer:world_size"),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
-              script="train.py"),
+              script="train.py", world_size="armlm.training.trainer:world_size"),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
     StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
     StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),

@@ -9,7 +9,7 @@ import torch
 from armlm.common.errors import ArmlmError
 from armlm.finetune.run import run_finetune
 from armlm.training.run import check_config, run_pretraining
-from armlm.training.trainer import check_accelerator
+from armlm.training.trainer import check_accelerator, world_size
 from tests.helpers.configs import composed_config
 
 
@@ -54,3 +54,15 @@ def test_each_accelerator_name_asks_for_its_own_device(present):
     with pytest.raises(ArmlmError, match="trainer.accelerator=mps"):
         check_accelerator(trainer("trainer.accelerator=mps"))
     check_accelerator(trainer("trainer.accelerator=auto"))  # Lightning's choice: whatever is there
+
+
+@pytest.mark.parametrize(("overrides", "processes"), [
+    ((), 1),
+    (("trainer=ddp", "trainer.accelerator=cpu"), 1),  # devices: auto, one on a CPU
+    (("trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"), 2),
+    (("trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=1", "+trainer.num_nodes=3"), 3),
+    (("trainer.devices=4", "+trainer.strategy=ddp_spawn"), 4),
+])
+def test_the_world_size_is_lightnings_count_of_the_trainers_processes(overrides, processes):
+    cfg = composed_config("train", list(overrides))
+    assert world_size(cfg) == processes

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from armlm.common.errors import ArmlmError
 from armlm.common.migrations import versioned
 from armlm.studies.plan import plan
 from armlm.studies.run import run_study as run_study_in_process
@@ -103,3 +104,17 @@ def test_a_stage_on_a_pretraining_run_that_learned_nothing_is_refused_unless_ask
     pretrain.done_file.write_text(json.dumps({"learned": True}))
     assert all(o.status == "planned" for o in run_stages(stages, dry_run=True) if pretrain.done_file in o.stage.needs)
     assert study_config("scale=smoke").allow_unlearned and not study_config("scale=cpu").allow_unlearned
+
+
+def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_work(tmp_path):
+    """A DDP rank past the first is started again from the command line of the process it belongs to; inside a study's
+    process that line is the study's, and rank 1 died as `unknown command` while the study was killed with rank 0
+    (exit 137, after its tokenizer was trained). In-process, such a stage is refused in one line before any stage
+    runs; as processes of their own (the default, nothing composed here) and in a dry run the study goes on."""
+    ddp = 'extra_pretrain=["trainer=ddp","trainer.accelerator=cpu","trainer.devices=2"]'
+    stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path}", ddp))
+    with pytest.raises(ArmlmError, match=r"^mlm/seed1 pretrain: its trainer is 2 processes \(trainer.devices=2, "
+                                         r"trainer.num_nodes=1\), which launcher=in_process cannot start"):
+        run_stages(stages, launcher="in_process")
+    assert all(o.status == "planned" for o in run_stages(stages, launcher="in_process", dry_run=True))
+    assert not any(tmp_path.iterdir())  # nothing launched, nothing written

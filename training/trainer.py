@@ -109,10 +109,14 @@ class DropTips(logging.Filter):
         return not str(record.getMessage()).startswith("💡 Tip")
 
 
+# Where Lightning logs what it says on rank 0 ("GPU available: ...", its tips)
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
 def quiet_lightning() -> None:
     """Keep a run's output to what its user needs (progress, budget, where it wrote): no Lightning tips, and no
     deprecation warning that Lightning's own code triggers inside torch (`LeafSpec`), which no setting fixes."""
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    for name in RANK_ZERO_LOGGERS:
         logging.getLogger(name).addFilter(DropTips())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
@@ -219,6 +223,22 @@ def check_accelerator(trainer: DictConfig) -> None:
         raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
                          f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
                          "trainer.accelerator=cpu")
+
+
+def world_size(cfg: DictConfig) -> int:
+    """How many processes a run of this config is: its trainer group's devices and nodes as Lightning resolves them
+    on this machine ('auto' and -1 counted here), from a Trainer that is built, silently, and never run."""
+    check_accelerator(cfg.trainer)
+    loggers = [logging.getLogger(name) for name in RANK_ZERO_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        return instantiate(lightning_settings(cfg.trainer), logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False).world_size
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 @contextlib.contextmanager
