@@ -19,6 +19,7 @@ transformers wrote them; a probe at load holds head(base(x)) equal to the model'
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,9 @@ from armlm.sources.base import ModelSource, Reading, SpecialTokens, causal_next_
 from armlm.sources.hf_backbone import HuggingFaceBackbone, probe_head, switched_attention
 
 HUB_PREFIX = "hf:"
+# config.json's model_type in a folder armlm exported with its own modelling file (interchange/modeling_armlm.py's
+# ArmlmConfig, which runs in transformers without armlm installed and so cannot import this)
+ARMLM_REMOTE_MODEL_TYPE = "armlm"
 UNSET_MAX_LENGTH = 1_000_000  # transformers writes ~1e30 where a tokenizer has no model_max_length
 
 
@@ -133,12 +137,24 @@ def _longest_input(hf_tokenizer: Any, positions: int) -> int:
     return min(declared, positions) if 0 < declared < UNSET_MAX_LENGTH else positions
 
 
+def _model_type(folder: Path) -> str | None:
+    """config.json's model_type in a local folder; None where there is none to read (transformers says why)."""
+    try:
+        return json.loads((folder / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
     """A Hugging Face folder, or `hf:<id>[@revision]` from the hub (or its local cache)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
     hub = spec.startswith(HUB_PREFIX)
     ref, revision = parse_hub(spec) if hub else (spec, None)
     where = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": hub_offline()}
+    if not hub and _model_type(Path(ref)) == ARMLM_REMOTE_MODEL_TYPE:
+        raise ArmlmError(f"{spec} is a folder armlm exported with its own modelling file, whose base model is armlm's "
+                         "Backbone, not a transformers one: give the armlm checkpoint it came from (its README.md "
+                         "names it)")
     try:
         config = AutoConfig.from_pretrained(ref, **where)
         hf_tokenizer = AutoTokenizer.from_pretrained(ref, **where)
@@ -146,6 +162,11 @@ def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_rem
         if hub:
             raise _offline_hint(ref, err) from err
         raise ArmlmError(f"{spec} is not a loadable Hugging Face model folder ({err})") from err
+    except ValueError as err:  # transformers' refusal to run a folder's own code unasked names the argument
+        if trust_remote_code or "trust_remote_code" not in str(err):
+            raise
+        raise ArmlmError(f"{spec} ships its own modelling code (config.json's auto_map), which runs only when asked: "
+                         "add trust_remote_code=true if you trust it") from err
     if not getattr(hf_tokenizer, "is_fast", False):
         raise ArmlmError(f"{spec}'s tokenizer is a slow (Python) one; armlm reads word boundaries and offsets from a fast "
                          "(tokenizers) tokenizer: save one with the model (tokenizer.json)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,10 +96,21 @@ def test_the_reduced_rule_is_the_pipelines_own(objective, backend, exports, blim
         exports[objective], backend)
 
 
-def test_an_armlm_remote_code_export_read_as_a_source_is_refused_in_one_line_naming_the_fix(exports):
+def test_an_armlm_remote_code_export_read_as_a_source_is_refused_in_one_line_naming_the_fix(exports, tmp_path):
     """Its base model is armlm's own Backbone, not a transformers base model, so armlm reads the checkpoint it came
-    from instead (an AttributeError traceback until 5 December 2026)."""
+    from instead, asked to run the folder's code or not (an AttributeError traceback until 5 December 2026, and
+    transformers' ValueError traceback without trust_remote_code). Another folder with code of its own, read without
+    trust_remote_code, is refused in one line naming that setting."""
+    from armlm.common.errors import ArmlmError
     from armlm.sources import open_source
+    from armlm.sources.huggingface import ARMLM_REMOTE_MODEL_TYPE
 
-    with pytest.raises(ValueError, match="give the armlm checkpoint it came from"):
-        open_source(str(exports["mlm"]), "cpu", trust_remote_code=True)
+    assert json.loads((exports["mlm"] / "config.json").read_text())["model_type"] == ARMLM_REMOTE_MODEL_TYPE
+    for trusted in (True, False):
+        with pytest.raises(ArmlmError, match="exported with its own modelling file.*give the armlm checkpoint it came"):
+            open_source(str(exports["mlm"]), "cpu", trust_remote_code=trusted)
+    foreign = shutil.copytree(exports["mlm"], tmp_path / "foreign")
+    config = json.loads((foreign / "config.json").read_text())
+    (foreign / "config.json").write_text(json.dumps({**config, "model_type": "someone_elses"}))
+    with pytest.raises(ArmlmError, match=r"ships its own modelling code \(config.json's auto_map\).*trust_remote_code=true"):
+        open_source(str(foreign), "cpu")
