@@ -105,6 +105,9 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))
     prefix = {kind: [str(p) for p in (cfg.launch_prefix.get(kind) or [])] for kind in STAGE_KINDS}
     record = Path(cfg.record) if cfg.get("record") else None
+    if record is not None and record.exists() and not record.is_dir():
+        raise ArmlmError(f"record={record} is a file; give a folder for the study's record (a new one, or one an "
+                         "earlier record= wrote)")
     restored: set = set()
     on_done = None
     if record is not None and not cfg.dry_run:

@@ -267,3 +267,15 @@ def test_report_only_restores_the_record_and_reports_without_running_a_stage(tmp
     with pytest.raises(ValueError, match="report='sometimes'"):
         study.run_study(findings_config(fresh, "report=sometimes"))
 
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_record_that_is_a_file_is_refused_before_any_stage(tmp_path, dry_run):
+    """It was taken, each unit warned that it could not be kept, and the whole study ran unrecorded (probed on 5
+    December: a smoke study's every stage ran before its user could see why)."""
+    record = tmp_path / "notes.txt"
+    record.write_text("")
+    root = tmp_path / "root"
+    with pytest.raises(ValueError, match=r"record=.*notes.txt is a file; give a folder"):
+        study.run_study(findings_config(root, f"record={record}", f"dry_run={str(dry_run).lower()}"))
+    assert not root.exists() and record.read_text() == ""
