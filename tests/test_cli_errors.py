@@ -1,6 +1,6 @@
 """Each command's known user errors, run through the console entry point as a user would: one ERROR line naming the
-problem and the fix, exit status 1, no traceback (common.cli). A regression here is what a user sees first: the hub's
-offline hint once escaped as a 60-line traceback."""
+problem and the fix, exit status 1, no traceback (common.cli), nothing cached. A regression here is what a user sees
+first: the hub's offline hint once escaped as a 60-line traceback."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # command line -> what its one line must say
 USER_ERRORS = {
-    "train data.batch_size=0": "data.batch_size=0: expected an integer >= 1",
+    "train objective.mask_prob=0.9": "must sum to 1",  # data.batch_size=0 and the like: tests/test_configs.py
     "finetune task=conll2003": "task=conll2003 needs pretrained=",
     "finetune task=conll2003 pretrained=/nowhere/run": "/nowhere/run does not exist",
     "zeroshot checkpoint=hf:no-such/model": "hf:no-such/model cannot be loaded: HF_HUB_OFFLINE is set",
@@ -43,3 +43,4 @@ def test_a_commands_user_error_is_one_line_through_the_cli(command, tmp_path):
     assert result.returncode == 1, output[-2000:]
     assert len(errors) == 1 and USER_ERRORS[command] in errors[0], output[-2000:]
     assert "Traceback" not in output
+    assert not (tmp_path / ".cache").exists()  # refused before any data was read: no tokenizer trained, no cache

@@ -145,20 +145,6 @@ def test_bad_settings_fail_before_any_data_processing(tmp_path):
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
-def test_bad_mask_probabilities_fail_before_any_data_processing(tmp_path):
-    """The command line: exit status 1 and the message, no traceback, nothing cached or written."""
-    result = subprocess.run(
-        [sys.executable, "train.py", "objective.mask_prob=0.9", f"data.cache_dir={tmp_path / 'cache'}",
-         f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 1
-    assert "must sum to 1" in result.stderr + result.stdout
-    assert not (tmp_path / "cache").exists()  # no tokenizer was trained, nothing was cached
-    assert not (tmp_path / "run" / "checkpoints").exists()
-
-
 def test_bad_rates_and_sizes_are_rejected_at_startup():
     with pytest.raises(ValueError, match="outside"):
         check_config(composed("objective.mask_rate=1.5"))
