@@ -62,12 +62,17 @@ def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
 
 
 def seeds_of(cfg: DictConfig) -> list[int]:
-    if cfg.seed is not None:
-        return [int(cfg.seed)]
+    """The launch's seeds; those held out for an independent replication only where it is that replication."""
     first = int(cfg.get("first_seed", 1))
-    if int(cfg.seeds) < 1 or first < 1:
+    if cfg.seed is None and (int(cfg.seeds) < 1 or first < 1):
         raise ArmlmError(f"seeds={cfg.seeds}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
-    return list(range(first, first + int(cfg.seeds)))
+    seeds = [int(cfg.seed)] if cfg.seed is not None else list(range(first, first + int(cfg.seeds)))
+    held = sorted(set(seeds) & {int(k) for k in cfg.get("held_out_seeds") or []})
+    if held and not cfg.get("replication", False):
+        raise ArmlmError(f"seeds {held} are held out for an independent replication (held_out_seeds="
+                         f"{list(cfg.held_out_seeds)}): grow the study past them (e.g. first_seed="
+                         f"{max(cfg.held_out_seeds) + 1}), or give replication=true for the replication itself")
+    return seeds
 
 
 def finetune_seeds_of(cfg: DictConfig) -> int:

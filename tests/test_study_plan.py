@@ -1,6 +1,7 @@
 """`armlm study`'s plan: every preset's stages compose, a FLOPs budget reaches every arm, and bad settings are refused
 before any work (running the planned stages: tests/test_study_runner.py)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,17 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
 def test_bad_study_settings_are_refused_before_any_work(overrides, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         plan(study_config("scale=smoke", f"root={tmp_path}", *overrides))
+
+
+def test_seeds_held_out_for_a_replication_are_refused_unless_it_is_the_replication(tmp_path):
+    """The findings' seeds 6-8 are kept for an independent replication: a launch that would reach them (seeds=8, or
+    seed=7 alone) is refused in one line, before any stage; the replication itself, or a study that keeps none,
+    runs them."""
+    for overrides, held in ((("seeds=8",), "[6, 7, 8]"), (("seed=7",), "[7]"), (("first_seed=5", "seeds=2"), "[6]")):
+        with pytest.raises(ValueError, match=rf"^seeds {re.escape(held)} are held out for an independent replication "
+                                             r"\(held_out_seeds=\[6, 7, 8\]\): .*first_seed=9.*replication=true"):
+            plan(study_config(*overrides, f"root={tmp_path}"))
+    assert {s.seed for s in plan(study_config("first_seed=5", "seeds=2", "replication=true", f"root={tmp_path}"))} == {5, 6}
+    assert {s.seed for s in plan(study_config("seeds=8", "held_out_seeds=[]", f"root={tmp_path}"))} == set(range(1, 9))
+    assert {s.seed for s in plan(study_config("first_seed=9", "seeds=2", f"root={tmp_path}"))} == {9, 10}
+    assert not any(tmp_path.iterdir())
