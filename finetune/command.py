@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from armlm.finetune.run import run_finetune
 from armlm.finetune.static import run_static_finetune
 from armlm.training.disk_full import reporting_full_disk
-from armlm.training.setup import command_line_overrides, resolve_last_checkpoint
+from armlm.training.setup import command_line_overrides, refuse_writing_over_a_run, resolve_last_checkpoint
 from armlm.training.trainer import quiet_lightning
 
 
@@ -19,5 +19,6 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     to free and how to resume."""
     quiet_lightning()
     resolve_last_checkpoint(cfg)
+    refuse_writing_over_a_run(cfg)
     run = run_static_finetune if cfg.get("vectors") else run_finetune
     return reporting_full_disk(run, cfg, command_line_overrides())

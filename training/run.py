@@ -37,6 +37,7 @@ from armlm.training.setup import (
     command_line_overrides,
     differences,
     keep_large_allocations_on_the_heap,
+    refuse_writing_over_a_run,
     resolve_last_checkpoint,
 )
 from armlm.training.trainer import (
@@ -319,4 +320,5 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
     keep_large_allocations_on_the_heap()
     quiet_lightning()
     resolve_last_checkpoint(cfg)
+    refuse_writing_over_a_run(cfg)
     return reporting_full_disk(run_pretraining, cfg, command_line_overrides())

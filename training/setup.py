@@ -57,6 +57,17 @@ def resolve_last_checkpoint(cfg: DictConfig) -> None:
         cfg.ckpt_path = str(last)
 
 
+def refuse_writing_over_a_run(cfg: DictConfig) -> None:
+    """A run that starts afresh (no ckpt_path) in a folder that holds another's checkpoints/last.ckpt would write over
+    its checkpoints and summary: refused before any work, unless Lightning resumes there itself (SLURM's requeue
+    leaves hpc_ckpt_<n>.ckpt in the run folder and restarts the same command)."""
+    out = Path(cfg.output_dir)
+    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file() or any(out.glob("hpc_ckpt_*.ckpt")):
+        return
+    raise ArmlmError(f"{out} already holds a run (checkpoints/last.ckpt), which a fresh run there would write over: "
+                     "resume it with ckpt_path=last, or give this run a folder of its own (hydra.run.dir=...)")
+
+
 def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") -> list[str]:
     """'key: checkpoint X vs run Y' for every leaf setting that differs, nested dicts as dotted keys."""
     found = []
