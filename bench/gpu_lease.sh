@@ -26,7 +26,10 @@
 #   bash bench/gpu_lease.sh --dry-run
 set -uo pipefail
 dry=0; [ "${1:-}" = "--dry-run" ] && dry=1
-out=${OUT:-/tmp/gpu-lease}; mkdir -p "$out/runs"
+out=${OUT:-/tmp/gpu-lease}
+# a call's parts write run folders that train.py keeps (a fresh run never writes over another) and append to parts.txt
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then echo "OUT=$out is not empty: give an empty or new folder"; exit 1; fi
+mkdir -p "$out/runs"
 here=$(pwd); python=${PYTHON:-python3}
 started=$(date +%s); wall=${WALL:-560}
 left() { echo $(( wall - ($(date +%s) - started) )); }

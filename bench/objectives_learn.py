@@ -196,6 +196,8 @@ def main() -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: the CPU recipe (trainer=cpu; give --modes eager --blocks 64 --parallel 1)")
     args = parser.parse_args()
+    if args.out.is_dir() and any(args.out.iterdir()):  # its runs start afresh, and train.py keeps a run's folder
+        raise SystemExit(f"--out {args.out} holds an earlier call's runs; give an empty or new folder")
     rows = run_all(args.objectives or objective_names(), blocks=args.blocks, batch=args.batch, tokens=args.tokens,
                    modes=args.modes, parallel=args.parallel, extra=args.extra, out=args.out, dry_run=args.dry_run,
                    device=args.device)

@@ -32,8 +32,9 @@ def run(folder: Path, overrides: list[str]) -> dict:
     summary_path = folder / "summary.json"
     if not summary_path.is_file():
         started = time.perf_counter()
+        resume = ["ckpt_path=last"] if (folder / "checkpoints" / "last.ckpt").is_file() else []  # interrupted
         subprocess.run([sys.executable, "train.py", f"hydra.run.dir={folder}", "trainer.enable_progress_bar=false",
-                        *overrides], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+                        *overrides, *resume], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
         summary = json.loads(summary_path.read_text())
         summary["process_seconds"] = round(time.perf_counter() - started, 1)
         (folder / "process_seconds.txt").write_text(str(summary["process_seconds"]))

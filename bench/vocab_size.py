@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,13 +69,13 @@ def measure(overrides: list[str], size: int) -> dict:
     return result
 
 
-def finished_with(folder: Path) -> list[str] | None:
-    """The overrides of the finished run in this folder (it wrote summary.json), so a rerun of the bench after an
-    interruption keeps the sizes it already trained; None where no run finished there."""
+def started_with(folder: Path) -> list[str] | None:
+    """The overrides of the run in this folder (a resume's ckpt_path= left out), so a rerun of the bench after an
+    interruption keeps the sizes it already trained and resumes the one it was training; None where none started."""
     overrides = folder / ".hydra" / "overrides.yaml"
-    if not (folder / "summary.json").exists() or not overrides.exists():
+    if not overrides.exists():
         return None
-    return list(yaml.safe_load(overrides.read_text()) or [])
+    return [o for o in yaml.safe_load(overrides.read_text()) or [] if not o.startswith("ckpt_path=")]
 
 
 def train(overrides: list[str], size: int, tokens: int, extra: list[str], out: Path) -> dict:
@@ -82,8 +83,12 @@ def train(overrides: list[str], size: int, tokens: int, extra: list[str], out: P
     folder = out / f"vocab{size}"
     defaults = [d for d in RUN_DEFAULTS if d.split("=")[0] not in {e.split("=")[0] for e in extra}]
     run_overrides = [*overrides, f"data.tokenizer.vocab_size={size}", *defaults, f"max_tokens={tokens}", *extra]
-    if finished_with(folder) != run_overrides:
-        command = [sys.executable, str(REPO / "train.py"), *run_overrides, f"hydra.run.dir={folder}"]
+    ours = started_with(folder) == run_overrides
+    if not (ours and (folder / "summary.json").exists()):
+        if not ours and folder.exists():  # a run of other settings: this size's run replaces it
+            shutil.rmtree(folder)
+        resume = ["ckpt_path=last"] if (folder / "checkpoints" / "last.ckpt").is_file() else []
+        command = [sys.executable, str(REPO / "train.py"), *run_overrides, f"hydra.run.dir={folder}", *resume]
         if subprocess.run(command, cwd=REPO).returncode != 0:
             raise SystemExit(f"the run at vocab_size={size} failed; its log is in {folder}")
     summary = json.loads((folder / "summary.json").read_text())

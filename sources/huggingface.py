@@ -19,7 +19,6 @@ transformers wrote them; a probe at load holds head(base(x)) equal to the model'
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -137,12 +136,15 @@ def _longest_input(hf_tokenizer: Any, positions: int) -> int:
     return min(declared, positions) if 0 < declared < UNSET_MAX_LENGTH else positions
 
 
-def _model_type(folder: Path) -> str | None:
-    """config.json's model_type in a local folder; None where there is none to read (transformers says why)."""
+def _declared_model_type(ref: str, revision: str | None) -> str | None:
+    """config.json's model_type, in a folder or on the hub, read without running any code shipped beside it; None
+    where it cannot be read (loading it then says why)."""
+    from transformers import PretrainedConfig
     try:
-        return json.loads((folder / "config.json").read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError):
+        declared, _ = PretrainedConfig.get_config_dict(ref, revision=revision, local_files_only=hub_offline())
+    except (OSError, ValueError):
         return None
+    return declared.get("model_type")
 
 
 def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_remote_code: bool = False) -> ModelSource:
@@ -151,8 +153,8 @@ def open_huggingface(spec: str, device: str | torch.device = "cpu", *, trust_rem
     hub = spec.startswith(HUB_PREFIX)
     ref, revision = parse_hub(spec) if hub else (spec, None)
     where = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": hub_offline()}
-    if not hub and _model_type(Path(ref)) == ARMLM_REMOTE_MODEL_TYPE:
-        raise ArmlmError(f"{spec} is a folder armlm exported with its own modelling file, whose base model is armlm's "
+    if _declared_model_type(ref, revision) == ARMLM_REMOTE_MODEL_TYPE:
+        raise ArmlmError(f"{spec} is a model armlm exported with its own modelling file, whose base model is armlm's "
                          "Backbone, not a transformers one: give the armlm checkpoint it came from (its README.md "
                          "names it)")
     try:

@@ -70,8 +70,9 @@ def seeds_of(cfg: DictConfig) -> list[int]:
     held = sorted(set(seeds) & {int(k) for k in cfg.get("held_out_seeds") or []})
     if held and not cfg.get("replication", False):
         raise ArmlmError(f"seeds {held} are held out for an independent replication (held_out_seeds="
-                         f"{list(cfg.held_out_seeds)}): grow the study past them (e.g. first_seed="
-                         f"{max(cfg.held_out_seeds) + 1}), or give replication=true for the replication itself")
+                         f"{list(cfg.held_out_seeds)}): choose others (a study grows past them with first_seed="
+                         f"{max(cfg.held_out_seeds) + 1}), give replication=true for the replication itself, or "
+                         "held_out_seeds=[] for a study that keeps none")
     return seeds
 
 

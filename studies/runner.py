@@ -91,30 +91,27 @@ def process_line(stage: Stage) -> list[str]:
     return [sys.executable, script] if script else [sys.executable, "-m", "armlm", kind.command]
 
 
-def in_process_configs(stages: list[Stage]) -> dict[Stage, DictConfig | Exception]:
-    """The configs the stages left to run would compose in processes of their own (the run folder given as
-    output_dir), composed once, before any work, for `launcher=in_process`; a config that does not compose is kept as
-    its error, that stage's failure when it runs. A stage that is more than one process is refused here: Lightning
-    starts each further DDP rank again from this process's command line, which is the study's, not the stage's."""
-    composed: dict[Stage, DictConfig | Exception] = {}
-    for stage in (s for s in stages if not s.done_file.is_file()):
-        settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
-        try:
-            composed[stage] = cfg = compose_config(str(stage.command.config), settings)
-        except Exception as err:  # noqa: BLE001 - reported as the stage's failure, as its process would report it
-            composed[stage] = err
-            continue
+def in_process_config(stage: Stage) -> DictConfig | Exception:
+    """The config the stage's command would compose in a process of its own (the run folder given as output_dir),
+    for `launcher=in_process`; where it does not compose, or names a device this machine lacks, the error, which
+    is that stage's failure when it runs, as its process would report it. A stage of several processes (DDP over
+    more than one device or node) is refused: in-process, each stage runs inside the study's one process."""
+    settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
+    try:
+        cfg = compose_config(str(stage.command.config), settings)
         processes = stage.command.processes(cfg)
-        if processes > 1:
-            raise ArmlmError(f"{stage.name}: its trainer is {processes} processes (trainer.devices="
-                             f"{cfg.trainer.get('devices')}, trainer.num_nodes={cfg.trainer.get('num_nodes', 1)}), "
-                             "which launcher=in_process cannot start (Lightning starts each rank again from the "
-                             "study's command line); leave launcher=process, the default, for this study")
-    return composed
+    except Exception as err:  # noqa: BLE001 - kept as the stage's failure
+        return err
+    if processes > 1:
+        raise ArmlmError(f"{stage.name}: its trainer is {processes} processes (trainer.devices="
+                         f"{cfg.trainer.get('devices')}, trainer.num_nodes={cfg.trainer.get('num_nodes', 1)}), which "
+                         "launcher=in_process does not start: it runs each stage inside the study's one process; "
+                         "leave launcher=process, the default, for this study")
+    return cfg
 
 
 def run_in_process(stage: Stage, composed: DictConfig | Exception) -> int:
-    """The stage's command function on its composed config (in_process_configs), with the config saved where Hydra
+    """The stage's command function on its composed config (in_process_config), with the config saved where Hydra
     saves it; 0 when it finished, 1 when it raised (the error is logged)."""
     try:
         if isinstance(composed, Exception):
@@ -152,8 +149,12 @@ def how_launched(launcher: str) -> dict[str, object]:
             "sweep_n_jobs": hydra_launcher.get("n_jobs") if sweep else None}
 
 
-def launch(stage: Stage, prefix: dict[str, list[str]], composed: DictConfig | Exception | None = None) -> Outcome:
-    """Run the stage: as a process of its own, or inside this one on its composed config where one is given."""
+def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process",
+           composed: DictConfig | Exception | None = None) -> Outcome:
+    """Run the stage as a process of its own, or inside this one on its config (composed before the study's first
+    stage where `composed` is given, else now)."""
+    if launcher == "in_process" and composed is None:
+        composed = in_process_config(stage)
     argv, note = command(stage, prefix)
     stage.folder.mkdir(parents=True, exist_ok=True)
     record_path = stage.folder / RECORD
@@ -162,14 +163,14 @@ def launch(stage: Stage, prefix: dict[str, list[str]], composed: DictConfig | Ex
     # driver is still counted by the next one, up to its last checkpoint
     cut = cut_launch_seconds(before, stage)
     record = {**stage.record(), "launches": before.get("launches", 0) + 1, "command": argv,
-              "launched": how_launched("process" if composed is None else "in_process"),
+              "launched": how_launched(launcher),
               "seconds": round(before.get("seconds", 0.0) + cut, 1), "started_at": time.time()}
     atomic_write_artefact(record_path, record)
     if cut:
         note = f"{note}; the last launch did not come back: {cut:.0f} s counted to its last checkpoint"
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
-    returncode = subprocess.run(argv).returncode if composed is None else run_in_process(stage, composed)
+    returncode = run_in_process(stage, composed) if launcher == "in_process" else subprocess.run(argv).returncode
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch (a resumed stage's own summary times only its last launch)
     atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1), "started_at": None})
@@ -206,7 +207,9 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     prefix = prefix or {}
     for stage in stages:
         check_record(stage)  # every mismatch is found before any work starts
-    composed = in_process_configs(stages) if launcher == "in_process" and not dry_run else {}
+    # in-process: every stage left to run composed before the first runs, so a study it cannot run stops here
+    composed = ({s: in_process_config(s) for s in stages if not s.done_file.is_file()} if launcher == "in_process"
+                else {})
     outcomes: dict[Stage, Outcome] = {}
     planned: set[Path] = set()  # dry run: done files the planned stages would write
     progress = True
@@ -228,7 +231,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
                     outcomes[stage] = Outcome(stage, "planned", detail=" ".join(command(stage, prefix)[0]))
                     planned.add(stage.done_file)
                 else:
-                    outcomes[stage] = launch(stage, prefix, composed.get(stage))
+                    outcomes[stage] = launch(stage, prefix, launcher, composed.get(stage))
                     log.info("%s: %s (%.0f s) %s", stage.name, outcomes[stage].status, outcomes[stage].seconds,
                              outcomes[stage].detail)
                     if on_done is not None and outcomes[stage].status == "done":

@@ -39,9 +39,9 @@ class StageKind:
 
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
     StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
-              script="train.py", world_size="armlm.training.trainer:world_size"),
+              script="train.py", world_size="armlm.training.devices:world_size"),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
-              script="train.py", world_size="armlm.training.trainer:world_size"),
+              script="train.py", world_size="armlm.training.devices:world_size"),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
     StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
     StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),

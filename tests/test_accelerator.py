@@ -1,4 +1,4 @@
-"""A run asks the machine for the device its trainer config names (training.trainer.check_accelerator), before any
+"""A run asks the machine for the device its trainer config names (training.devices.check_accelerator), before any
 data is read; the config itself stays valid on any machine (a study's GPU presets are checked on CPUs)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 
 from armlm.common.errors import ArmlmError
 from armlm.finetune.run import run_finetune
+from armlm.training.devices import check_accelerator, world_size
 from armlm.training.run import check_config, run_pretraining
-from armlm.training.trainer import check_accelerator, world_size
 from tests.helpers.configs import composed_config
 
 

@@ -107,7 +107,7 @@ def test_an_armlm_remote_code_export_read_as_a_source_is_refused_in_one_line_nam
 
     assert json.loads((exports["mlm"] / "config.json").read_text())["model_type"] == ARMLM_REMOTE_MODEL_TYPE
     for trusted in (True, False):
-        with pytest.raises(ArmlmError, match="exported with its own modelling file.*give the armlm checkpoint it came"):
+        with pytest.raises(ArmlmError, match="armlm exported with its own modelling file.*give the armlm checkpoint it came"):
             open_source(str(exports["mlm"]), "cpu", trust_remote_code=trusted)
     foreign = shutil.copytree(exports["mlm"], tmp_path / "foreign")
     config = json.loads((foreign / "config.json").read_text())

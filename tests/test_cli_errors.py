@@ -34,6 +34,7 @@ USER_ERRORS = {
 def test_a_commands_user_error_is_one_line_through_the_cli(command, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("ARMLM_TRACEBACK", None)
+    env.pop("ARMLM_CACHE_DIR", None)  # the token cache goes to .cache/armlm where the command runs
     where = [f"root={tmp_path / 'root'}"] if command.startswith("study") else []  # a study's folder, else Hydra's
     result = subprocess.run([sys.executable, "-m", "armlm.commands", *command.split(),
                              f"hydra.run.dir={tmp_path / 'run'}", *where],

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import OmegaConf
 
 from armlm.common.errors import ArmlmError
@@ -66,7 +68,7 @@ def test_the_environments_malloc_settings_win(environment):
     assert min(faults_per_round(keep=True, **environment)) > 64 * 1024 * 1024 // 4096 // 2
 
 
-def test_a_fresh_run_is_refused_where_another_left_its_last_checkpoint_and_the_folder_is_kept(tmp_path):
+def test_a_fresh_run_is_refused_where_another_left_its_last_checkpoint_and_the_folder_is_kept(tmp_path, monkeypatch):
     """A second `armlm train ... hydra.run.dir=<a finished run>` trained afresh over it, with a warning, and wrote over
     its last.ckpt and summary.json (probed on 5 December). Now it stops before any work, naming both ways on; a
     resume, a folder with no last.ckpt (Lightning numbers a second best-*.ckpt) and a SLURM requeue go on."""
@@ -80,7 +82,7 @@ def test_a_fresh_run_is_refused_where_another_left_its_last_checkpoint_and_the_f
     for command in ("train", "finetune"):
         composed = composed_config(command, [f"output_dir={tmp_path}", *(["task=rte", "pretrained=/a/run"]
                                                                           if command == "finetune" else [])])
-        with pytest.raises(ArmlmError, match=rf"^{tmp_path} already holds a run \(checkpoints/last.ckpt\).*resume "
+        with pytest.raises(ArmlmError, match=rf"^{re.escape(str(tmp_path))} already holds a run \(checkpoints/last.ckpt\).*resume "
                                              r"it with ckpt_path=last, or give this run a folder of its own"):
             {"train": pretrain, "finetune": finetune}[command](composed)
     assert (tmp_path / "checkpoints" / "last.ckpt").read_bytes() == b"last"
@@ -89,5 +91,8 @@ def test_a_fresh_run_is_refused_where_another_left_its_last_checkpoint_and_the_f
     resolve_last_checkpoint(resumed)
     refuse_writing_over_a_run(resumed)
     assert resumed.ckpt_path == str(tmp_path / "checkpoints" / "last.ckpt")
-    (tmp_path / "hpc_ckpt_1.ckpt").write_bytes(b"requeued")
+    (tmp_path / "hpc_ckpt_1.ckpt").write_bytes(b"requeued")  # resumed by Lightning itself under SLURM only
+    with pytest.raises(ArmlmError, match="already holds a run"):
+        refuse_writing_over_a_run(cfg)
+    monkeypatch.setattr(SLURMEnvironment, "detect", staticmethod(lambda: True))
     refuse_writing_over_a_run(cfg)

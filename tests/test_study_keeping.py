@@ -268,7 +268,6 @@ def test_report_only_restores_the_record_and_reports_without_running_a_stage(tmp
         study.run_study(findings_config(fresh, "report=sometimes"))
 
 
-
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_a_record_that_is_a_file_is_refused_before_any_stage(tmp_path, dry_run):
     """It was taken, each unit warned that it could not be kept, and the whole study ran unrecorded (probed on 5

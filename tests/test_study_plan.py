@@ -264,7 +264,7 @@ def test_seeds_held_out_for_a_replication_are_refused_unless_it_is_the_replicati
     runs them."""
     for overrides, held in ((("seeds=8",), "[6, 7, 8]"), (("seed=7",), "[7]"), (("first_seed=5", "seeds=2"), "[6]")):
         with pytest.raises(ValueError, match=rf"^seeds {re.escape(held)} are held out for an independent replication "
-                                             r"\(held_out_seeds=\[6, 7, 8\]\): .*first_seed=9.*replication=true"):
+                                             r"\(held_out_seeds=\[6, 7, 8\]\): .*first_seed=9.*replication=true.*held_out_seeds=\[\]"):
             plan(study_config(*overrides, f"root={tmp_path}"))
     assert {s.seed for s in plan(study_config("first_seed=5", "seeds=2", "replication=true", f"root={tmp_path}"))} == {5, 6}
     assert {s.seed for s in plan(study_config("seeds=8", "held_out_seeds=[]", f"root={tmp_path}"))} == set(range(1, 9))

@@ -110,11 +110,12 @@ def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_wor
     """A DDP rank past the first is started again from the command line of the process it belongs to; inside a study's
     process that line is the study's, and rank 1 died as `unknown command` while the study was killed with rank 0
     (exit 137, after its tokenizer was trained). In-process, such a stage is refused in one line before any stage
-    runs; as processes of their own (the default, nothing composed here) and in a dry run the study goes on."""
+    runs, and in its dry run; as processes of their own (the default, nothing composed here) the study goes on."""
     ddp = 'extra_pretrain=["trainer=ddp","trainer.accelerator=cpu","trainer.devices=2"]'
     stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path}", ddp))
-    with pytest.raises(ArmlmError, match=r"^mlm/seed1 pretrain: its trainer is 2 processes \(trainer.devices=2, "
-                                         r"trainer.num_nodes=1\), which launcher=in_process cannot start"):
-        run_stages(stages, launcher="in_process")
-    assert all(o.status == "planned" for o in run_stages(stages, launcher="in_process", dry_run=True))
+    for dry_run in (False, True):
+        with pytest.raises(ArmlmError, match=r"^mlm/seed1 pretrain: its trainer is 2 processes \(trainer.devices=2, "
+                                             r"trainer.num_nodes=1\), which launcher=in_process does not start"):
+            run_stages(stages, launcher="in_process", dry_run=dry_run)
+    assert all(o.status == "planned" for o in run_stages(stages, dry_run=True))
     assert not any(tmp_path.iterdir())  # nothing launched, nothing written

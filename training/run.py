@@ -26,6 +26,7 @@ from armlm.training.branches import branch_checkpoint, branch_record, check_bran
 from armlm.training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
 from armlm.training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
 from armlm.training.compiled import datasheet_peak
+from armlm.training.devices import check_accelerator
 from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
@@ -43,7 +44,6 @@ from armlm.training.setup import (
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
-    check_accelerator,
     checkpoints,
     quiet_lightning,
     sdpa_backends,

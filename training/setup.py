@@ -12,6 +12,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
 from armlm.common.errors import ArmlmError, ArmlmFileError
@@ -59,10 +60,11 @@ def resolve_last_checkpoint(cfg: DictConfig) -> None:
 
 def refuse_writing_over_a_run(cfg: DictConfig) -> None:
     """A run that starts afresh (no ckpt_path) in a folder that holds another's checkpoints/last.ckpt would write over
-    its checkpoints and summary: refused before any work, unless Lightning resumes there itself (SLURM's requeue
-    leaves hpc_ckpt_<n>.ckpt in the run folder and restarts the same command)."""
+    its checkpoints and summary: refused before any work, unless Lightning resumes there itself (under SLURM, from
+    the hpc_ckpt_<n>.ckpt a requeue leaves in the run folder before it restarts the same command)."""
     out = Path(cfg.output_dir)
-    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file() or any(out.glob("hpc_ckpt_*.ckpt")):
+    requeued = SLURMEnvironment.detect() and any(out.glob("hpc_ckpt_*.ckpt"))
+    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file() or requeued:
         return
     raise ArmlmError(f"{out} already holds a run (checkpoints/last.ckpt), which a fresh run there would write over: "
                      "resume it with ckpt_path=last, or give this run a folder of its own (hydra.run.dir=...)")

@@ -1,0 +1,41 @@
+"""The devices a run's trainer config asks for: whether this machine has them, and how many processes the run is."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from armlm.common.errors import ArmlmError
+from armlm.training.trainer import RANK_ZERO_LOGGERS, lightning_settings
+
+
+def check_accelerator(trainer: DictConfig) -> None:
+    """The GPU that trainer=gpu, ddp and fsdp ask for is on this machine (Lightning's `gpu` is CUDA, else Apple's
+    MPS): a property of the machine, not of the config (a study's GPU presets compose and check on a CPU), so a run
+    checks it beside its config, before any data is read."""
+    accelerator = str(trainer.get("accelerator")).lower()
+    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    present["gpu"] = present["cuda"] or present["mps"]
+    if accelerator in present and not present[accelerator]:
+        raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
+                         f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
+                         "trainer.accelerator=cpu")
+
+
+def world_size(cfg: DictConfig) -> int:
+    """How many processes a run of this config is: its trainer group's devices and nodes as Lightning resolves them
+    on this machine ('auto' and -1 counted here), from a Trainer that is built, silently, and never run."""
+    check_accelerator(cfg.trainer)
+    loggers = [logging.getLogger(name) for name in RANK_ZERO_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        return instantiate(lightning_settings(cfg.trainer), logger=False, enable_checkpointing=False,
+                           enable_progress_bar=False).world_size
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
