@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -219,6 +221,38 @@ def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(c
     vocab_size.main(args)
     assert [r["run"] for r in json.loads((tmp_path / "vocab.json").read_text())] == [r["run"] for r in results]
 
+
+
+def test_the_vocabulary_bench_reads_resumes_or_replaces_what_a_size_folder_holds(monkeypatch, tmp_path):
+    """train.py keeps a run folder's last.ckpt (a fresh run there is refused), so the bench says which run a size's
+    folder holds: its own finished run is read, its own interrupted one resumed (ckpt_path=last), and a run of
+    other settings removed before the size trains afresh."""
+    commands = []
+
+    def train_py(command, **kwargs):  # what train.py leaves in its run folder
+        commands.append([str(c) for c in command])
+        folder = Path(next(c for c in commands[-1] if c.startswith("hydra.run.dir=")).split("=", 1)[1])
+        (folder / ".hydra").mkdir(parents=True, exist_ok=True)
+        overrides = [c for c in commands[-1][2:] if not c.startswith("hydra.run.dir=")]
+        (folder / ".hydra" / "overrides.yaml").write_text(json.dumps(overrides))
+        (folder / "summary.json").write_text(json.dumps(
+            {"wall_seconds": 1, "tokens_seen": 64, "words_seen": 50, "val_loss": 5.0, "own_below_unigram": {"all": 1}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(vocab_size.subprocess, "run", train_py)
+    folder = tmp_path / "vocab60"
+    vocab_size.train(["data=text"], 60, 64, ["model=tiny"], tmp_path)
+    assert len(commands) == 1 and not any(c.startswith("ckpt_path=") for c in commands[0])
+    vocab_size.train(["data=text"], 60, 64, ["model=tiny"], tmp_path)
+    assert len(commands) == 1  # finished with these settings: read
+    (folder / "summary.json").unlink()  # interrupted after a checkpoint
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+    vocab_size.train(["data=text"], 60, 64, ["model=tiny"], tmp_path)
+    assert commands[-1][-1] == "ckpt_path=last" and (folder / "checkpoints" / "last.ckpt").is_file()
+    vocab_size.train(["data=text"], 60, 64, ["model=small"], tmp_path)  # other settings: replaced
+    assert "model=small" in commands[-1] and commands[-1][-1].startswith("hydra.run.dir=")
+    assert not (folder / "checkpoints").exists()
 
 def _refuse_training(run):
     def checked(command, **kwargs):
