@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from armlm.common.errors import ArmlmError
 from armlm.zeroshot.lm_eval_tasks import GROUP, write_blimp_tasks
 from tests.helpers.blimp import write_paradigm
 
@@ -184,3 +185,13 @@ def test_bad_settings_are_refused_naming_the_fix(untrained):
     with pytest.raises(ValueError, match="checkpoint was trained on 32 positions"):
         ours.loglikelihood(requests("loglikelihood", [("", " ".join(TEXTS * 3))]))
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
+
+
+def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch):
+    """lm-eval's own refusal, a ValueError traceback through `armlm harness` (probed on 5 December), is armlm's one
+    line; the command line is the user's, so it asks lm-eval's task list, not armlm."""
+    from armlm.zeroshot.harness_cli import main
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with pytest.raises(ArmlmError, match=r"^Tasks not found: no_such_task; `lm-eval ls tasks` lists .*blimp_local"):
+        main(["--model", "armlm", "--model_args", f"checkpoint={untrained['ar']}", "--tasks", "no_such_task"])

@@ -18,7 +18,10 @@ from lm_eval.__main__ import cli_evaluate
 
 import armlm.zeroshot.harness  # noqa: F401  (registers --model armlm)
 from armlm.common.config import data_dir
+from armlm.common.errors import ArmlmError
 from armlm.zeroshot.lm_eval_tasks import write_blimp_tasks
+
+UNKNOWN_TASKS = "Tasks not found"  # how lm_eval.config.evaluate_config begins its refusal of unknown task names
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,4 +34,10 @@ def main(argv: list[str] | None = None) -> None:
         if blimp.is_dir():
             write_blimp_tasks(blimp, tasks)
         sys.argv = ["lm_eval", *argv, "--include_path", tasks]
-        cli_evaluate()
+        try:
+            cli_evaluate()
+        except ValueError as err:  # lm-eval's word for a task name it does not know; anything else keeps its trace
+            if not str(err).startswith(UNKNOWN_TASKS):
+                raise
+            raise ArmlmError(f"{err}; `lm-eval ls tasks` lists lm-eval's tasks, and armlm adds blimp_local (from "
+                             f"{blimp}, where it holds BLiMP)") from err
