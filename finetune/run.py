@@ -28,6 +28,7 @@ from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
+    check_loggers,
     checkpoints,
     sdpa_backends,
     step_settings,
@@ -144,6 +145,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     check_finetune_settings(cfg)
     sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
     check_accelerator(cfg.trainer)
+    check_loggers(cfg.get("logger"))
     if not cfg.pretrained:
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<`armlm embeddings` run folder>)")

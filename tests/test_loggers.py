@@ -13,7 +13,7 @@ from wandb.proto import wandb_internal_pb2
 
 from armlm.common.scalars import run_scalars
 from armlm.training.run import run_pretraining
-from tests.helpers.configs import tiny_config
+from tests.helpers.configs import composed_config, tiny_config
 
 WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a LevelDB-style log of protobuf records
 
@@ -71,3 +71,26 @@ def test_reports_name_the_missing_tensorboard(tmp_path, cache_dir):
 def test_no_logger_is_allowed(tmp_path, cache_dir):
     summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "logger=[]", "trainer.max_steps=2"))
     assert summary["steps"] == 2 and not (tmp_path / "tensorboard").exists()
+
+
+def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeypatch, tmp_path):
+    """W&B's UsageError came from inside fit, after the tokenizer and cache were built, as a traceback (probed on 5
+    December): now one line before the data, naming `wandb login` and the offline setting; offline, a key, or
+    TensorBoard alone go on."""
+    from omegaconf import OmegaConf
+
+    from armlm.common.errors import ArmlmError
+    from armlm.training.trainer import check_loggers
+
+    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no saved login
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    loggers = composed_config("train", ["logger=[tensorboard,wandb]"]).logger
+    with pytest.raises(ArmlmError, match=r"^logger=wandb: No API key configured.*wandb login.*logger.wandb.offline=true"):
+        check_loggers(loggers)
+    check_loggers(OmegaConf.merge(loggers, {"wandb": {"offline": True}}))
+    check_loggers(OmegaConf.create({"tensorboard": loggers.tensorboard}))
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a key is there: W&B checks it when the run starts
+    check_loggers(loggers)
+    assert not any(tmp_path.glob("wandb*"))  # nothing logged in or written

@@ -44,6 +44,7 @@ from armlm.training.setup import (
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
+    check_loggers,
     checkpoints,
     quiet_lightning,
     sdpa_backends,
@@ -102,6 +103,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     objective, model_config = check_config(cfg)
     check_accelerator(cfg.trainer)
+    check_loggers(cfg.get("logger"))
     choose_cpu_precision(cfg)
     out = Path(cfg.output_dir)
     L.seed_everything(cfg.seed, workers=True)
