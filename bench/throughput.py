@@ -37,6 +37,7 @@ from armlm.models.backbone import ModelConfig, Transformer  # noqa: E402
 from armlm.objectives.base import Objective  # noqa: E402
 from armlm.objectives.mlm import MaskedLM  # noqa: E402
 from armlm.training.compiled import compile_loss, datasheet_peak  # noqa: E402
+from armlm.training.devices import check_device
 from armlm.training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
@@ -279,6 +280,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    check_device(args.device, "give --device cpu")
     if args.allocator == "train":
         keep_large_allocations_on_the_heap()
     result = run(args)

@@ -12,14 +12,29 @@ from armlm.common.errors import ArmlmError
 from armlm.training.trainer import RANK_ZERO_LOGGERS, lightning_settings
 
 
+def device_present(kind: str) -> bool:
+    """Whether torch sees a device of this kind here (Lightning's `gpu`: CUDA or Apple's MPS); a kind it does not
+    name (cpu, auto, ...) is left to whoever reads it."""
+    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    present["gpu"] = present["cuda"] or present["mps"]
+    return present.get(kind.lower(), True)
+
+
+def check_device(name: str, fix: str) -> torch.device:
+    """A device given by name (a benchmark's --device), present on this machine; else one line naming `fix`."""
+    device = torch.device(name)
+    if not device_present(device.type):
+        raise ArmlmError(f"--device {name}: torch {torch.__version__} sees no {device.type} device on this machine; "
+                         f"{fix}")
+    return device
+
+
 def check_accelerator(trainer: DictConfig) -> None:
     """The GPU that trainer=gpu, ddp and fsdp ask for is on this machine (Lightning's `gpu` is CUDA, else Apple's
     MPS): a property of the machine, not of the config (a study's GPU presets compose and check on a CPU), so a run
     checks it beside its config, before any data is read."""
     accelerator = str(trainer.get("accelerator")).lower()
-    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    present["gpu"] = present["cuda"] or present["mps"]
-    if accelerator in present and not present[accelerator]:
+    if not device_present(accelerator):
         raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
                          f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
                          "trainer.accelerator=cpu")
