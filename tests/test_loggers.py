@@ -85,6 +85,7 @@ def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeyp
     for name in ("WANDB_API_KEY", "WANDB_MODE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no saved login
+    wandb.teardown()  # W&B's process-wide settings keep an earlier test's offline run's mode
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
     loggers = composed_config("train", ["logger=[tensorboard,wandb]"]).logger
     with pytest.raises(ArmlmError, match=r"^logger=wandb: No API key configured.*wandb login.*logger.wandb.offline=true"):
