@@ -26,8 +26,8 @@ from armlm.common.config import compose_config  # noqa: E402
 from armlm.common.vocabulary import Vocabulary  # noqa: E402
 from armlm.datamodules.blocks import document_ids  # noqa: E402
 from armlm.models.backbone import Transformer  # noqa: E402
-from armlm.training.devices import check_device
 from armlm.training.setup import build, build_model_config  # noqa: E402
+from bench.machine import require_device
 
 EOD = 5  # the synthetic vocabulary's [EOD] (ids 0-5 are the special tokens)
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: each path with the kernels that device picks")
     args = parser.parse_args(argv)
     precision = torch.bfloat16 if args.bf16 else None
-    device = check_device(args.device, "give --device cpu")
+    device = require_device(args.device, "give --device cpu")
     batch = {name: t.to(device) for name, t in blocks(args.batch, args.block, args.vocab, args.document_tokens,
                                                         seed=0).items()}
     across = {"input_ids": batch["input_ids"]}

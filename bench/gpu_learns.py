@@ -34,14 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 import torch  # noqa: E402
 
 from armlm.common.config import compose_config  # noqa: E402
-from armlm.common.errors import ArmlmError  # noqa: E402
 from armlm.common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed  # noqa: E402
-from armlm.training.devices import device_present  # noqa: E402
 from armlm.training.lit_module import PretrainModule  # noqa: E402
 from armlm.training.optim import adamw_with_schedule  # noqa: E402
 from armlm.training.run import check_config  # noqa: E402
 from armlm.training.setup import build  # noqa: E402
 from armlm.training.trainer import attention_kernels, step_settings  # noqa: E402
+from bench.machine import require_device  # noqa: E402
 
 ISSUE_82_STEP = ["trainer=gpu", "trainer.step.sdpa_backends=null"]
 NO_CUDNN = "trainer.step.sdpa_backends=[flash,efficient,math]"
@@ -241,9 +240,8 @@ def main() -> None:
         args.extra = [*DRY_RUN, *args.extra]
     if args.one is not None:
         return one(args)
-    if not args.dry_run and not device_present("cuda"):  # the variants are CUDA's; each would fail alone
-        raise ArmlmError(f"the variants run on CUDA, and torch {torch.__version__} sees no CUDA device on this "
-                         "machine; give --dry-run (every variant on the CPU at tiny size)")
+    if not args.dry_run:  # the variants are CUDA's; without one each would fail alone
+        require_device("cuda", "give --dry-run (every variant on the CPU at tiny size)", given="the variants' cuda")
     # The token caches are written once here, before the variants read them at once
     for block in sorted(set(args.blocks)):
         cfg = compose(args.objective, block, args.extra, [])

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from armlm.training.devices import check_device
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
+from bench.machine import require_device
 
 DRY_RUN = ["--device", "cpu", "--precision", "fp32", "--compile-backend", "aot_eager", "--settings", "default:1",
            "default:2", "--steps", "2", "--warmup", "1", "--d-model", "64", "--n-layers", "2", "--n-heads", "2",
@@ -155,7 +155,7 @@ def result_of(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str,
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    check_device(args.device, "give --dry-run (the toy settings on the CPU) or --device cpu")
+    require_device(args.device, "give --dry-run (the toy settings on the CPU) or --device cpu")
     rows = []
     for setting in args.settings:
         mode, _, count = setting.partition(":")

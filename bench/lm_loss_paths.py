@@ -21,8 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from armlm.models.lm_loss import nll_branch_free, nll_branching  # noqa: E402
-from armlm.training.devices import check_device
 from bench.flops import synchronize  # noqa: E402
+from bench.machine import require_device
 
 
 def timed(fn, *, device: torch.device) -> float:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
-    device = check_device(args.device, "give --device cpu")
+    device = require_device(args.device, "give --device cpu")
     generator = torch.Generator(device=device).manual_seed(0)
     logits = torch.randn(args.rows, args.vocab, generator=generator, device=device) * 3
     probs = torch.softmax(logits, dim=-1)

@@ -32,9 +32,9 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
-from armlm.training.devices import check_device
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape  # noqa: E402
+from bench.machine import require_device
 from bench.timed_steps import timed  # noqa: E402
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
                                         *args.objectives, *shape_flags])
     shape = Shape(bench_args.d_model, bench_args.n_layers, bench_args.n_heads, bench_args.d_ff, bench_args.vocab_size,
                   bench_args.batch_size, bench_args.seq_len)
-    device = check_device(args.device, "give --device cpu")
+    device = require_device(args.device, "give --device cpu")
     on_gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_gpu else [])]
     torch.manual_seed(0)

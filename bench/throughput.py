@@ -37,10 +37,10 @@ from armlm.models.backbone import ModelConfig, Transformer  # noqa: E402
 from armlm.objectives.base import Objective  # noqa: E402
 from armlm.objectives.mlm import MaskedLM  # noqa: E402
 from armlm.training.compiled import compile_loss, datasheet_peak  # noqa: E402
-from armlm.training.devices import check_device
 from armlm.training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
+from bench.machine import require_device
 from bench.objective_cases import SPECIAL_IDS, objective_names, vocabulary  # noqa: E402
 from bench.timed_steps import Contestant, inference_step, precision_context, summarise, timed, training_step  # noqa: E402
 
@@ -280,7 +280,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    check_device(args.device, "give --device cpu")
+    require_device(args.device, "give --device cpu")
     if args.allocator == "train":
         keep_large_allocations_on_the_heap()
     result = run(args)

@@ -86,6 +86,7 @@ def train(overrides: list[str], size: int, tokens: int, extra: list[str], out: P
     ours = started_with(folder) == run_overrides
     if not (ours and (folder / "summary.json").exists()):
         if not ours and folder.exists():  # a run of other settings: this size's run replaces it
+            print(f"{folder} holds a run of other settings ({started_with(folder)}); replacing it", flush=True)
             shutil.rmtree(folder)
         resume = ["ckpt_path=last"] if (folder / "checkpoints" / "last.ckpt").is_file() else []
         command = [sys.executable, str(REPO / "train.py"), *run_overrides, f"hydra.run.dir={folder}", *resume]
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "vocab_size", help="where the runs go")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # train.py runs from the checkout; the folder is read and kept from here
     results = []
     for size in args.sizes:
         results.append(measure(args.overrides, size))

@@ -24,11 +24,11 @@ from armlm.finetune.module import FinetuneModule
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source
 from armlm.training.devices import check_accelerator
+from armlm.training.loggers import check_loggers
 from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
-    check_loggers,
     checkpoints,
     sdpa_backends,
     step_settings,

@@ -31,8 +31,9 @@ from armlm.finetune.run import at_length_cap, finite_or_none, majority_baseline
 from armlm.finetune.task_module import TaskModule
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.models.heads import TaggingHead
+from armlm.training.loggers import check_loggers
 from armlm.training.setup import build, choose_cpu_precision, differences
-from armlm.training.trainer import build_trainer, check_loggers, checkpoints, write_result
+from armlm.training.trainer import build_trainer, checkpoints, write_result
 from armlm.training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")

@@ -25,6 +25,7 @@ import bench.vocab_size as vocab_size
 import bench.zeroshot_speed as zeroshot_speed
 from armlm.models.backbone import ModelConfig, Transformer
 from bench.flops import Shape, forward_flops_per_token
+from bench.machine import require_device
 
 pytest.importorskip("transformers", reason="the benchmark compares against Hugging Face transformers")
 
@@ -250,9 +251,26 @@ def test_the_vocabulary_bench_reads_resumes_or_replaces_what_a_size_folder_holds
     (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
     vocab_size.train(["data=text"], 60, 64, ["model=tiny"], tmp_path)
     assert commands[-1][-1] == "ckpt_path=last" and (folder / "checkpoints" / "last.ckpt").is_file()
+    vocab_size.train(["data=text"], 60, 64, ["model=tiny"], tmp_path)
+    assert len(commands) == 2  # the resumed run finished: its ckpt_path=last is not a setting of its own
     vocab_size.train(["data=text"], 60, 64, ["model=small"], tmp_path)  # other settings: replaced
     assert "model=small" in commands[-1] and commands[-1][-1].startswith("hydra.run.dir=")
     assert not (folder / "checkpoints").exists()
+
+
+def test_a_benchmark_given_a_device_this_machine_lacks_stops_in_one_line(monkeypatch):
+    """--device cuda on a laptop was torch's "not compiled with CUDA" traceback (throughput, step_profile), every
+    variant or process failing alone (gpu_learns, launch_bound): one line naming the fix, a GPU's index included."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert require_device("cpu", "unused") == torch.device("cpu")
+    with pytest.raises(SystemExit, match=r"^--device cuda:0: torch .* sees no cuda device on this machine; give "
+                                         r"--device cpu$"):
+        throughput.main(["--device", "cuda:0"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert require_device("cuda", "unused") == torch.device("cuda")
+    with pytest.raises(SystemExit, match="^--device cuda:1: torch .* sees 1 cuda device on this machine; fix$"):
+        require_device("cuda:1", "fix")
 
 def _refuse_training(run):
     def checked(command, **kwargs):

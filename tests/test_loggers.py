@@ -75,23 +75,29 @@ def test_no_logger_is_allowed(tmp_path, cache_dir):
 
 def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeypatch, tmp_path):
     """W&B's UsageError came from inside fit, after the tokenizer and cache were built, as a traceback (probed on 5
-    December): now one line before the data, naming `wandb login` and the offline setting; offline, a key, or
-    TensorBoard alone go on."""
+    December): now one line before the data, naming `wandb login` and the offline setting, found without W&B's login
+    (which can prompt, and reaches the server when a key is there). Offline, W&B's disabled mode, a key in the
+    environment or in netrc, or TensorBoard alone go on."""
     from omegaconf import OmegaConf
 
     from armlm.common.errors import ArmlmError
-    from armlm.training.trainer import check_loggers
+    from armlm.training.loggers import check_loggers
 
-    for name in ("WANDB_API_KEY", "WANDB_MODE"):
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "NETRC"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no saved login
-    wandb.teardown()  # W&B's process-wide settings keep an earlier test's offline run's mode
-    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     loggers = composed_config("train", ["logger=[tensorboard,wandb]"]).logger
-    with pytest.raises(ArmlmError, match=r"^logger=wandb: No API key configured.*wandb login.*logger.wandb.offline=true"):
+    with pytest.raises(ArmlmError, match=r"^logger=wandb: W&B finds no API key here .*wandb login.*"
+                                         r"logger.wandb.offline=true"):
         check_loggers(loggers)
     check_loggers(OmegaConf.merge(loggers, {"wandb": {"offline": True}}))
+    check_loggers(composed_config("train", ["logger=[wandb]", "+logger.wandb.mode=disabled"]).logger)
     check_loggers(OmegaConf.create({"tensorboard": loggers.tensorboard}))
-    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a key is there: W&B checks it when the run starts
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")
+    (tmp_path / ".netrc").chmod(0o600)
     check_loggers(loggers)
-    assert not any(tmp_path.glob("wandb*"))  # nothing logged in or written
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # a server of one's own: its own entry
+    with pytest.raises(ArmlmError, match="finds no API key"):
+        check_loggers(loggers)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    check_loggers(loggers)

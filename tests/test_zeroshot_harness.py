@@ -187,11 +187,13 @@ def test_bad_settings_are_refused_naming_the_fix(untrained):
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
 
 
-def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch):
+def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch, tmp_path, data_dir):
     """lm-eval's own refusal, a ValueError traceback through `armlm harness` (probed on 5 December), is armlm's one
     line; the command line is the user's, so it asks lm-eval's task list, not armlm."""
     from armlm.zeroshot.harness_cli import main
 
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    with pytest.raises(ArmlmError, match=r"^Tasks not found: no_such_task; `lm-eval ls tasks` lists .*blimp_local"):
-        main(["--model", "armlm", "--model_args", f"checkpoint={untrained['ar']}", "--tasks", "no_such_task"])
+    for data, says in ((data_dir, "armlm adds blimp_local"), (tmp_path, f"blimp_local needs BLiMP in {tmp_path}/blimp")):
+        monkeypatch.setenv("ARMLM_DATA_DIR", str(data))
+        with pytest.raises(ArmlmError, match=rf"^Tasks not found: no_such_task; `lm-eval ls tasks` lists .*{says}$"):
+            main(["--model", "armlm", "--model_args", f"checkpoint={untrained['ar']}", "--tasks", "no_such_task"])

@@ -20,15 +20,6 @@ def device_present(kind: str) -> bool:
     return present.get(kind.lower(), True)
 
 
-def check_device(name: str, fix: str) -> torch.device:
-    """A device given by name (a benchmark's --device), present on this machine; else one line naming `fix`."""
-    device = torch.device(name)
-    if not device_present(device.type):
-        raise ArmlmError(f"--device {name}: torch {torch.__version__} sees no {device.type} device on this machine; "
-                         f"{fix}")
-    return device
-
-
 def check_accelerator(trainer: DictConfig) -> None:
     """The GPU that trainer=gpu, ddp and fsdp ask for is on this machine (Lightning's `gpu` is CUDA, else Apple's
     MPS): a property of the machine, not of the config (a study's GPU presets compose and check on a CPU), so a run

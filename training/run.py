@@ -30,6 +30,7 @@ from armlm.training.devices import check_accelerator
 from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
+from armlm.training.loggers import check_loggers
 from armlm.training.milestones import save_at_words
 from armlm.training.setup import (
     build,
@@ -44,7 +45,6 @@ from armlm.training.setup import (
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,
-    check_loggers,
     checkpoints,
     quiet_lightning,
     sdpa_backends,

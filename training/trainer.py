@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar, RichProgressBar
-from lightning.pytorch.loggers import Logger, WandbLogger
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -184,20 +184,6 @@ def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:
     """The `logger` group's loggers (TensorBoard by default; CSV, W&B), each writing under the run folder `out`.
     Every logger receives the same `self.log` calls, so the tags are the same in each."""
     return [instantiate(config, save_dir=str(out)) for config in (loggers or {}).values()]
-
-
-def check_loggers(loggers: DictConfig | None) -> None:
-    """A logger that signs in to an account (W&B, online) can, asked before any data is read: without a key W&B
-    raised its UsageError from inside fit, after the data was built, as a traceback. Offline it needs none."""
-    for name, config in (loggers or {}).items():
-        online = not config.get("offline") and os.environ.get("WANDB_MODE") not in ("offline", "disabled", "dryrun")
-        if online and issubclass(get_class(config._target_), WandbLogger):
-            import wandb
-            try:
-                wandb.login(verify=False)
-            except wandb.errors.UsageError as err:
-                raise ArmlmError(f"logger={name}: {err} Or log offline, logger.{name}.offline=true (WANDB_MODE=offline), "
-                                 "and `wandb sync <run folder>/wandb/offline-run-*` later") from err
 
 
 def step_settings(trainer: DictConfig) -> dict[str, Any]:

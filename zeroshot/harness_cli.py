@@ -39,5 +39,5 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as err:  # lm-eval's word for a task name it does not know; anything else keeps its trace
             if not str(err).startswith(UNKNOWN_TASKS):
                 raise
-            raise ArmlmError(f"{err}; `lm-eval ls tasks` lists lm-eval's tasks, and armlm adds blimp_local (from "
-                             f"{blimp}, where it holds BLiMP)") from err
+            ours = "armlm adds blimp_local" if blimp.is_dir() else f"armlm's blimp_local needs BLiMP in {blimp}"
+            raise ArmlmError(f"{err}; `lm-eval ls tasks` lists lm-eval's tasks, and {ours}") from err
