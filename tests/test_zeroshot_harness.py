@@ -187,6 +187,7 @@ def test_bad_settings_are_refused_naming_the_fix(untrained):
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
 
 
+@pytest.mark.slow  # lm-eval indexes its thousands of task configs at each call: about 10 s each
 def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch, tmp_path, data_dir):
     """lm-eval's own refusal, a ValueError traceback through `armlm harness` (probed on 5 December), is armlm's one
     line; the command line is the user's, so it asks lm-eval's task list, not armlm."""
