@@ -27,7 +27,7 @@ from armlm.common.vocabulary import Vocabulary  # noqa: E402
 from armlm.datamodules.blocks import document_ids  # noqa: E402
 from armlm.models.backbone import Transformer  # noqa: E402
 from armlm.training.setup import build, build_model_config  # noqa: E402
-from bench.machine import require_device
+from bench.machine import require_device  # noqa: E402
 
 EOD = 5  # the synthetic vocabulary's [EOD] (ids 0-5 are the special tokens)
 

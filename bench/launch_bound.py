@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
-from bench.machine import require_device
+from bench.machine import require_device  # noqa: E402
 
 DRY_RUN = ["--device", "cpu", "--precision", "fp32", "--compile-backend", "aot_eager", "--settings", "default:1",
            "default:2", "--steps", "2", "--warmup", "1", "--d-model", "64", "--n-layers", "2", "--n-heads", "2",

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from armlm.models.lm_loss import nll_branch_free, nll_branching  # noqa: E402
 from bench.flops import synchronize  # noqa: E402
-from bench.machine import require_device
+from bench.machine import require_device  # noqa: E402
 
 
 def timed(fn, *, device: torch.device) -> float:

@@ -28,9 +28,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from bench.machine import require_device  # noqa: E402
 from bench.objective_cases import objective_names  # noqa: E402
 
 GPU = ["trainer=gpu", "trainer.step.loader_workers=1", "trainer.enable_progress_bar=false", "model=small",
@@ -197,9 +197,8 @@ def main() -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: the CPU recipe (trainer=cpu; give --modes eager --blocks 64 --parallel 1)")
     args = parser.parse_args()
-    if args.device == "cuda" and not args.dry_run and not torch.cuda.is_available():  # each run would fail alone
-        raise SystemExit(f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine; give "
-                         "--dry-run, or --device cpu --modes eager --blocks 64 --parallel 1")
+    if not args.dry_run:  # trainer=gpu's runs: without the device each would fail alone
+        require_device(args.device, "give --dry-run, or --device cpu --modes eager --blocks 64 --parallel 1")
     if args.out.is_dir() and any(args.out.iterdir()):  # its runs start afresh, and train.py keeps a run's folder
         raise SystemExit(f"--out {args.out} holds an earlier call's runs; give an empty or new folder")
     rows = run_all(args.objectives or objective_names(), blocks=args.blocks, batch=args.batch, tokens=args.tokens,

@@ -40,7 +40,7 @@ from armlm.training.compiled import compile_loss, datasheet_peak  # noqa: E402
 from armlm.training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
 from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
-from bench.machine import require_device
+from bench.machine import require_device  # noqa: E402
 from bench.objective_cases import SPECIAL_IDS, objective_names, vocabulary  # noqa: E402
 from bench.timed_steps import Contestant, inference_step, precision_context, summarise, timed, training_step  # noqa: E402
 

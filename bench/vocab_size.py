@@ -83,10 +83,11 @@ def train(overrides: list[str], size: int, tokens: int, extra: list[str], out: P
     folder = out / f"vocab{size}"
     defaults = [d for d in RUN_DEFAULTS if d.split("=")[0] not in {e.split("=")[0] for e in extra}]
     run_overrides = [*overrides, f"data.tokenizer.vocab_size={size}", *defaults, f"max_tokens={tokens}", *extra]
-    ours = started_with(folder) == run_overrides
+    recorded = started_with(folder)
+    ours = recorded == run_overrides
     if not (ours and (folder / "summary.json").exists()):
         if not ours and folder.exists():  # a run of other settings: this size's run replaces it
-            print(f"{folder} holds a run of other settings ({started_with(folder)}); replacing it", flush=True)
+            print(f"{folder} holds a run of other settings ({recorded}); replacing it", flush=True)
             shutil.rmtree(folder)
         resume = ["ckpt_path=last"] if (folder / "checkpoints" / "last.ckpt").is_file() else []
         command = [sys.executable, str(REPO / "train.py"), *run_overrides, f"hydra.run.dir={folder}", *resume]
