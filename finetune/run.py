@@ -23,8 +23,7 @@ from armlm.finetune.metrics import item_record, task_metrics
 from armlm.finetune.module import FinetuneModule
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source
-from armlm.training.devices import check_accelerator
-from armlm.training.loggers import check_loggers
+from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import (
     attention_kernels,
@@ -144,8 +143,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
     sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
-    check_accelerator(cfg.trainer)
-    check_loggers(cfg.get("logger"))
+    check_machine(cfg)
     if not cfg.pretrained:
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
                          "pretraining run folder> (or, for conll2003, vectors=<`armlm embeddings` run folder>)")

@@ -31,7 +31,7 @@ from armlm.finetune.run import at_length_cap, finite_or_none, majority_baseline
 from armlm.finetune.task_module import TaskModule
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.models.heads import TaggingHead
-from armlm.training.loggers import check_loggers
+from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import build_trainer, checkpoints, write_result
 from armlm.training.validate import check_finetune_settings
@@ -105,7 +105,7 @@ def check_static_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
 def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     check_finetune_settings(cfg)
-    check_loggers(cfg.get("logger"))
+    check_machine(cfg)
     if cfg.get("pretrained"):
         raise ArmlmError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
     vectors = load_vectors(cfg.vectors)

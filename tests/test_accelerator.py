@@ -1,5 +1,5 @@
-"""A run asks the machine for the device its trainer config names (training.devices.check_accelerator), before any
-data is read; the config itself stays valid on any machine (a study's GPU presets are checked on CPUs)."""
+"""A run asks the machine for the device its trainer config names (training.devices.check_machine, for every run kind),
+before any data is read; the config itself stays valid on any machine (a study's GPU presets are checked on CPUs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from armlm.common.errors import ArmlmError
-from armlm.finetune.run import run_finetune
+from armlm.finetune.command import finetune
 from armlm.training.devices import check_accelerator, world_size
 from armlm.training.run import check_config, run_pretraining
 from tests.helpers.configs import composed_config
@@ -36,10 +36,25 @@ def test_a_gpu_trainer_on_a_machine_without_one_is_refused_before_any_data(prese
         with pytest.raises(ArmlmError, match=r"trainer.accelerator=gpu .* sees none; on this machine leave trainer=cpu"):
             run_pretraining(cfg)
     assert not cache.exists() and not out.exists()
-    with pytest.raises(ArmlmError, match="sees none"):
-        run_finetune(composed_config("finetune", ["task=rte", "trainer=gpu", "pretrained=/nowhere/run",
-                                                  f"data_dir={tmp_path}"]))
     check_accelerator(trainer("trainer=gpu", "trainer.accelerator=cpu"))  # the fix it names
+
+
+@pytest.mark.parametrize("source", ["pretrained=/nowhere/run", "vectors=/nowhere/vectors"])
+@pytest.mark.parametrize(("asked", "refusal"), [
+    ("trainer=gpu", "trainer.accelerator=gpu .* sees none"),
+    ("logger=[wandb]", "logger=wandb: W&B finds no API key"),
+])
+def test_both_kinds_of_fine_tuning_check_the_machine_before_opening_what_they_tune(present, monkeypatch, tmp_path,
+                                                                                  source, asked, refusal):
+    """From a checkpoint or from static vectors (which skipped the device check and met Lightning's "No supported gpu
+    backend found!" after its vectors and data were read), the machine is checked first: neither /nowhere is opened."""
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    cfg = composed_config("finetune", ["task=conll2003", asked, source, f"output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ArmlmError, match=refusal):
+        finetune(cfg)
+    assert not (tmp_path / "run").exists()
 
 
 def test_each_accelerator_name_asks_for_its_own_device(present):

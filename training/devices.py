@@ -1,4 +1,5 @@
-"""The devices a run's trainer config asks for: whether this machine has them, and how many processes the run is."""
+"""What a run asks of this machine: the devices its trainer config names (whether they are here, and how many
+processes the run is) and its loggers' credentials, checked before any data is read."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
+from armlm.training.loggers import check_loggers
 from armlm.training.trainer import RANK_ZERO_LOGGERS, lightning_settings
 
 
@@ -29,6 +31,13 @@ def check_accelerator(trainer: DictConfig) -> None:
         raise ArmlmError(f"trainer.accelerator={accelerator} (trainer=gpu, ddp and fsdp ask for a GPU), but torch "
                          f"{torch.__version__} sees none; on this machine leave trainer=cpu (the default) or add "
                          "trainer.accelerator=cpu")
+
+
+def check_machine(cfg: DictConfig) -> None:
+    """Every run kind's check of what its config asks of this machine and session (pretraining, fine-tuning from a
+    checkpoint or from static vectors): the accelerator is here, and each logger that needs credentials finds them."""
+    check_accelerator(cfg.trainer)
+    check_loggers(cfg.get("logger"))
 
 
 def world_size(cfg: DictConfig) -> int:

@@ -26,11 +26,10 @@ from armlm.training.branches import branch_checkpoint, branch_record, check_bran
 from armlm.training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
 from armlm.training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
 from armlm.training.compiled import datasheet_peak
-from armlm.training.devices import check_accelerator
+from armlm.training.devices import check_machine
 from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
-from armlm.training.loggers import check_loggers
 from armlm.training.milestones import save_at_words
 from armlm.training.setup import (
     build,
@@ -102,8 +101,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     """Train one run and return its summary (also written to <run folder>/summary.json)."""
     started = time.perf_counter()
     objective, model_config = check_config(cfg)
-    check_accelerator(cfg.trainer)
-    check_loggers(cfg.get("logger"))
+    check_machine(cfg)
     choose_cpu_precision(cfg)
     out = Path(cfg.output_dir)
     L.seed_everything(cfg.seed, workers=True)
