@@ -84,3 +84,19 @@ def test_a_local_folder_that_is_not_there_is_named_as_one_not_looked_up_on_the_h
     for source in (str(tmp_path / "nowhere" / "glue"), "../shared/data/glue", "shared/data/glue"):
         with pytest.raises(FileNotFoundError, match=r"no folder .*glue \(/.*\) for GLUE rte \(train\); set ARMLM_DATA_DIR"):
             read_hub_split(glue_task("rte"), "train", source)
+
+
+def test_a_relative_owner_name_path_that_is_not_there_is_tried_on_the_hub_and_named_as_a_folder_too(tmp_path,
+                                                                                                   monkeypatch):
+    """`data/glue` is a hub name (owner/name) and a relative folder: with no such folder it goes to the hub, and when
+    that fails the line names the folder it was not, so a mistyped path is seen as one."""
+    monkeypatch.chdir(tmp_path)
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach the hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(ConnectionError, match=rf"from the hub 'data/glue' \(nor is it a folder here: no "
+                                              rf"{tmp_path}/data/glue\): Couldn't reach the hub\. Offline\? Use a local"):
+        read_hub_split(glue_task("rte"), "train", "data/glue")
+
