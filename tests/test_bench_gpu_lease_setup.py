@@ -16,6 +16,7 @@ from bench.checkout_site import link_checkout, package_dirs
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_the_links_import_every_package_from_the_checkout_ahead_of_the_installed_one(tmp_path):
     site = tmp_path / "site"
     (site / "armlm").mkdir(parents=True)

@@ -73,6 +73,7 @@ def armlm(installed: dict[str, Path], *args: str, ok: bool = True, timeout: int 
     return result
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_one_top_level_package_with_its_configs(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     assert {n.split("/")[0] for n in names} == {"armlm", "armlm-0.1.0.dist-info"}

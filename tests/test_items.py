@@ -29,6 +29,7 @@ from armlm.analysis.tables.study_runs import StudyRuns
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import SCHEMA_VERSION
 from tests.helpers.findings import side_values
+from tests.helpers.lanes import fast_lane_keeps
 
 REPO = Path(__file__).resolve().parents[1]
 SUPERIORITY = Claim("superiority", "greater", 0.01)
@@ -179,13 +180,13 @@ def simulated_coverage(seed_sd: float, item_sd: float, studies: int, seeds: int 
     return {k: v / studies for k, v in covered.items()}
 
 
-@pytest.mark.parametrize(("seed_sd", "item_sd", "undercovering", "below", "seeds"), [
+@pytest.mark.parametrize(("seed_sd", "item_sd", "undercovering", "below", "seeds"), fast_lane_keeps([
     (0.03, 0.005, ["items"], 0.5, 8),  # the seeds dominate: the item interval misses most of the variance
     (0.005, 0.03, ["seeds"], 0.7, 8),
     (0.01, 0.02, ["seeds", "items"], 0.9, 8),  # comparable components: each alone misses about half
     (0.03, 0.01, ["items"], 0.5, 3),  # three seeds: a seed variance on 2 df must not narrow the interval
     (0.005, 0.05, ["seeds"], 0.8, 3),
-])
+], every=5))
 def test_the_crossed_interval_has_its_nominal_coverage_where_either_source_alone_falls_short(seed_sd, item_sd,
                                                                                             undercovering, below,
                                                                                             seeds):

@@ -8,8 +8,6 @@ import struct
 from pathlib import Path
 
 import pytest
-import wandb
-from wandb.proto import wandb_internal_pb2
 
 from armlm.common.scalars import run_scalars
 from armlm.training.run import run_pretraining
@@ -21,6 +19,8 @@ WANDB_BLOCK, WANDB_HEADER, RECORD_HEADER = 32768, 7, 7  # W&B's run file: a Leve
 def wandb_history_keys(run_file: Path) -> set[str]:
     """Every key the offline run file's history records hold (the file is read here, not by wandb: it has no
     reader of its own in Python)."""
+    from wandb.proto import wandb_internal_pb2  # W&B's import takes a second: only the slow test below reads its file
+
     raw, pos, pending, keys = run_file.read_bytes(), WANDB_HEADER, b"", set()
     assert raw[:4] == b":W&B"
     while pos + RECORD_HEADER <= len(raw):
@@ -43,6 +43,8 @@ def wandb_history_keys(run_file: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_every_logger_gets_the_same_tags(tmp_path, cache_dir, monkeypatch):
+    import wandb
+
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     run_pretraining(tiny_config(tmp_path, cache_dir, "objective=mlm", "logger=[tensorboard,csv,wandb]",

@@ -29,6 +29,7 @@ from armlm.analysis.reports.curves_report import write_curves
 from armlm.analysis.reports.embeddings_report import write_embeddings_report
 from armlm.analysis.reports.findings_report import findings_table, write_findings
 from armlm.analysis.reports.study_report import write_report
+from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.synthetic_studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,7 +127,7 @@ def test_a_synthetic_study_is_the_same_bytes_wherever_and_whenever_it_is_generat
     assert first and first == second  # nor does any artefact name its folder
 
 
-@pytest.mark.parametrize("kind", sorted(FIXTURES))
+@pytest.mark.parametrize("kind", fast_lane_keeps(sorted(FIXTURES), keep=["blimp", "embeddings", "items"]))
 def test_the_reports_of_a_synthetic_study_rebuild_its_golden_tables(kind, tmp_path, request):
     root = tmp_path / kind
     study = STUDIES[kind](root)

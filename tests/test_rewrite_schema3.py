@@ -128,6 +128,7 @@ def test_a_folder_is_rewritten_in_place_once_and_readers_refuse_what_was_not(tmp
     assert rewrite.rewrite_folder(tmp_path) == 0  # twice: nothing left to do
 
 
+@pytest.mark.slow
 def test_every_kept_record_was_rewritten():
     """The records are read by today's code: every artefact under records/ is in today's schema."""
     old = [p for p in (REPO / "records").rglob("*.json") if p.name in rewrite.ARTEFACTS and "report" not in p.parts

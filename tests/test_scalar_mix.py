@@ -49,6 +49,7 @@ def test_the_mix_moves_its_weight_onto_the_layer_that_carries_the_signal_at_its_
     assert prefers_signal(weights) and weights[SIGNAL] > 0.9, weights
 
 
+@pytest.mark.slow
 def test_the_check_fails_for_a_mix_that_cannot_move():
     weights = learned_weights(mix_lr=1e-7)
     assert not prefers_signal(weights), weights

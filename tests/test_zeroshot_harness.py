@@ -143,6 +143,7 @@ def test_blimp_through_lm_eval_gives_zeroshots_accuracy(tiny_pretrained, untrain
                                    [r[0] for d in theirs for r in d["filtered_resps"]], atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_lm_evals_own_model_types_stay_beside_armlms():
     """`armlm harness --model hf` (its docstring's second example, and what babylm-eval runs) must find lm-eval's hf:
     in a fresh process, as the command starts, with nothing but armlm's model type imported."""
