@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from armlm.training.devices import device_present
+from armlm.common.errors import ArmlmError
+from armlm.common.machine import missing_device
 
 
 def require_device(name: str, fix: str, given: str | None = None) -> torch.device:
     """The device named (a benchmark's --device), present on this machine, its index too; else the one line a bench
     script ends bad input with (SystemExit: the same under `python bench/<script>.py` and `armlm bench`), naming
     `fix`. `given`: how the caller's command line asked for it (default --device <name>)."""
-    device = torch.device(name)
-    count = torch.cuda.device_count() if device.type == "cuda" and device_present("cuda") else 0
-    if not device_present(device.type) or (device.type == "cuda" and (device.index or 0) >= count):
-        seen = f"{count} cuda device{'s' * (count != 1)}" if count else f"no {device.type} device"
-        raise SystemExit(f"{given or f'--device {name}'}: torch {torch.__version__} sees {seen} on this machine; {fix}")
-    return device
+    try:
+        lacking = missing_device(name)
+    except ArmlmError as err:
+        raise SystemExit(f"{given or f'--device {name}'}: {err}") from None
+    if lacking:
+        raise SystemExit(f"{given or f'--device {name}'}: {lacking}; {fix}")
+    return torch.device(name)

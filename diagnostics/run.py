@@ -27,6 +27,7 @@ from tqdm import tqdm
 from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.machine import check_device
 from armlm.common.units import likelihood_units, text_units
 from armlm.diagnostics.discrepancy import representation_report
 from armlm.diagnostics.likelihood import (
@@ -134,6 +135,7 @@ class Setup:
 
 def setup(cfg: DictConfig) -> Setup:
     check_settings(cfg)
+    check_device(cfg.device)
     source = open_source(cfg.checkpoint, cfg.device, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
     model, tokenizer, special = source.backbone, source.tokenizer, source.special
     corpus = instantiate(cfg.data.corpus)

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 
 from armlm.common.atomic import atomic_write_text
 from armlm.common.errors import ArmlmError
+from armlm.common.machine import check_device
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
 from armlm.generation.decode import Request, generator_for
@@ -42,6 +43,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     if int(cfg.new_tokens) < 1 or int(cfg.samples) < 1:
         raise ArmlmError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
     sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
+    check_device(cfg.device)
     pretrained = load_pretrained(cfg.checkpoint)
     model = pretrained.backbone(cfg.device)
     tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)

@@ -1,5 +1,7 @@
-"""A run asks the machine for the device its trainer config names (training.devices.check_machine, for every run kind),
-before any data is read; the config itself stays valid on any machine (a study's GPU presets are checked on CPUs)."""
+"""A run asks the machine for the device its trainer config names (training.devices.check_machine, in every run that
+builds a Trainer), and a command that reads a model without one for its device= (common.machine.check_device),
+before any data or model is read; the config itself stays valid on any machine (a study's GPU presets are checked on
+CPUs)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,13 @@ import pytest
 import torch
 
 from armlm.common.errors import ArmlmError
+from armlm.common.machine import check_device
+from armlm.diagnostics.run import run_diagnostics
 from armlm.finetune.command import finetune
+from armlm.generation.run import run_generation
 from armlm.training.devices import check_accelerator, world_size
 from armlm.training.run import check_config, run_pretraining
+from armlm.zeroshot.run import run_zeroshot
 from tests.helpers.configs import composed_config
 
 
@@ -82,3 +88,31 @@ def test_the_world_size_is_lightnings_count_of_the_trainers_processes(overrides,
     cfg = composed_config("train", list(overrides))
     assert world_size(cfg) == processes
 
+
+def test_a_device_setting_names_what_this_machine_lacks(present, monkeypatch):
+    """A command's device= (cpu, cuda, cuda:<index>, mps) is here, its index too; a name torch does not parse is one
+    line too, not torch's RuntimeError."""
+    check_device("cpu")
+    with pytest.raises(ArmlmError, match=r"^device=cuda: torch .* sees no cuda device on this machine; give device=cpu"):
+        check_device("cuda")
+    present["cuda"] = True
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_device("cuda")
+    check_device("cuda:0")
+    with pytest.raises(ArmlmError, match=r"^device=cuda:1: torch .* sees 1 cuda device on this machine"):
+        check_device("cuda:1")
+    with pytest.raises(ArmlmError, match=r"^device=mps: torch .* sees no mps device"):
+        check_device("mps")
+    with pytest.raises(ArmlmError, match=r"^device=gpu0 is not a device torch names \(.*\); give device=cpu"):
+        check_device("gpu0")
+
+
+@pytest.mark.parametrize(("command", "run"), [("zeroshot", run_zeroshot), ("evaluate", run_diagnostics),
+                                              ("generate", run_generation)])
+def test_each_command_that_reads_a_model_without_a_trainer_checks_its_device_before_reading_it(present, command,
+                                                                                               run, tmp_path):
+    """device=cuda on a CPU machine met torch's own error once the checkpoint was read: now one line first (the
+    checkpoint, /nowhere, is never opened)."""
+    cfg = composed_config(command, ["checkpoint=/nowhere/run", "device=cuda"], output_dir=str(tmp_path))
+    with pytest.raises(ArmlmError, match=r"^device=cuda: torch .* sees no cuda device on this machine"):
+        run(cfg)

@@ -218,12 +218,13 @@ def test_the_vocabulary_bench_counts_tokens_per_word_and_trains_a_run_per_size(c
     assert results[1]["tokens"]["train"] < results[0]["tokens"]["train"]  # a larger vocabulary, fewer tokens
     assert "| vocabulary | tokens seen |" in capsys.readouterr().out
     # Run again after an interruption: the finished sizes are reported from their folders (the overrides Hydra kept
-    # there read as the bench's own), not trained again. Their cached measurements are not what is tested here: each
-    # is this run's, without its process.
+    # there read as the bench's own), not trained again. Each size's measurement is the first run's, as its measuring
+    # process would give it from the cache now built, without starting that process.
     measured = {size: {k: v for k, v in r.items() if k != "run"} for size, r in zip((60, 90), results, strict=True)}
-    monkeypatch.setattr(vocab_size, "measure", lambda overrides, size: dict(measured[size]))
+    monkeypatch.setattr(vocab_size, "measure", lambda overrides, size: {**measured[size], "build_seconds": None})
     monkeypatch.setattr(vocab_size.subprocess, "run", _refuse_training(vocab_size.subprocess.run))
     vocab_size.main(args)
+    assert "| cached |" in capsys.readouterr().out  # a cache found built is said to be, not timed
     assert [r["run"] for r in json.loads((tmp_path / "vocab.json").read_text())] == [r["run"] for r in results]
 
 

@@ -10,16 +10,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
+from armlm.common.machine import device_present
 from armlm.training.loggers import check_loggers
 from armlm.training.trainer import RANK_ZERO_LOGGERS, lightning_settings
-
-
-def device_present(kind: str) -> bool:
-    """Whether torch sees a device of this kind here (Lightning's `gpu`: CUDA or Apple's MPS); a kind it does not
-    name (cpu, auto, ...) is left to whoever reads it."""
-    present = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
-    present["gpu"] = present["cuda"] or present["mps"]
-    return present.get(kind.lower(), True)
 
 
 def check_accelerator(trainer: DictConfig) -> None:
@@ -34,8 +27,8 @@ def check_accelerator(trainer: DictConfig) -> None:
 
 
 def check_machine(cfg: DictConfig) -> None:
-    """Every run kind's check of what its config asks of this machine and session (pretraining, fine-tuning from a
-    checkpoint or from static vectors): the accelerator is here, and each logger that needs credentials finds them."""
+    """What a run that builds a Trainer (pretraining, fine-tuning from a checkpoint or from static vectors) asks of this
+    machine and session: its accelerator is here, and each logger that needs credentials finds them."""
     check_accelerator(cfg.trainer)
     check_loggers(cfg.get("logger"))
 

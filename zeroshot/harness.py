@@ -33,6 +33,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from armlm.common.errors import ArmlmError
+from armlm.common.machine import missing_device
 from armlm.generation.decode import Request, generator_for
 from armlm.generation.sampling import SamplingSettings
 from armlm.sources import open_source
@@ -51,8 +52,9 @@ class ArmlmLM(LM):
                  tokens_per_pass: int = 16384, bound_draws: int = 2, seed: int = 1,
                  batch_size: Any = None, max_batch_size: Any = None, trust_remote_code: bool = False) -> None:
         super().__init__()
-        if str(device).startswith("cuda") and not torch.cuda.is_available():
-            raise ArmlmError(f"device={device} (lm-eval's default) but this torch has no CUDA device; add --device cpu")
+        lacking = missing_device(str(device))
+        if lacking:
+            raise ArmlmError(f"device={device} (lm-eval's default): {lacking}; add --device cpu")
         source = open_source(checkpoint, device, trust_remote_code=str(trust_remote_code).lower() in ("true", "1"))
         self.reading, self.model, self.tokenizer = source.reading, source.backbone, source.tokenizer
         self.special = source.special

@@ -21,6 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.machine import check_device
 from armlm.common.units import likelihood_units, text_units
 from armlm.sources import ModelSource, SpecialTokens, open_source
 from armlm.sources.armlm import armlm_special_tokens
@@ -71,6 +72,7 @@ def encode_paradigms(tokenizer: Tokenizer, paradigms: Sequence[Paradigm],
 
 def open_scorer(cfg: DictConfig) -> tuple[ModelSource, SentenceScorer]:
     """The model `checkpoint=` names (sources.open_source) and its sentence scorer."""
+    check_device(cfg.device)
     source = open_source(cfg.checkpoint, cfg.device, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
     scorer = SentenceScorer(source.backbone, source.reading, source.special.mask,
                             tokens_per_pass=int(cfg.tokens_per_pass), bound_draws=int(cfg.bound.draws),
