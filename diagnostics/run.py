@@ -65,6 +65,8 @@ def check_settings(cfg: DictConfig) -> None:
     if not cfg.independence and not cfg.representations.enabled and not cfg.likelihood.enabled:
         raise ArmlmError("independence=false, representations.enabled=false and likelihood.enabled=false: "
                          "nothing to measure")
+    if cfg.independence and int(cfg.pairs) < 1:  # diagnostics.sentences refuses it too, after the corpus is read
+        raise ArmlmError(f"pairs={cfg.pairs}; ask for at least one pair")
     if cfg.candidates is not None and int(cfg.candidates) < 2:
         raise ArmlmError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
     if cfg.pair_context not in PAIR_CONTEXTS:

@@ -110,9 +110,11 @@ def test_a_device_setting_names_what_this_machine_lacks(present, monkeypatch):
 @pytest.mark.parametrize(("command", "run"), [("zeroshot", run_zeroshot), ("evaluate", run_diagnostics),
                                               ("generate", run_generation)])
 def test_each_command_that_reads_a_model_without_a_trainer_checks_its_device_before_reading_it(present, command,
-                                                                                               run, tmp_path):
+                                                                                               run, tmp_path,
+                                                                                               blimp_dir):
     """device=cuda on a CPU machine met torch's own error once the checkpoint was read: now one line first (the
-    checkpoint, /nowhere, is never opened)."""
-    cfg = composed_config(command, ["checkpoint=/nowhere/run", "device=cuda"], output_dir=str(tmp_path))
+    checkpoint, /nowhere, is never opened). Zeroshot reads its BLiMP folder before the model: a small one of its own."""
+    cfg = composed_config(command, ["checkpoint=/nowhere/run", "device=cuda"], output_dir=str(tmp_path),
+                          **({"blimp.dir": str(blimp_dir)} if command == "zeroshot" else {}))
     with pytest.raises(ArmlmError, match=r"^device=cuda: torch .* sees no cuda device on this machine"):
         run(cfg)

@@ -123,6 +123,8 @@ def test_bad_settings_name_the_fix(tmp_path):
         run_diagnostics(evaluate_config(tmp_path, f"checkpoint={checkpoint}", "kinds=[nearby]"))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}"))
+    with pytest.raises(ValueError, match=r"^pairs=0; ask for at least one pair"):  # before the checkpoint is read
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}", "pairs=0"))
     assert not (tmp_path / "diagnostics.json").exists()
 
 

@@ -111,6 +111,15 @@ def test_malformed_or_empty_folders_are_refused_naming_the_file(tmp_path):
         read_blimp(tmp_path)
 
 
+@pytest.mark.parametrize("max_pairs", [0, -1])
+def test_a_max_pairs_that_keeps_no_pair_or_drops_the_last_is_refused(four_pairs, max_pairs):
+    """0 kept no pair and was reported as every pair being too long for the checkpoint; -1 sliced each paradigm's
+    last pair off without a word."""
+    with pytest.raises(ValueError, match=rf"^blimp.max_pairs={max_pairs}; keep at least 1 pair of each paradigm"):
+        read_blimp(four_pairs, max_pairs)
+    assert [len(p.good) for p in read_blimp(four_pairs, 1)] == [1] * len(read_blimp(four_pairs))
+
+
 def test_the_release_models_are_averaged_over_the_same_paradigms(four_pairs, tmp_path_factory):
     results = tmp_path_factory.mktemp("release") / "models_summary.jsonl"
     rows = [{"UID": "agr_1", "linguistics_term": "agreement", "ngram": 0.2, "lstm": 0.4, "txl": 0.6, "gpt2": 0.8},

@@ -68,6 +68,8 @@ def read_paradigm(path: Path) -> Paradigm:
 def read_blimp(folder: str | Path, max_pairs: int | None = None) -> list[Paradigm]:
     """Every `<UID>.jsonl` in `folder` (the release's data/ layout), sorted by UID; `max_pairs` keeps the first
     pairs of each (quick runs)."""
+    if max_pairs is not None and int(max_pairs) < 1:  # 0 kept no pair, and -1 silently dropped each paradigm's last
+        raise ArmlmError(f"blimp.max_pairs={max_pairs}; keep at least 1 pair of each paradigm, or null for all")
     folder = Path(folder)
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:

@@ -191,9 +191,9 @@ def write_scalars(folder: Path, results: Mapping[str, list[dict]]) -> None:
 
 
 def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
+    paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)  # before the model: a bad folder or setting costs no load
     source, scorer = open_scorer(cfg)
     methods = chosen_methods(cfg, scorer)
-    paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)
     encoded = encode_paradigms(source.tokenizer, paradigms, source.special)
     block = context_block(source.tokenizer, cfg.blimp.context.file, int(cfg.blimp.context.tokens))
     in_context = {text: after_context(sentence, block) for text, sentence in encoded.items()}
