@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from armlm.common.devices import missing_device
 from armlm.common.errors import ArmlmError
-from armlm.common.machine import missing_device
 
 
 def require_device(name: str, fix: str, given: str | None = None) -> torch.device:

@@ -26,8 +26,8 @@ from tqdm import tqdm
 
 from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
+from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError, ArmlmFileError
-from armlm.common.machine import check_device
 from armlm.common.units import likelihood_units, text_units
 from armlm.diagnostics.discrepancy import representation_report
 from armlm.diagnostics.likelihood import (

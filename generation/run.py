@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from armlm.common.atomic import atomic_write_text
+from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
-from armlm.common.machine import check_device
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
 from armlm.generation.decode import Request, generator_for

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
-from armlm.common.machine import check_device
 from armlm.diagnostics.run import run_diagnostics
 from armlm.finetune.command import finetune
 from armlm.generation.run import run_generation

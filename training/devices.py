@@ -9,8 +9,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from armlm.common.devices import device_present
 from armlm.common.errors import ArmlmError
-from armlm.common.machine import device_present
 from armlm.training.loggers import check_loggers
 from armlm.training.trainer import RANK_ZERO_LOGGERS, lightning_settings
 

@@ -32,8 +32,8 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from armlm.common.devices import missing_device
 from armlm.common.errors import ArmlmError
-from armlm.common.machine import missing_device
 from armlm.generation.decode import Request, generator_for
 from armlm.generation.sampling import SamplingSettings
 from armlm.sources import open_source

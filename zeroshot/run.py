@@ -20,8 +20,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
+from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError, ArmlmFileError
-from armlm.common.machine import check_device
 from armlm.common.units import likelihood_units, text_units
 from armlm.sources import ModelSource, SpecialTokens, open_source
 from armlm.sources.armlm import armlm_special_tokens
