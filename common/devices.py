@@ -31,9 +31,10 @@ def missing_device(name: str) -> str | None:
     return f"torch {torch.__version__} sees {seen} on this machine"
 
 
-def check_device(name: str) -> None:
-    """The device= of a command that reads a model without a Trainer (zeroshot, evaluate, generate): here, before
-    the model is read, as check_accelerator is for the runs that build one."""
+def check_device(name: str, fix: str = "give device=cpu (the default)") -> None:
+    """The device= of a command that reads a model without a Trainer (zeroshot, evaluate, generate, lm-eval's armlm
+    model): here, before the model is read, as check_accelerator is for the runs that build one; `fix`: how that
+    command's line asks for the CPU."""
     lacking = missing_device(name)
     if lacking:
-        raise ArmlmError(f"device={name}: {lacking}; give device=cpu (the default)")
+        raise ArmlmError(f"device={name}: {lacking}; {fix}")

@@ -40,7 +40,7 @@ from armlm.diagnostics.methods import ScoringMethod, scoring_method
 from armlm.diagnostics.pairwise import PairwiseResult
 from armlm.diagnostics.report import markdown_report, tensorboard_scalars
 from armlm.diagnostics.scoring import Scorer, ordinary_tokens
-from armlm.diagnostics.sentences import PAIR_KINDS, Pair, sample_pairs, sentence_texts
+from armlm.diagnostics.sentences import PAIR_KINDS, Pair, check_pair_count, sample_pairs, sentence_texts
 from armlm.diagnostics.tables import Candidates
 from armlm.models.attention import Attention
 from armlm.sources import ModelSource, open_source
@@ -65,8 +65,8 @@ def check_settings(cfg: DictConfig) -> None:
     if not cfg.independence and not cfg.representations.enabled and not cfg.likelihood.enabled:
         raise ArmlmError("independence=false, representations.enabled=false and likelihood.enabled=false: "
                          "nothing to measure")
-    if cfg.independence and int(cfg.pairs) < 1:  # diagnostics.sentences refuses it too, after the corpus is read
-        raise ArmlmError(f"pairs={cfg.pairs}; ask for at least one pair")
+    if cfg.independence:
+        check_pair_count(int(cfg.pairs))
     if cfg.candidates is not None and int(cfg.candidates) < 2:
         raise ArmlmError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
     if cfg.pair_context not in PAIR_CONTEXTS:

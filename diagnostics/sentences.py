@@ -87,14 +87,19 @@ class Pair:
         return self.j - self.i
 
 
+def check_pair_count(n: int) -> None:
+    """`pairs=`: at least one (evaluate's settings check asks this before any corpus is read, sample_pairs again)."""
+    if n < 1:
+        raise ArmlmError(f"pairs={n}; ask for at least one pair")
+
+
 def sample_pairs(sentences: list[list[int]], n: int, kind: PairKind, seed: int) -> list[Pair]:
     """One pair from each of `n` sentences drawn without replacement. Contiguous pairs are (t, t+1),
     random pairs two distinct positions, uniformly. The same seed draws the same sentences for both kinds
     (the pairs differ), so the two tables describe the same text."""
     if kind not in PAIR_KINDS:
         raise ArmlmError(f"pair kind {kind!r}; choose one of {PAIR_KINDS}")
-    if n < 1:
-        raise ArmlmError(f"pairs={n}; ask for at least one pair")
+    check_pair_count(n)
     if n > len(sentences):
         raise ArmlmError(f"pairs={n} but only {len(sentences)} sentences qualify; lower pairs or widen "
                          "sentences.min_tokens / max_tokens")

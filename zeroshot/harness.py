@@ -32,7 +32,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from armlm.common.devices import missing_device
+from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
 from armlm.generation.decode import Request, generator_for
 from armlm.generation.sampling import SamplingSettings
@@ -52,9 +52,7 @@ class ArmlmLM(LM):
                  tokens_per_pass: int = 16384, bound_draws: int = 2, seed: int = 1,
                  batch_size: Any = None, max_batch_size: Any = None, trust_remote_code: bool = False) -> None:
         super().__init__()
-        lacking = missing_device(str(device))
-        if lacking:
-            raise ArmlmError(f"device={device} (lm-eval's default): {lacking}; add --device cpu")
+        check_device(str(device), "add --device cpu (lm-eval's default device is cuda)")
         source = open_source(checkpoint, device, trust_remote_code=str(trust_remote_code).lower() in ("true", "1"))
         self.reading, self.model, self.tokenizer = source.reading, source.backbone, source.tokenizer
         self.special = source.special
