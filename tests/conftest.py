@@ -119,3 +119,13 @@ def sentences(data_dir: Path) -> list[str]:
     32 positions the test checkpoints were trained on (an export holds only those)."""
     lines = (data_dir / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]
     return [" ".join(line.split("\t")[0].split()[:3 + k]) for k, line in enumerate(lines[:6])]
+
+
+@pytest.fixture
+def without_wandb_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No W&B key where W&B looks without asking (the environment, an identity token, netrc): a HOME of the test's
+    own, returned, where a test may write a ~/.netrc."""
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path

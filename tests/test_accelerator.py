@@ -1,5 +1,5 @@
 """A run asks the machine for the device its trainer config names (training.devices.check_machine, in every run that
-builds a Trainer), and a command that reads a model without one for its device= (common.machine.check_device),
+builds a Trainer), and a command that reads a model without one for its device= (common.devices.check_device),
 before any data or model is read; the config itself stays valid on any machine (a study's GPU presets are checked on
 CPUs)."""
 
@@ -50,13 +50,10 @@ def test_a_gpu_trainer_on_a_machine_without_one_is_refused_before_any_data(prese
     ("trainer=gpu", "trainer.accelerator=gpu .* sees none"),
     ("logger=[wandb]", "logger=wandb: W&B finds no API key"),
 ])
-def test_both_kinds_of_fine_tuning_check_the_machine_before_opening_what_they_tune(present, monkeypatch, tmp_path,
-                                                                                  source, asked, refusal):
+def test_both_kinds_of_fine_tuning_check_the_machine_before_opening_what_they_tune(present, without_wandb_credentials,
+                                                                                  tmp_path, source, asked, refusal):
     """From a checkpoint or from static vectors (which skipped the device check and met Lightning's "No supported gpu
     backend found!" after its vectors and data were read), the machine is checked first: neither /nowhere is opened."""
-    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "NETRC"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     cfg = composed_config("finetune", ["task=conll2003", asked, source, f"output_dir={tmp_path / 'run'}"])
     with pytest.raises(ArmlmError, match=refusal):
         finetune(cfg)

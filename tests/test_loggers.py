@@ -75,7 +75,7 @@ def test_no_logger_is_allowed(tmp_path, cache_dir):
     assert summary["steps"] == 2 and not (tmp_path / "tensorboard").exists()
 
 
-def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeypatch, tmp_path):
+def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeypatch, without_wandb_credentials):
     """W&B's UsageError came from inside fit, after the tokenizer and cache were built, as a traceback (probed on 5
     December): now one line before the data, naming `wandb login` and the offline setting, found without W&B's login
     (which can prompt, and reaches the server when a key is there). Offline, W&B's disabled mode, a key in the
@@ -85,9 +85,7 @@ def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeyp
     from armlm.common.errors import ArmlmError
     from armlm.training.loggers import check_loggers
 
-    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL", "NETRC"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    home = without_wandb_credentials
     loggers = composed_config("train", ["logger=[tensorboard,wandb]"]).logger
     with pytest.raises(ArmlmError, match=r"^logger=wandb: W&B finds no API key here .*wandb login.*"
                                          r"logger.wandb.offline=true"):
@@ -95,8 +93,8 @@ def test_an_online_wandb_logger_without_a_key_is_refused_before_any_data(monkeyp
     check_loggers(OmegaConf.merge(loggers, {"wandb": {"offline": True}}))
     check_loggers(composed_config("train", ["logger=[wandb]", "+logger.wandb.mode=disabled"]).logger)
     check_loggers(OmegaConf.create({"tensorboard": loggers.tensorboard}))
-    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")
-    (tmp_path / ".netrc").chmod(0o600)
+    (home / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")
+    (home / ".netrc").chmod(0o600)
     check_loggers(loggers)
     monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # a server of one's own: its own entry
     with pytest.raises(ArmlmError, match="finds no API key"):
