@@ -170,3 +170,17 @@ def test_the_console_entry_point_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "armlm.commands", "--help"], cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and "usage: armlm <command>" in result.stdout
+
+
+@pytest.mark.slow  # a process that starts Python
+@pytest.mark.parametrize("command", ["train", "finetune"])
+def test_a_misspelt_setting_is_refused_before_the_commands_module_is_imported(command, tmp_path):
+    """Hydra composes before the command's module (and Lightning, seconds of imports) loads: a typo costs the
+    composition alone, and the refusal is Hydra's, naming the choices."""
+    probe = ("import sys\nfrom armlm.commands import main\ntry:\n"
+             f"    main([{command!r}, 'objective=nope' if {command!r} == 'train' else 'task=nope', "
+             f"'hydra.run.dir={tmp_path}'])\n"
+             "finally:\n    print('lightning imported:', 'lightning' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Available options in" in result.stderr, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "lightning imported: False"

@@ -171,6 +171,11 @@ def test_the_command_line_runs_a_task_into_its_run_folder(tmp_path, tiny_pretrai
     saved = json.loads((run_dir / "results.json").read_text())
     assert (saved["objective"], saved["attention"], saved["pooling"]) == ("MaskedLM", "causal", "mean")
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    # Lightning's messages once, by Hydra's route: on the console and in the run's log file (training.trainer's
+    # lightning_through_the_root; imported after Hydra configured logging, they were printed twice)
+    said = "GPU available: False, used: False"
+    assert (result.stdout + result.stderr).count(said) == 1, result.stderr[-2000:]
+    assert said in (run_dir / "finetune.log").read_text()
 
 
 def test_bad_fine_tuning_commands_name_the_fix(tmp_path, tiny_pretrained):
