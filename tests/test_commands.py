@@ -1,6 +1,6 @@
 """One command line: the `armlm` registry, its dispatcher, the report and bench registries it shares with, the study
 runner's stage kinds, the top-level wrappers, and a README that names only commands that exist, links only files that
-exist, inside the repository, and stays a front door (<= 12 KB)."""
+exist, inside the repository, and stays a front door (<= 12,000 bytes)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_the_wrappers_are_thin():
 
 def test_the_readme_is_a_front_door_naming_only_what_exists():
     text = README.read_text(encoding="utf-8")
-    assert len(text.encode("utf-8")) <= 12 * 1024
+    assert len(text.encode("utf-8")) <= 12_000  # 12 KB read strictly (not 12 KiB)
     code = "\n".join(re.findall(r"```.*?```|`[^`\n]+`", text, re.S))  # commands are written as code
     named = set(re.findall(r"\barmlm ([a-z]+)\b", code))
     assert named and named <= set(COMMANDS), named - set(COMMANDS)
