@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
 from armlm.common.config import compose_config  # noqa: E402
+from armlm.common.machine import keep_large_allocations_on_the_heap  # noqa: E402
 from armlm.datamodules.tokenizer import encode_documents  # noqa: E402
 from armlm.objectives.mlm import MaskedLM  # noqa: E402
-from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
+from armlm.common.machine import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.machine import require_device  # noqa: E402
 
 DRY_RUN = ["--device", "cpu", "--precision", "fp32", "--compile-backend", "aot_eager", "--settings", "default:1",

@@ -27,8 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
+from armlm.common.machine import keep_large_allocations_on_the_heap  # noqa: E402
 from armlm.models.checkpoint import read_hyperparameters  # noqa: E402
-from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.throughput as throughput  # noqa: E402
-from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
+from armlm.common.machine import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape  # noqa: E402
 from bench.machine import require_device  # noqa: E402
 from bench.timed_steps import timed  # noqa: E402

@@ -33,12 +33,12 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from armlm.common.machine import keep_large_allocations_on_the_heap  # noqa: E402
 from armlm.models.backbone import ModelConfig, Transformer  # noqa: E402
 from armlm.objectives.base import Objective  # noqa: E402
 from armlm.objectives.mlm import MaskedLM  # noqa: E402
 from armlm.training.compiled import compile_loss, datasheet_peak  # noqa: E402
 from armlm.training.optim import FUSED_ADAMW_DEVICES, adamw_with_schedule  # noqa: E402
-from armlm.training.setup import keep_large_allocations_on_the_heap  # noqa: E402
 from bench.flops import Shape, classic_flops_per_token, forward_flops_per_token, matmul_peak  # noqa: E402
 from bench.machine import require_device  # noqa: E402
 from bench.objective_cases import SPECIAL_IDS, objective_names, vocabulary  # noqa: E402

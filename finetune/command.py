@@ -10,7 +10,8 @@ from omegaconf import DictConfig
 from armlm.finetune.run import run_finetune
 from armlm.finetune.static import run_static_finetune
 from armlm.training.disk_full import reporting_full_disk
-from armlm.training.setup import command_line_overrides, refuse_writing_over_a_run, resolve_last_checkpoint
+from armlm.training.run_folder import refuse_writing_over_a_run, resolve_last_checkpoint
+from armlm.training.setup import command_line_overrides
 from armlm.training.trainer import quiet_lightning
 
 

@@ -18,8 +18,9 @@ from armlm.common.seeding import seed_dropout
 from armlm.datamodules.finetune import TaskInfo
 from armlm.finetune.artefacts import metric_tag
 from armlm.finetune.metrics import task_metrics
+from armlm.training.gradients import ClipsUnscaledGradients, fused_adamw_allowed
 from armlm.training.nonfinite import StopsAtNonFinite
-from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
+from armlm.training.optim import adamw_with_schedule
 
 
 class TaskModule(StopsAtNonFinite, ClipsUnscaledGradients, L.LightningModule):

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, fused_adamw_allowed
+from armlm.training.gradients import ClipsUnscaledGradients, fused_adamw_allowed
+from armlm.training.optim import adamw_with_schedule
 
 
 def two_copies() -> tuple[nn.Module, nn.Module]:

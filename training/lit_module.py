@@ -25,8 +25,9 @@ from armlm.models.flops import TRAINING_PASSES
 from armlm.objectives.base import Batch, LossOutput, Objective, TrainingProgress
 from armlm.training.callbacks import TokenAccounting, logs_this_step
 from armlm.training.compiled import compile_loss
+from armlm.training.gradients import ClipsUnscaledGradients, fused_adamw_allowed
 from armlm.training.nonfinite import LOSS, NonFiniteLossError, StopsAtNonFinite
-from armlm.training.optim import ClipsUnscaledGradients, adamw_with_schedule, decay_start, fused_adamw_allowed
+from armlm.training.optim import adamw_with_schedule, decay_start
 
 log = logging.getLogger("armlm.train")
 OWN_ALL = "all"  # the pooled scope of the gate's metrics: val/own_below_unigram

@@ -1,5 +1,5 @@
 """A NaN/inf in training stops the run before any checkpoint holds the weights it produced: a training loss (checked
-by the module's step), or a gradient norm (measured before clipping, training.optim.ClipsUnscaledGradients). Where a
+by the module's step), or a gradient norm (measured before clipping, training.gradients.ClipsUnscaledGradients). Where a
 step reads nothing back to the host (a compiled step, a GPU) the first bad step is kept on the device and read with
 the other scalars, at logging steps, before a checkpoint is written and when training ends."""
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from armlm.training.callbacks import logs_this_step
-from armlm.training.optim import grad_scaler
+from armlm.training.gradients import grad_scaler
 
 
 class NonFiniteLossError(RuntimeError):

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from armlm.common.babylm import milestone_name
 from armlm.common.errors import ArmlmError
+from armlm.common.machine import keep_large_allocations_on_the_heap
 from armlm.common.migrations import SCHEMA_VERSION
 from armlm.datamodules.pretrain import PretrainDataModule
 from armlm.datamodules.tokenizer import TokenizerSettings
@@ -31,16 +32,8 @@ from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
 from armlm.training.milestones import save_at_words
-from armlm.training.setup import (
-    build,
-    build_model_config,
-    choose_cpu_precision,
-    command_line_overrides,
-    differences,
-    keep_large_allocations_on_the_heap,
-    refuse_writing_over_a_run,
-    resolve_last_checkpoint,
-)
+from armlm.training.run_folder import refuse_writing_over_a_run, resolve_last_checkpoint
+from armlm.training.setup import build, build_model_config, choose_cpu_precision, command_line_overrides, differences
 from armlm.training.trainer import (
     attention_kernels,
     build_trainer,

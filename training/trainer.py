@@ -252,7 +252,7 @@ def lightning_settings(trainer: DictConfig) -> DictConfig:
 
 def check_sharded_clipping(trainer: DictConfig) -> None:
     """Refuse norm clipping under FSDP. armlm measures and clips with the total norm of the gradients the optimiser
-    holds (training.optim.ClipsUnscaledGradients); under FSDP each rank holds only its shard, so each would clip by a
+    holds (training.gradients.ClipsUnscaledGradients); under FSDP each rank holds only its shard, so each would clip by a
     norm of its own. Lightning refuses this for its own clipping, and armlm's hook would pass it by."""
     clips_by_norm = trainer.get("gradient_clip_val") and str(trainer.get("gradient_clip_algorithm")).lower() != "value"
     if clips_by_norm and "fsdp" in str(trainer.get("strategy") or "").lower():
