@@ -132,7 +132,8 @@ def load_split(name: str, split: str, config: str | None = None, *, what: str, o
     try:
         return datasets.load_dataset(name, config, split=split)
     except (ConnectionError, OSError) as err:
-        # `data/glue` reads as a hub name and as a relative folder: a failure names both, so a mistyped folder shows
-        also_folder = f" (nor is it a folder here: no {folder.resolve()})" if "/" in name else ""
+        # `data/glue` reads as a hub name and as a relative folder: where its first part is a folder here, a failure
+        # names both, so a mistyped folder shows; a hub name such as nyu-mll/glue gets no remark about folders
+        also_folder = f" (nor is it a folder here: no {folder.resolve()})" if folder.parent.is_dir() and "/" in name else ""
         raise ConnectionError(f"could not load {what} from the hub {name!r}{also_folder}: {err}. Offline? "
                               f"{offline_fix}") from err

@@ -90,8 +90,10 @@ def test_a_local_folder_that_is_not_there_is_named_as_one_not_looked_up_on_the_h
 def test_a_relative_owner_name_path_that_is_not_there_is_tried_on_the_hub_and_named_as_a_folder_too(tmp_path,
                                                                                                    monkeypatch):
     """`data/glue` is a hub name (owner/name) and a relative folder: with no such folder it goes to the hub, and when
-    that fails the line names the folder it was not, so a mistyped path is seen as one."""
+    that fails, where `data` is a folder here, the line names the folder it was not, so a mistyped path is seen as
+    one. A hub name whose owner is no folder here (nyu-mll/glue) gets no remark about folders."""
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach the hub")
@@ -100,3 +102,5 @@ def test_a_relative_owner_name_path_that_is_not_there_is_tried_on_the_hub_and_na
     with pytest.raises(ConnectionError, match=rf"from the hub 'data/glue' \(nor is it a folder here: no "
                                               rf"{re.escape(str(tmp_path))}/data/glue\): Couldn't reach the hub\. Offline\? Use a local"):
         read_hub_split(glue_task("rte"), "train", "data/glue")
+    with pytest.raises(ConnectionError, match=r"from the hub 'nyu-mll/glue': Couldn't reach the hub\. Offline\?"):
+        read_hub_split(glue_task("rte"), "train", "nyu-mll/glue")
