@@ -64,11 +64,11 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     the samplers' common signature; every model sampled this way reads the same bidirectional conditionals."""
     if request.order not in UNMASKING_ORDERS:
         raise ArmlmError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
+    if request.steps is not None and request.steps < 1:
+        raise ArmlmError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
     device = next(model.parameters()).device
     n = request.new_tokens
     steps = n if request.steps is None else min(request.steps, n)
-    if steps < 1:
-        raise ArmlmError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
     tail = torch.full((request.samples, n), request.mask_id, dtype=torch.long)
     ids = torch.cat([request.prompt.repeat(request.samples, 1), tail], dim=1).to(device)
     banned = torch.cat([request.banned, torch.tensor([request.mask_id])]).unique()
@@ -93,11 +93,41 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     return ids.cpu()
 
 
-# Every sampler: (model, request, generator, reading) -> (samples, P + n) ids.
-Sampler = Callable[[Transformer, Request, torch.Generator, Reading | None], Tensor]
+# The request's settings that only iterative unmasking reads
+UNMASKING_SETTINGS = ("steps", "order")
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A decoder, (model, request, generator, reading) -> (samples, P + n) ids, and which of the request's
+    UNMASKING_SETTINGS it reads. Given one it does not read (left to right with steps=4), it refuses: the run's
+    samples.json would record a setting that changed nothing."""
+
+    draw: Callable[[Transformer, Request, torch.Generator, Reading | None], Tensor]
+    reads: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.draw.__name__
+
+    def refuse_what_it_ignores(self, request: Request) -> None:
+        defaults = {name: Request.__dataclass_fields__[name].default for name in UNMASKING_SETTINGS}
+        ignored = [f"{name}={getattr(request, name)!r}" for name, default in defaults.items()
+                   if name not in self.reads and getattr(request, name) != default]
+        if ignored:
+            raise ArmlmError(f"{', '.join(ignored)}: this checkpoint samples {self.name}, which does not read "
+                             f"{' or '.join(name for name in UNMASKING_SETTINGS if name not in self.reads)} "
+                             "(iterative unmasking's, for MLM and masked diffusion); drop them")
+
+    def __call__(self, model: Transformer, request: Request, generator: torch.Generator,
+                 reading: Reading | None = None) -> Tensor:
+        self.refuse_what_it_ignores(request)
+        return self.draw(model, request, generator, reading)
+
+
 GENERATORS: dict[str, Sampler] = {
-    "chain_rule": left_to_right,
-    "conditionals": iterative_unmasking,
+    "chain_rule": Sampler(left_to_right),
+    "conditionals": Sampler(iterative_unmasking, reads=UNMASKING_SETTINGS),
 }
 
 

@@ -18,12 +18,21 @@ from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
-from armlm.generation.decode import Request, generator_for
+from armlm.generation.decode import UNMASKING_ORDERS, Request, generator_for
 from armlm.generation.sampling import SamplingSettings
 from armlm.sources.base import Reading
 from armlm.training.pretrained import load_pretrained
+from armlm.training.validate import Rule, at_least, check_rules, one_of
 
 log = logging.getLogger("armlm.generate")
+
+GENERATE_RULES = (
+    Rule("new_tokens", (int,), at_least(1), "an integer >= 1"),
+    Rule("samples", (int,), at_least(1), "an integer >= 1"),
+    Rule("steps", (int,), at_least(1), "an integer >= 1, or null (one position revealed per step)", optional=True),
+    Rule("order", (str,), one_of(*UNMASKING_ORDERS), f"one of {UNMASKING_ORDERS}"),
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+)
 
 
 def encode_prompt(tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
@@ -40,8 +49,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
     if not cfg.get("checkpoint"):
         raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
-    if int(cfg.new_tokens) < 1 or int(cfg.samples) < 1:
-        raise ArmlmError(f"new_tokens={cfg.new_tokens}, samples={cfg.samples}; use at least 1 of each")
+    check_rules(cfg, GENERATE_RULES)
     sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
     check_device(cfg.device)
     pretrained = load_pretrained(cfg.checkpoint)
@@ -62,7 +70,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)), reading)
     texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
     result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
-              "method": generate.__name__, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),
+              "method": generate.name, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),
               "steps": request.steps, "order": request.order, "temperature": sampling.temperature,
               "top_k": sampling.top_k, "top_p": sampling.top_p, "seed": int(cfg.seed), "samples": texts,
               "seconds": round(time.perf_counter() - started, 2)}
@@ -70,5 +78,5 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "samples.json", json.dumps(result, indent=2))
     for i, text in enumerate(texts, 1):
-        log.info("sample %d (%s, %s): %s", i, pretrained.objective_name, generate.__name__, text)
+        log.info("sample %d (%s, %s): %s", i, pretrained.objective_name, generate.name, text)
     return result

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 import armlm.generation.sampling as sampling
+from armlm.common.config import compose_config
 from armlm.generation.decode import Request, generator_for, iterative_unmasking, left_to_right
 from armlm.generation.run import run_generation
 from armlm.generation.sampling import SamplingSettings, filtered_log_probs, sample
@@ -167,8 +169,9 @@ def test_the_first_step_reveals_the_most_probable_position_or_a_random_one(model
 
 
 def test_the_objective_class_picks_the_decoder():
-    assert generator_for(AutoregressiveLM) is left_to_right and generator_for(PermutationLM) is left_to_right
-    assert generator_for(MaskedLM) is iterative_unmasking and generator_for(MaskedDiffusionLM) is iterative_unmasking
+    assert generator_for(AutoregressiveLM).draw is left_to_right and generator_for(PermutationLM).draw is left_to_right
+    assert generator_for(MaskedLM).draw is iterative_unmasking
+    assert generator_for(MaskedDiffusionLM).draw is iterative_unmasking
 
     class Odd(AutoregressiveLM):
         scoring = "sideways"
@@ -181,13 +184,47 @@ def test_the_objective_class_picks_the_decoder():
                                               ("plm", "left_to_right")])
 def test_generate_command_writes_samples(tmp_path, objective, method):
     checkpoint = save_checkpoint(tmp_path / "ckpt", objective)
+    unmasking = {"steps": 2, "order": "random"} if method == "iterative_unmasking" else {"steps": None,
+                                                                                          "order": "confidence"}
     cfg = OmegaConf.create({"checkpoint": str(checkpoint), "prompt": "a b", "new_tokens": 4, "samples": 2,
-                            "steps": 2, "order": "random", "temperature": 1.0, "top_k": 0, "top_p": 0.9, "seed": 3,
+                            **unmasking, "temperature": 1.0, "top_k": 0, "top_p": 0.9, "seed": 3,
                             "device": "cpu", "output_dir": str(tmp_path / "out")})
     result = run_generation(cfg)
     saved = json.loads((tmp_path / "out" / "samples.json").read_text())
     assert saved == result and len(saved["samples"]) == 2 and saved["method"] == method
     assert all(text.startswith("a b") for text in saved["samples"])
+    assert (saved["steps"], saved["order"]) == (unmasking["steps"], unmasking["order"])
     cfg.new_tokens = 100
     with pytest.raises(ValueError, match="lower new_tokens"):
+        run_generation(cfg)
+
+
+def test_a_setting_the_checkpoints_sampler_would_ignore_is_refused_before_anything_is_written(tmp_path):
+    """steps= and order= set iterative unmasking; an AR checkpoint samples left to right, which read neither, and
+    its samples.json recorded them as if they had been used."""
+    checkpoint = save_checkpoint(tmp_path / "ckpt", "ar")
+    cfg = OmegaConf.create({"checkpoint": str(checkpoint), "prompt": "a b", "new_tokens": 4, "samples": 2,
+                            "steps": 2, "order": "random", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 3,
+                            "device": "cpu", "output_dir": str(tmp_path / "out")})
+    with pytest.raises(ValueError, match=r"^steps=2, order='random': this checkpoint samples left_to_right, which "
+                                         r"does not read steps or order .*; drop them$"):
+        run_generation(cfg)
+    cfg.steps = None
+    with pytest.raises(ValueError, match=r"^order='random': this checkpoint samples left_to_right"):
+        run_generation(cfg)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("setting,line", [
+    ("seed=abc", "seed='abc': expected an integer >= 0"),
+    ("new_tokens=0", "new_tokens=0: expected an integer >= 1"),
+    ("samples=-1", "samples=-1: expected an integer >= 1"),
+    ("steps=0", "steps=0: expected an integer >= 1, or null"),
+    ("order=sideways", "order='sideways': expected one of ('confidence', 'random')"),
+])
+def test_bad_generate_settings_are_refused_before_the_checkpoint_is_read(setting, line):
+    """Every objective's sampler: a bad order or steps= was caught only by iterative unmasking, seed=abc ended in
+    int()'s ValueError traceback."""
+    cfg = compose_config("generate", ["checkpoint=/nowhere/run", setting])
+    with pytest.raises(ValueError, match=re.escape(line)):
         run_generation(cfg)

@@ -115,8 +115,9 @@ FINETUNE_RULES = (
 )
 
 
-def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str) -> None:
-    """Raise ValueError naming the key, the value and the fix for the first setting that breaks a rule."""
+def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None = None) -> None:
+    """Raise ValueError naming the key, the value and the fix for the first setting that breaks a rule (and, given
+    betas_key, for AdamW's betas there)."""
     for rule in rules:
         value = OmegaConf.select(cfg, rule.key, default=None)
         if value is None and rule.optional:
@@ -124,6 +125,8 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str) -> Non
         if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
             raise ArmlmError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
                              f"e.g. {rule.key}=<value>")
+    if betas_key is None:
+        return
     betas = OmegaConf.select(cfg, betas_key, default=None)
     if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
             isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
