@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from armlm.common.cli import CONFIG_ERRORS, run_or_exit
+from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit
 from armlm.common.config import CHECKOUT, CONFIGS, export_data_dir
 
 HELP = ("-h", "--help", "help")
@@ -51,7 +51,8 @@ def resolve(path: str) -> Any:
 def run_hydra(cmd: Command) -> None:
     """Compose the command's config from sys.argv (Hydra's grammar, -m included) and run it. The command's module is
     imported once the config has composed: a misspelt option or group is refused in the seconds Hydra takes, not
-    after the seconds Lightning's import takes, and --help and --cfg print without it."""
+    after the seconds Lightning's import takes, and --help and --cfg print without it. A module that fails to import
+    now fails inside Hydra's job (its "Error executing job" lines, the run folder made)."""
     import hydra  # only a Hydra command pays for it
 
     log = logging.getLogger(f"armlm.{cmd.name}")
@@ -59,7 +60,10 @@ def run_hydra(cmd: Command) -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
-        run_or_exit(cmd.function(), cfg, log, errors=error_types(cmd))
+        run = cmd.function()
+        if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
+            lightning_through_the_root()
+        run_or_exit(run, cfg, log, errors=error_types(cmd))
 
     main()
 

@@ -1,13 +1,14 @@
 """common.cli: a user error (ArmlmError) ends in one line and exit status 1; any other exception keeps its
-traceback; ARMLM_TRACEBACK=1 shows a user error's traceback too."""
+traceback; ARMLM_TRACEBACK=1 shows a user error's traceback too; Lightning's messages take a configured route once."""
 
 from __future__ import annotations
 
+import io
 import logging
 
 import pytest
 
-from armlm.common.cli import run_or_exit
+from armlm.common.cli import LIGHTNING_PACKAGES, lightning_through_the_root, run_or_exit
 from armlm.common.errors import ArmlmError, ArmlmFileError
 
 LOG = logging.getLogger("armlm.test")
@@ -57,3 +58,34 @@ def test_a_required_setting_left_out_is_one_line_naming_it(caplog, monkeypatch):
     [record] = caplog.records
     assert stop.value.code == 1 and record.exc_info is None
     assert record.getMessage() == "ArmlmError: out has no value; give it on the command line, e.g. out=<value>"
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_lightnings_messages_take_the_configured_route_once(configured, monkeypatch):
+    """As Lightning's packages leave themselves at import: a console handler on each, lightning.pytorch's and
+    lightning.fabric's not propagating (imported before Hydra configured logging). With root handlers, their
+    messages reach those once and Lightning's own consoles nothing; without, they stay as they were."""
+    root, consoles = Kept(), {name: io.StringIO() for name in LIGHTNING_PACKAGES}
+    monkeypatch.setattr(logging.getLogger(), "handlers", [root] if configured else [])
+    for name in LIGHTNING_PACKAGES:
+        monkeypatch.setattr(logging.getLogger(name), "handlers", [logging.StreamHandler(consoles[name])])
+        monkeypatch.setattr(logging.getLogger(name), "propagate", name == "lightning")
+    lightning_through_the_root()
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False, used: False")
+    logging.getLogger("lightning.fabric.utilities.seed").info("Seed set to 1")
+    if configured:
+        assert root.messages == ["GPU available: False, used: False", "Seed set to 1"]
+        assert all(console.getvalue() == "" for console in consoles.values())
+    else:
+        assert root.messages == [] and consoles["lightning"].getvalue() == ""
+        assert consoles["lightning.pytorch"].getvalue() == "GPU available: False, used: False\n"
+        assert consoles["lightning.fabric"].getvalue() == "Seed set to 1\n"

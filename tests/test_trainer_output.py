@@ -2,7 +2,6 @@
 without `Epoch 0/-2` on a terminal and progress lines elsewhere, no Lightning tips, no `Total FLOPs: 0` summary, and a
 `done:` line naming the run folder."""
 
-import io
 import logging
 import math
 import warnings
@@ -16,15 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from armlm.training.budget import FLOPS_STEP_MARGIN
 from armlm.training.lit_module import PretrainModule
 from armlm.training.run import run_pretraining
-from armlm.training.trainer import (
-    LIGHTNING_PACKAGES,
-    DropTips,
-    ProgressLines,
-    RunProgressBar,
-    lightning_through_the_root,
-    progress_display,
-    quiet_lightning,
-)
+from armlm.training.trainer import DropTips, ProgressLines, RunProgressBar, progress_display, quiet_lightning
 from tests.helpers.configs import tiny_config
 
 
@@ -97,37 +88,6 @@ def test_lightning_tips_are_dropped_and_its_other_messages_kept():
     tip = logging.LogRecord("lightning", logging.INFO, "", 0, "💡 Tip: For seamless cloud logging ...", None, None)
     other = logging.LogRecord("lightning", logging.INFO, "", 0, "GPU available: False, used: False", None, None)
     assert not DropTips().filter(tip) and DropTips().filter(other)
-
-
-class Kept(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@pytest.mark.parametrize("configured", [True, False])
-def test_lightnings_messages_take_the_configured_route_once(configured, monkeypatch):
-    """As Lightning's packages leave themselves at import: a console handler on each, lightning.pytorch's and
-    lightning.fabric's not propagating (imported before Hydra configured logging). With root handlers, their
-    messages reach those once and Lightning's own consoles nothing; without, they stay as they were."""
-    root, consoles = Kept(), {name: io.StringIO() for name in LIGHTNING_PACKAGES}
-    monkeypatch.setattr(logging.getLogger(), "handlers", [root] if configured else [])
-    for name in LIGHTNING_PACKAGES:
-        monkeypatch.setattr(logging.getLogger(name), "handlers", [logging.StreamHandler(consoles[name])])
-        monkeypatch.setattr(logging.getLogger(name), "propagate", name == "lightning")
-    lightning_through_the_root()
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False, used: False")
-    logging.getLogger("lightning.fabric.utilities.seed").info("Seed set to 1")
-    if configured:
-        assert root.messages == ["GPU available: False, used: False", "Seed set to 1"]
-        assert all(console.getvalue() == "" for console in consoles.values())
-    else:
-        assert root.messages == [] and consoles["lightning"].getvalue() == ""
-        assert consoles["lightning.pytorch"].getvalue() == "GPU available: False, used: False\n"
-        assert consoles["lightning.fabric"].getvalue() == "Seed set to 1\n"
 
 
 def everything_shown(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> str:

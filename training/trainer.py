@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from armlm.common.atomic import atomic_write_artefact
+from armlm.common.cli import lightning_through_the_root
 from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
 from armlm.training.callbacks import ValidateAtEnd
@@ -110,10 +111,6 @@ class DropTips(logging.Filter):
 
 # Where Lightning logs what it says on rank 0 ("GPU available: ...", its tips)
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-# The packages that give themselves a console handler at import
-LIGHTNING_PACKAGES = ("lightning", "lightning.pytorch", "lightning.fabric")
-
-
 def quiet_lightning() -> None:
     """Keep a run's output to what its user needs (progress, budget, where it wrote): no Lightning tips, no
     deprecation warning that Lightning's own code triggers inside torch (`LeafSpec`), which no setting fixes, and
@@ -122,20 +119,6 @@ def quiet_lightning() -> None:
         logging.getLogger(name).addFilter(DropTips())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     lightning_through_the_root()
-
-
-def lightning_through_the_root() -> None:
-    """Where logging is configured (Hydra's console and run-log handlers on the root logger), Lightning's messages
-    take that route alone. At import its packages add console handlers of their own, and which way a message went
-    depended on whether Lightning was imported before Hydra configured logging (printed bare, never in the run's
-    log file) or after (printed twice, "INFO: ..." beside Hydra's line). Without root handlers, theirs stay."""
-    if not logging.getLogger().handlers:
-        return
-    for name in LIGHTNING_PACKAGES:
-        logger = logging.getLogger(name)
-        for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
-            logger.removeHandler(handler)
-        logger.propagate = True
 
 
 class RunCheckpoint(ModelCheckpoint):
