@@ -28,6 +28,7 @@ from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.rules import NUMBER, Rule, above, any_value, at_least, check_rules
 from armlm.common.units import likelihood_units, text_units
 from armlm.diagnostics.discrepancy import representation_report
 from armlm.diagnostics.likelihood import (
@@ -55,7 +56,32 @@ def evaluate_config(overrides: list[str]) -> DictConfig:
     return compose_config("evaluate", overrides)
 
 
+EVALUATE_RULES = (
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("pairs", (int,), any_value, "an integer >= 1"),  # its range: check_pair_count
+    Rule("candidates", (int,), any_value, "an integer >= 2, or null for the exact mode", optional=True),
+    Rule("batch_size", (int,), at_least(1), "an integer >= 1 (rows per forward pass)"),
+    Rule("independence", (bool,), any_value, "true or false"),
+    Rule("representations.enabled", (bool,), any_value, "true or false"),
+    Rule("representations.sentences", (int,), at_least(2), "an integer >= 2"),
+    Rule("likelihood.enabled", (bool,), any_value, "true or false"),
+    Rule("likelihood.blocks", (int,), at_least(1), "an integer >= 1"),
+    Rule("likelihood.block_size", (int,), any_value, "an integer, or null (the checkpoint's pretraining block size)",
+         optional=True),  # its range: the checkpoint's positions, once it is read
+    Rule("likelihood.strata", (int,), at_least(1), "an integer >= 1"),
+    Rule("likelihood.draws", (int,), at_least(2), "an integer >= 2 (the standard error needs two)"),
+    Rule("likelihood.max_draws", (int,), at_least(2), "an integer >= likelihood.draws"),
+    Rule("likelihood.target_rel_stderr", NUMBER, above(0), "a number > 0"),
+    Rule("sentences.min_tokens", (int,), at_least(2), "an integer >= 2"),
+    Rule("sentences.max_tokens", (int,), at_least(2), "an integer >= sentences.min_tokens"),
+    Rule("ag.tol", NUMBER, above(0), "a number > 0"),
+    Rule("ag.max_iter", (int,), at_least(1), "an integer >= 1"),
+    Rule("trust_remote_code", (bool,), any_value, "true or false"),
+)
+
+
 def check_settings(cfg: DictConfig) -> None:
+    check_rules(cfg, EVALUATE_RULES)
     if not cfg.get("checkpoint"):
         raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder, a Hugging Face "
                          "model folder or hf:<hub id>")

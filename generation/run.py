@@ -16,13 +16,13 @@ from tokenizers import Tokenizer
 from armlm.common.atomic import atomic_write_text
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import Rule, at_least, check_rules, one_of
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
 from armlm.generation.decode import UNMASKING_ORDERS, Request, generator_for
 from armlm.generation.sampling import SamplingSettings
 from armlm.sources.base import Reading
 from armlm.training.pretrained import load_pretrained
-from armlm.training.validate import Rule, at_least, check_rules, one_of
 
 log = logging.getLogger("armlm.generate")
 

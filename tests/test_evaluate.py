@@ -128,6 +128,21 @@ def test_bad_settings_name_the_fix(tmp_path):
     assert not (tmp_path / "diagnostics.json").exists()
 
 
+@pytest.mark.parametrize("setting,line", [
+    ("seed=abc", "seed='abc': expected an integer >= 0"),
+    ("pairs=many", "pairs='many': expected an integer >= 1"),
+    ("likelihood.draws=1", "likelihood.draws=1: expected an integer >= 2"),
+    ("likelihood.target_rel_stderr=0", "likelihood.target_rel_stderr=0: expected a number > 0"),
+    ("ag.tol=small", "ag.tol='small': expected a number > 0"),
+    ("independence=maybe", "independence='maybe': expected true or false"),
+])
+def test_each_setting_of_the_wrong_type_or_range_is_one_line_before_the_checkpoint_is_read(tmp_path, setting, line):
+    """seed=abc ended in int()'s traceback after the checkpoint was loaded; a draw count of 1 only deep in the
+    likelihood estimate (diagnostics.run.EVALUATE_RULES)."""
+    with pytest.raises(ValueError, match="^" + re.escape(line)):
+        run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}", setting))
+
+
 @pytest.mark.slow
 def test_more_pairs_than_sentences_name_the_fix(tiny_pretrained, tmp_path):
     with pytest.raises(ValueError, match="pairs=100000 but only"):

@@ -4,6 +4,7 @@ paradigms, on hand-made folders."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,19 @@ def test_malformed_or_empty_folders_are_refused_naming_the_file(tmp_path):
     (tmp_path / "bad.jsonl").write_text("\n")
     with pytest.raises(ValueError, match="holds no pairs"):
         read_blimp(tmp_path)
+
+
+@pytest.mark.parametrize("setting,line", [
+    ("seed=abc", "seed='abc': expected an integer >= 0"),
+    ("blimp.max_pairs=some", "blimp.max_pairs='some': expected an integer >= 1, or null"),
+    ("bound.draws=1", "bound.draws=1: expected an integer >= 2"),
+    ("bootstrap.resamples=0", "bootstrap.resamples=0: expected an integer >= 1"),
+    ("tokens_per_pass=0", "tokens_per_pass=0: expected an integer >= 1"),
+])
+def test_each_setting_of_the_wrong_type_or_range_is_one_line_before_blimp_or_the_model_is_read(setting, line):
+    """seed=abc ended in int()'s traceback after BLiMP and the model were read (zeroshot.run.ZEROSHOT_RULES)."""
+    with pytest.raises(ValueError, match="^" + re.escape(line)):
+        run_zeroshot(zeroshot_config(["checkpoint=/nowhere/run", "blimp.dir=/nowhere", setting]))
 
 
 @pytest.mark.parametrize("max_pairs", [0, -1])

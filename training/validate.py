@@ -8,44 +8,14 @@ objectives, TokenizerSettings, FinetuneModule) when built, which also happens be
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.rules import NUMBER, Rule, above, at_least, check_rules, count_or_share, one_of
 from armlm.training.compiled import COMPILE_MODES
 
-
-@dataclass(frozen=True)
-class Rule:
-    key: str
-    kinds: tuple[type, ...]  # accepted Python types (bool never passes for a number)
-    ok: Callable[[Any], bool]
-    expected: str  # what a valid value looks like, for the message
-    optional: bool = False  # null allowed
-
-
-def at_least(low: float) -> Callable[[Any], bool]:
-    return lambda v: v >= low
-
-
-def above(low: float) -> Callable[[Any], bool]:
-    return lambda v: v > low
-
-
-def count_or_share(v: Any) -> bool:
-    """Lightning's int-or-float settings: a count (int >= 0) or a fraction of an epoch (0 <= float <= 1)."""
-    return v >= 0 if isinstance(v, int) else 0.0 <= v <= 1.0
-
-
-def one_of(*choices: str) -> Callable[[Any], bool]:
-    return lambda v: v in choices
-
-
-NUMBER = (int, float)
 BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
 NONFINITE_LOSS = ("stop", "skip")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
@@ -113,24 +83,6 @@ FINETUNE_RULES = (
     Rule("trainer.accumulate_grad_batches", (int,), at_least(1), "an integer >= 1"),
     Rule("trainer.gradient_clip_val", NUMBER, at_least(0), "a number >= 0, or null", optional=True),
 )
-
-
-def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None = None) -> None:
-    """Raise ValueError naming the key, the value and the fix for the first setting that breaks a rule (and, given
-    betas_key, for AdamW's betas there)."""
-    for rule in rules:
-        value = OmegaConf.select(cfg, rule.key, default=None)
-        if value is None and rule.optional:
-            continue
-        if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
-            raise ArmlmError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
-                             f"e.g. {rule.key}=<value>")
-    if betas_key is None:
-        return
-    betas = OmegaConf.select(cfg, betas_key, default=None)
-    if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
-            isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
-        raise ArmlmError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
 
 
 def check_finetune_settings(cfg: DictConfig) -> None:

@@ -22,6 +22,7 @@ from armlm.common.atomic import atomic_write_artefact, atomic_write_text
 from armlm.common.config import compose_config
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.rules import Rule, any_value, at_least, check_rules
 from armlm.common.units import likelihood_units, text_units
 from armlm.sources import ModelSource, SpecialTokens, open_source
 from armlm.sources.armlm import armlm_special_tokens
@@ -190,7 +191,19 @@ def write_scalars(folder: Path, results: Mapping[str, list[dict]]) -> None:
                     writer.add_scalar(f"zeroshot/blimp_{method}/{tag}", row["accuracy"], 0)
 
 
+ZEROSHOT_RULES = (
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("blimp.max_pairs", (int,), any_value, "an integer >= 1, or null for all", optional=True),  # range: read_blimp
+    Rule("blimp.context.tokens", (int,), at_least(1), "an integer >= 1"),
+    Rule("bound.draws", (int,), at_least(2), "an integer >= 2 (the standard error needs two)"),
+    Rule("bootstrap.resamples", (int,), at_least(1), "an integer >= 1"),
+    Rule("tokens_per_pass", (int,), at_least(1), "an integer >= 1"),
+    Rule("trust_remote_code", (bool,), any_value, "true or false"),
+)
+
+
 def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
+    check_rules(cfg, ZEROSHOT_RULES)
     paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)  # before the model: a bad folder or setting costs no load
     source, scorer = open_scorer(cfg)
     methods = chosen_methods(cfg, scorer)
