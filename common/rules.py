@@ -46,16 +46,21 @@ def one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
 
+def check_value(rule: Rule, value: Any) -> None:
+    """Raise ArmlmError naming the key, the value and the fix where the value breaks the rule (a class that takes
+    its settings as arguments checks them so)."""
+    if value is None and rule.optional:
+        return
+    if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
+        raise ArmlmError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
+                         f"e.g. {rule.key}=<value>")
+
+
 def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None = None) -> None:
     """Raise ValueError naming the key, the value and the fix for the first setting that breaks a rule (and, given
     betas_key, for AdamW's betas there)."""
     for rule in rules:
-        value = OmegaConf.select(cfg, rule.key, default=None)
-        if value is None and rule.optional:
-            continue
-        if (isinstance(value, bool) and bool not in rule.kinds) or not isinstance(value, rule.kinds) or not rule.ok(value):
-            raise ArmlmError(f"{rule.key}={value!r}: expected {rule.expected}; fix it on the command line, "
-                             f"e.g. {rule.key}=<value>")
+        check_value(rule, OmegaConf.select(cfg, rule.key, default=None))
     if betas_key is None:
         return
     betas = OmegaConf.select(cfg, betas_key, default=None)

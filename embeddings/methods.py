@@ -11,6 +11,7 @@ from gensim.models import FastText, Word2Vec
 from gensim.models.keyedvectors import KeyedVectors
 
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import NUMBER, Rule, above, any_value, at_least, check_value
 from armlm.embeddings.cooccurrence import cooccurrence, vocabulary
 from armlm.embeddings.glove import train_glove
 from armlm.embeddings.ppmi import ppmi, svd_vectors
@@ -48,6 +49,9 @@ class PpmiSvd(StaticMethod):
 
     def __init__(self, context_smoothing: float = 0.75, eigen_power: float = 0.5, **common: Any) -> None:
         super().__init__(**common)
+        check_value(Rule("method.context_smoothing", NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+                    context_smoothing)
+        check_value(Rule("method.eigen_power", NUMBER, at_least(0), "a number >= 0"), eigen_power)
         self.context_smoothing, self.eigen_power = float(context_smoothing), float(eigen_power)
 
     def train(self, sentences: list[list[str]], seed: int) -> KeyedVectors:
@@ -62,6 +66,9 @@ class GloveMethod(StaticMethod):
     def __init__(self, epochs: int = 25, lr: float = 0.05, x_max: float = 100.0, alpha: float = 0.75,
                  **common: Any) -> None:
         super().__init__(**common)
+        check_value(Rule("method.epochs", (int,), at_least(1), "an integer >= 1"), epochs)
+        for key, value in (("lr", lr), ("x_max", x_max), ("alpha", alpha)):  # a negative lr climbs the loss
+            check_value(Rule(f"method.{key}", NUMBER, above(0), "a number > 0"), value)
         self.epochs, self.lr, self.x_max, self.alpha = int(epochs), float(lr), float(x_max), float(alpha)
         self.history: list[float] = []
 
@@ -81,6 +88,11 @@ class GensimMethod(StaticMethod):
 
     def __init__(self, skipgram: bool, negative: int = 5, epochs: int = 5, sample: float = 1e-3, **common: Any) -> None:
         super().__init__(**common)
+        check_value(Rule("method.skipgram", (bool,), any_value, "true or false"), skipgram)
+        # negative=0 with hs=0 gives word2vec no output layer to train: the vectors stay at their random start
+        check_value(Rule("method.negative", (int,), at_least(1), "an integer >= 1"), negative)
+        check_value(Rule("method.epochs", (int,), at_least(1), "an integer >= 1"), epochs)
+        check_value(Rule("method.sample", NUMBER, at_least(0), "a number >= 0 (0: no down-sampling)"), sample)
         self.skipgram, self.negative = bool(skipgram), int(negative)
         self.epochs, self.sample = int(epochs), float(sample)
 
@@ -101,6 +113,8 @@ class FastTextMethod(GensimMethod):
 
     def __init__(self, min_n: int = 3, max_n: int = 6, **settings: Any) -> None:
         super().__init__(**settings)
+        check_value(Rule("method.min_n", (int,), at_least(1), "an integer >= 1"), min_n)
+        check_value(Rule("method.max_n", (int,), at_least(min_n), f"an integer >= method.min_n={min_n}"), max_n)
         self.min_n, self.max_n = int(min_n), int(max_n)
 
     def train(self, sentences: list[list[str]], seed: int) -> KeyedVectors:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from armlm.common.atomic import atomic_write_artefact
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import Rule, any_value, at_least, check_rules
 from armlm.embeddings.benchmarks import score
 from armlm.embeddings.contextual import type_vectors
 from armlm.embeddings.cooccurrence import vocabulary
@@ -45,7 +46,7 @@ def train_split_words(cfg: DictConfig, tokenizer_json: str) -> tuple[WordSplitte
 
 def run_static(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    method: StaticMethod = instantiate(cfg.method)
+    method: StaticMethod = build(cfg.method)  # its own checks' lines, not Hydra's wrapping of them
     datamodule = build(cfg.data, seed=int(cfg.seed))
     datamodule.setup("fit")  # the pretraining cache's tokenizer: the same word splitting as the checkpoints
     splitter, sentences, counts = train_split_words(cfg, datamodule.tokenizer_json)
@@ -98,7 +99,18 @@ def fmt(value: float | None) -> str:
     return "  n/a" if value is None else f"{value:.3f}"
 
 
+EMBEDDINGS_RULES = (
+    Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("benchmarks.rare_below", (int,), at_least(1), "an integer >= 1"),
+    Rule("contextual.max_contexts", (int,), at_least(1), "an integer >= 1"),
+    Rule("contextual.min_count", (int,), at_least(1), "an integer >= 1"),
+    Rule("contextual.batch_size", (int,), at_least(1), "an integer >= 1"),
+    Rule("trust_remote_code", (bool,), any_value, "true or false"),
+)
+
+
 def run_embeddings(cfg: DictConfig) -> dict[str, Any]:
+    check_rules(cfg, EMBEDDINGS_RULES)
     return run_static(cfg) if cfg.checkpoint is None else run_contextual(cfg)
 
 

@@ -1,12 +1,15 @@
 """Each static method trains from its seed on a toy corpus; the vectors folder round-trips."""
 
 import json
+import re
 
 import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from armlm.common.config import compose_config
 from armlm.embeddings.methods import FastTextMethod, GloveMethod, PpmiSvd, Word2VecMethod
+from armlm.embeddings.run import run_embeddings
 from armlm.embeddings.store import load_vectors, save_vectors
 from armlm.embeddings.words import WordSplitter
 from armlm.finetune.static import word_table
@@ -91,3 +94,33 @@ def test_the_ner_table_standardises_every_dimension_over_the_vocabulary(tmp_path
     assert np.allclose(table[index["cat-dog"]], both, atol=1e-5)
     whole = np.stack([(vectors[w] - mean) / sd for w in vectors.key_to_index])
     assert np.allclose(whole.mean(0), 0, atol=1e-5) and np.allclose(whole.std(0), 1, atol=1e-4)
+
+
+@pytest.mark.parametrize("build,line", [
+    (lambda: GloveMethod(lr=-0.5), "method.lr=-0.5: expected a number > 0"),
+    (lambda: GloveMethod(epochs=0), "method.epochs=0: expected an integer >= 1"),
+    (lambda: Word2VecMethod(skipgram=True, negative=0), "method.negative=0: expected an integer >= 1"),
+    (lambda: Word2VecMethod(skipgram="yes"), "method.skipgram='yes': expected true or false"),
+    (lambda: Word2VecMethod(skipgram=True, sample=-1), "method.sample=-1: expected a number >= 0"),
+    (lambda: FastTextMethod(skipgram=True, min_n=4, max_n=3), "method.max_n=3: expected an integer >= method.min_n=4"),
+    (lambda: PpmiSvd(context_smoothing=0), "method.context_smoothing=0: expected a number in (0, 1]"),
+])
+def test_a_setting_that_would_train_nothing_or_climb_the_loss_is_refused(build, line):
+    """GloVe with lr=-1 ran to the end and scored its vectors (gradient ascent); word2vec with negative=0 and no
+    hierarchical softmax has no output layer to train."""
+    with pytest.raises(ValueError, match="^" + re.escape(line)):
+        build()
+
+
+@pytest.mark.parametrize("setting,line", [
+    ("seed=abc", "seed='abc': expected an integer >= 0"),
+    ("benchmarks.rare_below=x", "benchmarks.rare_below='x': expected an integer >= 1"),
+    ("contextual.batch_size=0", "contextual.batch_size=0: expected an integer >= 1"),
+    ("method.dim=0", "method.dim=0; give an integer >= 1"),
+])
+def test_the_commands_settings_are_one_line_before_any_data_is_read(setting, line, tmp_path):
+    """seed=abc and rare_below=x ended in int()'s traceback, contextual.batch_size=0 in range()'s, and a method's own
+    check (method.dim=0) came wrapped in Hydra's instantiation error."""
+    with pytest.raises(ValueError, match="^" + re.escape(line)):
+        run_embeddings(compose_config("embeddings", [f"output_dir={tmp_path}", setting]))
+    assert not any(tmp_path.iterdir())
