@@ -29,6 +29,7 @@ from armlm.analysis.reports.findings_report import write_findings
 from armlm.common.atomic import atomic_write_text
 from armlm.common.commands import resolve
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import NUMBER, Rule, any_value, check_rules
 from armlm.studies.keeping import record_finished, restore_recorded
 from armlm.studies.plan import Stage, describe
 from armlm.studies.runner import Outcome, check_root, run_stages
@@ -91,7 +92,21 @@ def registrations(cfg: DictConfig) -> StudySpec:
     return StudySpec.parse(OmegaConf.to_container(cfg.study, resolve=True))
 
 
+# Types here; ranges where the planner reads them (seeds_of, study_budget), with the study's context
+STUDY_RULES = (
+    Rule("seeds", (int,), any_value, "an integer >= 1"),
+    Rule("first_seed", (int,), any_value, "an integer >= 1"),
+    Rule("seed", (int,), any_value, "an integer >= 1, or null (every seed)", optional=True),
+    Rule("budget", NUMBER, any_value, "a positive number (input tokens, or training FLOPs where the study counts "
+         "them)", optional=True),
+    Rule("replication", (bool,), any_value, "true or false"),
+    Rule("allow_unlearned", (bool,), any_value, "true or false"),
+    Rule("dry_run", (bool,), any_value, "true or false"),
+)
+
+
 def run_study(cfg: DictConfig) -> list[Outcome]:
+    check_rules(cfg, STUDY_RULES)
     root = Path(cfg.root)
     check_root(root)
     if cfg.report not in (True, False, "only"):

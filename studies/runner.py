@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -91,14 +92,52 @@ def process_line(stage: Stage) -> list[str]:
     return [sys.executable, script] if script else [sys.executable, "-m", "armlm", kind.command]
 
 
+def stage_settings(stage: Stage) -> list[str]:
+    """The overrides its command composes with: the stage's own, its run folder, and a resume where it left one."""
+    return [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
+
+
+def composition_error(stage: Stage) -> Exception | None:
+    try:
+        compose_config(str(stage.command.config), stage_settings(stage))
+    except Exception as err:  # noqa: BLE001 - reported by refuse_what_does_not_compose
+        return err
+    return None
+
+
+def one_line(err: Exception) -> str:
+    """An error's first line, with the choices Hydra lists below it for a missing config ("Available options")."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    options = list(takewhile(lambda line: not line.startswith("Config search path"), lines[2:])) if (
+        len(lines) > 1 and lines[1].startswith("Available options")) else []
+    return f"{lines[0]}; choose one of {', '.join(options)}" if options else lines[0]
+
+
+def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, DictConfig | Exception]) -> None:
+    """A stage whose settings do not compose (a task no config names, an override of a key that is not there)
+    failed only at its turn, after the stages before it had run (a typo in tasks= cost the whole pretraining). One
+    stage of each shape left to run (kind, arm and run folder name: its seeds compose alike) is composed before any
+    starts, and a failure stops the launch."""
+    shapes: dict[tuple[str, str, str], Stage] = {}
+    for stage in stages:
+        if not stage.done_file.is_file():
+            shapes.setdefault((stage.kind, stage.arm, stage.folder.name), stage)
+    for stage in shapes.values():
+        error = composed[stage] if stage in composed else composition_error(stage)
+        if isinstance(error, Exception):
+            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(error)}); no stage has started: "
+                             "fix the study's settings (tasks=, extra_*=, the study config's arms)") from error
+
+
 def in_process_config(stage: Stage) -> DictConfig | Exception:
     """The config the stage's command would compose in a process of its own (the run folder given as output_dir),
     for `launcher=in_process`; where it does not compose, or names a device this machine lacks, the error, which
     is that stage's failure when it runs, as its process would report it. A stage of several processes (DDP over
     more than one device or node) is refused: in-process, each stage runs inside the study's one process."""
-    settings = [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
     try:
-        cfg = compose_config(str(stage.command.config), settings)
+        cfg = compose_config(str(stage.command.config), stage_settings(stage))
         processes = stage.command.processes(cfg)
     except Exception as err:  # noqa: BLE001 - kept as the stage's failure
         return err
@@ -210,6 +249,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     # in-process: every stage left to run composed before the first runs, so a study it cannot run stops here
     composed = ({s: in_process_config(s) for s in stages if not s.done_file.is_file()} if launcher == "in_process"
                 else {})
+    refuse_what_does_not_compose(stages, composed)
     outcomes: dict[Stage, Outcome] = {}
     planned: set[Path] = set()  # dry run: done files the planned stages would write
     progress = True

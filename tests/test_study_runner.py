@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -119,3 +120,31 @@ def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_wor
             run_stages(stages, launcher="in_process", dry_run=dry_run)
     assert all(o.status == "planned" for o in run_stages(stages, dry_run=True))
     assert not any(tmp_path.iterdir())  # nothing launched, nothing written
+
+
+@pytest.mark.parametrize("launcher", ["process", "in_process"])
+def test_a_stage_whose_settings_do_not_compose_stops_the_launch_before_any_stage(tmp_path, launcher):
+    """tasks=[nope] ran the whole pretraining (2 minutes at scale=smoke, hours at scale=cpu) before its fine-tuning
+    stage failed to compose; an override of a key that is not there, the same."""
+    for settings, line in ((["tasks=[nope]"], r"^mlm/seed1 finetune nope-full: its settings do not compose \(In "
+                                                r"'finetune': Could not find 'task/nope'; choose one of .*conll2003"),
+                           (["tasks=[]", 'extra_pretrain=["optim.lrr=1"]'],
+                            r"^mlm/seed1 pretrain: its settings do not compose \(Could not override 'optim.lrr'\.\)")):
+        stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}", *settings))
+        for dry_run in (False, True):
+            with pytest.raises(ArmlmError, match=line):
+                run_stages(stages, launcher=launcher, dry_run=dry_run)
+    assert not any(tmp_path.iterdir())  # nothing launched, nothing written
+
+
+@pytest.mark.parametrize("setting,line", [
+    ("seeds=abc", "seeds='abc': expected an integer >= 1"),
+    ("first_seed=abc", "first_seed='abc': expected an integer >= 1"),
+    ("budget=abc", "budget='abc': expected a positive number"),
+    ("dry_run=maybe", "dry_run='maybe': expected true or false"),
+])
+def test_a_study_setting_of_the_wrong_type_is_one_line_before_anything(setting, line, tmp_path):
+    """seeds=abc, first_seed=abc and budget=abc ended in int()'s and float()'s tracebacks (studies.run.STUDY_RULES)."""
+    with pytest.raises(ArmlmError, match="^" + re.escape(line)):
+        run_study_in_process(study_config("scale=smoke", f"root={tmp_path}", setting))
+    assert not any(tmp_path.iterdir())
