@@ -35,6 +35,7 @@ from transformers import (
 from armlm.common.babylm import milestone_name, milestone_words
 from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
+from armlm.common.rules import Rule, any_value, check_rules
 from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
 from armlm.datamodules.encoding import encode_pair, token_id
 from armlm.generation.run import encode_prompt
@@ -241,9 +242,17 @@ def export_milestones(run: str | Path, out: str | Path, *, format: str = "auto",
             for words, path in found]
 
 
+# overwrite=yes was true to Python and wrote over an existing export: a flag that replaces files takes true or false
+EXPORT_RULES = (
+    Rule("overwrite", (bool,), any_value, "true or false"),
+    Rule("milestones", (bool,), any_value, "true or false"),
+)
+
+
 def run_export(cfg: Any) -> ExportResult | list[ExportResult]:
     """`armlm export checkpoint=<ckpt or run folder> out=<folder> [format=auto|native|remote] [overwrite=true]`
     (`milestones=true`: every word-milestone checkpoint of a run, as <out>/chck_<N>M)."""
+    check_rules(cfg, EXPORT_RULES)
     if cfg.get("milestones"):
         results = export_milestones(cfg.checkpoint, cfg.out, format=str(cfg.format), overwrite=bool(cfg.overwrite))
         log.info("wrote %d milestone exports under %s: %s", len(results), cfg.out,

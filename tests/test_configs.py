@@ -240,6 +240,7 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
     ("task.optim.betas=[0.9]", "task.optim.betas="),
     ("finetune.dropout=1", "finetune.dropout=1"),
     ("finetune.feature_layers=0", "finetune.feature_layers=0"),
+    ("trust_remote_code=maybe", "trust_remote_code='maybe': expected true or false"),
 ], every=4))
 def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named):
     from armlm.finetune.run import run_finetune

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
+from armlm.common.config import CONFIGS
 from armlm.common.vocabulary import CLS, MASK
 from armlm.interchange import modeling_armlm
 from armlm.interchange.export import export_checkpoint, run_export
@@ -160,6 +161,19 @@ def test_what_cannot_be_exported_says_why(tmp_path, tokenizer_json):
     export_checkpoint(tmp_path / "rope", tmp_path / "hf", overwrite=True)
     assert (tmp_path / "hf" / "model.safetensors").read_bytes() != before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+@pytest.mark.parametrize("setting", ["overwrite=yes", "milestones=maybe"])
+def test_a_flag_that_is_not_true_or_false_is_refused_before_anything_is_written(tmp_path, setting):
+    """overwrite=yes was true to Python, and `armlm export` wrote over the export already in out=."""
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "keep.txt").write_text("an earlier export")
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("export", [f"checkpoint={tmp_path / 'nowhere'}", f"out={tmp_path / 'hf'}", setting])
+    key, value = setting.split("=")
+    with pytest.raises(ValueError, match=rf"^{key}='{value}': expected true or false"):
+        run_export(cfg)
+    assert [p.name for p in (tmp_path / "hf").iterdir()] == ["keep.txt"]
 
 
 def test_modeling_file_does_not_import_armlm():

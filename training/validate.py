@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from armlm.common.errors import ArmlmError, ArmlmFileError
-from armlm.common.rules import NUMBER, Rule, above, at_least, check_rules, count_or_share, one_of
+from armlm.common.rules import NUMBER, Rule, above, any_value, at_least, check_rules, count_or_share, one_of
 from armlm.training.compiled import COMPILE_MODES
 
 BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
@@ -61,6 +61,8 @@ RULES = (
 
 FINETUNE_RULES = (
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    # trust_remote_code=maybe was true to Python, and a Hugging Face folder's own code ran without a true
+    Rule("trust_remote_code", (bool,), any_value, "true or false", optional=True),
     Rule("task.epochs", (int,), at_least(1), "an integer >= 1"),
     Rule("task.data.max_length", (int,), at_least(4), "an integer >= 4"),
     Rule("task.data.batch_size", (int,), at_least(1), "an integer >= 1"),
