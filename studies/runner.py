@@ -9,6 +9,7 @@ suite's smoke studies), at the price of that independence.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import subprocess
@@ -98,8 +99,13 @@ def stage_settings(stage: Stage) -> list[str]:
 
 
 def composition_error(stage: Stage) -> Exception | None:
+    return composes(str(stage.command.config), tuple(stage_settings(stage)))
+
+
+@functools.lru_cache(maxsize=512)  # a launch checks its stages once; a rerun of the same stages in one process, once
+def composes(config: str, settings: tuple[str, ...]) -> Exception | None:
     try:
-        compose_config(str(stage.command.config), stage_settings(stage))
+        compose_config(config, list(settings))
     except Exception as err:  # noqa: BLE001 - reported by refuse_what_does_not_compose
         return err
     return None
@@ -115,15 +121,22 @@ def one_line(err: Exception) -> str:
     return f"{lines[0]}; choose one of {', '.join(options)}" if options else lines[0]
 
 
+def shape(stage: Stage) -> tuple[str, ...]:
+    """Its command and settings with its own seed and run folders taken out: the stages of one task, variant or
+    objective compose alike whichever arm's checkpoint they read and whichever seed they run."""
+    own = f"/{stage.arm}/seed{stage.seed}/"
+    return (str(stage.command.config), *(o.replace(own, "/<arm>/<seed>/") for o in stage.overrides
+                                         if o != f"seed={stage.seed}"))
+
+
 def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, DictConfig | Exception]) -> None:
     """A stage whose settings do not compose (a task no config names, an override of a key that is not there)
     failed only at its turn, after the stages before it had run (a typo in tasks= cost the whole pretraining). One
-    stage of each shape left to run (kind, arm and run folder name: its seeds compose alike) is composed before any
-    starts, and a failure stops the launch."""
-    shapes: dict[tuple[str, str, str], Stage] = {}
+    stage of each shape left to run is composed before any starts, and a failure stops the launch."""
+    shapes: dict[tuple[str, ...], Stage] = {}
     for stage in stages:
         if not stage.done_file.is_file():
-            shapes.setdefault((stage.kind, stage.arm, stage.folder.name), stage)
+            shapes.setdefault(shape(stage), stage)
     for stage in shapes.values():
         error = composed[stage] if stage in composed else composition_error(stage)
         if isinstance(error, Exception):
