@@ -5,8 +5,9 @@ for one that gives each token's conditional given the others (MLM, masked diffus
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -110,18 +111,23 @@ class Sampler:
     def name(self) -> str:
         return self.draw.__name__
 
-    def refuse_what_it_ignores(self, request: Request) -> None:
+    def refuse_what_it_ignores(self, given: Mapping[str, Any]) -> None:
+        """`given`: the request's UNMASKING_SETTINGS by name (a command's settings, before its model is built)."""
         defaults = {name: Request.__dataclass_fields__[name].default for name in UNMASKING_SETTINGS}
-        ignored = [f"{name}={getattr(request, name)!r}" for name, default in defaults.items()
-                   if name not in self.reads and getattr(request, name) != default]
+        ignored = [f"{name}={given[name]!r}" for name, default in defaults.items()
+                   if name not in self.reads and given[name] != default]
         if ignored:
             raise ArmlmError(f"{', '.join(ignored)}: this checkpoint samples {self.name}, which does not read "
                              f"{' or '.join(name for name in UNMASKING_SETTINGS if name not in self.reads)} "
-                             "(iterative unmasking's, for MLM and masked diffusion); drop them")
+                             f"(iterative unmasking's, for MLM and masked diffusion); drop {'them' if len(ignored) > 1 else 'it'}")
+
+    def what_it_read(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The UNMASKING_SETTINGS as a record should keep them: null for those this sampler does not read."""
+        return {name: given[name] if name in self.reads else None for name in UNMASKING_SETTINGS}
 
     def __call__(self, model: Transformer, request: Request, generator: torch.Generator,
                  reading: Reading | None = None) -> Tensor:
-        self.refuse_what_it_ignores(request)
+        self.refuse_what_it_ignores({name: getattr(request, name) for name in UNMASKING_SETTINGS})
         return self.draw(model, request, generator, reading)
 
 

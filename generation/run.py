@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from armlm.common.atomic import atomic_write_text
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
-from armlm.common.rules import Rule, at_least, check_rules, one_of
+from armlm.common.rules import NUMBER, Rule, at_least, check_rules, one_of
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
 from armlm.generation.decode import UNMASKING_ORDERS, Request, generator_for
@@ -32,6 +32,9 @@ GENERATE_RULES = (
     Rule("steps", (int,), at_least(1), "an integer >= 1, or null (one position revealed per step)", optional=True),
     Rule("order", (str,), one_of(*UNMASKING_ORDERS), f"one of {UNMASKING_ORDERS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
+    Rule("temperature", NUMBER, at_least(0), "a number >= 0 (0 = greedy)"),
+    Rule("top_k", (int,), at_least(0), "an integer >= 0 (0 keeps every token)"),
+    Rule("top_p", NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1]"),
 )
 
 
@@ -50,9 +53,13 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("checkpoint"):
         raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
     check_rules(cfg, GENERATE_RULES)
-    sampling = SamplingSettings(float(cfg.temperature), int(cfg.top_k), float(cfg.top_p))
+    sampling = SamplingSettings(float(cfg.temperature), cfg.top_k, float(cfg.top_p))
     check_device(cfg.device)
     pretrained = load_pretrained(cfg.checkpoint)
+    reading = Reading.of_objective(pretrained.objective_class)
+    generate = generator_for(reading)
+    unmasking = {"steps": cfg.steps, "order": str(cfg.order)}
+    generate.refuse_what_it_ignores(unmasking)  # before the model is built
     model = pretrained.backbone(cfg.device)
     tokenizer = Tokenizer.from_str(pretrained.tokenizer_json)
     prompt = encode_prompt(tokenizer, str(cfg.prompt))
@@ -65,13 +72,11 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     banned = banned_tokens(tokenizer)
     request = Request(prompt, int(cfg.new_tokens), int(cfg.samples), sampling, banned, eod,
                       token_id(tokenizer, MASK), None if cfg.steps is None else int(cfg.steps), str(cfg.order))
-    reading = Reading.of_objective(pretrained.objective_class)
-    generate = generator_for(reading)
     ids = generate(model, request, torch.Generator(device=cfg.device).manual_seed(int(cfg.seed)), reading)
     texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
     result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
               "method": generate.name, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),
-              "steps": request.steps, "order": request.order, "temperature": sampling.temperature,
+              **generate.what_it_read(unmasking), "temperature": sampling.temperature,
               "top_k": sampling.top_k, "top_p": sampling.top_p, "seed": int(cfg.seed), "samples": texts,
               "seconds": round(time.perf_counter() - started, 2)}
     out = Path(cfg.output_dir)

@@ -9,7 +9,6 @@ suite's smoke studies), at the price of that independence.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import subprocess
@@ -99,13 +98,8 @@ def stage_settings(stage: Stage) -> list[str]:
 
 
 def composition_error(stage: Stage) -> Exception | None:
-    return composes(str(stage.command.config), tuple(stage_settings(stage)))
-
-
-@functools.lru_cache(maxsize=512)  # a launch checks its stages once; a rerun of the same stages in one process, once
-def composes(config: str, settings: tuple[str, ...]) -> Exception | None:
     try:
-        compose_config(config, list(settings))
+        compose_config(str(stage.command.config), stage_settings(stage))
     except Exception as err:  # noqa: BLE001 - reported by refuse_what_does_not_compose
         return err
     return None
@@ -129,7 +123,7 @@ def shape(stage: Stage) -> tuple[str, ...]:
                                          if o != f"seed={stage.seed}"))
 
 
-def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, DictConfig | Exception]) -> None:
+def refuse_what_does_not_compose(stages: list[Stage]) -> None:
     """A stage whose settings do not compose (a task no config names, an override of a key that is not there)
     failed only at its turn, after the stages before it had run (a typo in tasks= cost the whole pretraining). One
     stage of each shape left to run is composed before any starts, and a failure stops the launch."""
@@ -138,10 +132,10 @@ def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, Dict
         if not stage.done_file.is_file():
             shapes.setdefault(shape(stage), stage)
     for stage in shapes.values():
-        error = composed[stage] if stage in composed else composition_error(stage)
-        if isinstance(error, Exception):
-            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(error)}); no stage has started: "
-                             "fix the study's settings (tasks=, extra_*=, the study config's arms)") from error
+        error = composition_error(stage)  # composition alone: a stage's device is its own failure at its turn
+        if error is not None:
+            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(error)}); none of the stages left "
+                             "has started: fix the study's settings (tasks=, extra_*=, the study config's arms)") from error
 
 
 def in_process_config(stage: Stage) -> DictConfig | Exception:
@@ -262,7 +256,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     # in-process: every stage left to run composed before the first runs, so a study it cannot run stops here
     composed = ({s: in_process_config(s) for s in stages if not s.done_file.is_file()} if launcher == "in_process"
                 else {})
-    refuse_what_does_not_compose(stages, composed)
+    refuse_what_does_not_compose(stages)
     outcomes: dict[Stage, Outcome] = {}
     planned: set[Path] = set()  # dry run: done files the planned stages would write
     progress = True

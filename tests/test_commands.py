@@ -5,6 +5,7 @@ exist, inside the repository, and stays a front door (<= 12,000 bytes)."""
 from __future__ import annotations
 
 import ast
+import json
 import logging
 import os
 import re
@@ -184,3 +185,17 @@ def test_a_misspelt_setting_is_refused_before_the_commands_module_is_imported(co
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Available options in" in result.stderr, result.stderr[-2000:]
     assert result.stdout.splitlines()[-1] == "lightning imported: False"
+
+
+@pytest.mark.slow  # a process that starts Python and imports Lightning
+def test_a_hydra_command_whose_module_imports_lightning_routes_it_through_hydras_handlers(tmp_path):
+    """Lightning imported after Hydra configured logging keeps its own console handler beside Hydra's, and prints each
+    message twice: run_hydra routes its packages through the root once the command's module is imported."""
+    probe = ("import sys\nfrom armlm.common.commands import Command, dispatch\n"
+             "probe = Command('probe', '', '', 'tests.helpers.lightning_probe:report_route', 'generate')\n"
+             f"dispatch({{'probe': probe}}, ['probe', 'checkpoint=x', 'hydra.run.dir={tmp_path}'], 'armlm', "
+             "'command', '')\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    routes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert routes and all(propagate and "StreamHandler" not in handlers for propagate, handlers in routes.values())

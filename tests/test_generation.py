@@ -21,6 +21,7 @@ from armlm.objectives.ar import AutoregressiveLM
 from armlm.objectives.masked_diffusion import MaskedDiffusionLM
 from armlm.objectives.mlm import MaskedLM
 from armlm.objectives.plm import PermutationLM
+from armlm.training.pretrained import Pretrained
 from tests.helpers.checkpoints import save_checkpoint
 
 LOGITS = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
@@ -193,16 +194,22 @@ def test_generate_command_writes_samples(tmp_path, objective, method):
     saved = json.loads((tmp_path / "out" / "samples.json").read_text())
     assert saved == result and len(saved["samples"]) == 2 and saved["method"] == method
     assert all(text.startswith("a b") for text in saved["samples"])
-    assert (saved["steps"], saved["order"]) == (unmasking["steps"], unmasking["order"])
+    # what the sampler read; null for the unmasking settings a left-to-right sampler does not read
+    assert (saved["steps"], saved["order"]) == ((2, "random") if method == "iterative_unmasking" else (None, None))
     cfg.new_tokens = 100
     with pytest.raises(ValueError, match="lower new_tokens"):
         run_generation(cfg)
 
 
-def test_a_setting_the_checkpoints_sampler_would_ignore_is_refused_before_anything_is_written(tmp_path):
+def test_a_setting_the_checkpoints_sampler_would_ignore_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     """steps= and order= set iterative unmasking; an AR checkpoint samples left to right, which read neither, and
-    its samples.json recorded them as if they had been used."""
+    its samples.json recorded them as if they had been used. Refused before the model is built."""
     checkpoint = save_checkpoint(tmp_path / "ckpt", "ar")
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built before the refusal")
+
+    monkeypatch.setattr(Pretrained, "backbone", built)
     cfg = OmegaConf.create({"checkpoint": str(checkpoint), "prompt": "a b", "new_tokens": 4, "samples": 2,
                             "steps": 2, "order": "random", "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 3,
                             "device": "cpu", "output_dir": str(tmp_path / "out")})
@@ -210,7 +217,7 @@ def test_a_setting_the_checkpoints_sampler_would_ignore_is_refused_before_anythi
                                          r"does not read steps or order .*; drop them$"):
         run_generation(cfg)
     cfg.steps = None
-    with pytest.raises(ValueError, match=r"^order='random': this checkpoint samples left_to_right"):
+    with pytest.raises(ValueError, match=r"^order='random': this checkpoint samples left_to_right.*; drop it$"):
         run_generation(cfg)
     assert not (tmp_path / "out").exists()
 
@@ -221,6 +228,8 @@ def test_a_setting_the_checkpoints_sampler_would_ignore_is_refused_before_anythi
     ("samples=-1", "samples=-1: expected an integer >= 1"),
     ("steps=0", "steps=0: expected an integer >= 1, or null"),
     ("order=sideways", "order='sideways': expected one of ('confidence', 'random')"),
+    ("temperature=abc", "temperature='abc': expected a number >= 0"),
+    ("top_k=2.5", "top_k=2.5: expected an integer >= 0"),
 ])
 def test_bad_generate_settings_are_refused_before_the_checkpoint_is_read(setting, line):
     """Every objective's sampler: a bad order or steps= was caught only by iterative unmasking, seed=abc ended in

@@ -111,6 +111,8 @@ class DropTips(logging.Filter):
 
 # Where Lightning logs what it says on rank 0 ("GPU available: ...", its tips)
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
 def quiet_lightning() -> None:
     """Keep a run's output to what its user needs (progress, budget, where it wrote): no Lightning tips, no
     deprecation warning that Lightning's own code triggers inside torch (`LeafSpec`), which no setting fixes, and
