@@ -123,16 +123,18 @@ def shape(stage: Stage) -> tuple[str, ...]:
                                          if o != f"seed={stage.seed}"))
 
 
-def refuse_what_does_not_compose(stages: list[Stage]) -> None:
+def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, DictConfig | Exception]) -> None:
     """A stage whose settings do not compose (a task no config names, an override of a key that is not there)
     failed only at its turn, after the stages before it had run (a typo in tasks= cost the whole pretraining). One
-    stage of each shape left to run is composed before any starts, and a failure stops the launch."""
+    stage of each shape left to run is composed before any starts (unless `composed`, the in-process launcher's
+    configs, already holds its config), and a failure stops the launch."""
     shapes: dict[tuple[str, ...], Stage] = {}
     for stage in stages:
         if not stage.done_file.is_file():
             shapes.setdefault(shape(stage), stage)
     for stage in shapes.values():
-        error = composition_error(stage)  # composition alone: a stage's device is its own failure at its turn
+        # composition alone: an in-process stage's error may be its device, its own failure at its turn
+        error = None if isinstance(composed.get(stage), DictConfig) else composition_error(stage)
         if error is not None:
             raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(error)}); none of the stages left "
                              "has started: fix the study's settings (tasks=, extra_*=, the study config's arms)") from error
@@ -256,7 +258,7 @@ def run_stages(stages: list[Stage], prefix: dict[str, list[str]] | None = None, 
     # in-process: every stage left to run composed before the first runs, so a study it cannot run stops here
     composed = ({s: in_process_config(s) for s in stages if not s.done_file.is_file()} if launcher == "in_process"
                 else {})
-    refuse_what_does_not_compose(stages)
+    refuse_what_does_not_compose(stages, composed)
     outcomes: dict[Stage, Outcome] = {}
     planned: set[Path] = set()  # dry run: done files the planned stages would write
     progress = True
