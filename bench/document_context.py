@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from armlm.common.atomic import atomic_file  # noqa: E402
 from armlm.common.provenance import armlm_commit  # noqa: E402
 from armlm.training.lit_module import PretrainModule  # noqa: E402
-from armlm.training.run import check_config  # noqa: E402
+from armlm.training.preflight import check_config  # noqa: E402
 from armlm.training.setup import build  # noqa: E402
 
 READ = ("val/loss", "val/own_below_unigram")  # the LM NLL per predicted token, and its margin below unigram

@@ -10,7 +10,7 @@ compiled, torch's choice of SDPA kernels, fused AdamW, clipping at 1.0, 64-token
 own (a compiled graph keeps the SDPA kernel it was traced with), several at once. The step is the run's own: the
 config composed as train.py composes it, PretrainModule's loss (compiled or eager) under the trainer's autocast,
 training.optim's AdamW and schedule, the norm measured before clipping and clipped with it, attention restricted by
-training.trainer.attention_kernels, but in a bare loop that keeps stepping through NaN/inf (train.py stops there) and
+training.step_config.attention_kernels, but in a bare loop that keeps stepping through NaN/inf (train.py stops there) and
 counts it. Printed per variant: the training loss's drop (first ten steps' mean to last ten's), the held-out loss
 against the unigram baseline, the pre-clip gradient norm (median, largest), the steps whose norm was NaN/inf (the
 first one and the parameters most often non-finite). A variant learns when its held-out loss ends below the unigram
@@ -37,9 +37,9 @@ from armlm.common.config import compose_config  # noqa: E402
 from armlm.common.seeding import TRAIN_CORRUPTION, VAL_CORRUPTION, derived_seed  # noqa: E402
 from armlm.training.lit_module import PretrainModule  # noqa: E402
 from armlm.training.optim import adamw_with_schedule  # noqa: E402
-from armlm.training.run import check_config  # noqa: E402
+from armlm.training.preflight import check_config  # noqa: E402
 from armlm.training.setup import build  # noqa: E402
-from armlm.training.trainer import attention_kernels, step_settings  # noqa: E402
+from armlm.training.step_config import attention_kernels, step_settings  # noqa: E402
 from bench.machine import require_device  # noqa: E402
 
 ISSUE_82_STEP = ["trainer=gpu", "trainer.step.sdpa_backends=null"]

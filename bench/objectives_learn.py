@@ -122,7 +122,7 @@ def bases(dry_run: bool, device: str, tokens: int) -> list[str]:
 def prepare_data(override_lists: list[list[str]]) -> None:
     """Each distinct data setting's token cache, written once before the runs read it."""
     from armlm.common.config import compose_config
-    from armlm.training.run import check_config
+    from armlm.training.preflight import check_config
     from armlm.training.setup import build
 
     done = set()

@@ -16,9 +16,10 @@ from armlm.studies.stages import STAGE_KINDS
 
 
 def runs_stages(kind: str) -> dict[str, str]:
-    """The name, run function, config and script of the command that runs study stages of this kind."""
+    """The name, run function, config, script and check of the command that runs study stages of this kind."""
     stage = STAGE_KINDS[kind]
-    return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script}
+    return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script,
+            "check": stage.check}
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
@@ -41,7 +42,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command("generate", "sample text from a checkpoint", "docs/guides/generation.md",
             "armlm.generation.run:run_generation", "generate"),
     Command("export", "export a checkpoint to a Hugging Face transformers folder", "docs/guides/export.md",
-            "armlm.interchange.export:run_export", "export", errors=("builtins:FileExistsError",)),
+            "armlm.interchange.export:run_export", "export", errors=("builtins:FileExistsError",),
+            check="armlm.interchange.preflight:check_config"),
     Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
             "docs/guides/studies.md", "armlm.studies.run:study", "study"),
     Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",

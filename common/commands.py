@@ -37,6 +37,9 @@ class Command:
     script: str | None = None
     args: str = ""  # what follows its name on its usage line (`armlm report blimp <root> [<root>]`)
     errors: tuple[str, ...] = ()  # further exception classes ("module:Class") reported as one line, not a traceback
+    # "module:function" that checks the composed config without the run's heavy stack (Lightning, transformers), run
+    # before `run` is imported: a bad value is one line in the seconds Hydra and torch take
+    check: str | None = None
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -49,9 +52,10 @@ def resolve(path: str) -> Any:
 
 
 def run_hydra(cmd: Command) -> None:
-    """Compose the command's config from sys.argv (Hydra's grammar, -m included) and run it. The command's module is
-    imported once the config has composed: a misspelt option or group is refused in the seconds Hydra takes, not
-    after the seconds Lightning's import takes, and --help and --cfg print without it. A module that fails to import
+    """Compose the command's config from sys.argv (Hydra's grammar, -m included), check it (Command.check) and run
+    it. The command's module is imported once the config has composed and passed its check: a misspelt option or
+    group, or a value out of range, is refused in the seconds Hydra (and torch) take, not after the seconds
+    Lightning's import takes, and --help and --cfg print without it. A module that fails to import
     now fails inside Hydra's job (its "Error executing job" lines, the run folder made)."""
     import hydra  # only a Hydra command pays for it
 
@@ -60,6 +64,8 @@ def run_hydra(cmd: Command) -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
+        if cmd.check is not None:
+            run_or_exit(resolve(cmd.check), cfg, log)
         run = cmd.function()
         if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
             lightning_through_the_root()

@@ -21,20 +21,13 @@ from armlm.datamodules.finetune import FinetuneDataModule, TaskInfo
 from armlm.finetune.artefacts import ITEMS_FILE
 from armlm.finetune.metrics import item_record, task_metrics
 from armlm.finetune.module import FinetuneModule
+from armlm.finetune.preflight import check_config
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source
 from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
-from armlm.training.trainer import (
-    attention_kernels,
-    build_trainer,
-    checkpoints,
-    sdpa_backends,
-    step_settings,
-    write_items,
-    write_result,
-)
-from armlm.training.validate import check_finetune_settings
+from armlm.training.step_config import attention_kernels, step_settings
+from armlm.training.trainer import build_trainer, checkpoints, write_items, write_result
 
 log = logging.getLogger("armlm.finetune")
 # finetune.mode=features keeps its frozen backbone in eval mode on purpose (FinetuneModule.train: no dropout), which
@@ -141,12 +134,8 @@ def input_mask_share(datamodule: FinetuneDataModule, mask_id: int | None) -> flo
 
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    check_finetune_settings(cfg)
-    sdpa_backends(cfg.trainer)  # names torch knows, before any data is read
+    check_config(cfg)
     check_machine(cfg)
-    if not cfg.pretrained:
-        raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or "
-                         "pretraining run folder> (or, for conll2003, vectors=<`armlm embeddings` run folder>)")
     trust = bool(cfg.get("trust_remote_code", False))
     source = open_source(cfg.pretrained, trust_remote_code=trust)
     settings = resolve_settings(cfg.finetune, source)

@@ -27,6 +27,7 @@ from armlm.common.migrations import migrate_finetune_hparams
 from armlm.datamodules.finetune import ConllDataModule
 from armlm.embeddings.store import StaticVectors, load_vectors
 from armlm.embeddings.words import WordSplitter
+from armlm.finetune.preflight import check_config
 from armlm.finetune.run import at_length_cap, finite_or_none, majority_baseline
 from armlm.finetune.task_module import TaskModule
 from armlm.models.checkpoint import read_hyperparameters
@@ -34,7 +35,6 @@ from armlm.models.heads import TaggingHead
 from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
 from armlm.training.trainer import build_trainer, checkpoints, write_result
-from armlm.training.validate import check_finetune_settings
 
 log = logging.getLogger("armlm.finetune")
 
@@ -104,10 +104,8 @@ def check_static_resumable(ckpt_path: Path, hparams: dict[str, Any]) -> None:
 
 def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    check_finetune_settings(cfg)
+    check_config(cfg)
     check_machine(cfg)
-    if cfg.get("pretrained"):
-        raise ArmlmError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
     vectors = load_vectors(cfg.vectors)
     L.seed_everything(cfg.seed, workers=True)
     choose_cpu_precision(cfg)

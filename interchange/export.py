@@ -35,19 +35,18 @@ from transformers import (
 from armlm.common.babylm import milestone_name, milestone_words
 from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
-from armlm.common.rules import Rule, any_value, check_rules
 from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SPECIAL_TOKENS
 from armlm.datamodules.encoding import encode_pair, token_id
 from armlm.generation.run import encode_prompt
 from armlm.interchange import gpt2, modeling_armlm
 from armlm.interchange.card import model_card
 from armlm.interchange.parity import CHECK_SENTENCES, PARITY_TOLERANCE, ParityReport, armlm_outputs, compare
+from armlm.interchange.preflight import FORMATS, check_config
 from armlm.interchange.source import ExportSource, read_source, trained_positions
 from armlm.interchange.tokenizer import exported_tokenizer, save_tokenizer
 
 log = logging.getLogger("armlm.export")
 
-FORMATS = ("auto", "native", "remote")
 MODELING_FILE = Path(modeling_armlm.__file__)
 AUTO_CLASSES = {"ArmlmForCausalLM": AutoModelForCausalLM, "ArmlmForMaskedLM": AutoModelForMaskedLM,
                 "ArmlmForSequenceClassification": AutoModelForSequenceClassification,
@@ -242,17 +241,10 @@ def export_milestones(run: str | Path, out: str | Path, *, format: str = "auto",
             for words, path in found]
 
 
-# overwrite=yes was true to Python and wrote over an existing export: a flag that replaces files takes true or false
-EXPORT_RULES = (
-    Rule("overwrite", (bool,), any_value, "true or false"),
-    Rule("milestones", (bool,), any_value, "true or false"),
-)
-
-
 def run_export(cfg: Any) -> ExportResult | list[ExportResult]:
     """`armlm export checkpoint=<ckpt or run folder> out=<folder> [format=auto|native|remote] [overwrite=true]`
     (`milestones=true`: every word-milestone checkpoint of a run, as <out>/chck_<N>M)."""
-    check_rules(cfg, EXPORT_RULES)
+    check_config(cfg)
     if cfg.get("milestones"):
         results = export_milestones(cfg.checkpoint, cfg.out, format=str(cfg.format), overwrite=bool(cfg.overwrite))
         log.info("wrote %d milestone exports under %s: %s", len(results), cfg.out,

@@ -22,9 +22,10 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
-from armlm.common.commands import script_path
+from armlm.common.commands import resolve, script_path
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.studies.plan import Stage
@@ -97,10 +98,20 @@ def stage_settings(stage: Stage) -> list[str]:
     return [*stage.overrides, f"output_dir={stage.folder}", *resume_overrides(stage)[0]]
 
 
-def composition_error(stage: Stage) -> Exception | None:
+def composed_or_error(stage: Stage) -> DictConfig | Exception:
     try:
-        compose_config(str(stage.command.config), stage_settings(stage))
+        return compose_config(str(stage.command.config), stage_settings(stage))
     except Exception as err:  # noqa: BLE001 - reported by refuse_what_does_not_compose
+        return err
+
+
+def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
+    """What the stage's command would refuse its composed config for before running (StageKind.check), if anything."""
+    if stage.command.check is None:
+        return None
+    try:
+        resolve(stage.command.check)(cfg)
+    except (ArmlmError, MissingMandatoryValue) as err:
         return err
     return None
 
@@ -124,20 +135,25 @@ def shape(stage: Stage) -> tuple[str, ...]:
 
 
 def refuse_what_does_not_compose(stages: list[Stage], composed: dict[Stage, DictConfig | Exception]) -> None:
-    """A stage whose settings do not compose (a task no config names, an override of a key that is not there)
-    failed only at its turn, after the stages before it had run (a typo in tasks= cost the whole pretraining). One
-    stage of each shape left to run is composed before any starts (unless `composed`, the in-process launcher's
-    configs, already holds its config), and a failure stops the launch."""
+    """A stage whose settings do not compose (a task no config names, an override of a key that is not there), or
+    that its command refuses (a value out of range), failed only at its turn, after the stages before it had run (a
+    typo in tasks= cost the whole pretraining). One stage of each shape left to run is composed and checked before
+    any starts (unless `composed`, the in-process launcher's configs, already holds its config), and a failure stops
+    the launch."""
     shapes: dict[tuple[str, ...], Stage] = {}
     for stage in stages:
         if not stage.done_file.is_file():
             shapes.setdefault(shape(stage), stage)
+    fix = "none of the stages left has started: fix the study's settings (tasks=, extra_*=, the study config's arms)"
     for stage in shapes.values():
         # composition alone: an in-process stage's error may be its device, its own failure at its turn
-        error = None if isinstance(composed.get(stage), DictConfig) else composition_error(stage)
+        cfg = composed.get(stage)
+        cfg = cfg if isinstance(cfg, DictConfig) else composed_or_error(stage)
+        if isinstance(cfg, Exception):
+            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(cfg)}); {fix}") from cfg
+        error = refusal(stage, cfg)
         if error is not None:
-            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(error)}); none of the stages left "
-                             "has started: fix the study's settings (tasks=, extra_*=, the study config's arms)") from error
+            raise ArmlmError(f"{stage.name}: its command refuses its settings ({one_line(error)}); {fix}") from error
 
 
 def in_process_config(stage: Stage) -> DictConfig | Exception:

@@ -28,6 +28,7 @@ class StageKind:
     script: str | None = None  # the checkout's script that runs the command alone (common.commands.Command.script)
     # "module:function" saying how many processes a run of a composed config is (DDP's ranks); None: always one
     world_size: str | None = None
+    check: str | None = None  # "module:function" checking a composed config without the run's stack (Command.check)
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -39,9 +40,11 @@ class StageKind:
 
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
     StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
-              script="train.py", world_size="armlm.training.devices:world_size"),
+              script="train.py", world_size="armlm.training.devices:world_size",
+              check="armlm.training.preflight:check_config"),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
-              script="train.py", world_size="armlm.training.devices:world_size"),
+              script="train.py", world_size="armlm.training.devices:world_size",
+              check="armlm.finetune.preflight:check_config"),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
     StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
     StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),

@@ -14,7 +14,8 @@ from armlm.diagnostics.run import run_diagnostics
 from armlm.finetune.command import finetune
 from armlm.generation.run import run_generation
 from armlm.training.devices import check_accelerator, world_size
-from armlm.training.run import check_config, run_pretraining
+from armlm.training.preflight import check_config
+from armlm.training.run import run_pretraining
 from armlm.zeroshot.run import run_zeroshot
 from tests.helpers.configs import composed_config
 

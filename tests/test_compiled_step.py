@@ -15,7 +15,7 @@ import torch
 
 from armlm.objectives.base import TrainingProgress
 from armlm.training.compiled import compile_loss, datasheet_peak
-from armlm.training.trainer import attention_kernels
+from armlm.training.step_config import attention_kernels
 from bench.objective_cases import objective_case, objective_names
 from tests.helpers.configs import composed_config
 from tests.helpers.learning import (

@@ -15,9 +15,11 @@ from armlm.datamodules.finetune import FinetuneDataModule
 from armlm.datamodules.pretrain import PretrainDataModule
 from armlm.models.backbone import ModelConfig
 from armlm.objectives.base import Objective
-from armlm.training.run import check_config, run_pretraining
+from armlm.training.preflight import check_config
+from armlm.training.run import run_pretraining
 from armlm.training.setup import build_model_config
-from armlm.training.trainer import build_trainer, check_sharded_clipping, lightning_settings, step_settings
+from armlm.training.step_config import step_settings
+from armlm.training.trainer import build_trainer, check_sharded_clipping, lightning_settings
 from tests.helpers.configs import composed_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import word_tokenizer_json

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from armlm.models.backbone import ModelConfig
-from armlm.training.run import check_resumable, run_pretraining
+from armlm.training.preflight import check_resumable
+from armlm.training.run import run_pretraining
 from tests.helpers.checkpoints import pretraining_checkpoint
 from tests.helpers.configs import tiny_config
 

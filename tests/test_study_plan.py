@@ -9,7 +9,8 @@ import pytest
 from armlm.common.config import compose_config
 from armlm.studies.plan import plan
 from armlm.studies.run import registrations
-from armlm.training.run import check_config
+from armlm.studies.runner import refuse_what_does_not_compose
+from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
 from tests.helpers.lanes import fast_lane_keeps
 
@@ -47,12 +48,10 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
         len(tasks) * len(arm.get("finetune", cfg.study.default_variants)) * finetune_seeds for arm in arms.values())
     assert len(stages) == 2 * per_seed
     assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder
-    first_arm = next(iter(arms))
-    for stage in (s for s in stages if s.seed == 1 and (s.kind != "finetune" or s.arm == first_arm)):
-        config = stage_config(stage)  # raises on an override of a key that does not exist
-        if stage.kind == "pretrain":
-            check_config(config)  # objective and model settings are valid
-            assert config.seed == 1 and config.data.corpus._target_
+    # one stage of each shape composes and passes its command's check, as a launch requires (studies.runner)
+    refuse_what_does_not_compose(stages, {})
+    for pretraining in [s for s in stages if s.kind == "pretrain" and s.seed == 2][:1]:  # none: published models
+        assert stage_config(pretraining).seed == 2
 
 
 @pytest.mark.slow

@@ -58,16 +58,18 @@ def test_a_study_can_run_only_some_kinds_of_stage(tmp_path):
 
 @pytest.mark.slow
 def test_a_failed_stage_is_reported_and_its_dependants_wait(tmp_path, cache_dir):
+    """A stage that fails in its own process (here on a parent checkpoint that is not there, which its command's
+    check, made before any stage starts, does not read: in a study it may be another stage's, still to come)."""
     root = tmp_path / "failing"
     result = subprocess.run(
         [sys.executable, "-m", "armlm", "study", "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={root}",
-         'extra_pretrain=["objective.mask_rate=2"]'], cwd=REPO, capture_output=True, text=True, timeout=300)
+         'extra_pretrain=["init_from=/nowhere.ckpt"]'], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     log = result.stdout + result.stderr
     assert "mlm/seed1 pretrain: failed" in log and "exit status 1" in log
     assert "mlm/seed1 diagnose" in log and "waiting  " in log
     record = json.loads((root / "mlm" / "seed1" / "pretrain" / RECORD).read_text())
-    assert record["launches"] == 1 and "objective.mask_rate=2" in record["overrides"]
+    assert record["launches"] == 1 and "init_from=/nowhere.ckpt" in record["overrides"]
     assert record["seconds"] > 0  # the launch's wall time, failed or not
 
 
@@ -123,13 +125,19 @@ def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_wor
 
 
 @pytest.mark.parametrize("launcher", ["process", "in_process"])
-def test_a_stage_whose_settings_do_not_compose_stops_the_launch_before_any_stage(tmp_path, launcher):
+def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_before_any_stage(tmp_path, launcher):
     """tasks=[nope] ran the whole pretraining (2 minutes at scale=smoke, hours at scale=cpu) before its fine-tuning
-    stage failed to compose; an override of a key that is not there, the same."""
+    stage failed to compose; an override of a key that is not there, the same; and a value its command refuses
+    (StageKind.check), the same."""
+    refused = r": its command refuses its settings \("
     for settings, line in ((["tasks=[nope]"], r"^mlm/seed1 finetune nope-full: its settings do not compose \(In "
                                                 r"'finetune': Could not find 'task/nope'; choose one of .*conll2003"),
                            (["tasks=[]", 'extra_pretrain=["optim.lrr=1"]'],
-                            r"^mlm/seed1 pretrain: its settings do not compose \(Could not override 'optim.lrr'\.\)")):
+                            r"^mlm/seed1 pretrain: its settings do not compose \(Could not override 'optim.lrr'\.\)"),
+                           (["tasks=[rte]", 'extra_finetune=["task.optim.lr=-1"]'],
+                            r"^mlm/seed1 finetune rte-full" + refused + r"task.optim.lr=-1: expected a number > 0"),
+                           (["tasks=[]", 'extra_pretrain=["objective.mask_prob=0.9"]'],
+                            r"^mlm/seed1 pretrain" + refused + r"objective.mask_prob \+ random_prob")):
         stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}", *settings))
         for dry_run in (False, True):
             with pytest.raises(ArmlmError, match=line):

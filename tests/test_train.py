@@ -15,7 +15,8 @@ from armlm.models.attention import BIDIRECTIONAL
 from armlm.objectives.mlm import MaskedLM
 from armlm.training import setup as training_setup
 from armlm.training.lit_module import PretrainModule
-from armlm.training.run import check_config, run_pretraining
+from armlm.training.preflight import check_config
+from armlm.training.run import run_pretraining
 from tests.helpers.configs import tiny_config
 from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
 

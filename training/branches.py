@@ -38,33 +38,6 @@ def budget_steps(cfg: DictConfig, budget: float, epoch_positions: int, tokens_pe
     return steps_for_tokens(tokens, tokens_per_step)
 
 
-def check_branch_settings(cfg: DictConfig, objective: Any) -> None:
-    """Branches need a stable phase, a budget whose steps are known before the run (not a FLOPs estimate) and an
-    objective whose own schedule does not follow the budget."""
-    budgets, trunk = list(cfg.get("branch_budgets") or []), cfg.get("branch_from")
-    if not budgets and not trunk:
-        return
-    which = "branch_budgets" if budgets else "branch_from"
-    if objective.needs_progress:
-        raise ArmlmError(f"{which}: {type(objective).__name__} follows its budget (a mask rate that moves, or phases), so "
-                         "a longer run is not a shorter one until its decay; train each budget from scratch")
-    if cfg.optim.get("decay_fraction") is None:
-        raise ArmlmError(f"{which} needs a stable learning rate before the decay: add optim.decay_fraction=0.2 "
-                         "(the trunk and its branches alike)")
-    if not (cfg.get("max_tokens") or cfg.get("data_epochs")):
-        raise ArmlmError(f"{which} needs a budget of input tokens or passes (max_tokens= or data_epochs=), whose "
-                         "steps are known before the run; a FLOPs budget's are an estimate")
-    if budgets and trunk:
-        raise ArmlmError("a run is a trunk (branch_budgets) or a branch (branch_from), not both")
-    if cfg.get("init_from"):
-        raise ArmlmError(f"{which} with init_from: a branch resumes its trunk's whole state, lineage and all, and "
-                         "would not record it; continue from the parent in each run instead")
-    own = float(cfg.get("data_epochs") or cfg.get("max_tokens"))
-    if any(isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < own for b in budgets):
-        raise ArmlmError(f"branch_budgets={budgets}: give budgets between 0 and this run's own ({own:g}), in its unit "
-                         f"({'passes' if cfg.get('data_epochs') else 'input tokens'})")
-
-
 def branch_start(cfg: DictConfig, steps: int) -> int:
     """The decay start of a run of `steps` steps, refused where there is nothing before it to share or nothing after
     it to decay."""

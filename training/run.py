@@ -20,10 +20,8 @@ from armlm.common.errors import ArmlmError
 from armlm.common.machine import keep_large_allocations_on_the_heap
 from armlm.common.migrations import SCHEMA_VERSION
 from armlm.datamodules.pretrain import PretrainDataModule
-from armlm.datamodules.tokenizer import TokenizerSettings
 from armlm.models.backbone import ModelConfig
-from armlm.models.checkpoint import read_hyperparameters
-from armlm.training.branches import branch_checkpoint, branch_record, check_branch_settings, trunk_points
+from armlm.training.branches import branch_checkpoint, branch_record, trunk_points
 from armlm.training.budget import FLOPS_STEP_MARGIN, step_flops_estimate, steps_for_tokens, tokens_of_passes
 from armlm.training.callbacks import DataPosition, FirstStep, SaveAtSteps, SaveAtTokens, TokenAccounting
 from armlm.training.compiled import datasheet_peak
@@ -32,18 +30,11 @@ from armlm.training.disk_full import reporting_full_disk
 from armlm.training.init_from import lineage_tokens, load_parent_backbone, parent_lineage
 from armlm.training.lit_module import OWN_ALL, PretrainModule
 from armlm.training.milestones import save_at_words
+from armlm.training.preflight import check_config, check_resumable
 from armlm.training.run_folder import refuse_writing_over_a_run, resolve_last_checkpoint
-from armlm.training.setup import build, build_model_config, choose_cpu_precision, command_line_overrides, differences
-from armlm.training.trainer import (
-    attention_kernels,
-    build_trainer,
-    checkpoints,
-    quiet_lightning,
-    sdpa_backends,
-    step_settings,
-    write_result,
-)
-from armlm.training.validate import check_run_settings
+from armlm.training.setup import build, choose_cpu_precision, command_line_overrides
+from armlm.training.step_config import attention_kernels, step_settings
+from armlm.training.trainer import build_trainer, checkpoints, quiet_lightning, write_result
 
 log = logging.getLogger("armlm.train")
 OWN_MARGIN = "val/own_below_unigram"  # its tags: this, and this_<scope> for a mixture's components
@@ -52,42 +43,6 @@ OWN_MARGIN = "val/own_below_unigram"  # its tags: this, and this_<scope> for a m
 warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
 # nonfinite_loss=skip returns None from training_step on purpose (and logs the skip itself).
 warnings.filterwarnings("ignore", message="`training_step` returned `None`")
-
-
-def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
-    """Everything that can be checked without data, so bad settings fail before any data processing."""
-    objective = build(cfg.objective)  # validates mask rates and probabilities
-    model_config = build_model_config(cfg.model)  # validates sizes
-    check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
-    check_branch_settings(cfg, objective)
-    sdpa_backends(cfg.trainer)  # names torch knows
-    TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
-    if cfg.data.block_size > model_config.max_len:
-        raise ArmlmError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
-    if objective.needs_progress and cfg.get("max_flops") is not None:
-        raise ArmlmError(f"{type(objective).__name__} follows the token budget (phases or a mask-rate schedule), "
-                         "which a FLOPs budget does not fix in advance; give max_tokens=... instead of max_flops")
-    if cfg.ckpt_path:
-        check_resumable(Path(cfg.ckpt_path), model_config, OmegaConf.to_container(cfg.objective, resolve=True))
-    return objective, model_config
-
-
-def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[str, Any]) -> None:
-    """A resumed run must have the checkpoint's model and objective; list every key that differs."""
-    saved = read_hyperparameters(ckpt_path)
-    if not isinstance(saved, dict) or not {"model", "objective"} <= saved.keys():
-        raise ArmlmError(f"{ckpt_path} holds no armlm hyperparameters; resume only from checkpoints armlm wrote")
-    ours = {"model": without_vocab(asdict(model_config)), "objective": objective}
-    theirs = {"model": without_vocab(saved["model"]), "objective": saved["objective"]}
-    differing = differences(ours, theirs)
-    if differing:
-        raise ArmlmError(f"{ckpt_path} does not match this run's config ({', '.join(differing)}); "
-                         "resume with the same objective and model settings")
-
-
-def without_vocab(model: dict[str, Any]) -> dict[str, Any]:
-    """The vocabulary size comes from the data, not the config."""
-    return {k: v for k, v in model.items() if k != "vocab_size"}
 
 
 def run_pretraining(cfg: DictConfig) -> dict[str, Any]:

@@ -8,18 +8,14 @@ from pathlib import Path
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
-from armlm.common.errors import ArmlmError, ArmlmFileError
+from armlm.common.errors import ArmlmError
+from armlm.training.preflight import resumed_checkpoint
 
 
 def resolve_last_checkpoint(cfg: DictConfig) -> None:
-    """`ckpt_path=last` means this run folder's checkpoints/last.ckpt: resume an interrupted run with its own
-    command plus `hydra.run.dir=<its folder> ckpt_path=last`."""
+    """`ckpt_path=last` becomes the path it names (training.preflight.resumed_checkpoint)."""
     if cfg.get("ckpt_path") == "last":
-        last = Path(cfg.output_dir) / "checkpoints" / "last.ckpt"
-        if not last.is_file():
-            raise ArmlmFileError(f"ckpt_path=last: {last} does not exist; give hydra.run.dir=<the interrupted "
-                                    "run's folder> (or ckpt_path=<its checkpoint file>)")
-        cfg.ckpt_path = str(last)
+        cfg.ckpt_path = str(resumed_checkpoint(cfg))
 
 
 def refuse_writing_over_a_run(cfg: DictConfig) -> None:

@@ -4,14 +4,12 @@ way to write the run's result file."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ProgressBar, RichProgressBar
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_warn
-from omegaconf import DictConfig, OmegaConf, open_dict
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from omegaconf import DictConfig, open_dict
 
 from armlm.common.atomic import atomic_write_artefact
 from armlm.common.cli import lightning_through_the_root
@@ -187,44 +184,6 @@ def build_loggers(loggers: DictConfig | None, out: Path) -> list[Logger]:
     """The `logger` group's loggers (TensorBoard by default; CSV, W&B), each writing under the run folder `out`.
     Every logger receives the same `self.log` calls, so the tags are the same in each."""
     return [instantiate(config, save_dir=str(out)) for config in (loggers or {}).values()]
-
-
-def step_settings(trainer: DictConfig) -> dict[str, Any]:
-    """The trainer group's `step` settings (how armlm runs a pretraining step there): configs/trainer/cpu.yaml holds
-    every one, and each trainer config starts from it."""
-    if trainer.get("step") is None:
-        raise ArmlmError("the trainer config has no `step` settings: start it from configs/trainer/cpu.yaml "
-                         "(defaults: [cpu, _self_]), as trainer=gpu and trainer=ddp do")
-    return OmegaConf.to_container(trainer.step, resolve=True)
-
-
-# trainer.step.sdpa_backends' names for torch's SDPA kernels
-SDPA_BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                 "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
-
-
-def sdpa_backends(trainer: DictConfig) -> list[SDPBackend] | None:
-    """trainer.step.sdpa_backends as torch's SDPBackend values (None: torch's choice), checked."""
-    names = step_settings(trainer).get("sdpa_backends")
-    if names is None:
-        return None
-    if not isinstance(names, list) or not names or set(names) - set(SDPA_BACKENDS):
-        raise ArmlmError(f"trainer.step.sdpa_backends={list(names)}; choose some of {list(SDPA_BACKENDS)} "
-                         "(null: torch's choice)")
-    return [SDPA_BACKENDS[name] for name in names]
-
-
-@contextlib.contextmanager
-def attention_kernels(trainer: DictConfig) -> Iterator[None]:
-    """Training (and its validation) with only the SDPA kernels trainer.step.sdpa_backends names; null: torch's
-    choice. The flags are torch's global ones, read when a step is traced or dispatched, and restored on leaving.
-    trainer=gpu leaves cuDNN's out until a lease proves its backward (docs/results/gpu.md)."""
-    backends = sdpa_backends(trainer)
-    if backends is None:
-        yield
-        return
-    with sdpa_kernel(backends):
-        yield
 
 
 def lightning_settings(trainer: DictConfig) -> DictConfig:

@@ -1,0 +1,24 @@
+"""What a fine-tuning config is refused on before the run starts: its numbers, its kernels and what it reads from.
+`armlm finetune` runs check_config on the composed config before it imports the run's stack (Lightning and the model
+sources, seconds), and a study runs it on each kind of stage before any stage starts (studies.runner); the runs
+(finetune.run, finetune.static) check again, for callers that start them directly."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from armlm.common.errors import ArmlmError
+from armlm.training.step_config import sdpa_backends
+from armlm.training.validate import check_finetune_settings
+
+
+def check_config(cfg: DictConfig) -> None:
+    """The run's numbers (task.*, finetune.*), the SDPA kernels it names, and one source: a checkpoint (pretrained=)
+    or, for a tagging task, static word vectors (vectors=). Reads no file: a study's checkpoint is not there yet."""
+    check_finetune_settings(cfg)
+    sdpa_backends(cfg.trainer)  # names torch knows
+    if cfg.get("vectors") and cfg.get("pretrained"):
+        raise ArmlmError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
+    if not cfg.get("vectors") and not cfg.get("pretrained"):
+        raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or pretraining run folder> (or, "
+                         "for conll2003, vectors=<`armlm embeddings` run folder>)")
