@@ -1,6 +1,6 @@
 """What a fine-tuning config is refused on before the run starts: its numbers, its kernels and what it reads from.
 `armlm finetune` runs check_config on the composed config before it imports the run's stack (Lightning and the model
-sources, seconds), and a study runs it on each kind of stage before any stage starts (studies.runner); the runs
+sources, seconds), and a study runs it on one stage of each shape before any stage starts (studies.runner); the runs
 (finetune.run, finetune.static) check again, for callers that start them directly."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 from armlm.common.config import compose_config
 from armlm.studies.plan import plan
 from armlm.studies.run import registrations
-from armlm.studies.runner import refuse_what_does_not_compose
+from armlm.studies.runner import refuse_stages_that_cannot_start
 from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
 from tests.helpers.lanes import fast_lane_keeps
@@ -49,9 +49,10 @@ def test_every_preset_plans_stages_whose_configs_compose(study, scale, tmp_path)
     assert len(stages) == 2 * per_seed
     assert len({s.folder for s in stages}) == len(stages)  # no two stages share a run folder
     # one stage of each shape composes and passes its command's check, as a launch requires (studies.runner)
-    refuse_what_does_not_compose(stages, {})
+    refuse_stages_that_cannot_start(stages, {})
     for pretraining in [s for s in stages if s.kind == "pretrain" and s.seed == 2][:1]:  # none: published models
-        assert stage_config(pretraining).seed == 2
+        config = stage_config(pretraining)
+        assert config.seed == 2 and config.data.corpus._target_
 
 
 @pytest.mark.slow

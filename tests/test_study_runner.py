@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import versioned
 from armlm.studies.plan import plan
 from armlm.studies.run import run_study as run_study_in_process
-from armlm.studies.runner import RECORD, cut_launch_seconds, run_stages
+from armlm.studies.runner import RECORD, cut_launch_seconds, refuse_stages_that_cannot_start, run_stages, stage_settings
+from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,12 +139,27 @@ def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_b
                            (["tasks=[rte]", 'extra_finetune=["task.optim.lr=-1"]'],
                             r"^mlm/seed1 finetune rte-full" + refused + r"task.optim.lr=-1: expected a number > 0"),
                            (["tasks=[]", 'extra_pretrain=["objective.mask_prob=0.9"]'],
-                            r"^mlm/seed1 pretrain" + refused + r"objective.mask_prob \+ random_prob")):
+                            r"^mlm/seed1 pretrain" + refused + r"objective.mask_prob \+ random_prob"),
+                           (["tasks=[]", 'extra_pretrain=["+objective.foo=1"]'],  # Hydra's TypeError, not ours
+                            r"^mlm/seed1 pretrain" + refused + r"Error in call to target")):
         stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}", *settings))
         for dry_run in (False, True):
             with pytest.raises(ArmlmError, match=line):
                 run_stages(stages, launcher=launcher, dry_run=dry_run)
     assert not any(tmp_path.iterdir())  # nothing launched, nothing written
+
+
+def test_a_stages_own_resume_is_left_to_its_run(tmp_path):
+    """The check before the launch reads a stage's settings, not the checkpoint it resumes: one that an older armlm
+    wrote (here one that is not a checkpoint at all) fails that stage alone at its turn, not every stage."""
+    stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path}"))
+    pretraining = next(s for s in stages if s.kind == "pretrain")
+    (pretraining.folder / "checkpoints").mkdir(parents=True)
+    (pretraining.folder / "checkpoints" / "last.ckpt").write_bytes(b"not a checkpoint")
+    assert f"ckpt_path={pretraining.folder}/checkpoints/last.ckpt" in stage_settings(pretraining)
+    refuse_stages_that_cannot_start(stages, {})
+    with pytest.raises(ArmlmError, match="is not a checkpoint file"):  # what its run meets
+        check_config(compose_config("train", stage_settings(pretraining)))
 
 
 @pytest.mark.parametrize("setting,line", [

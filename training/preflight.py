@@ -1,6 +1,6 @@
 """What a pretraining config is refused on before the run starts: its settings, and the checkpoint it resumes. `armlm
 train` runs check_config on the composed config before it imports the run's stack (Lightning, seconds), so a bad value
-is one line at once, and a study runs it on each kind of stage before any stage starts (studies.runner); the run
+is one line at once, and a study runs it on one stage of each shape before any stage starts (studies.runner); the run
 checks again, for callers that start it directly."""
 
 from __future__ import annotations
