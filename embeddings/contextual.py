@@ -30,7 +30,9 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
              max_length: int, special: SpecialTokens | None = None) -> list[Segment]:
     """The lines cut to `max_length` tokens (the frame's start and end tokens included: `special`, default an armlm
     tokenizer's) at word boundaries, keeping only those holding an occurrence still wanted (each word's first
-    `max_contexts`, in corpus order). A word longer than the window is skipped."""
+    `max_contexts`, in corpus order). A word longer than the window is skipped. A line holding no occurrence still
+    wanted would give only pieces that are dropped, so it is not encoded, and the reading stops once every word has
+    its contexts: the pieces are the same, and a corpus whose frequent words fill early is mostly not tokenized."""
     special = armlm_special_tokens(tokenizer) if special is None else special
     start, end = special.start, special.task_end
     index = {w: i for i, w in enumerate(words)}
@@ -38,7 +40,12 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
     kept = []
     budget = max_length - 1 - len(end)
     for sentence in sentences:
+        if not any(seen[row] < max_contexts for row in (index.get(w, -1) for w in sentence) if row >= 0):
+            if len(seen) == len(words) and all(n >= max_contexts for n in seen.values()):
+                break
+            continue
         encoding = tokenizer.encode(sentence, is_pretokenized=True, add_special_tokens=False)
+        ids = encoding.ids  # a new list at each read of the attribute: read once per line, not once per token
         spans: dict[int, list[int]] = {}
         for position, word in enumerate(encoding.word_ids):
             spans.setdefault(word, []).append(position)
@@ -56,7 +63,7 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
                 seen[row] += 1
             occurrence = max(current.occurrence) + 1 if wanted else -1
             for p in positions:
-                current.ids.append(encoding.ids[p])
+                current.ids.append(ids[p])
                 current.token_word.append(row if wanted else -1)
                 current.occurrence.append(occurrence)
         if current is not None:

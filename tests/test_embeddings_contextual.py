@@ -89,3 +89,29 @@ def test_pooling_over_cut_lines_equals_the_oracle_run_on_each_piece(tokenizer):
     for row, word in enumerate(words):
         expected = one_by_one(backbone, tokenizer, words_of_pieces, word, 5, attention)
         assert np.allclose(pooled[:, row], expected, atol=1e-5)
+
+
+class CountingTokenizer:
+    """The tokenizer, counting the lines it encodes."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer, self.lines = tokenizer, 0
+
+    def encode(self, *args, **kwargs):
+        self.lines += 1
+        return self.tokenizer.encode(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.tokenizer, name)
+
+
+def test_a_line_holding_no_occurrence_still_wanted_is_not_encoded_and_the_pieces_are_the_same(tokenizer):
+    """Only lines with an occurrence still wanted give pieces: the others are not tokenized, and the reading stops
+    once every word has its contexts (at max_contexts=2 a whole corpus was read to fill the first lines)."""
+    wanted = [["the", "dog", "sleeps"], ["the", "lazy", "dog"]]
+    others = [["a", "lazy", "afternoon"], ["the", "quick", "dog"], ["foxes", "and", "dogs"]]  # none, then filled
+    corpus = [wanted[0], others[0], wanted[1], others[1], others[2]]
+    counting = CountingTokenizer(tokenizer)
+    pieces = segments(counting, corpus, ["the", "dog"], max_contexts=2, max_length=32)
+    assert pieces == segments(tokenizer, wanted, ["the", "dog"], max_contexts=2, max_length=32)
+    assert counting.lines == 2 and sum(t >= 0 for p in pieces for t in p.token_word) == 4
