@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import Rule, at_least, check_value, one_of
 from armlm.generation.sampling import SamplingSettings, sample
 from armlm.models.attention import BIDIRECTIONAL
 from armlm.models.backbone import Transformer
@@ -20,6 +21,13 @@ from armlm.objectives.base import Objective
 from armlm.sources.base import Reading, as_reading, causal_next_token_states
 
 UNMASKING_ORDERS = ("confidence", "random")
+# what a Request takes, which `armlm generate` checks on its config before it loads a checkpoint
+REQUEST_RULES = (
+    Rule("new_tokens", (int,), at_least(1), "an integer >= 1"),
+    Rule("samples", (int,), at_least(1), "an integer >= 1"),
+    Rule("steps", (int,), at_least(1), "an integer >= 1, or null (one position revealed per step)", optional=True),
+    Rule("order", (str,), one_of(*UNMASKING_ORDERS), f"one of {UNMASKING_ORDERS}"),
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,10 @@ class Request:
     mask_id: int | None  # None: the tokenizer has none (a decoder), so only left-to-right sampling
     steps: int | None = None  # unmasking steps (None: one position revealed per step)
     order: str = "confidence"  # which masked positions are revealed first
+
+    def __post_init__(self) -> None:
+        for rule in REQUEST_RULES:
+            check_value(rule, getattr(self, rule.key))
 
 
 @torch.no_grad()
@@ -63,10 +75,6 @@ def iterative_unmasking(model: Transformer, request: Request, generator: torch.G
     at every masked position (given everything visible) and keeps ceil(masked / steps left) of them, the most
     probable draws first (`confidence`, MaskGIT / LLaDA) or at random; the rest are masked again. `reading`:
     the samplers' common signature; every model sampled this way reads the same bidirectional conditionals."""
-    if request.order not in UNMASKING_ORDERS:
-        raise ArmlmError(f"order={request.order!r}; choose one of {UNMASKING_ORDERS}")
-    if request.steps is not None and request.steps < 1:
-        raise ArmlmError(f"steps={request.steps}; use at least 1 (or null: one position per step)")
     device = next(model.parameters()).device
     n = request.new_tokens
     steps = n if request.steps is None else min(request.steps, n)

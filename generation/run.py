@@ -16,26 +16,18 @@ from tokenizers import Tokenizer
 from armlm.common.atomic import atomic_write_text
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
-from armlm.common.rules import NUMBER, Rule, at_least, check_rules, one_of
+from armlm.common.rules import Rule, at_least, check_rules
 from armlm.common.vocabulary import CLS, EOD, MASK, SPECIAL_TOKENS
 from armlm.datamodules.encoding import token_id
-from armlm.generation.decode import UNMASKING_ORDERS, Request, generator_for
-from armlm.generation.sampling import SamplingSettings
+from armlm.generation.decode import REQUEST_RULES, Request, generator_for
+from armlm.generation.sampling import SAMPLING_RULES, SamplingSettings
 from armlm.sources.base import Reading
 from armlm.training.pretrained import load_pretrained
 
 log = logging.getLogger("armlm.generate")
 
-GENERATE_RULES = (
-    Rule("new_tokens", (int,), at_least(1), "an integer >= 1"),
-    Rule("samples", (int,), at_least(1), "an integer >= 1"),
-    Rule("steps", (int,), at_least(1), "an integer >= 1, or null (one position revealed per step)", optional=True),
-    Rule("order", (str,), one_of(*UNMASKING_ORDERS), f"one of {UNMASKING_ORDERS}"),
-    Rule("seed", (int,), at_least(0), "an integer >= 0"),
-    Rule("temperature", NUMBER, at_least(0), "a number >= 0 (0 = greedy)"),
-    Rule("top_k", (int,), at_least(0), "an integer >= 0 (0 keeps every token)"),
-    Rule("top_p", NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1]"),
-)
+# the command's own, and those of the objects it builds, checked before a checkpoint is loaded
+GENERATE_RULES = (Rule("seed", (int,), at_least(0), "an integer >= 0"), *REQUEST_RULES, *SAMPLING_RULES)
 
 
 def encode_prompt(tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
@@ -53,7 +45,7 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("checkpoint"):
         raise ArmlmError("checkpoint= is missing; give a pretraining checkpoint file or run folder")
     check_rules(cfg, GENERATE_RULES)
-    sampling = SamplingSettings(float(cfg.temperature), cfg.top_k, float(cfg.top_p))
+    sampling = SamplingSettings(cfg.temperature, cfg.top_k, cfg.top_p)
     check_device(cfg.device)
     pretrained = load_pretrained(cfg.checkpoint)
     reading = Reading.of_objective(pretrained.objective_class)
@@ -76,8 +68,8 @@ def run_generation(cfg: DictConfig) -> dict[str, Any]:
     texts = [tokenizer.decode(row[1:].tolist(), skip_special_tokens=False) for row in ids]
     result = {"checkpoint": str(pretrained.path), "objective": pretrained.objective_name,
               "method": generate.name, "prompt": str(cfg.prompt), "new_tokens": int(cfg.new_tokens),
-              **generate.what_it_read(unmasking), "temperature": sampling.temperature,
-              "top_k": sampling.top_k, "top_p": sampling.top_p, "seed": int(cfg.seed), "samples": texts,
+              **generate.what_it_read(unmasking), "temperature": float(sampling.temperature),
+              "top_k": sampling.top_k, "top_p": float(sampling.top_p), "seed": int(cfg.seed), "samples": texts,
               "seconds": round(time.perf_counter() - started, 2)}
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from armlm.common.errors import ArmlmError
+from armlm.common.rules import NUMBER, Rule, at_least, check_value
+
+# what SamplingSettings takes, which `armlm generate` checks on its config before it loads a checkpoint
+SAMPLING_RULES = (
+    Rule("temperature", NUMBER, at_least(0), "a number >= 0 (0 = greedy)"),
+    Rule("top_k", (int,), at_least(0), "an integer >= 0 (0 keeps every token)"),
+    Rule("top_p", NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+)
 
 
 @dataclass(frozen=True)
@@ -20,12 +27,8 @@ class SamplingSettings:
     top_p: float = 1.0  # keep the smallest set of most probable tokens whose mass reaches p
 
     def __post_init__(self) -> None:
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise ArmlmError(f"temperature={self.temperature!r}; use a number >= 0 (0 = greedy)")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ArmlmError(f"top_k={self.top_k!r}; use an integer >= 0 (0 keeps every token)")
-        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise ArmlmError(f"top_p={self.top_p!r}; use a number in (0, 1]")
+        for rule in SAMPLING_RULES:
+            check_value(rule, getattr(self, rule.key))
 
 
 def filtered_log_probs(logits: Tensor, settings: SamplingSettings, banned: Tensor | None = None) -> Tensor:

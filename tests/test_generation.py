@@ -54,6 +54,17 @@ def test_bad_sampling_settings_are_refused(bad):
         SamplingSettings(**bad)
 
 
+@pytest.mark.parametrize("bad, says", [(dict(steps=0), "steps=0: expected an integer >= 1"),
+                                       (dict(order="sideways"), "order='sideways': expected one of"),
+                                       (dict(new_tokens=0), "new_tokens=0: expected an integer >= 1"),
+                                       (dict(samples=True), "samples=True: expected an integer >= 1")])
+def test_a_request_out_of_range_is_refused_when_built_whichever_sampler_reads_it(bad, says):
+    """Only iterative unmasking checked steps= and order=, and only when it ran; the request checks what it holds
+    by the rules `armlm generate` checks its config by (REQUEST_RULES)."""
+    with pytest.raises(ValueError, match="^" + re.escape(says)):
+        request(**bad)
+
+
 def test_the_noise_is_drawn_in_float64(monkeypatch):
     """float32 uniforms cut the Gumbel tail (-log(-log u) is at most 16.6 when u rounds to 1), lowering the
     temperature; the draw must be float64."""
