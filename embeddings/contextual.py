@@ -7,6 +7,7 @@ template) in its own attention, lines longer than the positions it takes cut at 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ class Segment:
     occurrence: list[int]  # per token: which occurrence (counted over the segment's words) it belongs to, -1 else
 
 
-def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str], max_contexts: int,
+def segments(tokenizer: Tokenizer, sentences: Iterable[list[str]], words: list[str], max_contexts: int,
              max_length: int, special: SpecialTokens | None = None) -> list[Segment]:
     """The lines cut to `max_length` tokens (the frame's start and end tokens included: `special`, default an armlm
     tokenizer's) at word boundaries, keeping only those holding an occurrence still wanted (each word's first
@@ -37,12 +38,13 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
     start, end = special.start, special.task_end
     index = {w: i for i, w in enumerate(words)}
     seen: Counter[int] = Counter()
+    filled = 0  # words with all their contexts
     kept = []
     budget = max_length - 1 - len(end)
     for sentence in sentences:
+        if filled == len(index):
+            break
         if not any(seen[row] < max_contexts for row in (index.get(w, -1) for w in sentence) if row >= 0):
-            if len(seen) == len(words) and all(n >= max_contexts for n in seen.values()):
-                break
             continue
         encoding = tokenizer.encode(sentence, is_pretokenized=True, add_special_tokens=False)
         ids = encoding.ids  # a new list at each read of the attribute: read once per line, not once per token
@@ -61,6 +63,7 @@ def segments(tokenizer: Tokenizer, sentences: list[list[str]], words: list[str],
             wanted = row >= 0 and seen[row] < max_contexts
             if wanted:
                 seen[row] += 1
+                filled += seen[row] == max_contexts
             occurrence = max(current.occurrence) + 1 if wanted else -1
             for p in positions:
                 current.ids.append(ids[p])

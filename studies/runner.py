@@ -21,8 +21,10 @@ from itertools import takewhile
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
 from armlm.common.commands import resolve, script_path
@@ -115,8 +117,10 @@ def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
         cfg.ckpt_path = None
     try:
         resolve(stage.command.check)(cfg)
-    except Exception as err:  # noqa: BLE001 - a setting no class takes (+objective.foo=1) is Hydra's TypeError
+    except (ArmlmError, MissingMandatoryValue) as err:
         return err
+    except InstantiationException as err:  # a setting no class takes (+objective.foo=1): the class's TypeError
+        return err.__cause__ or err
     return None
 
 

@@ -111,7 +111,12 @@ def test_a_line_holding_no_occurrence_still_wanted_is_not_encoded_and_the_pieces
     wanted = [["the", "dog", "sleeps"], ["the", "lazy", "dog"]]
     others = [["a", "lazy", "afternoon"], ["the", "quick", "dog"], ["foxes", "and", "dogs"]]  # none, then filled
     corpus = [wanted[0], others[0], wanted[1], others[1], others[2]]
+
+    def lines_then_the_rest():  # the rest of a long corpus: not read once every word has its contexts
+        yield from corpus
+        raise AssertionError("read past the line where every word had its contexts")
+
     counting = CountingTokenizer(tokenizer)
-    pieces = segments(counting, corpus, ["the", "dog"], max_contexts=2, max_length=32)
+    pieces = segments(counting, lines_then_the_rest(), ["the", "dog"], max_contexts=2, max_length=32)
     assert pieces == segments(tokenizer, wanted, ["the", "dog"], max_contexts=2, max_length=32)
     assert counting.lines == 2 and sum(t >= 0 for p in pieces for t in p.token_word) == 4

@@ -174,6 +174,8 @@ def test_generate_until_is_the_objectives_sampler_cut_at_the_stop_string(untrain
     assert isinstance(text, str)
     with pytest.raises(ValueError, match="max_gen_toks=64 does not fit"):
         ours.generate_until(requests("generate_until", [("the", {"max_gen_toks": 64})]))
+    with pytest.raises(ValueError, match=r"^max_gen_toks=0: a generation task asks for at least one token"):
+        ours.generate_until(requests("generate_until", [("the", {"max_gen_toks": 0})]))
 
 
 def test_bad_settings_are_refused_naming_the_fix(untrained):

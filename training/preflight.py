@@ -27,7 +27,10 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     check_branch_settings(cfg, objective)
     sdpa_backends(cfg.trainer)  # names torch knows
-    TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
+    try:
+        TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
+    except TypeError as err:  # a key it does not take (+data.tokenizer.x=1)
+        raise ArmlmError(f"data.tokenizer: {err}; drop the setting or name one of TokenizerSettings' fields") from None
     if cfg.data.block_size > model_config.max_len:
         raise ArmlmError(f"data.block_size={cfg.data.block_size} exceeds model.max_len={model_config.max_len}")
     if objective.needs_progress and cfg.get("max_flops") is not None:

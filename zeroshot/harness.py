@@ -152,6 +152,9 @@ class ArmlmLM(LM):
                                         int(settings.get("top_k", 0) or 0), float(settings.get("top_p", 1.0) or 1.0))
             ids = self._encode(context)[0]
             room = self.window - 1 - new_tokens
+            if new_tokens < 1:  # a Request would refuse it as new_tokens=, which no task names
+                raise ArmlmError(f"max_gen_toks={new_tokens}: a generation task asks for at least one token; raise it "
+                                 "in the task's generation_kwargs")
             if room < 0:
                 raise ArmlmError(f"max_gen_toks={new_tokens} does not fit the {self.window} positions the checkpoint "
                                  "was trained on; lower it in the task's generation_kwargs")
