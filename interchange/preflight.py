@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from armlm.common.errors import ArmlmError
 from armlm.common.rules import Rule, any_value, check_rules, one_of
 
 FORMATS = ("auto", "native", "remote")
@@ -20,6 +19,5 @@ EXPORT_RULES = (
 def check_config(cfg: DictConfig) -> None:
     """The flags, the format, and the two settings without a default."""
     check_rules(cfg, EXPORT_RULES)
-    for required in ("checkpoint", "out"):
-        if OmegaConf.is_missing(cfg, required):
-            raise ArmlmError(f"{required} has no value; give it on the command line, e.g. {required}=<value>")
+    for required in ("checkpoint", "out"):  # a `???` raises, and the command names the setting to give (common.cli)
+        OmegaConf.select(cfg, required, throw_on_missing=True)
