@@ -13,43 +13,32 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def test_two_process_ddp_run_shares_one_folder_and_counts_both_ranks(tmp_path, cache_dir):
-    """Through `python -m armlm train`, from a folder outside the checkout: Lightning starts the second rank as
-    `python -m armlm.__main__ <settings>`, without the command's name (common.commands.rank_argv gives it back);
-    the test below runs train.py."""
-    run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "armlm", "train", "experiment=smoke", "objective=mlm", "trainer=ddp",
-         "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true", "trainer.max_steps=6",
-         "trainer.val_check_interval=3", "trainer.enable_progress_bar=false", f"data.cache_dir={cache_dir}",
-         f"hydra.run.dir={run_dir}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 6
-    assert summary["tokens_seen"] == 2 * 6 * 8 * 64  # two ranks x steps x batch x block
-    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no second folder from the relaunched rank
-
-
-def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, cache_dir):
+def test_two_ranks_share_one_folder_count_both_and_match_one_process_with_the_same_global_batch(tmp_path, cache_dir):
     """AR (no random corruption) with dropout off: 2 ranks x batch 4 and 1 process x batch 8 see the same
-    examples at every step (seeded sampler), so the weights agree up to float summation order."""
+    examples at every step (seeded sampler), so the weights agree up to float summation order. The two ranks run
+    through `python -m armlm train` from a folder outside the checkout: Lightning starts the second rank as
+    `python -m armlm.__main__ <settings>`, without the command's name (common.commands.rank_argv gives it back); both
+    write one run folder, and its token count sums over them. The single processes run train.py."""
     import torch
 
-    common = ["train.py", "experiment=smoke", "objective=ar", "model.dropout=0.0", "trainer.accelerator=cpu",
-              "trainer.precision=32-true", "trainer.max_steps=4", "trainer.val_check_interval=4",
+    common = ["experiment=smoke", "objective=ar", "model.dropout=0.0", "trainer.accelerator=cpu",
+              "trainer.precision=32-true", "trainer.max_steps=4", "trainer.val_check_interval=2",
               "trainer.enable_progress_bar=false", f"data.cache_dir={cache_dir}"]
-    runs = {"ddp": ["trainer=ddp", "trainer.devices=2", "data.batch_size=4"],
-            "single": ["trainer.devices=1", "data.batch_size=8"],
-            "half_batch": ["trainer.devices=1", "data.batch_size=4"]}  # other examples: must not match
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    runs = {"ddp": (["-m", "armlm", "train", "trainer=ddp", "trainer.devices=2", "data.batch_size=4"], elsewhere),
+            "single": (["train.py", "trainer.devices=1", "data.batch_size=8"], REPO),
+            "half_batch": (["train.py", "trainer.devices=1", "data.batch_size=4"], REPO)}  # other examples: must not match
     weights = {}
-    for name, extra in runs.items():
-        run_dir = tmp_path / name
-        result = subprocess.run([sys.executable, *common, *extra, f"hydra.run.dir={run_dir}"], cwd=REPO,
+    for name, (command, cwd) in runs.items():
+        run_dir = (elsewhere if name == "ddp" else tmp_path) / name
+        result = subprocess.run([sys.executable, *command, *common, f"hydra.run.dir={run_dir}"], cwd=cwd,
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         weights[name] = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    summary = json.loads((elsewhere / "ddp" / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["tokens_seen"] == 2 * 4 * 4 * 64  # two ranks x steps x batch x block
+    assert [p.name for p in elsewhere.iterdir()] == ["ddp"]  # no second folder from the relaunched rank
     assert weights["ddp"].keys() == weights["single"].keys()
     for key, value in weights["ddp"].items():
         torch.testing.assert_close(value, weights["single"][key], atol=2e-5, rtol=1e-4, msg=key)

@@ -94,14 +94,16 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
     from nbclient import NotebookClient
 
     root = tmp_path / "tiny"
-    # Both arms at once through the joblib launcher; ar's diagnostics read mlm's candidates, so they may
-    # wait for the second, plain launch, which also writes the report.
+    # Both arms at once through the joblib launcher, each arm's stages inside its job's process; ar's diagnostics
+    # read mlm's candidates, so they may wait for the second, plain launch (a process per stage), which also writes
+    # the report. One process per stage in both arms would add eight starts of Lightning to the suite's time
+    # (tests/test_study_runner.py and the seed test below launch stages as processes too).
     run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "arm=ar,mlm", f"root={root}",
-              *study_settings)
+              "launcher=in_process", *study_settings)
     assert (root / "ar" / "seed1" / "pretrain" / "summary.json").is_file()
     assert (root / "mlm" / "seed1" / "diagnostics" / "diagnostics.json").is_file()
     assert not (root / "report").exists()
-    run_study(f"root={root}", "launcher=in_process", *study_settings)  # the same stages, without a process each
+    run_study(f"root={root}", *study_settings)
     assert set(statuses(root).values()) <= {"skipped", "done"} and len(statuses(root)) == 2 * (1 + 2 + 1)
     report = root / "report"
     for name in ("learning_curves", "downstream", "discrepancy", "embeddings", "gap_by_distance"):
