@@ -190,14 +190,25 @@ def test_bad_settings_are_refused_naming_the_fix(untrained):
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
 
 
-@pytest.mark.slow  # lm-eval indexes its thousands of task configs at each call: about 10 s each
+@pytest.mark.slow  # lm-eval indexes its thousands of task configs at each call: about 10 s
 def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch, tmp_path, data_dir):
     """lm-eval's own refusal, a ValueError traceback through `armlm harness` (probed on 5 December), is armlm's one
-    line; the command line is the user's, so it asks lm-eval's task list, not armlm."""
-    from armlm.zeroshot.harness_cli import main
+    line; the command line is the user's, so it asks lm-eval's task list, not armlm. Without a BLiMP folder the line
+    says where blimp_local looks (the same refusal of lm-eval's, given again, not a second indexing)."""
+    from armlm.zeroshot import harness_cli
 
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    for data, says in ((data_dir, "armlm adds blimp_local"), (tmp_path, f"blimp_local needs BLiMP in {tmp_path}/blimp")):
-        monkeypatch.setenv("ARMLM_DATA_DIR", str(data))
-        with pytest.raises(ArmlmError, match=rf"^Tasks not found: no_such_task; `lm-eval ls tasks` lists .*{says}$"):
-            main(["--model", "armlm", "--model_args", f"checkpoint={untrained['ar']}", "--tasks", "no_such_task"])
+    args = ["--model", "armlm", "--model_args", f"checkpoint={untrained['ar']}", "--tasks", "no_such_task"]
+    line = r"^Tasks not found: no_such_task; `lm-eval ls tasks` lists lm-eval's tasks, and "
+    monkeypatch.setenv("ARMLM_DATA_DIR", str(data_dir))
+    with pytest.raises(ArmlmError, match=line + "armlm adds blimp_local$") as refused:
+        harness_cli.main(args)
+    lm_evals = refused.value.__cause__
+    assert isinstance(lm_evals, ValueError)
+
+    def refuses_again() -> None:
+        raise lm_evals
+    monkeypatch.setattr(harness_cli, "cli_evaluate", refuses_again)
+    monkeypatch.setenv("ARMLM_DATA_DIR", str(tmp_path))
+    with pytest.raises(ArmlmError, match=line + rf"armlm's blimp_local needs BLiMP in {tmp_path}/blimp$"):
+        harness_cli.main(args)
