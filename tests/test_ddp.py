@@ -18,7 +18,9 @@ def test_two_ranks_share_one_folder_count_both_and_match_one_process_with_the_sa
     examples at every step (seeded sampler), so the weights agree up to float summation order. The two ranks run
     through `python -m armlm train` from a folder outside the checkout: Lightning starts the second rank as
     `python -m armlm.__main__ <settings>`, without the command's name (common.commands.rank_argv gives it back); both
-    write one run folder, and its token count sums over them. The single processes run train.py."""
+    write one run folder, and its token count sums over them. The control, a global batch of 4, runs on two ranks
+    through train.py, which Lightning starts again as `python train.py <settings>` (a study's DDP stage is launched
+    so)."""
     import torch
 
     common = ["experiment=smoke", "objective=ar", "model.dropout=0.0", "trainer.accelerator=cpu",
@@ -28,7 +30,8 @@ def test_two_ranks_share_one_folder_count_both_and_match_one_process_with_the_sa
     elsewhere.mkdir()
     runs = {"ddp": (["-m", "armlm", "train", "trainer=ddp", "trainer.devices=2", "data.batch_size=4"], elsewhere),
             "single": (["train.py", "trainer.devices=1", "data.batch_size=8"], REPO),
-            "half_batch": (["train.py", "trainer.devices=1", "data.batch_size=4"], REPO)}  # other examples: must not match
+            # other examples (a global batch of 4): must not match
+            "half_batch": (["train.py", "trainer=ddp", "trainer.devices=2", "data.batch_size=2"], REPO)}
     weights = {}
     for name, (command, cwd) in runs.items():
         run_dir = (elsewhere if name == "ddp" else tmp_path) / name
@@ -38,6 +41,7 @@ def test_two_ranks_share_one_folder_count_both_and_match_one_process_with_the_sa
         weights[name] = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     summary = json.loads((elsewhere / "ddp" / "summary.json").read_text())
     assert summary["steps"] == 4 and summary["tokens_seen"] == 2 * 4 * 4 * 64  # two ranks x steps x batch x block
+    assert json.loads((tmp_path / "half_batch" / "summary.json").read_text())["tokens_seen"] == 2 * 4 * 2 * 64
     assert [p.name for p in elsewhere.iterdir()] == ["ddp"]  # no second folder from the relaunched rank
     assert weights["ddp"].keys() == weights["single"].keys()
     for key, value in weights["ddp"].items():

@@ -3,6 +3,7 @@ rerun without work and resumed after a hard kill; the findings and data-constrai
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,14 +65,16 @@ def statuses(root: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_a_seed_run_beside_another_computes_what_it_computes_alone(study_settings, tmp_path):
-    """Issue 83's concurrent seeds: two seeds launched at once (the joblib launcher, two processes, sharing the token
-    cache) give each seed's pretraining the same losses and the same final weights, bit for bit, as the seed run
-    alone; each stage.json says how its launch ran. One thread per process in both
-    ways, since a thread count changes a reduction's order."""
+    """Issue 83's concurrent seeds: two seeds launched at once (the joblib launcher: two processes sharing the token
+    cache, each running its seed's stages inside it) give each seed's pretraining the same losses and the same final
+    weights, bit for bit, as the seed run alone in a process of its own: neither the neighbour nor the launch path
+    changes a bit. Each stage.json says how its launch ran. One thread per process in both ways, since a thread
+    count changes a reduction's order."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     together, alone = tmp_path / "together", tmp_path / "alone"
     only = ["arm=ar", "stages=[pretrain]", "report=false", *study_settings]
-    run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", f"root={together}", *only, env=env)
+    run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", f"root={together}",
+              "launcher=in_process", *only, env=env)
     run_study("seed=1", f"root={alone}", *only, env=env)
     pretrain = Path("ar") / "seed1" / "pretrain"
     ours, theirs = (torch.load(root / pretrain / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
@@ -82,7 +85,8 @@ def test_a_seed_run_beside_another_computes_what_it_computes_alone(study_setting
     losses = logged_scalars(alone / pretrain, "train/loss")
     assert losses and logged_scalars(together / pretrain, "train/loss") == losses
     launched = json.loads((together / pretrain / RECORD).read_text())["launched"]
-    assert launched["sweep_n_jobs"] == 2 and "joblib" in launched["sweep_launcher"]
+    assert launched["launcher"] == "in_process" and launched["sweep_n_jobs"] == 2 and "joblib" in launched[
+        "sweep_launcher"]
     assert json.loads((alone / pretrain / RECORD).read_text())["launched"] == {
         "launcher": "process", "sweep_launcher": None, "sweep_n_jobs": None}
 
@@ -94,16 +98,24 @@ def test_tiny_study_runs_in_parallel_completes_reports_and_reruns_without_work(s
     from nbclient import NotebookClient
 
     root = tmp_path / "tiny"
-    # Both arms at once through the joblib launcher, each arm's stages inside its job's process; ar's diagnostics
-    # read mlm's candidates, so they may wait for the second, plain launch (a process per stage), which also writes
-    # the report. One process per stage in both arms would add eight starts of Lightning to the suite's time
-    # (tests/test_study_runner.py and the seed test below launch stages as processes too).
+    # Both arms at once through the joblib launcher, each arm's stages inside its job's process (a process per stage
+    # in both arms would start Lightning eight times). ar's diagnostics read mlm's candidates, so they may wait for
+    # the second, plain launch, which runs what is left as a process per stage and writes the report; one fine-tuning
+    # stage and ar's diagnostics are removed before it, so that a stage of each kind after pretraining is launched
+    # as its own process whatever the first launch's timing (the seed test above launches pretraining so).
     run_study("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "arm=ar,mlm", f"root={root}",
               "launcher=in_process", *study_settings)
-    assert (root / "ar" / "seed1" / "pretrain" / "summary.json").is_file()
+    ar = root / "ar" / "seed1"
+    assert (ar / "pretrain" / "summary.json").is_file()
     assert (root / "mlm" / "seed1" / "diagnostics" / "diagnostics.json").is_file()
     assert not (root / "report").exists()
+    assert json.loads((ar / "pretrain" / RECORD).read_text())["launched"]["launcher"] == "in_process"
+    relaunched = (ar / "finetune" / "rte-bidirectional", ar / "diagnostics")
+    for folder in relaunched:
+        shutil.rmtree(folder, ignore_errors=True)
     run_study(f"root={root}", *study_settings)
+    assert [json.loads((folder / RECORD).read_text())["launched"]["launcher"] for folder in relaunched] == [
+        "process", "process"]
     assert set(statuses(root).values()) <= {"skipped", "done"} and len(statuses(root)) == 2 * (1 + 2 + 1)
     report = root / "report"
     for name in ("learning_curves", "downstream", "discrepancy", "embeddings", "gap_by_distance"):

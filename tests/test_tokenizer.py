@@ -41,8 +41,8 @@ def test_two_processes_train_the_same_tokenizer():
         assert first[kind]["model"]["vocab"] == second[kind]["model"]["vocab"], kind
         assert first[kind] == second[kind], kind
         vocab = first[kind]["model"]["vocab"]
-        assert [vocab[token] for token in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
-        assert sorted(vocab.values()) == list(range(len(vocab)))
+        assert [vocab[token] for token in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS))), kind
+        assert sorted(vocab.values()) == list(range(len(vocab))), kind
 
 
 @pytest.fixture(scope="module")
