@@ -4,7 +4,7 @@ holds pretraining's and fine-tuning's tables; generate, evaluate and zeroshot ke
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,3 +67,19 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None 
     if (not isinstance(betas, (list, tuple)) and not OmegaConf.is_list(betas)) or len(betas) != 2 or not all(
             isinstance(b, NUMBER) and not isinstance(b, bool) and 0 <= b < 1 for b in betas):
         raise ArmlmError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
+
+
+def check_closed(cfg: DictConfig, node: str, known: Collection[str]) -> None:
+    """A node whose settings the command reads by name (an optimiser's, a step's) holds those alone. Hydra's advice
+    for a key the config lacks is to add it with +key=value, which it then composes and nothing reads: a typo ran
+    the whole run with the default. Raise ArmlmError naming the key and the settings the node has."""
+    settings = OmegaConf.select(cfg, node, default=None)
+    unknown = [key for key in (settings or {}) if key not in known]
+    if unknown:
+        raise ArmlmError(f"{node}.{unknown[0]}: armlm reads no such setting, so +{node}.{unknown[0]}=... would change "
+                         f"nothing; {node} holds {', '.join(known)}")
+
+
+def closed_keys(rules: tuple[Rule, ...], node: str, *elsewhere: str) -> tuple[str, ...]:
+    """The settings of `node` that the rules name, and those checked elsewhere (`elsewhere`): all it may hold."""
+    return tuple(rule.key.removeprefix(f"{node}.") for rule in rules if rule.key.startswith(f"{node}.")) + elsewhere

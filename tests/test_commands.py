@@ -181,6 +181,7 @@ def test_the_console_entry_point_runs_as_a_module():
     (["train", "trainer.step.sdpa_backends=[fast]"], "trainer.step.sdpa_backends=['fast']; choose some of"),
     (["finetune", "task=rte"], "task=rte needs pretrained="),
     (["finetune", "task=rte", "pretrained=x", "task.optim.lr=0"], "task.optim.lr=0: expected a number > 0"),
+    (["train", "+optim.warmup=100"], "optim.warmup: armlm reads no such setting"),  # Hydra's advice for optim.warmup
     (["export", "checkpoint=x"], "out has no value"),
     (["export", "checkpoint=x", "out=y", "format=onnx"], "format='onnx': expected one of"),
 ])

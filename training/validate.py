@@ -14,7 +14,18 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from armlm.common.errors import ArmlmError, ArmlmFileError
-from armlm.common.rules import NUMBER, Rule, above, any_value, at_least, check_rules, count_or_share, one_of
+from armlm.common.rules import (
+    NUMBER,
+    Rule,
+    above,
+    any_value,
+    at_least,
+    check_closed,
+    check_rules,
+    closed_keys,
+    count_or_share,
+    one_of,
+)
 from armlm.training.compiled import COMPILE_MODES
 
 BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
@@ -88,13 +99,24 @@ FINETUNE_RULES = (
 )
 
 
+# Nodes the runs read by name, each setting there checked above or where named (AdamW's betas by check_rules,
+# trainer.step.sdpa_backends by training.step_config): a key added there is refused, not ignored
+STEP_KEYS = closed_keys(RULES, "trainer.step", "sdpa_backends")
+CLOSED = {"optim": closed_keys(RULES, "optim", "betas"), "trainer.step": STEP_KEYS}
+FINETUNE_CLOSED = {"task.optim": closed_keys(FINETUNE_RULES, "task.optim", "betas"), "trainer.step": STEP_KEYS}
+
+
 def check_finetune_settings(cfg: DictConfig) -> None:
     """The fine-tuning run's numbers (task.*, finetune.*), before any data is read."""
+    for node, known in FINETUNE_CLOSED.items():
+        check_closed(cfg, node, known)
     check_rules(cfg, FINETUNE_RULES, "task.optim.betas")
 
 
 def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     """The pretraining run's numbers and combinations; raises naming the key, the value and the fix."""
+    for node, known in CLOSED.items():
+        check_closed(cfg, node, known)
     check_rules(cfg, RULES, "optim.betas")
     max_tokens = cfg.get("max_tokens")
     points = list(cfg.get("save_at_tokens") or [])
