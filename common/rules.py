@@ -72,12 +72,12 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None 
 def check_closed(cfg: DictConfig, node: str, known: Collection[str]) -> None:
     """A node whose settings the command reads by name (an optimiser's, a step's) holds those alone. Hydra's advice
     for a key the config lacks is to add it with +key=value, which it then composes and nothing reads: a typo ran
-    the whole run with the default. Raise ArmlmError naming the key and the settings the node has."""
+    the whole run with the default. Raise ArmlmError naming the keys nothing reads and the settings the node has."""
     settings = OmegaConf.select(cfg, node, default=None)
-    unknown = [key for key in (settings or {}) if key not in known]
+    unknown = [f"{node}.{key}" for key in (settings or {}) if key not in known]
     if unknown:
-        raise ArmlmError(f"{node}.{unknown[0]}: armlm reads no such setting, so +{node}.{unknown[0]}=... would change "
-                         f"nothing; {node} holds {', '.join(known)}")
+        raise ArmlmError(f"{', '.join(unknown)}: armlm reads no such setting (added, e.g. with +{unknown[0]}=..., it "
+                         f"would change nothing); {node} holds {', '.join(known)}")
 
 
 def closed_keys(rules: tuple[Rule, ...], node: str, *elsewhere: str) -> tuple[str, ...]:

@@ -273,7 +273,8 @@ def test_step_settings_are_checked_before_any_data(setting, message):
 
 @pytest.mark.parametrize(("command", "added"), [
     ("train", "+optim.warmup=100"), ("train", "+trainer.step.compiled=true"),
-    ("finetune", "+task.optim.warmup=0.1"), ("finetune", "+trainer.step.compiled=true")])
+    ("finetune", "+task.optim.warmup=0.1"), ("finetune", "+trainer.step.compiled=true"),
+    ("finetune", "+finetune.pool=mean")])
 def test_a_setting_added_where_a_run_reads_settings_by_name_is_refused_not_ignored(command, added):
     """Hydra's advice for a key the config lacks is to add it, +key=value; nothing reads a key added to the optimiser's
     or the step's settings, so a typo there ran the whole run with the default."""
@@ -282,19 +283,21 @@ def test_a_setting_added_where_a_run_reads_settings_by_name_is_refused_not_ignor
     check = check_config if command == "train" else check_finetune_config
     cfg = composed_config(command, [added, *(["task=rte", "pretrained=/some/run"] if command == "finetune" else [])])
     node, key = added[1:].split("=")[0].rsplit(".", 1)
-    with pytest.raises(ArmlmError, match=rf"^{node}\.{key}: armlm reads no such setting, so \+{node}\.{key}=\.\.\. "
-                                         rf"would change nothing; {node} holds "):
+    with pytest.raises(ArmlmError, match=rf"^{node}\.{key}: armlm reads no such setting \(added, e\.g\. with "
+                                         rf"\+{node}\.{key}=\.\.\., it would change nothing\); {node} holds "):
         check(cfg)
 
 
 def test_the_settings_read_by_name_are_exactly_those_their_configs_hold():
-    """The keys a closed node may hold (training.validate's CLOSED tables, from its rules) are every trainer's and
-    every task's: none of their own settings is refused, and none is left unchecked."""
+    """The keys a closed node may hold (training.validate's CLOSED tables, from its rules) are every trainer's,
+    every task's and fine-tuning's own: none of their settings is refused, and none is left unchecked."""
     from armlm.training.validate import CLOSED, FINETUNE_CLOSED
 
     trainers = sorted(path.stem for path in (REPO / "configs" / "trainer").glob("*.yaml"))
     tasks = sorted(path.stem for path in (REPO / "configs" / "task").glob("*.yaml") if not path.stem.startswith("_"))
-    assert set(CLOSED) == {"optim", "trainer.step"} and set(FINETUNE_CLOSED) == {"task.optim", "trainer.step"}
+    assert set(CLOSED) == {"optim", "trainer.step"} and set(FINETUNE_CLOSED) == {"task.optim", "trainer.step",
+                                                                                 "finetune"}
+    assert sorted(FINETUNE_CLOSED["finetune"]) == sorted(composed_config("finetune", ["task=rte"]).finetune)
     assert sorted(CLOSED["optim"]) == sorted(composed().optim)
     for trainer in trainers:
         assert sorted(CLOSED["trainer.step"]) == sorted(composed(f"trainer={trainer}").trainer.step), trainer

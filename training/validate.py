@@ -103,7 +103,9 @@ FINETUNE_RULES = (
 # trainer.step.sdpa_backends by training.step_config): a key added there is refused, not ignored
 STEP_KEYS = closed_keys(RULES, "trainer.step", "sdpa_backends")
 CLOSED = {"optim": closed_keys(RULES, "optim", "betas"), "trainer.step": STEP_KEYS}
-FINETUNE_CLOSED = {"task.optim": closed_keys(FINETUNE_RULES, "task.optim", "betas"), "trainer.step": STEP_KEYS}
+FINETUNE_CLOSED = {"task.optim": closed_keys(FINETUNE_RULES, "task.optim", "betas"), "trainer.step": STEP_KEYS,
+                   # the mode, attention and read-out position: the fine-tuning run checks them (finetune.run)
+                   "finetune": closed_keys(FINETUNE_RULES, "finetune", "mode", "attention", "pooling", "word_subword")}
 
 
 def check_finetune_settings(cfg: DictConfig) -> None:
