@@ -4,7 +4,7 @@ holds pretraining's and fine-tuning's tables; generate, evaluate and zeroshot ke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,15 +69,17 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...], betas_key: str | None 
         raise ArmlmError(f"{betas_key}={betas!r}: expected two numbers in [0, 1), e.g. {betas_key}=[0.9,0.98]")
 
 
-def check_closed(cfg: DictConfig, node: str, known: Collection[str]) -> None:
-    """A node whose settings the command reads by name (an optimiser's, a step's) holds those alone. Hydra's advice
-    for a key the config lacks is to add it with +key=value, which it then composes and nothing reads: a typo ran
-    the whole run with the default. Raise ArmlmError naming the keys nothing reads and the settings the node has."""
-    settings = OmegaConf.select(cfg, node, default=None)
-    unknown = [f"{node}.{key}" for key in (settings or {}) if key not in known]
-    if unknown:
-        raise ArmlmError(f"{', '.join(unknown)}: armlm reads no such setting (added, e.g. with +{unknown[0]}=..., it "
-                         f"would change nothing); {node} holds {', '.join(known)}")
+def check_closed(cfg: DictConfig, closed: Mapping[str, Collection[str]]) -> None:
+    """Nodes whose settings the command reads by name (an optimiser's, a step's: `closed`, each node's keys) hold
+    those alone. Hydra's advice for a key the config lacks is to add it with +key=value, which it then composes and
+    nothing reads: a typo ran the whole run with the default. Raise ArmlmError naming the keys nothing reads and the
+    settings their node has."""
+    for node, known in closed.items():
+        settings = OmegaConf.select(cfg, node, default=None)
+        unknown = [f"{node}.{key}" for key in (settings or {}) if key not in known]
+        if unknown:
+            raise ArmlmError(f"{', '.join(unknown)}: armlm reads no such setting (added, e.g. with +{unknown[0]}=..., "
+                             f"it would change nothing); {node} holds {', '.join(known)}")
 
 
 def closed_keys(rules: tuple[Rule, ...], node: str, *elsewhere: str) -> tuple[str, ...]:

@@ -271,21 +271,24 @@ def test_step_settings_are_checked_before_any_data(setting, message):
         check_config(composed(setting))
 
 
-@pytest.mark.parametrize(("command", "added"), [
-    ("train", "+optim.warmup=100"), ("train", "+trainer.step.compiled=true"),
-    ("finetune", "+task.optim.warmup=0.1"), ("finetune", "+trainer.step.compiled=true"),
-    ("finetune", "+finetune.pool=mean")])
-def test_a_setting_added_where_a_run_reads_settings_by_name_is_refused_not_ignored(command, added):
-    """Hydra's advice for a key the config lacks is to add it, +key=value; nothing reads a key added to the optimiser's
-    or the step's settings, so a typo there ran the whole run with the default."""
-    from armlm.finetune.preflight import check_config as check_finetune_config
+FINETUNE = ["task=rte", "pretrained=/some/run"]
 
-    check = check_config if command == "train" else check_finetune_config
-    cfg = composed_config(command, [added, *(["task=rte", "pretrained=/some/run"] if command == "finetune" else [])])
-    node, key = added[1:].split("=")[0].rsplit(".", 1)
+
+@pytest.mark.parametrize(("command", "settings"), [
+    ("train", ["+optim.warmup=100"]), ("train", ["+trainer.step.compiled=true"]),
+    ("finetune", [*FINETUNE, "+task.optim.warmup=0.1"]), ("finetune", [*FINETUNE, "+trainer.step.compiled=true"]),
+    ("finetune", [*FINETUNE, "+finetune.pool=mean"])])
+def test_a_setting_added_where_a_run_reads_settings_by_name_is_refused_not_ignored(command, settings):
+    """Hydra's advice for a key the config lacks is to add it, +key=value; nothing reads a key added to the optimiser's
+    or the step's settings, so a typo there ran the whole run with the default. The command's own check refuses it,
+    as `armlm <command>` and a study's launch run it."""
+    from armlm.commands import COMMANDS
+    from armlm.common.commands import resolve
+
+    node, key = settings[-1][1:].split("=")[0].rsplit(".", 1)
     with pytest.raises(ArmlmError, match=rf"^{node}\.{key}: armlm reads no such setting \(added, e\.g\. with "
                                          rf"\+{node}\.{key}=\.\.\., it would change nothing\); {node} holds "):
-        check(cfg)
+        resolve(COMMANDS[command].check)(composed_config(COMMANDS[command].config, settings))
 
 
 def test_the_settings_read_by_name_are_exactly_those_their_configs_hold():

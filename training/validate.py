@@ -110,15 +110,13 @@ FINETUNE_CLOSED = {"task.optim": closed_keys(FINETUNE_RULES, "task.optim", "beta
 
 def check_finetune_settings(cfg: DictConfig) -> None:
     """The fine-tuning run's numbers (task.*, finetune.*), before any data is read."""
-    for node, known in FINETUNE_CLOSED.items():
-        check_closed(cfg, node, known)
+    check_closed(cfg, FINETUNE_CLOSED)
     check_rules(cfg, FINETUNE_RULES, "task.optim.betas")
 
 
 def check_run_settings(cfg: DictConfig, needs_documents: bool) -> None:
     """The pretraining run's numbers and combinations; raises naming the key, the value and the fix."""
-    for node, known in CLOSED.items():
-        check_closed(cfg, node, known)
+    check_closed(cfg, CLOSED)
     check_rules(cfg, RULES, "optim.betas")
     max_tokens = cfg.get("max_tokens")
     points = list(cfg.get("save_at_tokens") or [])
