@@ -10,16 +10,18 @@ A command that runs study stages takes its function, config and script from the 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from armlm.common.commands import Command, dispatch
 from armlm.studies.stages import STAGE_KINDS
 
 
-def runs_stages(kind: str) -> dict[str, str]:
-    """The name, run function, config, script and check of the command that runs study stages of this kind."""
+def runs_stages(kind: str) -> dict[str, Any]:
+    """The name, run function, config, script, check and open settings of the command that runs study stages of this
+    kind."""
     stage = STAGE_KINDS[kind]
     return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script,
-            "check": stage.check}
+            "check": stage.check, "open_settings": stage.open_settings}
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
@@ -45,7 +47,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "armlm.interchange.export:run_export", "export", errors=("builtins:FileExistsError",),
             check="armlm.interchange.preflight:check_config"),
     Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
-            "docs/guides/studies.md", "armlm.studies.run:study", "study"),
+            "docs/guides/studies.md", "armlm.studies.run:study", "study",
+            open_settings=("study",)),  # a study's planner reads its optional settings where given (study.gate, ...)
     Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",
             "docs/guides/studies.md", "armlm.analysis.reports.registry:main"),
     Command("bench", "print measured numbers: armlm bench <name> (bench/README.md lists them)", "bench/README.md",

@@ -15,10 +15,13 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from hydra.core.hydra_config import HydraConfig
+
+from armlm.common.added_settings import check_added_settings
 from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit
 from armlm.common.config import CHECKOUT, CONFIGS, export_data_dir
 
@@ -40,6 +43,9 @@ class Command:
     # "module:function" that checks the composed config without the run's heavy stack (Lightning, transformers), run
     # before `run` is imported: a bad value is one line in the seconds Hydra and torch take
     check: str | None = None
+    # nodes whose readers take keys the config leaves out, and check them (a study's optional settings): a key added
+    # anywhere else must be one its node holds or its class takes (common.added_settings)
+    open_settings: tuple[str, ...] = ()
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -64,14 +70,28 @@ def run_hydra(cmd: Command) -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
-        if cmd.check is not None:
-            run_or_exit(resolve(cmd.check), cfg, log)
+        run_or_exit(lambda composed: check_command(cmd, composed, HydraConfig.get().overrides.task), cfg, log)
         run = cmd.function()
         if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
             lightning_through_the_root()
         run_or_exit(run, cfg, log, errors=error_types(cmd))
 
     main()
+
+
+class Checked(Protocol):
+    """What a command (Command, or a study's StageKind) refuses a config for: its check, on its config's composition."""
+    check: str | None
+    config: str | None
+    open_settings: tuple[str, ...]
+
+
+def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str]) -> None:
+    """What the command refuses its composed config for before it runs: its own check (Command.check), then a setting
+    the overrides add that nothing would read (common.added_settings)."""
+    if cmd.check is not None:
+        resolve(cmd.check)(cfg)
+    check_added_settings(str(cmd.config), overrides, cfg, cmd.open_settings)
 
 
 def error_types(cmd: Command) -> tuple[type[BaseException], ...]:

@@ -4,6 +4,7 @@ holds pretraining's and fine-tuning's tables; generate, evaluate and zeroshot ke
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,8 +79,18 @@ def check_closed(cfg: DictConfig, closed: Mapping[str, Collection[str]]) -> None
         settings = OmegaConf.select(cfg, node, default=None)
         unknown = [f"{node}.{key}" for key in (settings or {}) if key not in known]
         if unknown:
-            raise ArmlmError(f"{', '.join(unknown)}: armlm reads no such setting (added, e.g. with +{unknown[0]}=..., "
-                             f"it would change nothing); {node} holds {', '.join(known)}")
+            raise ArmlmError(unread_settings(unknown, node, known))
+
+
+def unread_settings(keys: list[str], node: str, known: Collection[str]) -> str:
+    """The line refusing settings of `node` that nothing reads (`keys`, dotted), naming those it holds, after the
+    ones a typo may have meant: those it begins (temp: temperature), else the closest."""
+    name = keys[0].removeprefix(f"{node}.").split(".")[0]  # the part of the key that is not in `node` ("": the top)
+    meant = sorted((k for k in known if k.startswith(name)), key=len)[:3] or difflib.get_close_matches(
+        name, list(known), n=1)
+    return (f"{', '.join(keys)}: armlm reads no such setting (added, e.g. with +{keys[0]}=..., it would change "
+            f"nothing); " + (f"did you mean {' or '.join(meant)}? " if meant else "") +
+            f"{node or 'the top level'} holds {', '.join(known)}")
 
 
 def closed_keys(rules: tuple[Rule, ...], node: str, *elsewhere: str) -> tuple[str, ...]:

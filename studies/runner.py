@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
-from armlm.common.commands import resolve, script_path
+from armlm.common.commands import check_command, script_path
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.studies.plan import Stage
@@ -108,15 +108,13 @@ def composed_or_error(stage: Stage) -> DictConfig | Exception:
 
 
 def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
-    """What the stage's command would refuse its composed config for before running (StageKind.check), if anything.
-    Its own resume is left to its run: a checkpoint an older armlm wrote fails that stage alone, as it did."""
-    if stage.command.check is None:
-        return None
+    """What the stage's command would refuse its composed config for before running (common.commands.check_command), if
+    anything. Its own resume is left to its run: a checkpoint an older armlm wrote fails that stage alone, as it did."""
     if cfg.get("ckpt_path"):
         cfg = copy.deepcopy(cfg)
         cfg.ckpt_path = None
     try:
-        resolve(stage.command.check)(cfg)
+        check_command(stage.command, cfg, stage_settings(stage))
     except (ArmlmError, MissingMandatoryValue) as err:
         return err
     except InstantiationException as err:  # a setting no class takes (+objective.foo=1): the class's TypeError

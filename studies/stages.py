@@ -29,6 +29,7 @@ class StageKind:
     # "module:function" saying how many processes a run of a composed config is (DDP's ranks); None: always one
     world_size: str | None = None
     check: str | None = None  # "module:function" checking a composed config without the run's stack (Command.check)
+    open_settings: tuple[str, ...] = ()  # nodes whose readers take keys the config leaves out (Command.open_settings)
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -44,7 +45,7 @@ STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
               check="armlm.training.preflight:check_config"),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
               script="train.py", world_size="armlm.training.devices:world_size",
-              check="armlm.finetune.preflight:check_config"),
+              check="armlm.finetune.preflight:check_config", open_settings=("task.metrics",)),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
     StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
     StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),

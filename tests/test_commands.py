@@ -182,6 +182,8 @@ def test_the_console_entry_point_runs_as_a_module():
     (["finetune", "task=rte"], "task=rte needs pretrained="),
     (["finetune", "task=rte", "pretrained=x", "task.optim.lr=0"], "task.optim.lr=0: expected a number > 0"),
     (["train", "+optim.warmup=100"], "optim.warmup: armlm reads no such setting"),  # Hydra's advice for optim.warmup
+    # a command without a check of its own (Command.check) still refuses a setting nothing reads (added_settings)
+    (["zeroshot", "checkpoint=x", "+blimp.max_pair=10"], "did you mean max_pairs? blimp holds"),
     (["export", "checkpoint=x"], "out has no value"),
     (["export", "checkpoint=x", "out=y", "format=onnx"], "format='onnx': expected one of"),
 ])

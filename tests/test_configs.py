@@ -287,7 +287,8 @@ def test_a_setting_added_where_a_run_reads_settings_by_name_is_refused_not_ignor
 
     node, key = settings[-1][1:].split("=")[0].rsplit(".", 1)
     with pytest.raises(ArmlmError, match=rf"^{node}\.{key}: armlm reads no such setting \(added, e\.g\. with "
-                                         rf"\+{node}\.{key}=\.\.\., it would change nothing\); {node} holds "):
+                                         rf"\+{node}\.{key}=\.\.\., it would change nothing\); "
+                                         rf"(did you mean [\w ]+\? )?{node} holds "):
         resolve(COMMANDS[command].check)(composed_config(COMMANDS[command].config, settings))
 
 

@@ -143,7 +143,11 @@ def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_b
                            (["tasks=[]", 'extra_pretrain=["+objective.foo=1"]'],  # the class's TypeError
                             r"^mlm/seed1 pretrain" + refused + r".*unexpected keyword argument 'foo'"),
                            (["tasks=[]", 'extra_pretrain=["+data.tokenizer.x=1"]'],
-                            r"^mlm/seed1 pretrain" + refused + r"data.tokenizer: .*unexpected keyword argument 'x'")):
+                            r"^mlm/seed1 pretrain" + refused + r"data.tokenizer: .*unexpected keyword argument 'x'"),
+                           (["tasks=[]", 'extra_pretrain=["+seeed=3"]'],  # read by nothing (common.added_settings)
+                            r"^mlm/seed1 pretrain" + refused + r"seeed: armlm reads no such setting"),
+                           (["tasks=[]", 'extra_diagnose=["+likelihood.draw=4"]'],  # a command without a check
+                            r"^mlm/seed1 diagnose" + refused + r"likelihood.draw: armlm reads no such setting")):
         stages = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", f"root={tmp_path}", *settings))
         for dry_run in (False, True):
             with pytest.raises(ArmlmError, match=line):

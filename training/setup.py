@@ -21,12 +21,17 @@ log = logging.getLogger("armlm.train")
 
 def build(node: DictConfig, **kwargs: Any) -> Any:
     """hydra.utils.instantiate, but our own configuration errors surface as themselves (their messages
-    name the key and the fix) instead of wrapped in Hydra's InstantiationException."""
+    name the key and the fix) instead of wrapped in Hydra's InstantiationException, and a setting the class does not
+    take (one a class passes on with **kwargs, past common.added_settings' look at its signature) is one line naming
+    the node."""
     try:
         return instantiate(node, **kwargs)
     except InstantiationException as err:
         if isinstance(err.__cause__, (ValueError, FileNotFoundError)):
             raise err.__cause__ from None
+        if isinstance(err.__cause__, TypeError) and "unexpected keyword argument" in str(err.__cause__):
+            raise ArmlmError(f"{node._get_full_key(None) or 'the config'}: {err.__cause__}; drop that setting or "
+                             "correct its name") from None
         raise
 
 

@@ -1,0 +1,82 @@
+"""A setting added on the command line that nothing would read is refused before the run (common.added_settings)."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from armlm.commands import COMMANDS
+from armlm.common.commands import check_command
+from armlm.common.errors import ArmlmError
+from armlm.training.setup import build
+from tests.helpers.configs import composed_config
+
+# What each Hydra command needs given to compose a config it would run (its `???` settings): a command added to the
+# registry fails test_every_command_refuses_a_key_added_beside_its_own until it is listed here
+REQUIRED = {"train": [], "finetune": ["task=rte", "pretrained=/some/run"], "evaluate": ["checkpoint=x"],
+            "zeroshot": ["checkpoint=x"], "embeddings": [], "generate": ["checkpoint=x"],
+            "export": ["checkpoint=x", "out=y"], "study": []}
+
+
+def checked(command: str, *settings: str) -> None:
+    overrides = [*REQUIRED[command], *settings]
+    check_command(COMMANDS[command], composed_config(COMMANDS[command].config, overrides), overrides)
+
+
+def test_every_command_refuses_a_key_added_beside_its_own():
+    """`armlm <command> +<a typo of its first setting>=...`: Hydra composes it, and no command read it (armlm train
+    +seeed=3 trained with seed 1234)."""
+    assert set(REQUIRED) == {name for name, command in COMMANDS.items() if command.config is not None}
+    for command in REQUIRED:
+        config = composed_config(COMMANDS[command].config, REQUIRED[command])
+        own = next(key for key in config if not OmegaConf.is_config(config[key]))
+        with pytest.raises(ArmlmError, match=rf"^{own}x: armlm reads no such setting \(added, e\.g\. with \+{own}x=\.\.\., "
+                                             rf"it would change nothing\); did you mean {own}\? the top level holds "):
+            checked(command, f"+{own}x=1")
+
+
+@pytest.mark.parametrize(("command", "setting", "message"), [
+    ("zeroshot", "+blimp.max_pair=10", r"blimp.max_pair: .*; did you mean max_pairs\? blimp holds dir, published, "
+                                       r"max_pairs, context$"),
+    ("zeroshot", "+blimp.context.token=8", r"did you mean tokens\? blimp.context holds file, tokens$"),
+    ("generate", "+temp=0.5", r"did you mean temperature\? the top level holds checkpoint, "),
+    ("finetune", "+task.epoch=3", r"did you mean epochs\? task holds "),
+    ("evaluate", "+likelihood.draw=4", r"likelihood holds enabled, blocks, "),
+    ("train", "+foo.bar=1", r"^foo.bar: armlm reads no such setting .*; the top level holds objective, model, "),
+    ("train", "+data.foo=1", r"^data.foo: armlm.datamodules.pretrain.PretrainDataModule takes no argument foo "
+                             r"\(added, e\.g\. with \+data\.foo=\.\.\., it would fail when built\); it takes corpus, "),
+    ("train", "+trainer.foo=1", r"^trainer.foo: lightning.pytorch.Trainer takes no argument foo"),
+])
+def test_a_key_added_where_nothing_reads_it_is_refused_naming_what_its_node_holds(command, setting, message):
+    with pytest.raises(ArmlmError, match=message):
+        checked(command, setting)
+
+
+@pytest.mark.parametrize(("command", "settings"), [
+    ("train", ["++seed=3"]),  # ++ sets a key the config holds
+    ("train", ["+objective.fixed_count=true"]),  # an argument its class takes that the YAML leaves out
+    ("train", ["+trainer.num_nodes=1"]),  # one of Lightning Trainer's
+    ("train", ["logger=wandb", "+logger.wandb.mode=offline"]),  # WandbLogger passes its **kwargs to wandb.init
+    ("finetune", ["+task.metrics.f1={_target_:armlm.finetune.metrics.accuracy}"]),  # an open node: Command.open_settings
+    ("study", ["+study.gate=false"]),  # the planner's optional settings
+    ("study", ["++study.budget=3"]),
+    ("train", ["+hydra.job.env_set.X=1"]),  # Hydra's own
+])
+def test_a_key_added_that_is_read_passes(command, settings):
+    checked(command, *settings)
+
+
+def test_a_setting_no_class_takes_is_one_line_naming_its_node():
+    """One a class passes on with **kwargs (GlueDataModule to FinetuneDataModule) reaches the class: its TypeError,
+    which Hydra wrapped in a traceback, is one line naming the node."""
+    config = OmegaConf.create({"task": {"data": {"_target_": "armlm.common.rules.at_least", "low": 1, "lo": 2}}})
+    with pytest.raises(ArmlmError, match=r"^task.data: at_least\(\) got an unexpected keyword argument 'lo'; drop "):
+        build(config.task.data)
+
+
+def test_a_key_under_a_node_the_config_lacks_is_matched_where_it_leaves_the_config():
+    """+task.data.max_length=64 given to `armlm train`, which has no task: the typo to name is task, at the top."""
+    with pytest.raises(ArmlmError, match=r"^task.data.max_length: armlm reads no such setting .*nothing\); the top "):
+        checked("train", "+task.data.max_length=64")
+    with pytest.raises(ArmlmError, match=r"^objectiv.mask_prob: .*; did you mean objective\? the top level holds "):
+        checked("train", "+objectiv.mask_prob=0.2")
