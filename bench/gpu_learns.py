@@ -39,7 +39,7 @@ from armlm.training.lit_module import PretrainModule  # noqa: E402
 from armlm.training.optim import adamw_with_schedule  # noqa: E402
 from armlm.training.preflight import check_config  # noqa: E402
 from armlm.training.setup import build  # noqa: E402
-from armlm.training.step_config import attention_kernels, step_settings  # noqa: E402
+from armlm.training.step_config import attention_kernels, step_settings, use_matmul_precision  # noqa: E402
 from bench.machine import require_device  # noqa: E402
 
 ISSUE_82_STEP = ["trainer=gpu", "trainer.step.sdpa_backends=null"]
@@ -86,7 +86,7 @@ def run_variant(cfg: Any, steps: int, val_batches: int) -> dict[str, Any]:
     """`steps` training steps of the composed config's run in a bare loop, and its held-out loss after them."""
     objective, model_config = check_config(cfg)
     step = step_settings(cfg.trainer)
-    torch.set_float32_matmul_precision(step["matmul_precision"])
+    use_matmul_precision(cfg.trainer)
     device = device_of(cfg)
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.setup("fit")

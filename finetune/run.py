@@ -26,7 +26,7 @@ from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source
 from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
-from armlm.training.step_config import attention_kernels, step_settings
+from armlm.training.step_config import attention_kernels, step_settings, use_matmul_precision
 from armlm.training.trainer import build_trainer, checkpoints, write_items, write_result
 
 log = logging.getLogger("armlm.finetune")
@@ -161,6 +161,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
                             backbone=source.finetune_backbone(dropout))
     module.tokenizer_json = tokenizer_json
     module.fused_adamw = step_settings(cfg.trainer)["fused_adamw"]
+    use_matmul_precision(cfg.trainer)
     if cfg.ckpt_path:
         check_finetune_resumable(Path(cfg.ckpt_path), dict(module.hparams))
 

@@ -34,6 +34,7 @@ from armlm.models.checkpoint import read_hyperparameters
 from armlm.models.heads import TaggingHead
 from armlm.training.devices import check_machine
 from armlm.training.setup import build, choose_cpu_precision, differences
+from armlm.training.step_config import use_matmul_precision
 from armlm.training.trainer import build_trainer, checkpoints, write_result
 
 log = logging.getLogger("armlm.finetune")
@@ -122,6 +123,7 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
                           head_dropout=float(cfg.finetune.dropout), seed=int(cfg.seed))
     module.table.copy_(torch.from_numpy(table))
     module.tokenizer_json = vectors.tokenizer_json
+    use_matmul_precision(cfg.trainer)
     if cfg.ckpt_path:
         check_static_resumable(Path(cfg.ckpt_path), dict(module.hparams))
     out = Path(cfg.output_dir)

@@ -260,10 +260,27 @@ def test_the_gpu_trainer_compiles_the_step_with_tf32_pinned_workers():
     assert gpu["compile_mode"] == "default" and gpu["mfu_peak_flops"] is None  # the data sheet's peak
 
 
+def test_fine_tuning_applies_the_trainers_precision_and_kernels_and_fixes_the_step_settings_it_does_not_apply():
+    """trainer=gpu compiles, pins and widens pretraining's loaders; fine-tuning runs eager with task.data.num_workers
+    unpinned, and took those settings without a word (trainer.step.compile=true changed nothing)."""
+    gpu = step_settings(composed_config("finetune", [*FINETUNE, "trainer=gpu"]).trainer)
+    assert gpu["matmul_precision"] == "high" and gpu["sdpa_backends"] == ["flash", "efficient", "math"]
+    assert not gpu["compile"] and not gpu["pin_memory"] and gpu["loader_workers"] == 0 and gpu["mfu_peak_flops"] is None
+    from armlm.finetune.preflight import check_config as check_finetune
+
+    check_finetune(composed_config("finetune", [*FINETUNE, "trainer=gpu"]))
+    for setting, says in (("compile=true", "expected false: fine-tuning runs eager"), ("pin_memory=true", "do not pin"),
+                          ("loader_workers=2", "task.data.num_workers"), ("mfu_peak_flops=1e15", "logs no train/mfu"),
+                          ("matmul_precision=null", "expected one of")):
+        with pytest.raises(ArmlmError, match=rf"^trainer\.step\.{setting.split('=')[0]}=.*{says}"):
+            check_finetune(composed_config("finetune", [*FINETUNE, "trainer=gpu", f"trainer.step.{setting}"]))
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ("trainer.step.compile=yes", "trainer.step.compile='yes': expected true or false"),
     ("trainer.step.compile_mode=fast", "trainer.step.compile_mode='fast': expected one of"),
     ("trainer.step.matmul_precision=low", "trainer.step.matmul_precision='low': expected one of"),
+    ("trainer.step.matmul_precision=null", "trainer.step.matmul_precision=None: expected one of"),
     ("trainer.step.mfu_peak_flops=0", "trainer.step.mfu_peak_flops=0: expected a positive FLOP/s"),
 ])
 def test_step_settings_are_checked_before_any_data(setting, message):

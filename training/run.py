@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from armlm.common.babylm import milestone_name
@@ -33,7 +32,7 @@ from armlm.training.milestones import save_at_words
 from armlm.training.preflight import check_config, check_resumable
 from armlm.training.run_folder import refuse_writing_over_a_run, resolve_last_checkpoint
 from armlm.training.setup import build, choose_cpu_precision, command_line_overrides
-from armlm.training.step_config import attention_kernels, step_settings
+from armlm.training.step_config import attention_kernels, step_settings, use_matmul_precision
 from armlm.training.trainer import build_trainer, checkpoints, quiet_lightning, write_result
 
 log = logging.getLogger("armlm.train")
@@ -55,7 +54,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True)
 
     step = step_settings(cfg.trainer)
-    torch.set_float32_matmul_precision(step["matmul_precision"])
+    use_matmul_precision(cfg.trainer)
     datamodule = build(cfg.data, input_format=objective.input_format, seed=cfg.seed)
     datamodule.use_loaders(workers=max(datamodule.num_workers, step["loader_workers"]), pin_memory=step["pin_memory"])
     datamodule.setup("fit")  # builds any missing cache; the tokenizer decides the vocabulary size

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -21,6 +22,12 @@ def step_settings(trainer: DictConfig) -> dict[str, Any]:
         raise ArmlmError("the trainer config has no `step` settings: start it from configs/trainer/cpu.yaml "
                          "(defaults: [cpu, _self_]), as trainer=gpu and trainer=ddp do")
     return OmegaConf.to_container(trainer.step, resolve=True)
+
+
+def use_matmul_precision(trainer: DictConfig) -> None:
+    """torch.set_float32_matmul_precision(trainer.step.matmul_precision). The setting is the process's: every run sets
+    its own, or a study's in-process stage would run at the precision of the stage before it."""
+    torch.set_float32_matmul_precision(step_settings(trainer)["matmul_precision"])
 
 
 # trainer.step.sdpa_backends' names for torch's SDPA kernels

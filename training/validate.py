@@ -46,8 +46,7 @@ RULES = (
     Rule("trainer.step.compile_mode", (str,), one_of(*COMPILE_MODES), f"one of {COMPILE_MODES}", optional=True),
     Rule("trainer.step.compile_backend", (str,), one_of(*COMPILE_BACKENDS), f"one of {COMPILE_BACKENDS}",
          optional=True),
-    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}",
-         optional=True),
+    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}"),
     Rule("trainer.step.loader_workers", (int,), at_least(0), "an integer >= 0", optional=True),
     Rule("trainer.step.pin_memory", (bool,), lambda v: True, "true or false", optional=True),
     Rule("trainer.step.fused_adamw", (bool,), lambda v: v is False, "false, or null (fused where torch has it)",
@@ -91,6 +90,14 @@ FINETUNE_RULES = (
     Rule("finetune.dropout", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     Rule("finetune.feature_layers", (int,), at_least(1), "an integer >= 1"),
     Rule("finetune.features", (str,), lambda v: v in ("concat", "scalar_mix"), "concat or scalar_mix"),
+    # the step settings fine-tuning does not apply (configs/finetune.yaml fixes them over the trainer's)
+    Rule("trainer.step.compile", (bool,), lambda v: v is False, "false: fine-tuning runs eager (the compiled step "
+         "is pretraining's)"),
+    Rule("trainer.step.loader_workers", (int,), lambda v: v == 0, "0: fine-tuning's loaders take task.data.num_workers "
+         "workers"),
+    Rule("trainer.step.pin_memory", (bool,), lambda v: v is False, "false: fine-tuning's loaders do not pin memory"),
+    Rule("trainer.step.mfu_peak_flops", (), lambda v: False, "null: fine-tuning logs no train/mfu", optional=True),
+    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}"),
     Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer (stops before task.epochs "
          "end), or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
