@@ -22,15 +22,16 @@ _ROOT = Path(__file__).resolve().parents[1]  # the checkout under an editable in
 CHECKOUT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "train.py").is_file() else None
 
 
-def compose_config(name: str, overrides: list[str]) -> DictConfig:
+def compose_config(name: str, overrides: list[str], with_hydra: bool = False) -> DictConfig:
     """configs/<name>.yaml with Hydra overrides, as `armlm <command> ...` would compose it; inside a running Hydra
-    command too (its global state is set aside and restored: a study's in-process stages)."""
+    command too (its global state is set aside and restored: a study's in-process stages). with_hydra: with Hydra's
+    own node (`hydra.runtime.choices`: the option of each config group, a search path's groups included)."""
     export_data_dir()
     backup = get_gh_backup()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-            return compose(name, overrides=list(overrides))
+            return compose(name, overrides=list(overrides), return_hydra_config=with_hydra)
     finally:
         restore_gh_from_backup(backup)
 

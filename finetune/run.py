@@ -145,7 +145,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     requested_length = int(cfg.task.data.max_length)
     tokenizer_json = source.tokenizer.to_str()
     datamodule: FinetuneDataModule = build(cfg.task.data, tokenizer_json=tokenizer_json, seed=cfg.seed,
-                                           max_length=trained_max_length(requested_length, source))
+                                           adjusted={"max_length": trained_max_length(requested_length, source)})
     check_fit(datamodule, source, requested_length)
     datamodule.use_frame(source.special.task_frame())
     datamodule.read_words_at(settings["word_subword"])

@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 from armlm.commands import COMMANDS
 from armlm.common.commands import check_command
 from armlm.common.errors import ArmlmError
-from armlm.training.setup import build
+from armlm.training.setup import build, build_model_config
+from armlm.training.trainer import build_trainer
 from tests.helpers.configs import composed_config
 
 # What each Hydra command needs given to compose a config it would run (its `???` settings): a command added to the
@@ -66,12 +67,44 @@ def test_a_key_added_that_is_read_passes(command, settings):
     checked(command, *settings)
 
 
-def test_a_setting_no_class_takes_is_one_line_naming_its_node():
-    """One a class passes on with **kwargs (GlueDataModule to FinetuneDataModule) reaches the class: its TypeError,
-    which Hydra wrapped in a traceback, is one line naming the node."""
-    config = OmegaConf.create({"task": {"data": {"_target_": "armlm.common.rules.at_least", "low": 1, "lo": 2}}})
-    with pytest.raises(ArmlmError, match=r"^task.data: at_least\(\) got an unexpected keyword argument 'lo'; drop "):
-        build(config.task.data)
+def test_a_setting_a_class_passes_on_unseen_is_one_line_naming_its_node_when_built():
+    """GlueDataModule passes its **settings on to FinetuneDataModule, so the check lets +task.data.max_lenght=9 by;
+    the class's TypeError, which Hydra wrapped in a traceback, is one line naming the node."""
+    cfg = composed_config("finetune", [*REQUIRED["finetune"], "+task.data.max_lenght=9"])
+    check_command(COMMANDS["finetune"], cfg, [*REQUIRED["finetune"], "+task.data.max_lenght=9"])
+    with pytest.raises(ArmlmError, match=r"^task.data: FinetuneDataModule.__init__\(\) got an unexpected keyword "
+                                         r"argument 'max_lenght'; drop "):
+        build(cfg.task.data, tokenizer_json="{}", seed=1)
+    with pytest.raises(ArmlmError, match=r"^model: ModelConfig.__init__\(\) got an unexpected keyword argument 'foo'"):
+        build_model_config(composed_config("train", ["+model.foo=1"]).model)  # a node built detached, named
+
+
+def test_an_argument_the_run_gives_its_class_itself_is_refused_where_the_config_holds_it(tmp_path):
+    """+data.seed=3 passes the check (PretrainDataModule takes a seed), and the run's own seed= overrode it without a
+    word; so did fine-tuning's task.epochs a +trainer.max_epochs=5."""
+    with pytest.raises(ArmlmError, match=r"^data.seed: the run sets seed itself, so this setting would change nothing"):
+        build(composed_config("train", ["+data.seed=3"]).data, input_format="blocks", seed=1)
+    finetune = composed_config("finetune", [*REQUIRED["finetune"], "+trainer.max_epochs=5"])
+    checked("finetune", "+trainer.max_epochs=5")  # one of Lightning Trainer's arguments
+    with pytest.raises(ArmlmError, match=r"^trainer.max_epochs: the run sets max_epochs itself"):
+        build_trainer(finetune.trainer, tmp_path, [], None, max_epochs=3)
+    assert not any(tmp_path.iterdir())  # refused before any logger wrote
+
+
+def test_a_search_paths_group_an_interpolations_key_and_a_list_item_are_not_refused(tmp_path):
+    """A group of one's own (hydra.searchpath, README's extending recipe) is an option, not a setting; a key an
+    interpolation reads is read; ++ on a list's item sets what the list holds."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a.yaml").write_text("# @package _global_\nseed: 7\n")
+    checked("train", f"hydra.searchpath=[file://{tmp_path}]", "+mine=a")
+    checked("train", "+my_seed=3", "seed=${my_seed}")
+    checked("train", "++optim.betas.0=0.8")
+
+
+@pytest.mark.parametrize("settings", [["+seeed={a: 1}", "seeed.a=2"], ["+seeed._target_=x"], ["++seeed=3"]])
+def test_a_key_added_with_children_or_hydras_keys_is_refused_all_the_same(settings):
+    with pytest.raises(ArmlmError, match=r"^seeed(\._target_)?: armlm reads no such setting .*did you mean seed\?"):
+        checked("train", *settings)
 
 
 def test_a_key_under_a_node_the_config_lacks_is_matched_where_it_leaves_the_config():

@@ -20,7 +20,7 @@ from tests.helpers.vocabularies import word_tokenizer_json
 
 def task_datamodule(name: str, tokenizer_json: str, *overrides: str, **settings) -> FinetuneDataModule:
     """The task's datamodule from its config, with `settings` (task.data.* values) replacing the config's."""
-    return build(task_config(name, *overrides).task.data, tokenizer_json=tokenizer_json, **settings)
+    return build(task_config(name, *overrides).task.data, tokenizer_json=tokenizer_json, adjusted=settings)
 
 
 @pytest.fixture(scope="module")

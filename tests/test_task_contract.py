@@ -146,7 +146,7 @@ def test_a_new_glue_style_task_is_one_yaml(throwaway):
     configs, data = throwaway
     words = sorted({w for rows in ROWS.values() for text, _ in rows for w in text.split()})
     cfg = task_config("toy_polarity", f"hydra.searchpath=[file://{configs}]")
-    dm = build(cfg.task.data, tokenizer_json=word_tokenizer_json(words), source=str(data))
+    dm = build(cfg.task.data, tokenizer_json=word_tokenizer_json(words), adjusted={"source": str(data)})
     dm.setup("fit")
     assert dm.info.name == "toy_polarity" and dm.info.labels == ("neg", "pos")
     assert [e.labels for e in dm.encoded["train"]] == [0, 1, 0, 1, 0] and len(dm.encoded["dev"]) == 3

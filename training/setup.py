@@ -5,6 +5,7 @@ checks, which ask Lightning about SLURM, are training.run_folder)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -19,20 +20,33 @@ from armlm.models.backbone import ModelConfig
 log = logging.getLogger("armlm.train")
 
 
-def build(node: DictConfig, **kwargs: Any) -> Any:
-    """hydra.utils.instantiate, but our own configuration errors surface as themselves (their messages
-    name the key and the fix) instead of wrapped in Hydra's InstantiationException, and a setting the class does not
-    take (one a class passes on with **kwargs, past common.added_settings' look at its signature) is one line naming
-    the node."""
+def build(node: DictConfig, *, node_name: str | None = None, adjusted: Mapping[str, Any] | None = None,
+          **arguments: Any) -> Any:
+    """hydra.utils.instantiate of `node` (named `node_name` where it is not part of a config) with the `arguments`
+    the run gives its class itself, which the node must not hold (a key added there, +data.seed=3, would be
+    overridden without a word: check_run_arguments), and `adjusted`, settings the node holds whose values the run
+    derives from them (task.data.max_length, cut to the positions pretraining trained). Our own configuration errors
+    surface as themselves (their messages name the key and the fix) instead of wrapped in Hydra's
+    InstantiationException, and a setting the class does not take (one a class passes on with **kwargs, past
+    common.added_settings' look at its signature) is one line naming the node."""
+    where = node_name or node._get_full_key(None) or "the config"
+    check_run_arguments(node, arguments, where)
     try:
-        return instantiate(node, **kwargs)
+        return instantiate(node, **arguments, **(adjusted or {}))
     except InstantiationException as err:
         if isinstance(err.__cause__, (ValueError, FileNotFoundError)):
             raise err.__cause__ from None
         if isinstance(err.__cause__, TypeError) and "unexpected keyword argument" in str(err.__cause__):
-            raise ArmlmError(f"{node._get_full_key(None) or 'the config'}: {err.__cause__}; drop that setting or "
-                             "correct its name") from None
+            raise ArmlmError(f"{where}: {err.__cause__}; drop that setting or correct its name") from None
         raise
+
+
+def check_run_arguments(node: DictConfig, arguments: Collection[str], where: str) -> None:
+    """Raise ArmlmError where the config node holds one of the `arguments` the run gives its class itself."""
+    given = [key for key in arguments if key in node]
+    if given:
+        raise ArmlmError(f"{where}.{given[0]}: the run sets {given[0]} itself, so this setting would change nothing; "
+                         f"drop it")
 
 
 def build_model_config(node: DictConfig) -> ModelConfig:
@@ -41,7 +55,7 @@ def build_model_config(node: DictConfig) -> ModelConfig:
     if "compile" in settings:
         raise ArmlmError("model.compile is now trainer.step.compile, which compiles the whole training step (not the "
                          "backbone alone): give trainer.step.compile=true, or trainer=gpu")
-    return build(OmegaConf.create(settings))
+    return build(OmegaConf.create(settings), node_name=node._get_full_key(None) or "model")
 
 
 def command_line_overrides() -> list[str]:
