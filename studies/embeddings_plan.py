@@ -69,3 +69,6 @@ def plan(cfg: DictConfig) -> list[Stage]:
                     *[str(s) for s in cfg.finetune or []], *[str(s) for s in study.get("finetune_settings") or []]),
                     needs=needs))
     return stages
+
+
+plan.study_settings = ("name", "arms", "finetune_variants", "embed_settings", "finetune_settings")  # studies.run

@@ -223,6 +223,12 @@ def plan(cfg: DictConfig) -> list[Stage]:
     return stages
 
 
+# the keys of a study config the default planner reads (STUDY_KEYS always, the rest where given; studies.budget's
+# among them): studies.run refuses any other, which nothing would read
+plan.study_settings = (*STUDY_KEYS, "corpus", "finetune_seeds", "finetune_settings", "pretrain_settings",
+                       "task_settings", "zeroshot", "budget", "budget_kind", "unique_tokens")
+
+
 def milestone_words(cfg: DictConfig, arms: dict[str, PipelineArm]) -> list[int]:
     """The word milestones a study scores BLiMP at (`zeroshot.at_words`; empty: none), checked before any stage
     runs: a run counts its words from its own first step over packed blocks, so a branch (which starts part-way

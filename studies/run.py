@@ -29,7 +29,7 @@ from armlm.analysis.reports.findings_report import write_findings
 from armlm.common.atomic import atomic_write_text
 from armlm.common.commands import resolve
 from armlm.common.errors import ArmlmError
-from armlm.common.rules import NUMBER, Rule, any_value, check_rules
+from armlm.common.rules import NUMBER, Rule, any_value, check_closed, check_rules
 from armlm.studies.keeping import record_finished, restore_recorded
 from armlm.studies.plan import Stage, describe
 from armlm.studies.runner import Outcome, check_root, run_stages
@@ -86,6 +86,19 @@ def study_function(cfg: DictConfig, key: str, default: str) -> Callable[..., Any
         raise ArmlmError(f"study.{key}={reference!r} names no function ({err}); name it as module:function") from err
 
 
+# the keys of a study config the run itself reads, beside its registrations' (StudySpec.SETTINGS) and its planner's
+RUN_SETTINGS = ("name", "planner", "report")
+
+
+def check_study_settings(cfg: DictConfig, planner: Callable[..., Any]) -> None:
+    """A study config holds only keys something reads: the run's, its registrations' and its planner's (the planner's
+    `study_settings`; a planner of one's own that declares none reads what it reads, unchecked). A typo there
+    (+study.alpa=0.01, or `aplha:` in a study's YAML) judged every finding at the default alpha without a word."""
+    own = getattr(planner, "study_settings", None)
+    if own is not None:
+        check_closed(cfg, {"study": tuple(dict.fromkeys((*RUN_SETTINGS, *StudySpec.SETTINGS, *own)))})
+
+
 def registrations(cfg: DictConfig) -> StudySpec:
     """What the study registers (findings, their arms, checks, gate), parsed and checked once, before any stage runs
     (analysis.findings.registrations.StudySpec); the planner parses its arms (studies.arms)."""
@@ -111,10 +124,11 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
     check_root(root)
     if cfg.report not in (True, False, "only"):
         raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
-    spec = registrations(cfg)  # registrations, their arms, the gate: before any stage
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
     planner = study_function(cfg, "planner", "armlm.studies.plan:plan")
+    check_study_settings(cfg, planner)
+    spec = registrations(cfg)  # registrations, their arms, the gate: before any stage
     stages = of_kinds(planner(cfg), cfg.get("stages"))
     whole = cfg.arm is None and cfg.seed is None and cfg.get("stages") is None
     log.info("study %s in %s: %d stages", cfg.study.name, root, len(stages))

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from armlm.common.config import compose_config
+from armlm.common.errors import ArmlmError
 from armlm.studies.plan import plan
-from armlm.studies.run import registrations
+from armlm.studies.run import check_study_settings, registrations, run_study, study_function
 from armlm.studies.runner import refuse_stages_that_cannot_start
 from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
@@ -270,3 +271,24 @@ def test_seeds_held_out_for_a_replication_are_refused_unless_it_is_the_replicati
     assert {s.seed for s in plan(study_config("seeds=8", "held_out_seeds=[]", f"root={tmp_path}"))} == set(range(1, 9))
     assert {s.seed for s in plan(study_config("first_seed=9", "seeds=2", f"root={tmp_path}"))} == {9, 10}
     assert not any(tmp_path.iterdir())
+
+
+def planner_of_ones_own(cfg):
+    """A study's own planner (study.planner=...) that declares no study_settings: it reads what it reads."""
+    return []
+
+
+@pytest.mark.parametrize("study", fast_lane_keeps(sorted(p.stem for p in (REPO / "configs" / "study").glob("*.yaml")),
+                                                  keep=["findings", "embeddings"]))  # both of armlm's planners
+def test_a_study_holds_only_settings_its_run_registrations_and_planner_read(study, tmp_path):
+    """+study.alpa=0.01 (or `aplha:` in a study's YAML) judged every finding at the default alpha without a word:
+    the study command refuses a key nothing reads, and every study armlm ships holds none."""
+    check_study_settings(study_config(f"study={study}", "scale=smoke"), plan_of(study))
+    with pytest.raises(ArmlmError, match=r"^study.alpa: armlm reads no such setting .*did you mean alpha\? study holds"):
+        run_study(study_config(f"study={study}", "scale=smoke", f"root={tmp_path / 'study'}", "+study.alpa=0.01"))
+    assert not (tmp_path / "study").exists()  # refused before anything was written
+    check_study_settings(study_config(f"study={study}", "+study.alpa=0.01"), planner_of_ones_own)
+
+
+def plan_of(study: str):
+    return study_function(study_config(f"study={study}"), "planner", "armlm.studies.plan:plan")

@@ -207,6 +207,9 @@ class StudySpec:
     alpha: float
     item_test: ItemTest
 
+    # the keys of a study config that parse reads (studies.run holds a study's config to these and its planner's)
+    SETTINGS = ("alpha", "gate", "arms", "checks", "findings", "withdrawn", "item_test")
+
     @staticmethod
     def parse(study: Mapping[str, Any]) -> StudySpec:
         alpha = float(study.get("alpha", ALPHA))
