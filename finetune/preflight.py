@@ -8,8 +8,15 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
+from armlm.training.setup import TRAINER_ARGUMENTS, check_run_arguments
 from armlm.training.step_config import sdpa_backends
 from armlm.training.validate import check_finetune_settings
+
+# The Trainer's settings fine-tuning fixes (one validation per epoch, on whole dev splits; task.epochs the epochs), and
+# the data module's arguments it sets itself (build(cfg.task.data, tokenizer_json=..., seed=...))
+FIXED_TRAINER_SETTINGS = {"val_check_interval": 1.0, "check_val_every_n_epoch": 1, "num_sanity_val_steps": 0,
+                          "limit_val_batches": 1.0}
+DATA_ARGUMENTS = ("tokenizer_json", "seed")
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -17,6 +24,8 @@ def check_config(cfg: DictConfig) -> None:
     or, for a tagging task, static word vectors (vectors=). Reads no file: a study's checkpoint is not there yet."""
     check_finetune_settings(cfg)
     sdpa_backends(cfg.trainer)  # names torch knows
+    check_run_arguments(cfg.task.data, DATA_ARGUMENTS, "task.data")  # +trainer.max_epochs=5: a study's launch too
+    check_run_arguments(cfg.trainer, (*TRAINER_ARGUMENTS, "max_epochs", *FIXED_TRAINER_SETTINGS), "trainer")
     if cfg.get("vectors") and cfg.get("pretrained"):
         raise ArmlmError("give pretrained= (a checkpoint) or vectors= (static vectors), not both")
     if not cfg.get("vectors") and not cfg.get("pretrained"):

@@ -21,7 +21,7 @@ from armlm.datamodules.finetune import FinetuneDataModule, TaskInfo
 from armlm.finetune.artefacts import ITEMS_FILE
 from armlm.finetune.metrics import item_record, task_metrics
 from armlm.finetune.module import FinetuneModule
-from armlm.finetune.preflight import check_config
+from armlm.finetune.preflight import FIXED_TRAINER_SETTINGS, check_config
 from armlm.models.checkpoint import read_hyperparameters
 from armlm.sources import ModelSource, open_source
 from armlm.training.devices import check_machine
@@ -168,8 +168,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     # trainer.max_steps is honoured (the run validates at the step it stops); the validation settings are fixed.
     trainer = build_trainer(cfg.trainer, out, checkpoints(out), cfg.get("logger"), max_epochs=int(cfg.task.epochs),
-                            val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
-                            limit_val_batches=1.0)
+                            **FIXED_TRAINER_SETTINGS)
     log.info("fine-tuning %s on %s: %s, lr %g, %d epochs, %d training examples; run folder %s", source.origin,
              info.name, settings, optim["lr"], cfg.task.epochs, len(datamodule.encoded["train"]), out)
     with attention_kernels(cfg.trainer):

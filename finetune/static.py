@@ -27,7 +27,7 @@ from armlm.common.migrations import migrate_finetune_hparams
 from armlm.datamodules.finetune import ConllDataModule
 from armlm.embeddings.store import StaticVectors, load_vectors
 from armlm.embeddings.words import WordSplitter
-from armlm.finetune.preflight import check_config
+from armlm.finetune.preflight import FIXED_TRAINER_SETTINGS, check_config
 from armlm.finetune.run import at_length_cap, finite_or_none, majority_baseline
 from armlm.finetune.task_module import TaskModule
 from armlm.models.checkpoint import read_hyperparameters
@@ -128,8 +128,7 @@ def run_static_finetune(cfg: DictConfig) -> dict[str, Any]:
         check_static_resumable(Path(cfg.ckpt_path), dict(module.hparams))
     out = Path(cfg.output_dir)
     trainer = build_trainer(cfg.trainer, out, checkpoints(out), cfg.get("logger"), max_epochs=int(cfg.task.epochs),
-                            val_check_interval=1.0, check_val_every_n_epoch=1, num_sanity_val_steps=0,
-                            limit_val_batches=1.0)
+                            **FIXED_TRAINER_SETTINGS)
     log.info("feature-based %s on static vectors %s (%s), %d task words with a vector; run folder %s",
              datamodule.info.name, vectors.path, summary["method"], len(index), out)
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)

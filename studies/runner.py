@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import takewhile
 from pathlib import Path
 
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.types import RunMode
@@ -182,7 +183,10 @@ def in_process_config(stage: Stage) -> DictConfig | Exception:
 
 def run_in_process(stage: Stage, composed: DictConfig | Exception) -> int:
     """The stage's command function on its composed config (in_process_config), with the config saved where Hydra
-    saves it; 0 when it finished, 1 when it raised (the error is logged)."""
+    saves it; 0 when it finished, 1 when it raised (the error is logged). torch's fp32 matmul precision, which a
+    pretraining or fine-tuning run sets for the process, is set back after it: a stage that sets none (diagnostics,
+    zero-shot scoring on a GPU) runs at the study process's, as it would in a process of its own."""
+    precision = torch.get_float32_matmul_precision()
     try:
         if isinstance(composed, Exception):
             raise composed
@@ -193,6 +197,8 @@ def run_in_process(stage: Stage, composed: DictConfig | Exception) -> int:
     except Exception as err:  # noqa: BLE001 - a failed stage is reported and the study goes on, as with a process
         log.error("%s: %s: %s", stage.name, type(err).__name__, err)
         return 1
+    finally:
+        torch.set_float32_matmul_precision(precision)
     return 0
 
 

@@ -31,6 +31,15 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def matmul_precision_as_found():
+    """torch's fp32 matmul precision is the process's, and a run sets its trainer's (trainer=gpu: high): set back
+    after each test, so no later test in the worker runs at another's."""
+    precision = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(precision)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """Real corpora from ARMLM_DATA_DIR (default ../shared/data). CI has them, so there a missing folder

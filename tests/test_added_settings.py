@@ -80,12 +80,17 @@ def test_a_setting_a_class_passes_on_unseen_is_one_line_naming_its_node_when_bui
 
 
 def test_an_argument_the_run_gives_its_class_itself_is_refused_where_the_config_holds_it(tmp_path):
-    """+data.seed=3 passes the check (PretrainDataModule takes a seed), and the run's own seed= overrode it without a
-    word; so did fine-tuning's task.epochs a +trainer.max_epochs=5."""
+    """+data.seed=3 is one of PretrainDataModule's arguments, and the run's own seed= overrode it without a word; so
+    did fine-tuning's task.epochs a +trainer.max_epochs=5. The commands' checks refuse them, and so does building."""
+    for command, setting, says in (("train", "+data.seed=3", "data.seed: the run sets seed itself"),
+                                   ("finetune", "+trainer.max_epochs=5", "trainer.max_epochs: the run sets max_epochs "
+                                                                         "itself"),
+                                   ("finetune", "+task.data.seed=5", "task.data.seed: the run sets seed itself")):
+        with pytest.raises(ArmlmError, match=rf"^{says}, so this setting would change nothing; drop it$"):
+            checked(command, setting)
     with pytest.raises(ArmlmError, match=r"^data.seed: the run sets seed itself, so this setting would change nothing"):
         build(composed_config("train", ["+data.seed=3"]).data, input_format="blocks", seed=1)
     finetune = composed_config("finetune", [*REQUIRED["finetune"], "+trainer.max_epochs=5"])
-    checked("finetune", "+trainer.max_epochs=5")  # one of Lightning Trainer's arguments
     with pytest.raises(ArmlmError, match=r"^trainer.max_epochs: the run sets max_epochs itself"):
         build_trainer(finetune.trainer, tmp_path, [], None, max_epochs=3)
     assert not any(tmp_path.iterdir())  # refused before any logger wrote

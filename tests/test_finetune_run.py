@@ -133,13 +133,10 @@ def test_a_finished_or_interrupted_run_resumes_from_its_last_checkpoint(tmp_path
 def test_trainer_max_steps_is_honoured_and_the_stopping_step_validated(tmp_path, tiny_pretrained, rte_slice):
     """64 examples in batches of 16: 4 steps an epoch; max_steps=6 stops in the second epoch and validates there. The
     trainer's matmul precision is the run's (a process-wide setting, which a study's in-process stage inherited)."""
-    try:
-        results = run_finetune(finetune_config(tmp_path, "task=rte", f"pretrained={tiny_pretrained['ar']}",
-                                               f"task.data.source={rte_slice}", "task.epochs=3", "trainer.max_steps=6",
-                                               "trainer.step.matmul_precision=medium"))
-        assert torch.get_float32_matmul_precision() == "medium"
-    finally:
-        torch.set_float32_matmul_precision("highest")
+    results = run_finetune(finetune_config(tmp_path, "task=rte", f"pretrained={tiny_pretrained['ar']}",
+                                           f"task.data.source={rte_slice}", "task.epochs=3", "trainer.max_steps=6",
+                                           "trainer.step.matmul_precision=medium"))
+    assert torch.get_float32_matmul_precision() == "medium"  # set back after the test (conftest)
     assert results["steps"] == 6 and results["max_steps"] == 6
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()

@@ -7,16 +7,26 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.common.migrations import versioned
 from armlm.studies.plan import plan
 from armlm.studies.run import run_study as run_study_in_process
-from armlm.studies.runner import RECORD, cut_launch_seconds, refuse_stages_that_cannot_start, run_stages, stage_settings
+from armlm.studies.runner import (
+    RECORD,
+    cut_launch_seconds,
+    refuse_stages_that_cannot_start,
+    run_in_process,
+    run_stages,
+    stage_settings,
+)
+from armlm.studies.stages import STAGE_KINDS
 from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
 
@@ -111,6 +121,22 @@ def test_a_stage_on_a_pretraining_run_that_learned_nothing_is_refused_unless_ask
     assert study_config("scale=smoke").allow_unlearned and not study_config("scale=cpu").allow_unlearned
 
 
+def sets_a_matmul_precision(cfg):
+    """A stage's command that sets torch's process-wide precision, as a pretraining under trainer=gpu does."""
+    torch.set_float32_matmul_precision("medium")
+
+
+def test_an_in_process_stage_leaves_the_matmul_precision_as_it_found_it(tmp_path, monkeypatch):
+    """A diagnostics stage, which sets none, ran at the precision the stage before it had set (under trainer=gpu,
+    high: TF32), where in a process of its own it ran at highest."""
+    stage = plan(study_config("scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path}"))[0]
+    monkeypatch.setitem(STAGE_KINDS, stage.kind, replace(STAGE_KINDS[stage.kind],
+                                                         run=f"{__name__}:sets_a_matmul_precision"))
+    before = torch.get_float32_matmul_precision()
+    assert run_in_process(stage, compose_config("train", [])) == 0
+    assert torch.get_float32_matmul_precision() == before != "medium"
+
+
 def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_work(tmp_path):
     """A DDP rank past the first is started again from the command line of the process it belongs to; inside a study's
     process that line is the study's, and rank 1 died as `unknown command` while the study was killed with rank 0
@@ -144,6 +170,10 @@ def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_b
                             r"^mlm/seed1 pretrain" + refused + r".*unexpected keyword argument 'foo'"),
                            (["tasks=[]", 'extra_pretrain=["+data.tokenizer.x=1"]'],
                             r"^mlm/seed1 pretrain" + refused + r"data.tokenizer: .*unexpected keyword argument 'x'"),
+                           (["tasks=[]", 'extra_pretrain=["+data.seed=3"]'],  # the run's own seed= overrode it
+                            r"^mlm/seed1 pretrain" + refused + r"data.seed: the run sets seed itself"),
+                           (["tasks=[rte]", 'extra_finetune=["+trainer.max_epochs=5"]'],  # task.epochs overrode it
+                            r"^mlm/seed1 finetune rte-full" + refused + r"trainer.max_epochs: the run sets max_epochs"),
                            (["tasks=[]", 'extra_pretrain=["+seeed=3"]'],  # read by nothing (common.added_settings)
                             r"^mlm/seed1 pretrain" + refused + r"seeed: armlm reads no such setting"),
                            (["tasks=[]", 'extra_diagnose=["+likelihood.draw=4"]'],  # a command without a check

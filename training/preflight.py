@@ -15,9 +15,12 @@ from armlm.common.errors import ArmlmError, ArmlmFileError
 from armlm.datamodules.tokenizer import TokenizerSettings
 from armlm.models.backbone import ModelConfig
 from armlm.models.checkpoint import read_hyperparameters
-from armlm.training.setup import build, build_model_config, differences
+from armlm.training.setup import TRAINER_ARGUMENTS, build, build_model_config, check_run_arguments, differences
 from armlm.training.step_config import sdpa_backends
 from armlm.training.validate import check_branch_settings, check_run_settings
+
+# the data module's arguments the run sets itself (training.run: build(cfg.data, input_format=..., seed=...))
+DATA_ARGUMENTS = ("input_format", "seed")
 
 
 def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
@@ -27,6 +30,8 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     check_branch_settings(cfg, objective)
     sdpa_backends(cfg.trainer)  # names torch knows
+    check_run_arguments(cfg.data, DATA_ARGUMENTS, "data")  # +data.seed=3: a study's launch refuses it too
+    check_run_arguments(cfg.trainer, TRAINER_ARGUMENTS, "trainer")
     try:
         TokenizerSettings(**OmegaConf.to_container(cfg.data.tokenizer, resolve=True))  # types and sizes
     except TypeError as err:  # a key it does not take (+data.tokenizer.x=1)

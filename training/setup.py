@@ -41,6 +41,10 @@ def build(node: DictConfig, *, node_name: str | None = None, adjusted: Mapping[s
         raise
 
 
+# the Trainer's arguments every run sets itself (training.trainer.build_trainer): its run folder, callbacks, loggers
+TRAINER_ARGUMENTS = ("default_root_dir", "callbacks", "logger", "plugins")
+
+
 def check_run_arguments(node: DictConfig, arguments: Collection[str], where: str) -> None:
     """Raise ArmlmError where the config node holds one of the `arguments` the run gives its class itself."""
     given = [key for key in arguments if key in node]

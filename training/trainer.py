@@ -26,7 +26,7 @@ from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
 from armlm.training.callbacks import ValidateAtEnd
 from armlm.training.checkpoint_io import AtomicCheckpointIO
-from armlm.training.setup import check_run_arguments
+from armlm.training.setup import TRAINER_ARGUMENTS, check_run_arguments
 
 progress_log = logging.getLogger("armlm.progress")
 
@@ -214,7 +214,7 @@ def build_trainer(trainer: DictConfig, out: Path, callbacks: list[Callback], log
     mid-write keeps the previous checkpoint). `overrides` are the settings a kind of run fixes itself."""
     check_sharded_clipping(trainer)
     # the Trainer's arguments set here (+trainer.max_epochs=5 beside fine-tuning's task.epochs would change nothing)
-    check_run_arguments(trainer, ["default_root_dir", "callbacks", "logger", "plugins", *overrides], "trainer")
+    check_run_arguments(trainer, [*TRAINER_ARGUMENTS, *overrides], "trainer")
     bar = [progress_display()] if trainer.get("enable_progress_bar", True) else []
     return instantiate(
         lightning_settings(trainer), default_root_dir=str(out), callbacks=[*callbacks, ValidateAtEnd(), *bar],
