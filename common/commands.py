@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from hydra.core.hydra_config import HydraConfig
 
 from armlm.common.added_settings import check_added_settings
-from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit
+from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit, wants_traceback
+from armlm.common.composition import why_it_does_not_compose
 from armlm.common.config import CHECKOUT, CONFIGS, export_data_dir
 
 HELP = ("-h", "--help", "help")
@@ -59,7 +60,7 @@ def resolve(path: str) -> Any:
 
 def run_hydra(cmd: Command) -> None:
     """Compose the command's config from sys.argv (Hydra's grammar, -m included), check it (Command.check) and run
-    it. The command's module is imported once the config has composed and passed its check: a misspelt option or
+    it; settings that do not compose end in one line (common.composition), before Hydra's own report of them. The command's module is imported once the config has composed and passed its check: a misspelt option or
     group, or a value out of range, is refused in the seconds Hydra (and torch) take, not after the seconds
     Lightning's import takes, and --help and --cfg print without it. A module that fails to import
     now fails inside Hydra's job (its "Error executing job" lines, the run folder made)."""
@@ -67,16 +68,32 @@ def run_hydra(cmd: Command) -> None:
 
     log = logging.getLogger(f"armlm.{cmd.name}")
     export_data_dir()
+    overrides = sys.argv[1:]
+    # one line, not Hydra's five; Hydra's flags (-m's sweeps, --cfg) compose their own way, and ARMLM_TRACEBACK=1
+    # leaves the report to Hydra (HYDRA_FULL_ERROR=1 for its traceback)
+    problem = None if wants_traceback() or any(arg.startswith("-") for arg in overrides) else (
+        why_it_does_not_compose(str(cmd.config), overrides))
+    if problem is not None:
+        logging.basicConfig(format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")  # as Hydra's own lines
+        log.error("ArmlmError: %s", problem)
+        sys.exit(1)
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
-        run_or_exit(lambda composed: check_command(cmd, composed, HydraConfig.get().overrides.task), cfg, log)
+        run_or_exit(lambda composed: check_command(cmd, composed, command_line()), cfg, log)
         run = cmd.function()
         if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
             lightning_through_the_root()
         run_or_exit(run, cfg, log, errors=error_types(cmd))
 
     main()
+
+
+def command_line() -> list[str]:
+    """The running Hydra job's overrides, with the search path it composed with (Hydra keeps hydra.* apart): what
+    composes its config again."""
+    overrides = HydraConfig.get().overrides
+    return [*(o for o in overrides.hydra if o.startswith("hydra.searchpath=")), *overrides.task]
 
 
 class Checked(Protocol):

@@ -85,9 +85,7 @@ def check_closed(cfg: DictConfig, closed: Mapping[str, Collection[str]]) -> None
 def unread_settings(keys: list[str], node: str, known: Collection[str]) -> str:
     """The line refusing settings of `node` that nothing reads (`keys`, dotted), naming those it holds, after the
     ones a typo may have meant: those it begins (temp: temperature), else the closest."""
-    name = keys[0].removeprefix(f"{node}.").split(".")[0]  # the part of the key that is not in `node` ("": the top)
-    meant = sorted((k for k in known if k.startswith(name)), key=len)[:3] or difflib.get_close_matches(
-        name, list(known), n=1)
+    meant = meant_among(keys[0].removeprefix(f"{node}.").split(".")[0], known)  # the part not in `node` ("": top)
     return (f"{', '.join(keys)}: armlm reads no such setting (added, e.g. with +{keys[0]}=..., it would change "
             f"nothing); " + (f"did you mean {' or '.join(meant)}? " if meant else "") +
             f"{node or 'the top level'} holds {', '.join(known)}")
@@ -96,3 +94,9 @@ def unread_settings(keys: list[str], node: str, known: Collection[str]) -> str:
 def closed_keys(rules: tuple[Rule, ...], node: str, *elsewhere: str) -> tuple[str, ...]:
     """The settings of `node` that the rules name, and those checked elsewhere (`elsewhere`): all it may hold."""
     return tuple(rule.key.removeprefix(f"{node}.") for rule in rules if rule.key.startswith(f"{node}.")) + elsewhere
+
+
+def meant_among(name: str, known: Collection[str]) -> list[str]:
+    """The settings a typo `name` may have meant: those it begins (temp: temperature), else the closest."""
+    return sorted((k for k in known if k.startswith(name)), key=len)[:3] or difflib.get_close_matches(
+        name, list(known), n=1)

@@ -224,9 +224,11 @@ def plan(cfg: DictConfig) -> list[Stage]:
 
 
 # the keys of a study config the default planner reads (STUDY_KEYS always, the rest where given; studies.budget's
-# among them): studies.run refuses any other, which nothing would read
+# among them; "section.key" a section's own): studies.run refuses any other, which nothing would read
 plan.study_settings = (*STUDY_KEYS, "corpus", "finetune_seeds", "finetune_settings", "pretrain_settings",
-                       "task_settings", "zeroshot", "budget", "budget_kind", "unique_tokens")
+                       "task_settings", "zeroshot", "budget", "budget_kind", "unique_tokens",
+                       "diagnose.candidates_arm", "diagnose.independence", "diagnose.representations",
+                       "diagnose.settings", "zeroshot.at_words", "zeroshot.settings")
 
 
 def milestone_words(cfg: DictConfig, arms: dict[str, PipelineArm]) -> list[int]:

@@ -92,11 +92,19 @@ RUN_SETTINGS = ("name", "planner", "report")
 
 def check_study_settings(cfg: DictConfig, planner: Callable[..., Any]) -> None:
     """A study config holds only keys something reads: the run's, its registrations' and its planner's (the planner's
-    `study_settings`; a planner of one's own that declares none reads what it reads, unchecked). A typo there
-    (+study.alpa=0.01, or `aplha:` in a study's YAML) judged every finding at the default alpha without a word."""
+    `study_settings`, "section.key" for a section's own; a planner of one's own that declares none reads what it
+    reads, unchecked). A typo there (+study.alpa=0.01, or `aplha:` in a study's YAML) judged every finding at the
+    default alpha without a word."""
     own = getattr(planner, "study_settings", None)
-    if own is not None:
-        check_closed(cfg, {"study": tuple(dict.fromkeys((*RUN_SETTINGS, *StudySpec.SETTINGS, *own)))})
+    if own is None:
+        return
+    closed: dict[str, list[str]] = {"study": []}
+    for key in (*RUN_SETTINGS, *StudySpec.SETTINGS, *own):
+        section, _, name = key.partition(".")
+        closed["study"] += [] if section in closed["study"] else [section]
+        if name:
+            closed.setdefault(f"study.{section}", []).append(name)
+    check_closed(cfg, closed)
 
 
 def registrations(cfg: DictConfig) -> StudySpec:

@@ -17,7 +17,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import takewhile
 from pathlib import Path
 
 import torch
@@ -29,6 +28,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
 from armlm.common.commands import check_command, script_path
+from armlm.common.composition import composition_problem, first_line
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
 from armlm.studies.plan import Stage
@@ -123,16 +123,6 @@ def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
     return None
 
 
-def one_line(err: Exception) -> str:
-    """An error's first line, with the choices Hydra lists below it for a missing config ("Available options")."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if not lines:
-        return type(err).__name__
-    options = list(takewhile(lambda line: not line.startswith("Config search path"), lines[2:])) if (
-        len(lines) > 1 and lines[1].startswith("Available options")) else []
-    return f"{lines[0]}; choose one of {', '.join(options)}" if options else lines[0]
-
-
 def shape(stage: Stage) -> tuple[str, ...]:
     """Its command and settings with its own seed and run folders taken out: the stages of one task, variant or
     objective compose alike whichever arm's checkpoint they read and whichever seed they run."""
@@ -157,10 +147,11 @@ def refuse_stages_that_cannot_start(stages: list[Stage], composed: dict[Stage, D
         cfg = composed.get(stage)
         cfg = cfg if isinstance(cfg, DictConfig) else composed_or_error(stage)
         if isinstance(cfg, Exception):
-            raise ArmlmError(f"{stage.name}: its settings do not compose ({one_line(cfg)}); {fix}") from cfg
+            problem = composition_problem(str(stage.command.config), stage_settings(stage), cfg)
+            raise ArmlmError(f"{stage.name}: its settings do not compose ({problem}); {fix}") from cfg
         error = refusal(stage, cfg)
         if error is not None:
-            raise ArmlmError(f"{stage.name}: its command refuses its settings ({one_line(error)}); {fix}") from error
+            raise ArmlmError(f"{stage.name}: its command refuses its settings ({first_line(error)}); {fix}") from error
 
 
 def in_process_config(stage: Stage) -> DictConfig | Exception:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -10,7 +13,8 @@ from armlm.common.commands import check_command
 from armlm.common.errors import ArmlmError
 from armlm.training.setup import build, build_model_config
 from armlm.training.trainer import build_trainer
-from tests.helpers.configs import composed_config
+from tests.helpers.configs import REPO, composed_config
+from tests.helpers.lanes import fast_lane_keeps
 
 # What each Hydra command needs given to compose a config it would run (its `???` settings): a command added to the
 # registry fails test_every_command_refuses_a_key_added_beside_its_own until it is listed here
@@ -36,7 +40,7 @@ def test_every_command_refuses_a_key_added_beside_its_own():
             checked(command, f"+{own}x=1")
 
 
-@pytest.mark.parametrize(("command", "setting", "message"), [
+@pytest.mark.parametrize(("command", "setting", "message"), fast_lane_keeps([
     ("zeroshot", "+blimp.max_pair=10", r"blimp.max_pair: .*; did you mean max_pairs\? blimp holds dir, published, "
                                        r"max_pairs, context$"),
     ("zeroshot", "+blimp.context.token=8", r"did you mean tokens\? blimp.context holds file, tokens$"),
@@ -47,13 +51,13 @@ def test_every_command_refuses_a_key_added_beside_its_own():
     ("train", "+data.foo=1", r"^data.foo: armlm.datamodules.pretrain.PretrainDataModule takes no argument foo "
                              r"\(added, e\.g\. with \+data\.foo=\.\.\., it would fail when built\); it takes corpus, "),
     ("train", "+trainer.foo=1", r"^trainer.foo: lightning.pytorch.Trainer takes no argument foo"),
-])
+], every=3))
 def test_a_key_added_where_nothing_reads_it_is_refused_naming_what_its_node_holds(command, setting, message):
     with pytest.raises(ArmlmError, match=message):
         checked(command, setting)
 
 
-@pytest.mark.parametrize(("command", "settings"), [
+@pytest.mark.parametrize(("command", "settings"), fast_lane_keeps([
     ("train", ["++seed=3"]),  # ++ sets a key the config holds
     ("train", ["+objective.fixed_count=true"]),  # an argument its class takes that the YAML leaves out
     ("train", ["+trainer.num_nodes=1"]),  # one of Lightning Trainer's
@@ -62,7 +66,7 @@ def test_a_key_added_where_nothing_reads_it_is_refused_naming_what_its_node_hold
     ("study", ["+study.gate=false"]),  # the planner's optional settings
     ("study", ["++study.budget=3"]),
     ("train", ["+hydra.job.env_set.X=1"]),  # Hydra's own
-])
+], every=3))
 def test_a_key_added_that_is_read_passes(command, settings):
     checked(command, *settings)
 
@@ -118,3 +122,18 @@ def test_a_key_under_a_node_the_config_lacks_is_matched_where_it_leaves_the_conf
         checked("train", "+task.data.max_length=64")
     with pytest.raises(ArmlmError, match=r"^objectiv.mask_prob: .*; did you mean objective\? the top level holds "):
         checked("train", "+objectiv.mask_prob=0.2")
+
+
+@pytest.mark.slow  # a process that starts Python
+def test_a_command_on_a_search_path_checks_what_it_adds_with_that_path(tmp_path):
+    """Hydra keeps hydra.searchpath out of the job's overrides: the check composed a study of one's own without it
+    and failed ("Could not find 'study/mine'") before a study that added an arm's setting could start."""
+    (tmp_path / "configs" / "study").mkdir(parents=True)
+    (tmp_path / "configs" / "study" / "mine.yaml").write_text((REPO / "configs" / "study" / "ar_vs_mlm.yaml").read_text())
+    study = [sys.executable, "-m", "armlm", "study", f"hydra.searchpath=[file://{tmp_path / 'configs'}]", "study=mine",
+             "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path / 'root'}", "dry_run=true"]
+    planned = subprocess.run([*study, "+study.arms.mlm.diagnose=false", "study.diagnose.candidates_arm=null"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300)
+    assert planned.returncode == 0 and "stages: 1 planned" in planned.stdout + planned.stderr, planned.stderr[-2000:]
+    refused = subprocess.run([*study, "+seeed=1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "seeed: armlm reads no such setting" in refused.stdout + refused.stderr

@@ -175,8 +175,8 @@ def test_the_console_entry_point_runs_as_a_module():
 
 @pytest.mark.slow  # a process that starts Python
 @pytest.mark.parametrize("argv, refusal", [
-    (["train", "objective=nope"], "Available options in"),
-    (["finetune", "task=nope"], "Available options in"),
+    (["train", "objective=nope"], "Could not find 'objective/nope'; choose one of all_tokens_mlm, ar, "),
+    (["finetune", "task=nope"], "Could not find 'task/nope'; choose one of cola, conll2003, "),
     (["train", "optim.lr=-1"], "optim.lr=-1: expected a number > 0"),
     (["train", "trainer.step.sdpa_backends=[fast]"], "trainer.step.sdpa_backends=['fast']; choose some of"),
     (["finetune", "task=rte"], "task=rte needs pretrained="),

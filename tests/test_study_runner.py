@@ -161,7 +161,8 @@ def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_b
     for settings, line in ((["tasks=[nope]"], r"^mlm/seed1 finetune nope-full: its settings do not compose \(In "
                                                 r"'finetune': Could not find 'task/nope'; choose one of .*conll2003"),
                            (["tasks=[]", 'extra_pretrain=["optim.lrr=1"]'],
-                            r"^mlm/seed1 pretrain: its settings do not compose \(Could not override 'optim.lrr'\.\)"),
+                            r"^mlm/seed1 pretrain: its settings do not compose \(optim.lrr: there is no such setting; "
+                            r"did you mean lr\? optim holds "),
                            (["tasks=[rte]", 'extra_finetune=["task.optim.lr=-1"]'],
                             r"^mlm/seed1 finetune rte-full" + refused + r"task.optim.lr=-1: expected a number > 0"),
                            (["tasks=[]", 'extra_pretrain=["objective.mask_prob=0.9"]'],

@@ -1,0 +1,88 @@
+"""A command line whose settings do not compose, in one line naming the problem and the fix.
+
+Hydra's own report of a misspelt key is five lines ending in `To append to your config use +optim.lrr=1`, advice that
+is right for an argument a class takes and that its YAML leaves out (+objective.fixed_count=true) and wrong where a
+command reads its settings by name (common.added_settings then refuses the added key). A missing config group option
+is a list of the options, one a line, and the search path. `armlm <command>` composes its command line once before
+Hydra does (common.commands.run_hydra), and a study each stage's (studies.runner), to say it in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import takewhile
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+from armlm.common.added_settings import held
+from armlm.common.config import compose_config
+from armlm.common.rules import meant_among
+
+MISSING_KEY = (ConfigKeyError, ConfigAttributeError)  # omegaconf's, for a key a config node does not hold
+
+
+def why_it_does_not_compose(config: str, overrides: Sequence[str]) -> str | None:
+    """The line saying why configs/<config>.yaml does not compose with `overrides`; None where it composes."""
+    try:
+        compose_config(config, list(overrides))
+    except Exception as err:  # noqa: BLE001 - whatever Hydra would report, said in one line
+        return composition_problem(config, overrides, err)
+    return None
+
+
+def composition_problem(config: str, overrides: Sequence[str], err: Exception) -> str:
+    """One line for an error composing configs/<config>.yaml with `overrides`: a key the config lacks names the
+    settings its node holds, the one it may have meant and, for a node that builds a class, how to add an argument;
+    an override Hydra cannot parse, that override; a missing config, the options Hydra lists below it; anything
+    else, its first line after the override it comes from."""
+    key = getattr(err.__cause__, "full_key", None)
+    if isinstance(err, ConfigCompositionException) and isinstance(err.__cause__, MISSING_KEY) and key:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        try:
+            before = OmegaConf.to_container(compose_config(
+                config, [line for line, o in zip(overrides, parsed) if o.key_or_group != key]), resolve=False)
+        except Exception:  # noqa: BLE001 - another override fails too: Hydra's line
+            return first_line(err)
+        holder = key.rpartition(".")[0]
+        while not isinstance(held(before, holder), dict):
+            holder = holder.rpartition(".")[0]
+        known = held(before, holder)
+        name = key[len(holder) + 1:] if holder else key
+        meant = meant_among(name.split(".")[0], list(known))
+        where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
+        if "_target_" in known and "." not in name:  # a node that builds a class: an argument it leaves out is added
+            return (f"{key}: there is no such setting; {guess}{where} holds "
+                    f"{', '.join(k for k in known if not k.startswith('_'))}, and an argument its class takes that "
+                    f"the config leaves out is added with +{key}=...")
+        return f"{key}: there is no such setting; {guess}{where} holds {', '.join(known)}"
+    if isinstance(err, OverrideParseException):  # its message does not name the override
+        return f"{err.override}: Hydra cannot parse it ({first_line(err)}; https://hydra.cc/docs/1.3/advanced/" \
+               "override_grammar/basic)"
+    if isinstance(err, MissingConfigException):  # names the group and the option, and lists the options
+        return first_line(err)
+    # anything else (optim.betas.x=1: omegaconf's "invalid literal for int()") names no setting: the first override
+    # the config does not compose with, each added in turn (seconds, and only once it has failed)
+    culprit = next((line for n, line in enumerate(overrides, 1) if not composes(config, overrides[:n])), None)
+    return f"{culprit}: {first_line(err)}" if culprit else first_line(err)
+
+
+def composes(config: str, overrides: Sequence[str]) -> bool:
+    try:
+        compose_config(config, list(overrides))
+    except Exception:  # noqa: BLE001 - any failure
+        return False
+    return True
+
+
+def first_line(err: Exception) -> str:
+    """An error's first line, with the choices Hydra lists below it for a missing config ("Available options")."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    options = [option for option in takewhile(lambda line: not line.startswith("Config search path"), lines[2:])
+               if not option.startswith("_")] if len(lines) > 1 and lines[1].startswith("Available options") else []
+    # (a file named _... is a base the options build on, not one to choose: task/_glue.yaml)
+    return f"{lines[0]}; choose one of {', '.join(options)}" if options else lines[0]

@@ -1,0 +1,41 @@
+"""Settings that do not compose end in one line naming the problem and the fix (common.composition)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from armlm.common.composition import why_it_does_not_compose
+from tests.helpers.lanes import fast_lane_keeps
+
+
+@pytest.mark.parametrize(("config", "settings", "line"), fast_lane_keeps([
+    # Hydra's five lines advised +optim.lrr=1, which nothing would read
+    ("train", ["optim.lrr=1"], r"^optim.lrr: there is no such setting; did you mean lr\? optim holds lr, betas, "),
+    ("train", ["seeed=3"], r"^seeed: there is no such setting; did you mean seed\? the top level holds objective, "),
+    ("train", ["seed=2", "optim.betas.x=1"], r"^optim.betas.x=1: invalid literal for int\(\) with base 10: 'x'$"),
+    # a node that builds a class: an argument its YAML leaves out is added (+objective.fixed_count=true)
+    ("train", ["objective.fixed_count=true"], r"^objective.fixed_count: there is no such setting; objective holds "
+                                              r"mask_rate, mask_prob, .*, and an argument its class takes that the config leaves "
+                                              r"out is added with \+objective.fixed_count=\.\.\.$"),
+    ("zeroshot", ["checkpoint=x", "blimp.max_pair=3"], r"did you mean max_pairs\? blimp holds dir, published, "),
+    ("finetune", ["task=rte", "task.epoch=3"], r"^task.epoch: .*did you mean epochs\? task holds "),
+    # a missing option: its first line, with the options Hydra lists one a line
+    ("train", ["objective=mlmm"], r"^In 'train': Could not find 'objective/mlmm'; choose one of .*, mlm, "),
+    ("train", ["optim.lr=[1"], r"^optim.lr=\[1: Hydra cannot parse it \(no viable alternative at input '\[1'; https"),
+    ("finetune", ["task=nope"], r"^In 'finetune': Could not find 'task/nope'; choose one of cola, conll2003, "),
+], every=3))
+def test_settings_that_do_not_compose_are_one_line_naming_the_fix(config, settings, line):
+    problem = why_it_does_not_compose(config, settings)
+    assert problem is not None and "\n" not in problem
+    assert re.search(line, problem), problem
+
+
+@pytest.mark.parametrize(("config", "settings"), [
+    ("train", ["hydra.run.dir=/tmp/x", "hydra.job.chdir=false", "hydra/job_logging=disabled", "hydra.verbose=true"]),
+    ("train", ["++seed=3", "experiment=smoke", "+objective.fixed_count=true"]),
+    ("finetune", ["task=rte", "pretrained=x"]),
+])
+def test_settings_that_compose_pass(config, settings):
+    assert why_it_does_not_compose(config, settings) is None
