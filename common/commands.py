@@ -60,19 +60,21 @@ def resolve(path: str) -> Any:
 
 def run_hydra(cmd: Command) -> None:
     """Compose the command's config from sys.argv (Hydra's grammar, -m included), check it (Command.check) and run
-    it; settings that do not compose end in one line (common.composition), before Hydra's own report of them. The command's module is imported once the config has composed and passed its check: a misspelt option or
-    group, or a value out of range, is refused in the seconds Hydra (and torch) take, not after the seconds
-    Lightning's import takes, and --help and --cfg print without it. A module that fails to import
-    now fails inside Hydra's job (its "Error executing job" lines, the run folder made)."""
+    it; a misspelt key or option ends in one line (common.composition) before Hydra's own report of it. The command's
+    module is imported once the config has composed and passed its check: a misspelt option or group, or a value out
+    of range, is refused in the seconds Hydra (and torch) take, not after the seconds Lightning's import takes, and
+    --help and --cfg print without it. A module that fails to import now fails inside Hydra's job (its "Error
+    executing job" lines, the run folder made)."""
     import hydra  # only a Hydra command pays for it
 
     log = logging.getLogger(f"armlm.{cmd.name}")
     export_data_dir()
     overrides = sys.argv[1:]
-    # one line, not Hydra's five; Hydra's flags (-m's sweeps, --cfg) compose their own way, and ARMLM_TRACEBACK=1
-    # leaves the report to Hydra (HYDRA_FULL_ERROR=1 for its traceback)
-    problem = None if wants_traceback() or any(arg.startswith("-") for arg in overrides) else (
-        why_it_does_not_compose(str(cmd.config), overrides))
+    # one line, not Hydra's five; Hydra's flags (-m's sweeps, --cfg) and hydra.mode=MULTIRUN compose their own way,
+    # and ARMLM_TRACEBACK=1 leaves the report to Hydra (HYDRA_FULL_ERROR=1 for its traceback)
+    sweep = any(arg.startswith("-") or arg.replace(" ", "") == "hydra.mode=MULTIRUN" for arg in overrides)
+    problem = None if wants_traceback() or sweep else why_it_does_not_compose(str(cmd.config), overrides,
+                                                                              cmd.open_settings)
     if problem is not None:
         logging.basicConfig(format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")  # as Hydra's own lines
         log.error("ArmlmError: %s", problem)

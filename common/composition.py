@@ -4,12 +4,14 @@ Hydra's own report of a misspelt key is five lines ending in `To append to your 
 is right for an argument a class takes and that its YAML leaves out (+objective.fixed_count=true) and wrong where a
 command reads its settings by name (common.added_settings then refuses the added key). A missing config group option
 is a list of the options, one a line, and the search path. `armlm <command>` composes its command line once before
-Hydra does (common.commands.run_hydra), and a study each stage's (studies.runner), to say it in one line.
+Hydra does (common.commands.run_hydra), and a study each stage's (studies.runner), to say these in one line. Any
+other failure (a sweep's value without -m, a YAML that does not parse) is left to Hydra's report, whose remedies and
+file positions a line would lose.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import takewhile
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -24,57 +26,54 @@ from armlm.common.rules import meant_among
 MISSING_KEY = (ConfigKeyError, ConfigAttributeError)  # omegaconf's, for a key a config node does not hold
 
 
-def why_it_does_not_compose(config: str, overrides: Sequence[str]) -> str | None:
-    """The line saying why configs/<config>.yaml does not compose with `overrides`; None where it composes."""
+def why_it_does_not_compose(config: str, overrides: Sequence[str],
+                            open_settings: Collection[str] = ()) -> str | None:
+    """The line saying why configs/<config>.yaml does not compose with `overrides`; None where it composes, or where
+    Hydra's own report says it better. `open_settings`: nodes whose readers take keys the config leaves out
+    (Command.open_settings), which are added with +."""
     try:
         compose_config(config, list(overrides))
-    except Exception as err:  # noqa: BLE001 - whatever Hydra would report, said in one line
-        return composition_problem(config, overrides, err)
+    except (ConfigCompositionException, MissingConfigException, OverrideParseException) as err:
+        return composition_problem(config, overrides, err, open_settings)
+    except Exception:  # noqa: BLE001 - Hydra reports the rest in full
+        return None
     return None
 
 
-def composition_problem(config: str, overrides: Sequence[str], err: Exception) -> str:
-    """One line for an error composing configs/<config>.yaml with `overrides`: a key the config lacks names the
-    settings its node holds, the one it may have meant and, for a node that builds a class, how to add an argument;
-    an override Hydra cannot parse, that override; a missing config, the options Hydra lists below it; anything
-    else, its first line after the override it comes from."""
-    key = getattr(err.__cause__, "full_key", None)
-    if isinstance(err, ConfigCompositionException) and isinstance(err.__cause__, MISSING_KEY) and key:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-        try:
-            before = OmegaConf.to_container(compose_config(
-                config, [line for line, o in zip(overrides, parsed) if o.key_or_group != key]), resolve=False)
-        except Exception:  # noqa: BLE001 - another override fails too: Hydra's line
-            return first_line(err)
-        holder = key.rpartition(".")[0]
-        while not isinstance(held(before, holder), dict):
-            holder = holder.rpartition(".")[0]
-        known = held(before, holder)
-        name = key[len(holder) + 1:] if holder else key
-        meant = meant_among(name.split(".")[0], list(known))
-        where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
-        if "_target_" in known and "." not in name:  # a node that builds a class: an argument it leaves out is added
-            return (f"{key}: there is no such setting; {guess}{where} holds "
-                    f"{', '.join(k for k in known if not k.startswith('_'))}, and an argument its class takes that "
-                    f"the config leaves out is added with +{key}=...")
-        return f"{key}: there is no such setting; {guess}{where} holds {', '.join(known)}"
+def composition_problem(config: str, overrides: Sequence[str], err: Exception,
+                        open_settings: Collection[str] = ()) -> str | None:
+    """One line for an error composing configs/<config>.yaml with `overrides`, or None where Hydra says it better: a
+    key the config lacks names the settings its node holds, the one it may have meant and, for a node that builds a
+    class, how to add an argument; an override Hydra cannot parse, that override; a missing config, the options Hydra
+    lists below it."""
     if isinstance(err, OverrideParseException):  # its message does not name the override
         return f"{err.override}: Hydra cannot parse it ({first_line(err)}; https://hydra.cc/docs/1.3/advanced/" \
                "override_grammar/basic)"
     if isinstance(err, MissingConfigException):  # names the group and the option, and lists the options
         return first_line(err)
-    # anything else (optim.betas.x=1: omegaconf's "invalid literal for int()") names no setting: the first override
-    # the config does not compose with, each added in turn (seconds, and only once it has failed)
-    culprit = next((line for n, line in enumerate(overrides, 1) if not composes(config, overrides[:n])), None)
-    return f"{culprit}: {first_line(err)}" if culprit else first_line(err)
-
-
-def composes(config: str, overrides: Sequence[str]) -> bool:
-    try:
-        compose_config(config, list(overrides))
-    except Exception:  # noqa: BLE001 - any failure
-        return False
-    return True
+    key = getattr(err.__cause__, "full_key", None)
+    if not (isinstance(err.__cause__, MISSING_KEY) and key) or key == "hydra" or key.startswith("hydra."):
+        return None  # Hydra's own settings: its report names the fix (+hydra.job.env_set.X=1)
+    if any(key == node or key.startswith(f"{node}.") for node in open_settings):
+        return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=..."
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    try:  # without the override of the missing key, or of a key beneath it (optm.lr=1: optm is missing)
+        before = OmegaConf.to_container(compose_config(config, [line for line, o in zip(overrides, parsed) if not (
+            o.key_or_group == key or o.key_or_group.startswith(f"{key}."))]), resolve=False)
+    except Exception:  # noqa: BLE001 - another override fails too: Hydra's report
+        return None
+    holder = key.rpartition(".")[0]
+    while not isinstance(held(before, holder), dict):
+        holder = holder.rpartition(".")[0]
+    known = held(before, holder)
+    name = key[len(holder) + 1:] if holder else key
+    meant = meant_among(name.split(".")[0], list(known))
+    where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
+    if "_target_" in known and "." not in name:  # a node that builds a class: an argument it leaves out is added
+        return (f"{key}: there is no such setting; {guess}{where} holds "
+                f"{', '.join(k for k in known if not k.startswith('_'))}, and an argument its class takes that the "
+                f"config leaves out is added with +{where}.<argument>=...")
+    return f"{key}: there is no such setting; {guess}{where} holds {', '.join(known)}"
 
 
 def first_line(err: Exception) -> str:

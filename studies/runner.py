@@ -147,7 +147,8 @@ def refuse_stages_that_cannot_start(stages: list[Stage], composed: dict[Stage, D
         cfg = composed.get(stage)
         cfg = cfg if isinstance(cfg, DictConfig) else composed_or_error(stage)
         if isinstance(cfg, Exception):
-            problem = composition_problem(str(stage.command.config), stage_settings(stage), cfg)
+            problem = composition_problem(str(stage.command.config), stage_settings(stage), cfg,
+                                          stage.command.open_settings) or first_line(cfg)
             raise ArmlmError(f"{stage.name}: its settings do not compose ({problem}); {fix}") from cfg
         error = refusal(stage, cfg)
         if error is not None:

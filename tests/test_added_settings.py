@@ -35,8 +35,9 @@ def test_every_command_refuses_a_key_added_beside_its_own():
     for command in REQUIRED:
         config = composed_config(COMMANDS[command].config, REQUIRED[command])
         own = next(key for key in config if not OmegaConf.is_config(config[key]))
-        with pytest.raises(ArmlmError, match=rf"^{own}x: armlm reads no such setting \(added, e\.g\. with \+{own}x=\.\.\., "
-                                             rf"it would change nothing\); did you mean {own}\? the top level holds "):
+        with pytest.raises(ArmlmError, match=rf"^{own}x: armlm reads no such setting \(added, e\.g\. with "
+                                             rf"\+{own}x=\.\.\., it would change nothing\); did you mean {own}\? "
+                                             rf"the top level holds "):
             checked(command, f"+{own}x=1")
 
 
@@ -62,7 +63,8 @@ def test_a_key_added_where_nothing_reads_it_is_refused_naming_what_its_node_hold
     ("train", ["+objective.fixed_count=true"]),  # an argument its class takes that the YAML leaves out
     ("train", ["+trainer.num_nodes=1"]),  # one of Lightning Trainer's
     ("train", ["logger=wandb", "+logger.wandb.mode=offline"]),  # WandbLogger passes its **kwargs to wandb.init
-    ("finetune", ["+task.metrics.f1={_target_:armlm.finetune.metrics.accuracy}"]),  # an open node: Command.open_settings
+    # an open node (Command.open_settings)
+    ("finetune", ["+task.metrics.f1={_target_:armlm.finetune.metrics.accuracy}"]),
     ("study", ["+study.gate=false"]),  # the planner's optional settings
     ("study", ["++study.budget=3"]),
     ("train", ["+hydra.job.env_set.X=1"]),  # Hydra's own
@@ -129,11 +131,12 @@ def test_a_command_on_a_search_path_checks_what_it_adds_with_that_path(tmp_path)
     """Hydra keeps hydra.searchpath out of the job's overrides: the check composed a study of one's own without it
     and failed ("Could not find 'study/mine'") before a study that added an arm's setting could start."""
     (tmp_path / "configs" / "study").mkdir(parents=True)
-    (tmp_path / "configs" / "study" / "mine.yaml").write_text((REPO / "configs" / "study" / "ar_vs_mlm.yaml").read_text())
+    shipped = (REPO / "configs" / "study" / "ar_vs_mlm.yaml").read_text()
+    (tmp_path / "configs" / "study" / "mine.yaml").write_text(shipped)
     study = [sys.executable, "-m", "armlm", "study", f"hydra.searchpath=[file://{tmp_path / 'configs'}]", "study=mine",
              "scale=smoke", "seeds=1", "arm=mlm", "tasks=[]", f"root={tmp_path / 'root'}", "dry_run=true"]
-    planned = subprocess.run([*study, "+study.arms.mlm.diagnose=false", "study.diagnose.candidates_arm=null"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300)
+    planned = subprocess.run([*study, "+study.arms.mlm.diagnose=false", "study.diagnose.candidates_arm=null"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert planned.returncode == 0 and "stages: 1 planned" in planned.stdout + planned.stderr, planned.stderr[-2000:]
     refused = subprocess.run([*study, "+seeed=1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 1 and "seeed: armlm reads no such setting" in refused.stdout + refused.stderr

@@ -18,6 +18,8 @@ USER_ERRORS = {
     "train objective.mask_prob=0.9": "must sum to 1",  # data.batch_size=0 and the like: tests/test_configs.py
     # Hydra's five lines, which advised +optim.lrr=1 (read by nothing: common.added_settings refuses it)
     "train optim.lrr=1": "optim.lrr: there is no such setting; did you mean lr? optim holds lr, ",
+    # a sweep without -m: its job is checked, not its command line (which would not compose in one run)
+    "train hydra.mode=MULTIRUN seed=1,2 optim.lr=-1": "optim.lr=-1: expected a number > 0",
     "finetune task=conll2003": "task=conll2003 needs pretrained=",
     "finetune task=conll2003 pretrained=/nowhere/run": "/nowhere/run does not exist",
     "zeroshot checkpoint=hf:no-such/model": "hf:no-such/model cannot be loaded: HF_HUB_OFFLINE is set",
