@@ -54,8 +54,6 @@ def composition_problem(config: str, overrides: Sequence[str], err: Exception,
     key = getattr(err.__cause__, "full_key", None)
     if not (isinstance(err.__cause__, MISSING_KEY) and key) or key == "hydra" or key.startswith("hydra."):
         return None  # Hydra's own settings: its report names the fix (+hydra.job.env_set.X=1)
-    if any(key == node or key.startswith(f"{node}.") for node in open_settings):
-        return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=..."
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     try:  # without the override of the missing key, or of a key beneath it (optm.lr=1: optm is missing)
         before = OmegaConf.to_container(compose_config(config, [line for line, o in zip(overrides, parsed) if not (
@@ -68,12 +66,15 @@ def composition_problem(config: str, overrides: Sequence[str], err: Exception,
     known = held(before, holder)
     name = key[len(holder) + 1:] if holder else key
     meant = meant_among(name.split(".")[0], list(known))
+    if not meant and any(key == node or key.startswith(f"{node}.") for node in open_settings):
+        return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=..."
     where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
+    own = [k for k in known if not k.startswith("_")]
+    holds = f"{where} holds {', '.join(own)}" if own else f"{where} holds no setting of its own"
     if "_target_" in known and "." not in name:  # a node that builds a class: an argument it leaves out is added
-        return (f"{key}: there is no such setting; {guess}{where} holds "
-                f"{', '.join(k for k in known if not k.startswith('_'))}, and an argument its class takes that the "
-                f"config leaves out is added with +{where}.<argument>=...")
-    return f"{key}: there is no such setting; {guess}{where} holds {', '.join(known)}"
+        return (f"{key}: there is no such setting; {guess}{holds}, and an argument its class takes that the config "
+                f"leaves out is added with +{where}.<argument>=...")
+    return f"{key}: there is no such setting; {guess}{holds}"
 
 
 def first_line(err: Exception) -> str:

@@ -148,7 +148,8 @@ def refuse_stages_that_cannot_start(stages: list[Stage], composed: dict[Stage, D
         cfg = cfg if isinstance(cfg, DictConfig) else composed_or_error(stage)
         if isinstance(cfg, Exception):
             problem = composition_problem(str(stage.command.config), stage_settings(stage), cfg,
-                                          stage.command.open_settings) or first_line(cfg)
+                                          stage.command.open_settings) or (  # Hydra's line names no setting
+                f"{first_line(cfg)}, from one of {' '.join(stage.overrides)}")
             raise ArmlmError(f"{stage.name}: its settings do not compose ({problem}); {fix}") from cfg
         error = refusal(stage, cfg)
         if error is not None:

@@ -18,6 +18,8 @@ USER_ERRORS = {
     "train objective.mask_prob=0.9": "must sum to 1",  # data.batch_size=0 and the like: tests/test_configs.py
     # Hydra's five lines, which advised +optim.lrr=1 (read by nothing: common.added_settings refuses it)
     "train optim.lrr=1": "optim.lrr: there is no such setting; did you mean lr? optim holds lr, ",
+    # a setting the study's planner reads where given (Command.open_settings): added, not missing
+    "study study=ar_vs_mlm scale=smoke study.alpha=0.01": "add it with +study.alpha=...",
     # a sweep without -m: its job is checked, not its command line (which would not compose in one run)
     "train hydra.mode=MULTIRUN seed=1,2 optim.lr=-1": "optim.lr=-1: expected a number > 0",
     "finetune task=conll2003": "task=conll2003 needs pretrained=",

@@ -32,10 +32,19 @@ def test_settings_that_do_not_compose_are_one_line_naming_the_fix(config, settin
     assert re.search(line, problem), problem
 
 
-def test_a_study_setting_its_reader_takes_is_added_with_a_plus():
-    """study.alpha is read where given (Command.open_settings): it is added, not missing."""
+def test_a_study_setting_its_reader_takes_is_added_with_a_plus_and_a_typo_there_is_named():
+    """study.alpha is read where given (Command.open_settings): it is added, not missing; study.diagnose.candidate_arm
+    is a typo of a key the section holds, not one to add."""
     assert why_it_does_not_compose("study", ["study.alpha=0.01"], ("study",)) == (
         "study.alpha: the config leaves it out, and its reader takes it where given: add it with +study.alpha=...")
+    assert why_it_does_not_compose("study", ["study.diagnose.candidate_arm=ar"], ("study",)).startswith(
+        "study.diagnose.candidate_arm: there is no such setting; did you mean candidates_arm? ")
+
+
+def test_a_class_node_that_holds_no_setting_of_its_own_says_so():
+    assert why_it_does_not_compose("train", ["objective=ar", "objective.fixed_count=true"]).startswith(
+        "objective.fixed_count: there is no such setting; objective holds no setting of its own, and an argument its "
+        "class takes that the config leaves out is added with +objective.<argument>=...")
 
 
 @pytest.mark.parametrize(("config", "settings"), [
