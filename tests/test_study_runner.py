@@ -29,6 +29,7 @@ from armlm.studies.runner import (
 from armlm.studies.stages import STAGE_KINDS
 from armlm.training.preflight import check_config
 from tests.helpers.configs import study_config
+from tests.helpers.lanes import fast_lane_keeps
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -152,7 +153,7 @@ def test_an_in_process_study_refuses_a_stage_of_several_processes_before_any_wor
     assert not any(tmp_path.iterdir())  # nothing launched, nothing written
 
 
-@pytest.mark.parametrize("launcher", ["process", "in_process"])
+@pytest.mark.parametrize("launcher", fast_lane_keeps(["process", "in_process"], keep=["in_process"]))  # both in CI
 def test_a_stage_whose_settings_do_not_compose_or_are_refused_stops_the_launch_before_any_stage(tmp_path, launcher):
     """tasks=[nope] ran the whole pretraining (2 minutes at scale=smoke, hours at scale=cpu) before its fine-tuning
     stage failed to compose; an override of a key that is not there, the same; and a value its command refuses
