@@ -43,18 +43,16 @@ def check_added_settings(config: str, overrides: Sequence[str], cfg: DictConfig,
     added = sorted(key for key in adds if key not in groups)  # search path's groups too: options, not settings
     if not added:
         return
-    try:  # without the added keys and the overrides beneath them (+extra={a: 1} extra.a=2)
-        before = compose_config(config, [line for line, o in zip(overrides, parsed) if not any(
-            o.key_or_group == key or o.key_or_group.startswith(f"{key}.") for key in added)])
+    try:
+        before = composed_without(config, overrides, added)
     except HydraException:  # a group's defaults name an added key: it is read
         return
-    before = OmegaConf.to_container(before, resolve=False)
     after = OmegaConf.to_container(cfg, resolve=False)
     interpolations = " ".join(strings(after))
     for key in added:
         node, _, name = key.rpartition(".")
         parent = held(after, node)
-        if (held(before, key) is not ABSENT or any(key == o or key.startswith(f"{o}.") for o in open_settings)
+        if (held(before, key) is not ABSENT or any(under(key, node) for node in open_settings)
                 or (name.startswith("_") and held(before, node) is not ABSENT)  # Hydra's own (_partial_, ...)
                 or any(f"${{{key}{end}" in interpolations for end in ("}", ".", ":"))):
             continue
@@ -62,10 +60,30 @@ def check_added_settings(config: str, overrides: Sequence[str], cfg: DictConfig,
         if target is not None:
             check_argument(key, str(target))
             continue
-        holder = node  # the deepest node the composition held: where the key would have had to be
-        while not isinstance(held(before, holder), dict):
-            holder = holder.rpartition(".")[0]
-        raise ArmlmError(unread_settings([key], holder, list(held(before, holder))))
+        holder, known = deepest_node(before, key)
+        raise ArmlmError(unread_settings([key], holder, list(known)))
+
+
+def under(key: str, node: str) -> bool:
+    """Whether the dotted `key` is `node` or lies beneath it."""
+    return key == node or key.startswith(f"{node}.")
+
+
+def composed_without(config: str, overrides: Sequence[str], keys: Collection[str]) -> dict[str, Any]:
+    """configs/<config>.yaml composed with `overrides` but those of `keys` and of the keys beneath them (+extra={a: 1}
+    extra.a=2), as a plain config: what it holds without them. Raises what the composition raises."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    kept = [line for line, o in zip(overrides, parsed) if not any(under(o.key_or_group, key) for key in keys)]
+    return OmegaConf.to_container(compose_config(config, kept), resolve=False)
+
+
+def deepest_node(tree: dict[str, Any], key: str) -> tuple[str, dict[str, Any]]:
+    """The deepest node of a plain config on the way to the dotted `key` ("": the top level) and what it holds:
+    where a key the config lacks would have had to be."""
+    holder = key.rpartition(".")[0]
+    while not isinstance(held(tree, holder), dict):
+        holder = holder.rpartition(".")[0]
+    return holder, held(tree, holder)
 
 
 def held(tree: Any, key: str) -> Any:

@@ -14,12 +14,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from itertools import takewhile
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
-from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-from armlm.common.added_settings import held
+from armlm.common.added_settings import composed_without, deepest_node, under
 from armlm.common.config import compose_config
 from armlm.common.rules import meant_among
 
@@ -54,19 +52,14 @@ def composition_problem(config: str, overrides: Sequence[str], err: Exception,
     key = getattr(err.__cause__, "full_key", None)
     if not (isinstance(err.__cause__, MISSING_KEY) and key) or key == "hydra" or key.startswith("hydra."):
         return None  # Hydra's own settings: its report names the fix (+hydra.job.env_set.X=1)
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
     try:  # without the override of the missing key, or of a key beneath it (optm.lr=1: optm is missing)
-        before = OmegaConf.to_container(compose_config(config, [line for line, o in zip(overrides, parsed) if not (
-            o.key_or_group == key or o.key_or_group.startswith(f"{key}."))]), resolve=False)
+        before = composed_without(config, overrides, [key])
     except Exception:  # noqa: BLE001 - another override fails too: Hydra's report
         return None
-    holder = key.rpartition(".")[0]
-    while not isinstance(held(before, holder), dict):
-        holder = holder.rpartition(".")[0]
-    known = held(before, holder)
+    holder, known = deepest_node(before, key)
     name = key[len(holder) + 1:] if holder else key
     meant = meant_among(name.split(".")[0], list(known))
-    if not meant and any(key == node or key.startswith(f"{node}.") for node in open_settings):
+    if not meant and any(under(key, node) for node in open_settings):
         return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=..."
     where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
     own = [k for k in known if not k.startswith("_")]

@@ -98,12 +98,10 @@ def check_study_settings(cfg: DictConfig, planner: Callable[..., Any]) -> None:
     own = getattr(planner, "study_settings", None)
     if own is None:
         return
-    closed: dict[str, list[str]] = {"study": []}
-    for key in (*RUN_SETTINGS, *StudySpec.SETTINGS, *own):
-        section, _, name = key.partition(".")
-        closed["study"] += [] if section in closed["study"] else [section]
-        if name:
-            closed.setdefault(f"study.{section}", []).append(name)
+    keys = (*RUN_SETTINGS, *StudySpec.SETTINGS, *own)
+    closed = {"study": list(dict.fromkeys(key.partition(".")[0] for key in keys))}
+    for section, _, name in (key.partition(".") for key in keys if "." in key):
+        closed.setdefault(f"study.{section}", []).append(name)
     check_closed(cfg, closed)
 
 

@@ -118,7 +118,7 @@ def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
         check_command(stage.command, cfg, stage_settings(stage))
     except (ArmlmError, MissingMandatoryValue) as err:
         return err
-    except InstantiationException as err:  # a setting no class takes (+objective.foo=1): the class's TypeError
+    except InstantiationException as err:  # a class that fails to build otherwise: its own error
         return err.__cause__ or err
     return None
 

@@ -32,6 +32,9 @@ BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training F
 NONFINITE_LOSS = ("stop", "skip")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's
+# every run sets torch's precision from it (training.step_config.use_matmul_precision): pretraining and fine-tuning
+MATMUL_PRECISION = Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS),
+                        f"one of {MATMUL_PRECISIONS}")
 RULES = (
     Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
@@ -46,7 +49,7 @@ RULES = (
     Rule("trainer.step.compile_mode", (str,), one_of(*COMPILE_MODES), f"one of {COMPILE_MODES}", optional=True),
     Rule("trainer.step.compile_backend", (str,), one_of(*COMPILE_BACKENDS), f"one of {COMPILE_BACKENDS}",
          optional=True),
-    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}"),
+    MATMUL_PRECISION,
     Rule("trainer.step.loader_workers", (int,), at_least(0), "an integer >= 0", optional=True),
     Rule("trainer.step.pin_memory", (bool,), lambda v: True, "true or false", optional=True),
     Rule("trainer.step.fused_adamw", (bool,), lambda v: v is False, "false, or null (fused where torch has it)",
@@ -97,7 +100,7 @@ FINETUNE_RULES = (
          "workers"),
     Rule("trainer.step.pin_memory", (bool,), lambda v: v is False, "false: fine-tuning's loaders do not pin memory"),
     Rule("trainer.step.mfu_peak_flops", (), lambda v: False, "null: fine-tuning logs no train/mfu", optional=True),
-    Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS), f"one of {MATMUL_PRECISIONS}"),
+    MATMUL_PRECISION,
     Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer (stops before task.epochs "
          "end), or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
