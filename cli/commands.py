@@ -18,10 +18,11 @@ from armlm.studies.stages import STAGE_KINDS
 
 def runs_stages(kind: str) -> dict[str, Any]:
     """The name, run function, config, script, check and open settings of the command that runs study stages of this
-    kind."""
+    kind, and what it refuses to write over: its run folder's checkpoints (a run that resumes), else its done file."""
     stage = STAGE_KINDS[kind]
     return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script,
-            "check": stage.check, "open_settings": stage.open_settings}
+            "check": stage.check, "open_settings": stage.open_settings, "folder_check": stage.folder_check,
+            "result_file": None if stage.folder_check else stage.done_file}
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (
@@ -42,7 +43,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     Command(summary="static word vectors, or a checkpoint's type-level vectors, on word benchmarks",
             guide="docs/guides/embeddings.md", **runs_stages("embed")),
     Command("generate", "sample text from a checkpoint", "docs/guides/generation.md",
-            "armlm.generation.run:run_generation", "generate"),
+            "armlm.generation.run:run_generation", "generate", result_file="samples.json"),
     Command("export", "export a checkpoint to a Hugging Face transformers folder", "docs/guides/export.md",
             "armlm.interchange.export:run_export", "export", errors=("builtins:FileExistsError",),
             check="armlm.interchange.preflight:check_config"),

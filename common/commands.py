@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from hydra.core.hydra_config import HydraConfig
@@ -24,7 +25,8 @@ from hydra.core.hydra_config import HydraConfig
 from armlm.common.added_settings import check_added_settings
 from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit, wants_traceback
 from armlm.common.composition import why_it_does_not_compose
-from armlm.common.config import CHECKOUT, CONFIGS, export_data_dir
+from armlm.common.config import CHECKOUT, CONFIGS, compose_config, export_data_dir
+from armlm.common.errors import ArmlmError
 
 HELP = ("-h", "--help", "help")
 
@@ -47,6 +49,10 @@ class Command:
     # nodes whose readers take keys the config leaves out, and check them (a study's optional settings): a key added
     # anywhere else must be one its node holds or its class takes (common.added_settings)
     open_settings: tuple[str, ...] = ()
+    # the file a finished run leaves in its run folder (diagnostics.json), which a run into that folder would replace
+    result_file: str | None = None
+    # "module:function" refusing a run folder (the composed config, its output_dir set) that a run would write over
+    folder_check: str | None = None
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -75,6 +81,8 @@ def run_hydra(cmd: Command) -> None:
     sweep = any(arg.startswith("-") or arg.replace(" ", "") == "hydra.mode=MULTIRUN" for arg in overrides)
     problem = None if wants_traceback() or sweep else why_it_does_not_compose(str(cmd.config), overrides,
                                                                               cmd.open_settings)
+    if problem is None and not sweep:
+        problem = named_folder_problem(cmd, overrides)
     if problem is not None:
         logging.basicConfig(format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")  # as Hydra's own lines
         log.error("ArmlmError: %s", problem)
@@ -89,6 +97,30 @@ def run_hydra(cmd: Command) -> None:
         run_or_exit(run, cfg, log, errors=error_types(cmd))
 
     main()
+
+
+def named_folder_problem(cmd: Command, overrides: Sequence[str]) -> str | None:
+    """Why a run into the folder the command line names (hydra.run.dir=...) would write over an earlier run's result
+    (Command.result_file, Command.folder_check), or None. Checked before Hydra starts the job, which writes its record
+    of the run (.hydra/config.yaml, read by branches, exports and item tables) into that folder first: a run refused
+    inside the job had already replaced the earlier run's record with its own. A folder Hydra names itself is new
+    (its time, to the second)."""
+    named = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    if not named or "${" in named[-1] or not Path(named[-1]).is_dir():
+        return None
+    folder = Path(named[-1])
+    if cmd.result_file and (folder / cmd.result_file).is_file():
+        return (f"{folder} already holds {cmd.result_file}, an earlier run's result, which this run would replace: "
+                "give this run a folder of its own (hydra.run.dir=...), or delete that file first")
+    if cmd.folder_check is None:
+        return None
+    cfg = compose_config(str(cmd.config), [o for o in overrides if not o.startswith("hydra.")])
+    cfg.output_dir = str(folder)
+    try:
+        resolve(cmd.folder_check)(cfg)
+    except ArmlmError as err:
+        return str(err)
+    return None
 
 
 def command_line() -> list[str]:

@@ -30,6 +30,9 @@ class StageKind:
     world_size: str | None = None
     check: str | None = None  # "module:function" checking a composed config without the run's stack (Command.check)
     open_settings: tuple[str, ...] = ()  # nodes whose readers take keys the config leaves out (Command.open_settings)
+    # "module:function" refusing a run folder a fresh run would write over (Command.folder_check); None: a run that
+    # does not resume refuses a folder that holds its done file
+    folder_check: str | None = None
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -39,13 +42,15 @@ class StageKind:
         return resolve(self.world_size)(cfg) if self.world_size else 1
 
 
+WRITES_OVER_A_RUN = "armlm.training.run_folder:refuse_writing_over_a_run"  # a run folder's checkpoints (ckpt_path resumes)
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
     StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
               script="train.py", world_size="armlm.training.devices:world_size",
-              check="armlm.training.preflight:check_config"),
+              check="armlm.training.preflight:check_config", folder_check=WRITES_OVER_A_RUN),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
               script="train.py", world_size="armlm.training.devices:world_size",
-              check="armlm.finetune.preflight:check_config", open_settings=("task.metrics",)),
+              check="armlm.finetune.preflight:check_config", open_settings=("task.metrics",),
+              folder_check=WRITES_OVER_A_RUN),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
     StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
     StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),

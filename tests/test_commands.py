@@ -220,3 +220,60 @@ def test_a_hydra_command_whose_module_imports_lightning_routes_it_through_hydras
     assert result.returncode == 0, result.stderr[-2000:]
     routes = json.loads(result.stdout.strip().splitlines()[-1])
     assert routes and all(propagate and "StreamHandler" not in handlers for propagate, handlers in routes.values())
+
+
+def test_every_command_that_writes_a_run_folder_says_what_it_would_write_over():
+    """A command whose config has a run folder (output_dir) names the result it leaves there (Command.result_file) or
+    checks the folder itself (Command.folder_check): a second run into the folder is refused before it replaces
+    anything."""
+    writers = [c for c in COMMANDS.values() if c.config and "\noutput_dir:" in (CONFIGS / f"{c.config}.yaml").read_text()]
+    assert {"train", "finetune", "evaluate", "zeroshot", "embeddings", "generate"} <= {c.name for c in writers}
+    for cmd in writers:
+        assert (cmd.result_file is None) != (cmd.folder_check is None), cmd.name
+        assert cmd.folder_check is None or callable(resolve(cmd.folder_check)), cmd.name
+    for kind in STAGE_KINDS.values():  # a study stage's done file is what its command refuses to replace
+        assert COMMANDS[kind.command].result_file in (None, kind.done_file), kind.kind
+
+
+@pytest.mark.parametrize("name", ["evaluate", "zeroshot", "embeddings", "generate"])
+def test_a_folder_that_holds_a_commands_result_is_refused_before_hydra_writes_there(name, tmp_path):
+    from armlm.common.commands import named_folder_problem
+
+    cmd = COMMANDS[name]
+    line = [f"hydra.run.dir={tmp_path}"]
+    assert named_folder_problem(cmd, line) is None  # an empty folder
+    (tmp_path / cmd.result_file).write_text("{}")
+    assert named_folder_problem(cmd, line) == (
+        f"{tmp_path} already holds {cmd.result_file}, an earlier run's result, which this run would replace: give this "
+        "run a folder of its own (hydra.run.dir=...), or delete that file first")
+    assert named_folder_problem(cmd, []) is None  # Hydra names a new folder (its time, to the second)
+    assert named_folder_problem(cmd, ["hydra.run.dir=${oc.env:HOME}"]) is None  # Hydra's to resolve
+
+
+@pytest.mark.parametrize("name", ["train", "finetune"])
+def test_a_folder_that_holds_a_run_is_refused_before_hydra_writes_there_unless_it_resumes(name, tmp_path):
+    from armlm.common.commands import named_folder_problem
+
+    settings = [f"hydra.run.dir={tmp_path}", *(["task=rte", "pretrained=/some/run"] if name == "finetune" else [])]
+    cmd = COMMANDS[name]
+    assert named_folder_problem(cmd, settings) is None
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert named_folder_problem(cmd, settings).startswith(f"{tmp_path} already holds a run (checkpoints/last.ckpt)")
+    assert named_folder_problem(cmd, [*settings, "ckpt_path=last"]) is None
+
+
+@pytest.mark.slow  # a process that starts Python
+def test_a_refused_run_leaves_the_earlier_runs_record_as_it_was(tmp_path):
+    """Hydra writes its record of a run (.hydra/config.yaml, which branches, exports and item tables read) into the run
+    folder before the job starts: a second run refused inside the job had already replaced the first run's record."""
+    earlier = {name: f"the earlier run's {name}\n" for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
+    (tmp_path / ".hydra").mkdir()
+    for name, text in earlier.items():
+        (tmp_path / ".hydra" / name).write_text(text)
+    (tmp_path / "diagnostics.json").write_text("{}")
+    result = subprocess.run([sys.executable, "-m", "armlm", "evaluate", "checkpoint=/some/run",
+                             f"hydra.run.dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "already holds diagnostics.json" in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert {name: (tmp_path / ".hydra" / name).read_text() for name in earlier} == earlier

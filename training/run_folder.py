@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
@@ -23,8 +22,13 @@ def refuse_writing_over_a_run(cfg: DictConfig) -> None:
     its checkpoints and summary: refused before any work, unless Lightning resumes there itself (under SLURM, from
     the hpc_ckpt_<n>.ckpt a requeue leaves in the run folder before it restarts the same command)."""
     out = Path(cfg.output_dir)
-    requeued = SLURMEnvironment.detect() and any(out.glob("hpc_ckpt_*.ckpt"))
-    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file() or requeued:
+    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file():
+        return
+    # Lightning's import (seconds) only where the folder holds a run: `armlm train` checks the folder its command line
+    # names before Hydra starts the job (common.commands.named_folder_problem), ahead of the config's own checks
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    if SLURMEnvironment.detect() and any(out.glob("hpc_ckpt_*.ckpt")):
         return
     raise ArmlmError(f"{out} already holds a run (checkpoints/last.ckpt), which a fresh run there would write over: "
                      "resume it with ckpt_path=last, or give this run a folder of its own (hydra.run.dir=...)")
