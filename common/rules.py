@@ -43,7 +43,7 @@ def any_value(v: Any) -> bool:
     return True
 
 
-def one_of(*choices: str) -> Callable[[Any], bool]:
+def one_of(*choices: object) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
 

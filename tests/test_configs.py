@@ -3,11 +3,13 @@
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import lightning as L
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
+from lightning.fabric.plugins.precision import precision as lightning
 
 from armlm.common.errors import ArmlmError
 from armlm.datamodules.corpora import Corpus
@@ -20,6 +22,7 @@ from armlm.training.run import run_pretraining
 from armlm.training.setup import build_model_config
 from armlm.training.step_config import step_settings
 from armlm.training.trainer import build_trainer, check_sharded_clipping, lightning_settings
+from armlm.training.validate import PRECISIONS
 from tests.helpers.configs import composed_config
 from tests.helpers.lanes import fast_lane_keeps
 from tests.helpers.vocabularies import word_tokenizer_json
@@ -244,6 +247,9 @@ def test_missing_corpus_paths_and_single_document_pairs_are_rejected_at_startup(
     ("finetune.dropout=1", "finetune.dropout=1"),
     ("finetune.feature_layers=0", "finetune.feature_layers=0"),
     ("trust_remote_code=maybe", "trust_remote_code='maybe': expected true or false"),
+    ("trainer.precision=fp16", "trainer.precision='fp16': expected one of"),
+    ("finetune.pooling=max", "finetune.pooling='max': expected auto or one of ('first', 'last', 'mean')"),
+    ("finetune.word_subword=middle", "finetune.word_subword='middle': expected auto or one of ('first', 'last')"),
 ], every=4))
 def test_fine_tuning_numbers_are_checked_before_anything_is_read(override, named):
     from armlm.finetune.run import run_finetune
@@ -283,10 +289,18 @@ def test_fine_tuning_applies_the_trainers_precision_and_kernels_and_fixes_the_st
     ("trainer.step.matmul_precision=low", "trainer.step.matmul_precision='low': expected one of"),
     ("trainer.step.matmul_precision=null", "trainer.step.matmul_precision=None: expected one of"),
     ("trainer.step.mfu_peak_flops=0", "trainer.step.mfu_peak_flops=0: expected a positive FLOP/s"),
+    ("trainer.precision=bf16-mix", "trainer.precision='bf16-mix': expected one of"),
 ])
 def test_step_settings_are_checked_before_any_data(setting, message):
     with pytest.raises(ValueError, match=message):
         check_config(composed(setting))
+
+
+def test_the_precisions_taken_are_lightnings():
+    assert sorted(map(str, PRECISIONS)) == sorted(map(str, [*get_args(lightning._PRECISION_INPUT_STR), *get_args(
+        lightning._PRECISION_INPUT_STR_ALIAS), *get_args(lightning._PRECISION_INPUT_INT)]))
+    for precision in ("bf16-mixed", "32-true", 32):
+        check_config(composed(f"trainer.precision={precision}"))
 
 
 FINETUNE = ["task=rte", "pretrained=/some/run"]

@@ -26,6 +26,8 @@ from armlm.common.rules import (
     count_or_share,
     one_of,
 )
+from armlm.datamodules.conll import WORD_SUBWORDS
+from armlm.models.heads import POOLINGS
 from armlm.training.compiled import COMPILE_MODES
 
 BUDGETS = ("max_tokens", "max_flops", "data_epochs")  # input tokens, training FLOPs, passes over the data
@@ -35,6 +37,11 @@ MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_pr
 # every run sets torch's precision from it (training.step_config.use_matmul_precision): pretraining and fine-tuning
 MATMUL_PRECISION = Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_PRECISIONS),
                         f"one of {MATMUL_PRECISIONS}")
+# Lightning's Trainer(precision=...) values (tests/test_configs.py holds them to lightning's own list): a misspelt one
+# was Hydra's nine-line InstantiationException, after fine-tuning had encoded its data
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
+              "transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
+PRECISION = Rule("trainer.precision", (str, int), one_of(*PRECISIONS), f"one of {PRECISIONS[:6]} (Lightning's)")
 RULES = (
     Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
@@ -50,6 +57,7 @@ RULES = (
     Rule("trainer.step.compile_backend", (str,), one_of(*COMPILE_BACKENDS), f"one of {COMPILE_BACKENDS}",
          optional=True),
     MATMUL_PRECISION,
+    PRECISION,
     Rule("trainer.step.loader_workers", (int,), at_least(0), "an integer >= 0", optional=True),
     Rule("trainer.step.pin_memory", (bool,), lambda v: True, "true or false", optional=True),
     Rule("trainer.step.fused_adamw", (bool,), lambda v: v is False, "false, or null (fused where torch has it)",
@@ -93,6 +101,9 @@ FINETUNE_RULES = (
     Rule("finetune.dropout", NUMBER, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     Rule("finetune.feature_layers", (int,), at_least(1), "an integer >= 1"),
     Rule("finetune.features", (str,), lambda v: v in ("concat", "scalar_mix"), "concat or scalar_mix"),
+    # before the data is encoded; auto is the state that sees the whole input (or word) in the attention fine-tuned
+    Rule("finetune.pooling", (str,), one_of("auto", *POOLINGS), f"auto or one of {POOLINGS}"),
+    Rule("finetune.word_subword", (str,), one_of("auto", *WORD_SUBWORDS), f"auto or one of {WORD_SUBWORDS}"),
     # the step settings fine-tuning does not apply (configs/finetune.yaml fixes them over the trainer's)
     Rule("trainer.step.compile", (bool,), lambda v: v is False, "false: fine-tuning runs eager (the compiled step "
          "is pretraining's)"),
@@ -101,6 +112,7 @@ FINETUNE_RULES = (
     Rule("trainer.step.pin_memory", (bool,), lambda v: v is False, "false: fine-tuning's loaders do not pin memory"),
     Rule("trainer.step.mfu_peak_flops", (), lambda v: False, "null: fine-tuning logs no train/mfu", optional=True),
     MATMUL_PRECISION,
+    PRECISION,
     Rule("trainer.max_steps", (int,), lambda v: v == -1 or v > 0, "a positive integer (stops before task.epochs "
          "end), or -1 for none"),
     Rule("trainer.log_every_n_steps", (int,), at_least(1), "an integer >= 1"),
@@ -114,8 +126,8 @@ FINETUNE_RULES = (
 STEP_KEYS = closed_keys(RULES, "trainer.step", "sdpa_backends")
 CLOSED = {"optim": closed_keys(RULES, "optim", "betas"), "trainer.step": STEP_KEYS}
 FINETUNE_CLOSED = {"task.optim": closed_keys(FINETUNE_RULES, "task.optim", "betas"), "trainer.step": STEP_KEYS,
-                   # the mode, attention and read-out position: the fine-tuning run checks them (finetune.run)
-                   "finetune": closed_keys(FINETUNE_RULES, "finetune", "mode", "attention", "pooling", "word_subword")}
+                   # the mode and attention: the fine-tuning run checks them (finetune.run)
+                   "finetune": closed_keys(FINETUNE_RULES, "finetune", "mode", "attention")}
 
 
 def check_finetune_settings(cfg: DictConfig) -> None:
