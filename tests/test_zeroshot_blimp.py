@@ -118,6 +118,7 @@ def test_malformed_or_empty_folders_are_refused_naming_the_file(tmp_path):
     ("bound.draws=1", "bound.draws=1: expected an integer >= 2"),
     ("bootstrap.resamples=0", "bootstrap.resamples=0: expected an integer >= 1"),
     ("tokens_per_pass=0", "tokens_per_pass=0: expected an integer >= 1"),
+    ("methods=pll", "methods='pll': expected a list, e.g. methods=[pll]"),
 ])
 def test_each_setting_of_the_wrong_type_or_range_is_one_line_before_blimp_or_the_model_is_read(setting, line):
     """seed=abc ended in int()'s traceback after BLiMP and the model were read (zeroshot.run.ZEROSHOT_RULES)."""

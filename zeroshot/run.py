@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 from tokenizers import Tokenizer
 from torch.utils.tensorboard import SummaryWriter
 
@@ -199,6 +199,9 @@ ZEROSHOT_RULES = (
     Rule("bootstrap.resamples", (int,), at_least(1), "an integer >= 1"),
     Rule("tokens_per_pass", (int,), at_least(1), "an integer >= 1"),
     Rule("trust_remote_code", (bool,), any_value, "true or false"),
+    # a name alone was read letter by letter, and refused as method='p'
+    Rule("methods", (list, ListConfig), any_value, "a list, e.g. methods=[pll], or null for every method the checkpoint "
+         "has", optional=True),
 )
 
 
