@@ -190,6 +190,17 @@ def test_bad_settings_are_refused_naming_the_fix(untrained):
     assert json.dumps(ours.loglikelihood([]))  # nothing asked, nothing scored
 
 
+def test_a_model_arg_armlms_model_does_not_take_is_one_line_naming_those_it_takes(untrained):
+    """lm-eval builds the model from --model_args by a string or a dict: methd=pll was a TypeError's traceback."""
+    line = r"^--model_args methd=\.\.\.: armlm's model takes no such setting; did you mean method\? it takes checkpoint, "
+    with pytest.raises(ArmlmError, match=line):
+        ArmlmLM.create_from_arg_string(f"checkpoint={untrained['ar']},methd=pll")
+    with pytest.raises(ArmlmError, match=line):
+        ArmlmLM.create_from_arg_obj({"checkpoint": str(untrained["ar"]), "methd": "pll"})
+    built = ArmlmLM.create_from_arg_string(f"checkpoint={untrained['ar']},method=exact", {"batch_size": 4})
+    assert built.method == "exact"
+
+
 @pytest.mark.slow  # lm-eval indexes its thousands of task configs at each call: about 10 s
 def test_an_unknown_task_name_is_one_line_naming_where_tasks_are_listed(untrained, monkeypatch, tmp_path, data_dir):
     """lm-eval's own refusal, a ValueError traceback through `armlm harness` (probed on 5 December), is armlm's one

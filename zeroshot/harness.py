@@ -20,7 +20,8 @@ context + continuation after the context's), so on an AR checkpoint the numbers 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # lm-eval fills its registry with its own model types (hf, ...) only when it finds the registry empty; registering
@@ -30,16 +31,27 @@ import torch
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
-from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window, simple_parse_args_string
 
 from armlm.common.devices import check_device
 from armlm.common.errors import ArmlmError
+from armlm.common.rules import meant_among
 from armlm.generation.decode import Request, generator_for
 from armlm.generation.sampling import SamplingSettings
 from armlm.sources import open_source
 from armlm.zeroshot.scoring import EncodedSentence, SentenceScorer, word_boundaries_known
 
 DEFAULT_MAX_GEN_TOKS = 32
+
+
+def refuse_unknown_model_args(given: Mapping[str, Any]) -> None:
+    """--model_args that ArmlmLM takes, or one line naming the one it does not and those it does."""
+    taken = [name for name in inspect.signature(ArmlmLM.__init__).parameters if name != "self"]
+    unknown = [name for name in given if name not in taken]
+    if unknown:
+        meant = meant_among(unknown[0], taken)
+        raise ArmlmError(f"--model_args {unknown[0]}=...: armlm's model takes no such setting; "
+                         f"{f'did you mean {meant[0]}? ' if meant else ''}it takes {', '.join(taken)}")
 
 
 @register_model("armlm")
@@ -65,6 +77,18 @@ class ArmlmLM(LM):
         # positions for the start token and the text: what the model takes, less its end tokens
         self.window = source.longest_input - len(source.special.end)
         self.seed, self.torch_device = int(seed), device
+
+    # lm-eval builds the model from --model_args by one of these; a setting __init__ does not take (methd=pll) was a
+    # TypeError's traceback from inside lm-eval
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict[str, Any], additional_config: dict[str, Any] | None = None) -> ArmlmLM:
+        refuse_unknown_model_args(arg_dict)
+        return super().create_from_arg_obj(arg_dict, additional_config)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict[str, Any] | None = None) -> ArmlmLM:
+        refuse_unknown_model_args(simple_parse_args_string(arg_string))
+        return super().create_from_arg_string(arg_string, additional_config)
 
     def _framed(self, ids: Sequence[int], words: Sequence[int], first_target: int) -> EncodedSentence:
         end = self.special.end
