@@ -7,12 +7,12 @@ median and spread over seeds (the usual protocol for small-model GLUE scores).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from armlm.analysis.tables.study_tables import SECONDARY_PREFIXES
+from armlm.common.atomic import read_artefact
 from armlm.common.errors import ArmlmFileError
 
 # What makes runs the same experiment; everything else (the seed) is what the spread is over.
@@ -27,7 +27,7 @@ def results_table(paths: list[Path]) -> pd.DataFrame:
     """One row per (run, split, metric), with the majority-class baseline beside each score."""
     rows = []
     for path in paths:
-        result = json.loads(path.read_text())
+        result = read_artefact(path)
         for split, scores in result["metrics"].items():
             for metric, value in scores.items():
                 rows.append({
