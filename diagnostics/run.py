@@ -97,6 +97,19 @@ def check_settings(cfg: DictConfig) -> None:
         raise ArmlmError(f"candidates={cfg.candidates}; use at least 2, or null for the exact mode")
     if cfg.pair_context not in PAIR_CONTEXTS:
         raise ArmlmError(f"pair_context={cfg.pair_context!r}; choose one of {PAIR_CONTEXTS}")
+    # Settings that only hold together, checked here whatever the checkpoint: each was refused only by the measure
+    # that reads it, after the pairwise scoring had run (minutes), and not at all for a checkpoint without that measure
+    likelihood, sentences = cfg.likelihood, cfg.sentences
+    if likelihood.max_draws < likelihood.draws:
+        raise ArmlmError(f"likelihood.max_draws={likelihood.max_draws} is below likelihood.draws={likelihood.draws}; "
+                         "give max_draws >= draws (the bound doubles its draws up to max_draws)")
+    if sentences.max_tokens < sentences.min_tokens:
+        raise ArmlmError(f"sentences.max_tokens={sentences.max_tokens} is below sentences.min_tokens="
+                         f"{sentences.min_tokens}; give max_tokens >= min_tokens")
+    rates = cfg.representations.mask_rates
+    if not OmegaConf.is_list(rates) or any(isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 < k < 1
+                                           for k in rates):
+        raise ArmlmError(f"representations.mask_rates={rates}; give a list of rates in (0, 1), e.g. [0.15,0.4]")
 
 
 # Passes per pair above which an exact joint inside whole sentences is refused (AR's V^2: days at V = 8192).

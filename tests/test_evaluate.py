@@ -135,6 +135,11 @@ def test_bad_settings_name_the_fix(tmp_path):
     ("likelihood.target_rel_stderr=0", "likelihood.target_rel_stderr=0: expected a number > 0"),
     ("ag.tol=small", "ag.tol='small': expected a number > 0"),
     ("independence=maybe", "independence='maybe': expected true or false"),
+    # settings that hold together: each was refused only by its measure, after the pairwise scoring, and not at all
+    # for a checkpoint without that measure (an AR one has no [MASK] shift)
+    ("likelihood.max_draws=2", "likelihood.max_draws=2 is below likelihood.draws=4; give max_draws >= draws"),
+    ("sentences.max_tokens=4", "sentences.max_tokens=4 is below sentences.min_tokens=8"),
+    ("representations.mask_rates=[0.15,1.5]", "representations.mask_rates=[0.15, 1.5]; give a list of rates in (0, 1)"),
 ])
 def test_each_setting_of_the_wrong_type_or_range_is_one_line_before_the_checkpoint_is_read(tmp_path, setting, line):
     """seed=abc ended in int()'s traceback after the checkpoint was loaded; a draw count of 1 only deep in the
