@@ -9,6 +9,7 @@ import torch
 import torch._inductor.config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from armlm.common.errors import ArmlmError
 from armlm.common.provenance import armlm_commit
 from armlm.common.vocabulary import Vocabulary
 from armlm.models.attention import BIDIRECTIONAL
@@ -70,6 +71,15 @@ def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_tr
     assert part_way["PretrainDataModule"] == {"epoch": 0, "batches": 4} and "data_position" not in part_way
     with pytest.raises(ValueError, match="save_at_tokens"):
         check_config(tiny_config(tmp_path, cache_dir, "max_tokens=2048", "save_at_tokens=[4096]"))
+
+
+def test_a_point_past_the_last_steps_tokens_is_refused_before_training(tmp_path, cache_dir):
+    """Under a step cap (no token budget) a point past its tokens was never written: the run ended without it, exit 0."""
+    with pytest.raises(ArmlmError, match=r"^save_at_tokens=\[100000\]: 100000 input tokens is past this run's end, 2 "
+                                         r"steps of 256 input tokens \(512 in all\)"):
+        run_pretraining(tiny_config(tmp_path, cache_dir, "max_tokens=null", "trainer.max_steps=2",
+                                    "save_at_tokens=[100000]"))
+    assert not list(tmp_path.rglob("*.ckpt"))
 
 
 def test_the_objective_is_built_once_per_run(tmp_path, cache_dir, monkeypatch):

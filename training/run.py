@@ -85,6 +85,7 @@ def run_pretraining(cfg: DictConfig) -> dict[str, Any]:
                                                first_step],
                             cfg.get("logger"))
     flops_per_step_estimate = set_budget_steps(cfg, trainer, module, datamodule, tokens)
+    refuse_points_past_the_end(part_way.points, trainer, datamodule)
     milestones = save_at_words(cfg, trainer, datamodule, tokens, module.budget_tokens, out / "checkpoints")
     resume_from, branched_from = start_of_branch(cfg, trainer, datamodule, model_config, branch_points)
     module.peak_flops = step["mfu_peak_flops"] or datasheet_peak(trainer.strategy.root_device)
@@ -183,6 +184,17 @@ def learned(metrics: dict[str, float]) -> bool | None:
 def sequences_in_a_step(trainer: L.Trainer, datamodule: PretrainDataModule) -> int:
     """The sequences one optimiser step trains on: every rank's batches, accumulation included."""
     return datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+
+
+def refuse_points_past_the_end(points: list[int], trainer: L.Trainer, datamodule: PretrainDataModule) -> None:
+    """A save_at_tokens point past the input tokens of the run's last step (its step cap: trainer.max_steps, or the
+    budget's steps) would never be written; the run ended without it and without a word."""
+    cap = trainer.fit_loop.epoch_loop.max_steps
+    most = cap * sequences_in_a_step(trainer, datamodule) * datamodule.block_size
+    beyond = [n for n in points if cap > 0 and n > most]
+    if beyond:
+        raise ArmlmError(f"save_at_tokens={points}: {beyond[0]} input tokens is past this run's end, {cap} steps of "
+                         f"{most // cap} input tokens ({most} in all); give points below that, or a longer run")
 
 
 def set_budget_steps(cfg: DictConfig, trainer: L.Trainer, module: PretrainModule,
