@@ -18,11 +18,11 @@ from armlm.studies.stages import STAGE_KINDS
 
 def runs_stages(kind: str) -> dict[str, Any]:
     """The name, run function, config, script, check and open settings of the command that runs study stages of this
-    kind, and what it refuses to write over: its run folder's checkpoints (a run that resumes), else its done file."""
+    kind, and what it refuses to write over: its done file, and its run folder's checkpoints (a run that resumes)."""
     stage = STAGE_KINDS[kind]
     return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script,
             "check": stage.check, "open_settings": stage.open_settings, "folder_check": stage.folder_check,
-            "result_file": None if stage.folder_check else stage.done_file}
+            "result_file": stage.done_file}
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in (

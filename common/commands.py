@@ -51,7 +51,8 @@ class Command:
     open_settings: tuple[str, ...] = ()
     # the file a finished run leaves in its run folder (diagnostics.json), which a run into that folder would replace
     result_file: str | None = None
-    # "module:function" refusing a run folder (the composed config, its output_dir set) that a run would write over
+    # "module:function" refusing a run folder that a run would write over, given the composed config (its output_dir
+    # set) and result_file: a command whose runs resume, whose folder holds more than its result
     folder_check: str | None = None
 
     def function(self) -> Callable[..., Any]:
@@ -100,26 +101,30 @@ def run_hydra(cmd: Command) -> None:
 
 
 def named_folder_problem(cmd: Command, overrides: Sequence[str]) -> str | None:
-    """Why a run into the folder the command line names (hydra.run.dir=...) would write over an earlier run's result
-    (Command.result_file, Command.folder_check), or None. Checked before Hydra starts the job, which writes its record
-    of the run (.hydra/config.yaml, read by branches, exports and item tables) into that folder first: a run refused
-    inside the job had already replaced the earlier run's record with its own. A folder Hydra names itself is new
-    (its time, to the second)."""
-    named = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    if not named or "${" in named[-1] or not Path(named[-1]).is_dir():
-        return None
-    folder = Path(named[-1])
-    if cmd.result_file and (folder / cmd.result_file).is_file():
-        return (f"{folder} already holds {cmd.result_file}, an earlier run's result, which this run would replace: "
-                "give this run a folder of its own (hydra.run.dir=...), or delete that file first")
-    if cmd.folder_check is None:
-        return None
-    cfg = compose_config(str(cmd.config), [o for o in overrides if not o.startswith("hydra.")])
-    cfg.output_dir = str(folder)
-    try:
-        resolve(cmd.folder_check)(cfg)
-    except ArmlmError as err:
-        return str(err)
+    """Why a run into a folder the command line names (hydra.run.dir=..., or output_dir=...) would write over an
+    earlier run's result (Command.result_file, Command.folder_check), or None. Checked before Hydra starts the job,
+    which writes its record of the run (.hydra/config.yaml, read by branches, exports and item tables) into its folder
+    first: a run refused inside the job had already replaced the earlier run's record with its own. A folder Hydra
+    names itself is new (its time, to the second); one it resolves (${...}) is left to the job."""
+    named = {key: value for key, value in (o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
+             if key in ("hydra.run.dir", "output_dir")}
+    for folder in (Path(value) for value in named.values() if "${" not in value and Path(value).is_dir()):
+        if cmd.folder_check is None:
+            if cmd.result_file and (folder / cmd.result_file).is_file():
+                return (f"{folder} already holds {cmd.result_file}, an earlier run's result, which this run would "
+                        "replace: give this run a folder of its own (hydra.run.dir=...), or delete that file first")
+            continue
+        # its settings as its job composes them: a search path's too (hydra.searchpath=, as command_line keeps it)
+        try:
+            cfg = compose_config(str(cmd.config), [o for o in overrides
+                                                   if not o.lstrip("+").startswith("hydra.") or "searchpath=" in o])
+        except Exception:  # noqa: BLE001 - a command line that does not compose is Hydra's to report
+            return None
+        cfg.output_dir = str(folder)
+        try:
+            resolve(cmd.folder_check)(cfg, cmd.result_file)
+        except ArmlmError as err:
+            return str(err)
     return None
 
 

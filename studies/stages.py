@@ -30,8 +30,8 @@ class StageKind:
     world_size: str | None = None
     check: str | None = None  # "module:function" checking a composed config without the run's stack (Command.check)
     open_settings: tuple[str, ...] = ()  # nodes whose readers take keys the config leaves out (Command.open_settings)
-    # "module:function" refusing a run folder a fresh run would write over (Command.folder_check); None: a run that
-    # does not resume refuses a folder that holds its done file
+    # "module:function" refusing a run folder a fresh run would write over (Command.folder_check); None: the command
+    # refuses a folder that holds its done file
     folder_check: str | None = None
 
     def function(self) -> Callable[..., Any]:

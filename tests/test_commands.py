@@ -229,10 +229,10 @@ def test_every_command_that_writes_a_run_folder_says_what_it_would_write_over():
     writers = [c for c in COMMANDS.values() if c.config and "\noutput_dir:" in (CONFIGS / f"{c.config}.yaml").read_text()]
     assert {"train", "finetune", "evaluate", "zeroshot", "embeddings", "generate"} <= {c.name for c in writers}
     for cmd in writers:
-        assert (cmd.result_file is None) != (cmd.folder_check is None), cmd.name
+        assert cmd.result_file, cmd.name
         assert cmd.folder_check is None or callable(resolve(cmd.folder_check)), cmd.name
     for kind in STAGE_KINDS.values():  # a study stage's done file is what its command refuses to replace
-        assert COMMANDS[kind.command].result_file in (None, kind.done_file), kind.kind
+        assert COMMANDS[kind.command].result_file == kind.done_file, kind.kind
 
 
 @pytest.mark.parametrize("name", ["evaluate", "zeroshot", "embeddings", "generate"])
@@ -248,6 +248,8 @@ def test_a_folder_that_holds_a_commands_result_is_refused_before_hydra_writes_th
         "run a folder of its own (hydra.run.dir=...), or delete that file first")
     assert named_folder_problem(cmd, []) is None  # Hydra names a new folder (its time, to the second)
     assert named_folder_problem(cmd, ["hydra.run.dir=${oc.env:HOME}"]) is None  # Hydra's to resolve
+    for spelt in (f"++hydra.run.dir={tmp_path}", f"output_dir={tmp_path}"):  # the run's folder, however named
+        assert named_folder_problem(cmd, [spelt]).startswith(f"{tmp_path} already holds {cmd.result_file}"), spelt
 
 
 @pytest.mark.parametrize("name", ["train", "finetune"])
@@ -261,6 +263,23 @@ def test_a_folder_that_holds_a_run_is_refused_before_hydra_writes_there_unless_i
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
     assert named_folder_problem(cmd, settings).startswith(f"{tmp_path} already holds a run (checkpoints/last.ckpt)")
     assert named_folder_problem(cmd, [*settings, "ckpt_path=last"]) is None
+    (tmp_path / "checkpoints" / "last.ckpt").unlink()  # a study's unit restored from a record: its result alone
+    (tmp_path / cmd.result_file).write_text("{}")
+    assert named_folder_problem(cmd, settings).startswith(f"{tmp_path} already holds {cmd.result_file}, an earlier")
+
+
+def test_a_folder_check_composes_with_the_command_lines_search_path(tmp_path):
+    """A config group of one's own (hydra.searchpath=) composes in the folder check as in the job: without the search
+    path, composing ended in Hydra's MissingConfigException traceback before the job started."""
+    from armlm.common.commands import named_folder_problem
+
+    mine = tmp_path / "mine" / "objective"
+    mine.mkdir(parents=True)
+    (mine / "mine.yaml").write_text((CONFIGS / "objective" / "ar.yaml").read_text())
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    line = [f"hydra.searchpath=[file://{tmp_path / 'mine'}]", "objective=mine", f"hydra.run.dir={tmp_path / 'run'}"]
+    assert named_folder_problem(COMMANDS["train"], line).startswith(f"{tmp_path / 'run'} already holds a run")
 
 
 @pytest.mark.slow  # a process that starts Python

@@ -17,12 +17,18 @@ def resolve_last_checkpoint(cfg: DictConfig) -> None:
         cfg.ckpt_path = str(resumed_checkpoint(cfg))
 
 
-def refuse_writing_over_a_run(cfg: DictConfig) -> None:
-    """A run that starts afresh (no ckpt_path) in a folder that holds another's checkpoints/last.ckpt would write over
-    its checkpoints and summary: refused before any work, unless Lightning resumes there itself (under SLURM, from
-    the hpc_ckpt_<n>.ckpt a requeue leaves in the run folder before it restarts the same command)."""
+def refuse_writing_over_a_run(cfg: DictConfig, result_file: str | None = None) -> None:
+    """A run that starts afresh (no ckpt_path) in a folder that holds another's checkpoints/last.ckpt, or its
+    `result_file` (a study's unit restored from a record keeps its summary without checkpoints), would write over
+    them: refused before any work, unless Lightning resumes there itself (under SLURM, from the hpc_ckpt_<n>.ckpt a
+    requeue leaves in the run folder before it restarts the same command)."""
     out = Path(cfg.output_dir)
-    if cfg.get("ckpt_path") or not (out / "checkpoints" / "last.ckpt").is_file():
+    if cfg.get("ckpt_path"):
+        return
+    if result_file and (out / result_file).is_file() and not (out / "checkpoints" / "last.ckpt").is_file():
+        raise ArmlmError(f"{out} already holds {result_file}, an earlier run's result, which a fresh run there would "
+                         "replace: give this run a folder of its own (hydra.run.dir=...), or delete that file first")
+    if not (out / "checkpoints" / "last.ckpt").is_file():
         return
     # Lightning's import (seconds) only where the folder holds a run: `armlm train` checks the folder its command line
     # names before Hydra starts the job (common.commands.named_folder_problem), ahead of the config's own checks
