@@ -41,7 +41,8 @@ MATMUL_PRECISION = Rule("trainer.step.matmul_precision", (str,), one_of(*MATMUL_
 # was Hydra's nine-line InstantiationException, after fine-tuning had encoded its data
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "transformer-engine",
               "transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
-PRECISION = Rule("trainer.precision", (str, int), one_of(*PRECISIONS), f"one of {PRECISIONS[:6]} (Lightning's)")
+PRECISION = Rule("trainer.precision", (str, int), one_of(*PRECISIONS), f"one of {PRECISIONS[:6]} (Lightning's), or null",
+                 optional=True)  # null: Lightning's default, 32-true
 RULES = (
     Rule("nonfinite_loss", (str,), one_of(*NONFINITE_LOSS), f"one of {NONFINITE_LOSS}"),
     Rule("seed", (int,), at_least(0), "an integer >= 0"),
