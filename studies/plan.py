@@ -61,12 +61,20 @@ def seed_folder(cfg: DictConfig, arm: str, seed: int) -> Path:
     return Path(cfg.root) / arm / f"seed{seed}"
 
 
+DEFAULT_SEEDS = 3  # a study's seeds where seeds= is not given (configs/study.yaml)
+
+
 def seeds_of(cfg: DictConfig) -> list[int]:
     """The launch's seeds; those held out for an independent replication only where it is that replication."""
-    first = int(cfg.get("first_seed", 1))
-    if cfg.seed is None and (int(cfg.seeds) < 1 or first < 1):
-        raise ArmlmError(f"seeds={cfg.seeds}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
-    seeds = [int(cfg.seed)] if cfg.seed is not None else list(range(first, first + int(cfg.seeds)))
+    given = [f"{key}={cfg.get(key)}" for key in ("seeds", "first_seed") if cfg.get(key) is not None]
+    if cfg.seed is not None and given:  # seed= alone was run, and seeds= changed nothing
+        raise ArmlmError(f"seed={cfg.seed} runs that one seed, so {' '.join(given)} would change nothing: give seed=, "
+                         "or seeds= (and first_seed=), not both")
+    first = 1 if cfg.get("first_seed") is None else int(cfg.first_seed)
+    count = DEFAULT_SEEDS if cfg.get("seeds") is None else int(cfg.seeds)
+    if cfg.seed is None and (count < 1 or first < 1):
+        raise ArmlmError(f"seeds={count}, first_seed={first}; seeds=N runs N seeds from first_seed (>= 1)")
+    seeds = [int(cfg.seed)] if cfg.seed is not None else list(range(first, first + count))
     held = sorted(set(seeds) & {int(k) for k in cfg.get("held_out_seeds") or []})
     if held and not cfg.get("replication", False):
         raise ArmlmError(f"seeds {held} are held out for an independent replication (held_out_seeds="

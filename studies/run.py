@@ -113,8 +113,8 @@ def registrations(cfg: DictConfig) -> StudySpec:
 
 # Types here; ranges where the planner reads them (seeds_of, study_budget), with the study's context
 STUDY_RULES = (
-    Rule("seeds", (int,), any_value, "an integer >= 1"),
-    Rule("first_seed", (int,), any_value, "an integer >= 1"),
+    Rule("seeds", (int,), any_value, "an integer >= 1, or null (3)", optional=True),
+    Rule("first_seed", (int,), any_value, "an integer >= 1, or null (1)", optional=True),
     Rule("seed", (int,), any_value, "an integer >= 1, or null (every seed)", optional=True),
     Rule("budget", NUMBER, any_value, "a positive number (input tokens, or training FLOPs where the study counts "
          "them)", optional=True),

@@ -240,6 +240,9 @@ def test_findings_plan_pairs_finetuning_seeds_across_arms_and_grows_by_first_see
     (["arm=bert"], "arm='bert' is not in study ar_vs_mlm"),
     (["seeds=0"], "seeds=0"),
     (["first_seed=0"], "first_seed=0"),
+    # seed= alone was run, and seeds= (or first_seed=) changed nothing
+    (["seed=2", "seeds=5"], r"^seed=2 runs that one seed, so seeds=5 would change nothing: give seed=, or seeds="),
+    (["seed=2", "first_seed=4"], r"^seed=2 runs that one seed, so first_seed=4 would change nothing"),
     (["budget=0"], "budget=0"),
     (["study.diagnose.candidates_arm=bert"], "candidates_arm='bert'"),
     (["+study.arms.mlm.finetune=[full,prompting]"], r"variants \['prompting'\] are not defined"),
