@@ -35,26 +35,30 @@ from bench.objective_cases import objective_names  # noqa: E402
 
 GPU = ["trainer=gpu", "trainer.step.loader_workers=1", "trainer.enable_progress_bar=false", "model=small",
        "trainer.val_check_interval=100000", "trainer.limit_val_batches=20", "logger=csv"]
-DRY_RUN = ["trainer=gpu", "trainer.accelerator=cpu", "trainer.step.compile_backend=aot_eager", "trainer.step.pin_memory=false",
+DRY_RUN = ["trainer=gpu", "trainer.accelerator=cpu", "trainer.step.pin_memory=false",
            "trainer.step.loader_workers=0", "trainer.enable_progress_bar=false", "model=tiny", "max_tokens=null",
            "trainer.max_steps=3", "trainer.limit_val_batches=2", "logger=csv"]
 # The CPU recipe as train.py runs it by default (trainer=cpu, eager, 64-token blocks, 2.2M tokens)
 CPU = ["trainer.enable_progress_bar=false", "model=small", "logger=csv"]
 MODES = {"compiled": ["trainer.step.compile=true"], "eager": ["trainer.step.compile=false"]}
+DRY_RUN_COMPILED = ["trainer.step.compile_backend=aot_eager"]  # the CPU's stand-in for inductor (an eager run refuses it)
 MARGIN = 0.5  # nats below its own unigram baseline
 SHARE = 0.08  # of a baseline of the objective's own (configs/study/efficiency.yaml's gate)
 
 
-def runs(objectives: list[str], blocks: list[int], batch: int, modes: list[str]) -> dict[str, list[str]]:
+def runs(objectives: list[str], blocks: list[int], batch: int, modes: list[str],
+         compiled_with: list[str] | None = None) -> dict[str, list[str]]:
     """name -> the overrides of its run: every objective x mode x block size, the long blocks at batch / 4; every
-    objective's run of the first block size and mode first (a run cut short by the caller's clock cuts the rest)."""
+    objective's run of the first block size and mode first (a run cut short by the caller's clock cuts the rest).
+    `compiled_with`: settings the compiled runs add."""
     out = {}
     for block in blocks:
         rows = batch if block == blocks[0] else max(1, batch // 4)
         for mode in modes:
             for objective in objectives:
                 out[f"{objective}/{mode}/{block}"] = [f"objective={objective}", f"data.block_size={block}",
-                                                      f"data.batch_size={rows}", *MODES[mode]]
+                                                      f"data.batch_size={rows}", *MODES[mode],
+                                                      *((compiled_with or []) if mode == "compiled" else [])]
     return out
 
 
@@ -101,7 +105,7 @@ def run_all(objectives: list[str], *, blocks: list[int], batch: int, tokens: int
     """Every planned run's row, `parallel` at once, each printed as a table row as it ends (the token caches are
     written first, here, for every input format the objectives read, so that no two runs write one)."""
     base = bases(dry_run, device, tokens)
-    planned = runs(objectives, blocks, batch, modes)
+    planned = runs(objectives, blocks, batch, modes, DRY_RUN_COMPILED if dry_run else None)
     prepare_data([[*base, *overrides, *extra] for overrides in planned.values()])
 
     def one(name: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ def runs_stages(kind: str) -> dict[str, Any]:
     stage = STAGE_KINDS[kind]
     return {"name": stage.command, "run": stage.run, "config": stage.config, "script": stage.script,
             "check": stage.check, "open_settings": stage.open_settings, "folder_check": stage.folder_check,
+            "unapplied": stage.unapplied,
             "result_file": stage.done_file}
 
 

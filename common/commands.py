@@ -27,6 +27,7 @@ from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_e
 from armlm.common.composition import why_it_does_not_compose
 from armlm.common.config import CHECKOUT, CONFIGS, compose_config, export_data_dir
 from armlm.common.errors import ArmlmError
+from armlm.common.unapplied import STUDY_STAGE, refuse_unapplied_settings
 
 HELP = ("-h", "--help", "help")
 
@@ -49,6 +50,9 @@ class Command:
     # nodes whose readers take keys the config leaves out, and check them (a study's optional settings): a key added
     # anywhere else must be one its node holds or its class takes (common.added_settings)
     open_settings: tuple[str, ...] = ()
+    # "module:function" naming the settings a run of a composed config does not apply, {key: why}: given on the command
+    # line, each is refused (common.unapplied)
+    unapplied: str | None = None
     # the file a finished run leaves in its run folder (diagnostics.json), which a run into that folder would replace
     result_file: str | None = None
     # "module:function" refusing a run folder that a run would write over, given the composed config (its output_dir
@@ -140,14 +144,18 @@ class Checked(Protocol):
     check: str | None
     config: str | None
     open_settings: tuple[str, ...]
+    unapplied: str | None
 
 
-def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str]) -> None:
-    """What the command refuses its composed config for before it runs: its own check (Command.check), then a setting
-    the overrides add that nothing would read (common.added_settings)."""
+def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], from_a_study: bool = False) -> None:
+    """What the command refuses its composed config for before it runs: its own check (Command.check), a setting the
+    overrides add that nothing would read (common.added_settings), then one they give that this run does not apply
+    (Command.unapplied, common.unapplied), unless a study gives them (`from_a_study`, or a stage's process)."""
     if cmd.check is not None:
         resolve(cmd.check)(cfg)
     check_added_settings(str(cmd.config), overrides, cfg, cmd.open_settings)
+    if cmd.unapplied is not None and not (from_a_study or os.environ.get(STUDY_STAGE)):
+        refuse_unapplied_settings(resolve(cmd.unapplied)(cfg), overrides, cfg)
 
 
 def error_types(cmd: Command) -> tuple[type[BaseException], ...]:

@@ -109,6 +109,16 @@ EMBEDDINGS_RULES = (
 )
 
 
+def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
+    """The settings a run of `cfg` does not apply (common.unapplied): a checkpoint's type-level vectors train no static
+    method and split words with its own tokenizer; static vectors read no contextual setting."""
+    if cfg.checkpoint is None:
+        return {"contextual": "without checkpoint= the run trains static vectors, which read no contextual setting"}
+    return {"method": "checkpoint= reads a model's type-level vectors: no static method trains (method.min_count, "
+                      "through contextual.min_count, picks the words)",
+            "data.tokenizer": "checkpoint= splits words with the checkpoint's own tokenizer"}
+
+
 def run_embeddings(cfg: DictConfig) -> dict[str, Any]:
     check_rules(cfg, EMBEDDINGS_RULES)
     return run_static(cfg) if cfg.checkpoint is None else run_contextual(cfg)

@@ -31,3 +31,27 @@ def check_config(cfg: DictConfig) -> None:
     if not cfg.get("vectors") and not cfg.get("pretrained"):
         raise ArmlmError(f"task={cfg.task.name} needs pretrained=<checkpoint file or pretraining run folder> (or, "
                          "for conll2003, vectors=<`armlm embeddings` run folder>)")
+
+
+def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
+    """The settings a fine-tuning run of `cfg` does not apply (common.unapplied): a read-out position of the other
+    kind of task, and the other mode's rates and feature settings. A run on static vectors (vectors=) reads its own
+    (finetune.static), and is left to them."""
+    if cfg.get("vectors"):
+        return {}
+    task, settings = f"task={cfg.task.name}", cfg.finetune
+    tags = cfg.task.kind == "tagging"
+    if tags:
+        unapplied = {"finetune.pooling": f"{task} tags words: it pools no sequence"}
+    else:  # a classifier's head reads the last layer's pooled state, whatever the mode (finetune.module)
+        whole = f"{task} labels whole inputs from the last layer's pooled state"
+        unapplied = {"finetune.word_subword": whole, "finetune.feature_layers": whole, "finetune.features": whole}
+    if settings.mode == "full":
+        full = "finetune.mode=full trains the backbone and reads its last layer"
+        unapplied = {"task.optim.features_lr": full, "finetune.feature_layers": full, "finetune.features": full,
+                     **unapplied}
+    else:
+        unapplied["task.optim.lr"] = "finetune.mode=features trains the head alone, at task.optim.features_lr"
+    if not (tags and settings.mode == "features" and settings.features == "scalar_mix"):
+        unapplied["task.optim.mix_lr"] = "only finetune.mode=features finetune.features=scalar_mix mixes layers"
+    return unapplied

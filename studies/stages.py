@@ -33,6 +33,7 @@ class StageKind:
     # "module:function" refusing a run folder a fresh run would write over (Command.folder_check); None: the command
     # refuses a folder that holds its done file
     folder_check: str | None = None
+    unapplied: str | None = None  # "module:function": the settings a run of a config does not apply (Command.unapplied)
 
     def function(self) -> Callable[..., Any]:
         return resolve(self.run)
@@ -46,14 +47,17 @@ WRITES_OVER_A_RUN = "armlm.training.run_folder:refuse_writing_over_a_run"  # a r
 STAGE_KINDS: dict[str, StageKind] = {k.kind: k for k in (
     StageKind("pretrain", "armlm.training.run:pretrain", "train", "train", "summary.json", resumes=True,
               script="train.py", world_size="armlm.training.devices:world_size",
-              check="armlm.training.preflight:check_config", folder_check=WRITES_OVER_A_RUN),
+              check="armlm.training.preflight:check_config", folder_check=WRITES_OVER_A_RUN,
+              unapplied="armlm.training.preflight:unapplied_settings"),
     StageKind("finetune", "armlm.finetune.command:finetune", "finetune", "finetune", "results.json", resumes=True,
               script="train.py", world_size="armlm.training.devices:world_size",
               check="armlm.finetune.preflight:check_config", open_settings=("task.metrics",),
-              folder_check=WRITES_OVER_A_RUN),
+              folder_check=WRITES_OVER_A_RUN, unapplied="armlm.finetune.preflight:unapplied_settings"),
     StageKind("diagnose", "armlm.diagnostics.run:run_diagnostics", "evaluate", "evaluate", "diagnostics.json"),
-    StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json"),
-    StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json"),
+    StageKind("zeroshot", "armlm.zeroshot.run:run_zeroshot", "zeroshot", "zeroshot", "zeroshot.json",
+              unapplied="armlm.zeroshot.run:unapplied_settings"),
+    StageKind("embed", "armlm.embeddings.run:run_embeddings", "embeddings", "embeddings", "words.json",
+              unapplied="armlm.embeddings.run:unapplied_settings"),
 )}
 
 

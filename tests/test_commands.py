@@ -184,6 +184,8 @@ def test_the_console_entry_point_runs_as_a_module():
     (["train", "+optim.warmup=100"], "optim.warmup: armlm reads no such setting"),  # Hydra's advice for optim.warmup
     # a command without a check of its own (Command.check) still refuses a setting nothing reads (added_settings)
     (["zeroshot", "checkpoint=x", "+blimp.max_pair=10"], "did you mean max_pairs? blimp holds"),
+    # and one its run would not apply (common.unapplied)
+    (["finetune", "task=rte", "pretrained=x", "finetune.word_subword=last"], "finetune.word_subword=last: task=rte "),
     (["export", "checkpoint=x"], "out has no value"),
     (["export", "checkpoint=x", "out=y", "format=onnx"], "format='onnx': expected one of"),
 ])

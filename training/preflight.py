@@ -78,3 +78,11 @@ def check_resumable(ckpt_path: Path, model_config: ModelConfig, objective: dict[
 def without_vocab(model: dict[str, Any]) -> dict[str, Any]:
     """The vocabulary size comes from the data, not the config."""
     return {k: v for k, v in model.items() if k != "vocab_size"}
+
+
+def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
+    """The settings a pretraining run of `cfg` does not apply (common.unapplied): the compiled step's, run eager."""
+    if cfg.trainer.step.get("compile"):
+        return {}
+    eager = "trainer.step.compile is false, so the step runs eager"
+    return {"trainer.step.compile_mode": eager, "trainer.step.compile_backend": eager}

@@ -205,6 +205,13 @@ ZEROSHOT_RULES = (
 )
 
 
+def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
+    """The settings a run of `cfg` does not apply (common.unapplied): the context block's length, without its file."""
+    if cfg.blimp.context.file is None:
+        return {"blimp.context.tokens": "blimp.context.file is null, so no sentence is scored after a context block"}
+    return {}
+
+
 def run_zeroshot(cfg: DictConfig) -> dict[str, Any]:
     check_rules(cfg, ZEROSHOT_RULES)
     paradigms = read_blimp(cfg.blimp.dir, cfg.blimp.max_pairs)  # before the model: a bad folder or setting costs no load

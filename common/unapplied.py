@@ -1,0 +1,50 @@
+"""Settings given on the command line that the run they are given to does not apply, refused before it starts.
+
+A setting the config holds is read by some runs and not others: `trainer.step.compile_mode` only by a compiled step,
+`finetune.word_subword` only by a task that tags words, `blimp.context.tokens` only with a context file. Given to a
+run that does not read it, it changed nothing and the run said nothing (`armlm finetune task=rte
+finetune.word_subword=last` exited 0, its results recording word_subword: null). A command names, for its composed
+config, the settings its run leaves alone and why (Command.unapplied); those the command line or a study stage gives
+are refused in one line. The config's own values are not: a default is not a request. A setting another one reads
+through an interpolation (`contextual.min_count: ${method.min_count}`) is applied by that one.
+
+A study's stages are not refused for them: a study gives its shared settings (finetune variants, finetune_settings,
+extra_*) to every task, mode and arm, where some do not apply (the 2 x 2's word_subword=last on the smoke scale's RTE),
+and each stage records the settings it applied. Its launch check says so (check_command's from_a_study), and a stage
+it starts as a process of its own finds STUDY_STAGE in its environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from armlm.common.added_settings import strings, under
+from armlm.common.errors import ArmlmError
+
+STUDY_STAGE = "ARMLM_STUDY_STAGE"  # set (to the stage's name) in the environment of a stage a study starts
+
+
+def given_settings(overrides: Sequence[str]) -> dict[str, str]:
+    """key -> value of the command line's settings and group choices (+, ++ and ~ stripped), Hydra's own left out."""
+    given = {}
+    for override in overrides:
+        key, equals, value = override.lstrip("+~").partition("=")
+        if equals and key != "hydra" and not key.startswith("hydra.") and "@" not in key:
+            given[key] = value
+    return given
+
+
+def refuse_unapplied_settings(unapplied: Mapping[str, str], overrides: Sequence[str], cfg: DictConfig) -> None:
+    """Raise ArmlmError for the first setting `overrides` give that falls under a key of `unapplied` (a node or one
+    setting, mapped to why the run leaves it alone), unless an interpolation reads it."""
+    if not unapplied:
+        return
+    interpolations = " ".join(strings(OmegaConf.to_container(cfg, resolve=False)))
+    for key, value in given_settings(overrides).items():
+        if any(f"${{{key}{end}" in interpolations for end in ("}", ".", ":")):
+            continue
+        for node, why in unapplied.items():
+            if under(key, node):
+                raise ArmlmError(f"{key}={value}: {why}, so this setting would change nothing; drop it")
