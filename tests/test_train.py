@@ -59,6 +59,13 @@ def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypa
     assert cfg.trainer.precision == "bf16-mixed"
 
 
+@pytest.mark.parametrize("precision", ["16-mixed", "16"])
+def test_fp16_autocast_on_a_cpu_is_refused_not_run_as_bf16(tmp_path, cache_dir, precision):
+    """Lightning turned 16-mixed on a CPU into bf16-mixed with a warning, and the summary recorded 16-mixed."""
+    with pytest.raises(ArmlmError, match=rf"^trainer.precision={precision}: fp16 autocast needs a GPU"):
+        training_setup.choose_cpu_precision(tiny_config(tmp_path, cache_dir, f"trainer.precision={precision}"))
+
+
 def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_trained_length(tmp_path, cache_dir):
     summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
                                     "save_at_tokens=[1000]"))

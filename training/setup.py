@@ -80,7 +80,11 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") 
 
 
 def choose_cpu_precision(cfg: DictConfig) -> None:
-    """bf16 autocast on CPUs that have bf16 units; elsewhere it would be emulated and slow, so fp32."""
+    """bf16 autocast on CPUs that have bf16 units; elsewhere it would be emulated and slow, so fp32. fp16 autocast is
+    refused on a CPU: Lightning runs it as bf16-mixed, while the run's summary would record 16-mixed."""
+    if cfg.trainer.get("accelerator") == "cpu" and str(cfg.trainer.precision) in ("16-mixed", "16"):
+        raise ArmlmError(f"trainer.precision={cfg.trainer.precision}: fp16 autocast needs a GPU (on a CPU Lightning runs "
+                         "bf16-mixed instead); give bf16-mixed (fp32 where the CPU has no bf16 units) or 32-true")
     if cfg.trainer.get("accelerator") == "cpu" and str(cfg.trainer.precision).startswith("bf16"):
         if not cpu_has_bf16_units():
             log.warning("this CPU has no bf16 matrix units (AVX512-BF16/AMX): training in fp32 instead")
