@@ -179,6 +179,8 @@ def setup(cfg: DictConfig) -> Setup:
     check_device(cfg.device)
     source = open_source(cfg.checkpoint, cfg.device, trust_remote_code=bool(cfg.get("trust_remote_code", False)))
     model, tokenizer, special = source.backbone, source.tokenizer, source.special
+    if cfg.likelihood.enabled:
+        likelihood_blocks(source, cfg)
     corpus = instantiate(cfg.data.corpus)
     method = scoring_method(source.reading)
     check_affordable(cfg, method, source.vocab_size)
@@ -258,11 +260,9 @@ def independence(s: Setup, cfg: DictConfig) -> dict[str, Any]:
             "pairwise": {kind: r.summary(s.method.headline_joint) for kind, r in results.items()}}
 
 
-def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
-    """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says,
-    and the train split's unigram NLL of the same non-[EOD] targets (below_unigram: unigram minus model)."""
-    started = time.perf_counter()
-    source, special = s.source, s.source.special
+def likelihood_blocks(source: ModelSource, cfg: DictConfig) -> tuple[int, int]:
+    """The held-out blocks' length and the token that ends a document in them, or a line naming the fix: checked when
+    the source is opened (setup), not after the pairwise scoring (minutes)."""
     block_size = cfg.likelihood.block_size or source.trained_length
     if block_size is None:
         raise ArmlmError(f"{source.origin} does not record its pretraining block size; give likelihood.block_size "
@@ -270,10 +270,18 @@ def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
     if not 2 <= int(block_size) <= source.longest_input:
         raise ArmlmError(f"likelihood.block_size={block_size}; use 2..{source.longest_input} (the positions "
                          f"{source.origin} takes)")
-    eod_id = special.document_end
-    if eod_id is None:
+    if source.special.document_end is None:
         raise ArmlmError(f"{source.origin}'s tokenizer has no token that ends a document (EOS, [SEP] or [EOD]) to "
                          "pack held-out blocks with; set likelihood.enabled=false")
+    return int(block_size), source.special.document_end
+
+
+def likelihood(s: Setup, cfg: DictConfig) -> dict[str, Any]:
+    """The checkpoint's NLL per target token on held-out blocks, exact or bounded as its scoring method says,
+    and the train split's unigram NLL of the same non-[EOD] targets (below_unigram: unigram minus model)."""
+    started = time.perf_counter()
+    source, special = s.source, s.source.special
+    block_size, eod_id = likelihood_blocks(source, cfg)
     blocks = held_out_blocks(s.corpus, s.tokenizer, block_size=int(block_size), count=int(cfg.likelihood.blocks),
                              split=cfg.split, start=special.start, document_end=eod_id)
     # The train split's unigram on the same non-[EOD] targets: "nats below unigram" is a learning scale shared

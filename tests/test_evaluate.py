@@ -14,7 +14,7 @@ from armlm.common.vocabulary import CLS, EOD, MASK, PAD, SEP, UNK
 from armlm.datamodules.corpora import EmbeddedWikipedia
 from armlm.diagnostics.likelihood import blocks_fingerprint, held_out_blocks
 from armlm.diagnostics.run import evaluate_config as composed_evaluate_config
-from armlm.diagnostics.run import run_diagnostics
+from armlm.diagnostics.run import run_diagnostics, setup
 from armlm.diagnostics.sentences import sample_pairs, split_sentences
 from armlm.models.backbone import ModelConfig
 from tests.helpers.checkpoints import save_checkpoint
@@ -146,6 +146,13 @@ def test_each_setting_of_the_wrong_type_or_range_is_one_line_before_the_checkpoi
     likelihood estimate (diagnostics.run.EVALUATE_RULES)."""
     with pytest.raises(ValueError, match="^" + re.escape(line)):
         run_diagnostics(evaluate_config(tmp_path, f"checkpoint={tmp_path / 'nothing.ckpt'}", setting))
+
+
+def test_a_likelihood_block_longer_than_the_checkpoint_takes_is_refused_when_it_is_opened(tmp_path):
+    """It was refused by the likelihood measure, after the pairwise scoring (minutes at real sizes)."""
+    checkpoint = save_checkpoint(tmp_path / "untrained.ckpt", "mlm")
+    with pytest.raises(ValueError, match=r"^likelihood.block_size=10000; use 2\.\.16 "):
+        setup(evaluate_config(tmp_path, f"checkpoint={checkpoint}", "likelihood.block_size=10000"))
 
 
 @pytest.mark.slow
