@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from armlm.common.unapplied import SHARED_SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 # NER's breakdown (per-type F1, precision, recall) stays in the JSON line, out of the table (as in study reports).
@@ -33,7 +36,8 @@ def finetune(checkpoint: str, task: str, seed: int, extra: list[str], folder: Pa
     started = time.perf_counter()
     subprocess.run([sys.executable, "train.py", f"task={task}", f"pretrained={checkpoint}", f"seed={seed}",
                     f"hydra.run.dir={folder}", "trainer.enable_progress_bar=false", *extra],
-                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, SHARED_SETTINGS: "bench/finetune_study.py"})  # `extra` goes to every task
     results = json.loads((folder / "results.json").read_text())
     results["process_seconds"] = round(time.perf_counter() - started, 1)
     return results

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
 from armlm.common.added_settings import check_added_settings
 from armlm.common.cli import CONFIG_ERRORS, lightning_through_the_root, run_or_exit, wants_traceback
 from armlm.common.composition import why_it_does_not_compose
 from armlm.common.config import CHECKOUT, CONFIGS, compose_config, export_data_dir
 from armlm.common.errors import ArmlmError
-from armlm.common.unapplied import STUDY_STAGE, refuse_unapplied_settings
+from armlm.common.unapplied import SHARED_SETTINGS, refuse_unapplied_settings
 
 HELP = ("-h", "--help", "help")
 
@@ -95,7 +96,8 @@ def run_hydra(cmd: Command) -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
-        run_or_exit(lambda composed: check_command(cmd, composed, command_line()), cfg, log)
+        sweep = HydraConfig.get().mode == RunMode.MULTIRUN  # its settings go to every job
+        run_or_exit(lambda composed: check_command(cmd, composed, command_line(), shared=sweep), cfg, log)
         run = cmd.function()
         if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
             lightning_through_the_root()
@@ -147,14 +149,15 @@ class Checked(Protocol):
     unapplied: str | None
 
 
-def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], from_a_study: bool = False) -> None:
+def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], shared: bool = False) -> None:
     """What the command refuses its composed config for before it runs: its own check (Command.check), a setting the
     overrides add that nothing would read (common.added_settings), then one they give that this run does not apply
-    (Command.unapplied, common.unapplied), unless a study gives them (`from_a_study`, or a stage's process)."""
+    (Command.unapplied, common.unapplied), unless several runs share them (`shared`: a study's launch check; a sweep's
+    job; a run whose environment says so) or the run resumes (ckpt_path=)."""
     if cmd.check is not None:
         resolve(cmd.check)(cfg)
     check_added_settings(str(cmd.config), overrides, cfg, cmd.open_settings)
-    if cmd.unapplied is not None and not (from_a_study or os.environ.get(STUDY_STAGE)):
+    if cmd.unapplied is not None and not (shared or os.environ.get(SHARED_SETTINGS) or cfg.get("ckpt_path")):
         refuse_unapplied_settings(resolve(cmd.unapplied)(cfg), overrides, cfg)
 
 

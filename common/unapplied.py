@@ -8,10 +8,13 @@ config, the settings its run leaves alone and why (Command.unapplied); those the
 are refused in one line. The config's own values are not: a default is not a request. A setting another one reads
 through an interpolation (`contextual.min_count: ${method.min_count}`) is applied by that one.
 
-A study's stages are not refused for them: a study gives its shared settings (finetune variants, finetune_settings,
-extra_*) to every task, mode and arm, where some do not apply (the 2 x 2's word_subword=last on the smoke scale's RTE),
-and each stage records the settings it applied. Its launch check says so (check_command's from_a_study), and a stage
-it starts as a process of its own finds STUDY_STAGE in its environment.
+Settings shared by several runs are not refused: a study gives its variants and shared settings (finetune_settings,
+extra_*) to every task, mode and arm, and a sweep (-m, a bench's loop over tasks) its settings to every job, where some
+do not apply (the 2 x 2's word_subword=last on the smoke scale's RTE); each run records the settings it applied. A
+study's launch check says so (check_command's `shared`), as does a sweep's job (Hydra's MULTIRUN mode), and a run
+started by a study or a bench finds SHARED_SETTINGS in its environment (a launch prefix that clears the environment,
+srun --export=NONE, must pass it on). Nor is a resumed run (ckpt_path=): it repeats the command it started with, and its
+checkpoint holds those settings.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from armlm.common.added_settings import strings, under
 from armlm.common.errors import ArmlmError
 
-STUDY_STAGE = "ARMLM_STUDY_STAGE"  # set (to the stage's name) in the environment of a stage a study starts
+SHARED_SETTINGS = "ARMLM_SHARED_SETTINGS"  # set (to who shares them) where a study or a bench starts a run
 
 
 def given_settings(overrides: Sequence[str]) -> dict[str, str]:

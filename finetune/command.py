@@ -20,6 +20,6 @@ def finetune(cfg: DictConfig) -> dict[str, Any]:
     to free and how to resume."""
     quiet_lightning()
     resolve_last_checkpoint(cfg)
-    refuse_writing_over_a_run(cfg)
+    refuse_writing_over_a_run(cfg, "results.json")
     run = run_static_finetune if cfg.get("vectors") else run_finetune
     return reporting_full_disk(run, cfg, command_line_overrides())

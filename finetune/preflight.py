@@ -54,4 +54,6 @@ def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
         unapplied["task.optim.lr"] = "finetune.mode=features trains the head alone, at task.optim.features_lr"
     if not (tags and settings.mode == "features" and settings.features == "scalar_mix"):
         unapplied["task.optim.mix_lr"] = "only finetune.mode=features finetune.features=scalar_mix mixes layers"
+    else:  # ELMo's mix weighs every layer: no top layers to concatenate
+        unapplied["finetune.feature_layers"] = "finetune.features=scalar_mix mixes every layer"
     return unapplied

@@ -32,7 +32,7 @@ from armlm.common.commands import check_command, script_path
 from armlm.common.composition import composition_problem, first_line
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
-from armlm.common.unapplied import STUDY_STAGE
+from armlm.common.unapplied import SHARED_SETTINGS
 from armlm.studies.plan import Stage
 
 log = logging.getLogger("armlm.study")
@@ -117,7 +117,7 @@ def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
         cfg = copy.deepcopy(cfg)
         cfg.ckpt_path = None
     try:
-        check_command(stage.command, cfg, stage_settings(stage), from_a_study=True)
+        check_command(stage.command, cfg, stage_settings(stage), shared=True)
     except (ArmlmError, MissingMandatoryValue) as err:
         return err
     except InstantiationException as err:  # a class that fails to build otherwise: its own error
@@ -242,7 +242,7 @@ def launch(stage: Stage, prefix: dict[str, list[str]], launcher: str = "process"
     log.info("%s: running%s\n  %s", stage.name, f" ({note})" if note else "", " ".join(argv))
     started = time.perf_counter()
     returncode = (run_in_process(stage, composed) if launcher == "in_process"
-                  else subprocess.run(argv, env={**os.environ, STUDY_STAGE: stage.name}).returncode)
+                  else subprocess.run(argv, env={**os.environ, SHARED_SETTINGS: stage.name}).returncode)
     seconds = round(time.perf_counter() - started, 1)
     # wall seconds over every launch (a resumed stage's own summary times only its last launch)
     atomic_write_artefact(record_path, {**record, "seconds": round(record["seconds"] + seconds, 1), "started_at": None})

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import pytest
 
 from armlm.commands import COMMANDS
 from armlm.common.commands import check_command, resolve
 from armlm.common.errors import ArmlmError
-from armlm.common.unapplied import STUDY_STAGE, given_settings
+from armlm.common.unapplied import SHARED_SETTINGS, given_settings
 from tests.helpers.configs import composed_config
 
 RTE, CONLL = ["task=rte", "pretrained=/some/run"], ["task=conll2003", "pretrained=/some/run"]
@@ -45,8 +46,11 @@ def test_every_command_that_names_unapplied_settings_names_them_for_its_defaults
     ("finetune", [*CONLL, "finetune.pooling=mean"], "finetune.pooling=mean: task=conll2003 tags words"),
     ("finetune", [*CONLL, "finetune.mode=features", "task.optim.lr=1e-3"], "task.optim.lr=1e-3: finetune.mode=features "
                                                                            "trains the head alone"),
+    ("finetune", [*CONLL, "finetune.mode=features", "finetune.features=scalar_mix", "finetune.feature_layers=2"],
+     "finetune.feature_layers=2: finetune.features=scalar_mix mixes every layer"),
     ("zeroshot", ["checkpoint=/some/run", "blimp.context.tokens=48"], "blimp.context.tokens=48: blimp.context.file is "
                                                                       "null"),
+    ("zeroshot", ["checkpoint=/some/run", "blimp.context.file=''", "blimp.context.tokens=48"], "blimp.context.tokens=48"),
     ("embeddings", ["checkpoint=/some/run", "method.dim=300"], "method.dim=300: checkpoint= reads a model's type-level"),
     ("embeddings", ["checkpoint=/some/run", "data.tokenizer.vocab_size=4096"], "data.tokenizer.vocab_size=4096: "),
     ("embeddings", ["contextual.max_contexts=1"], "contextual.max_contexts=1: without checkpoint= the run trains static"),
@@ -80,9 +84,26 @@ def test_a_studys_shared_settings_are_not_refused_where_they_do_not_apply(monkey
     smoke scale's RTE): neither its launch check nor a stage's process refuses them, as the command line would."""
     settings = [*RTE, "finetune.word_subword=last"]
     cfg = composed_config("finetune", settings)
-    check_command(COMMANDS["finetune"], cfg, settings, from_a_study=True)
-    monkeypatch.setenv(STUDY_STAGE, "ar/seed1 finetune rte-causal")
+    check_command(COMMANDS["finetune"], cfg, settings, shared=True)
+    monkeypatch.setenv(SHARED_SETTINGS, "ar/seed1 finetune rte-causal")
     check_command(COMMANDS["finetune"], cfg, settings)
+
+
+def test_a_resumed_run_repeats_its_command_and_is_not_refused():
+    """Its checkpoint holds the settings it started with (finetune.run.check_finetune_resumable compares them): a
+    setting refused now must not stop the resume of a run that took it, nor its removal fail the comparison."""
+    settings = [*RTE, "finetune.word_subword=last", "ckpt_path=/some/run/checkpoints/last.ckpt"]
+    check_command(COMMANDS["finetune"], composed_config("finetune", settings), settings)
+
+
+@pytest.mark.slow  # a process that starts Python
+def test_a_sweeps_job_is_not_refused_for_a_setting_another_job_applies(tmp_path):
+    """-m task=rte,conll2003 finetune.word_subword=last: the sweep's settings go to every job."""
+    result = subprocess.run([sys.executable, "-m", "armlm", "finetune", "-m", "task=rte", "pretrained=/some/run",
+                             "finetune.word_subword=last", f"hydra.sweep.dir={tmp_path}"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "would change nothing" not in output and "/some/run" in output, output[-2000:]
 
 
 def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_path, monkeypatch):
@@ -99,4 +120,4 @@ def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_pat
         return subprocess.CompletedProcess(argv, 1)
     monkeypatch.setattr(runner.subprocess, "run", started)
     assert runner.launch(stage, {}).status == "failed"
-    assert seen.get(STUDY_STAGE) == stage.name
+    assert seen.get(SHARED_SETTINGS) == stage.name

@@ -279,5 +279,5 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
     keep_large_allocations_on_the_heap()
     quiet_lightning()
     resolve_last_checkpoint(cfg)
-    refuse_writing_over_a_run(cfg)
+    refuse_writing_over_a_run(cfg, "summary.json")
     return reporting_full_disk(run_pretraining, cfg, command_line_overrides())

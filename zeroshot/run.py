@@ -207,7 +207,7 @@ ZEROSHOT_RULES = (
 
 def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
     """The settings a run of `cfg` does not apply (common.unapplied): the context block's length, without its file."""
-    if cfg.blimp.context.file is None:
+    if not cfg.blimp.context.file:  # context_block reads no file for any empty value
         return {"blimp.context.tokens": "blimp.context.file is null, so no sentence is scored after a context block"}
     return {}
 
