@@ -50,7 +50,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             check="armlm.interchange.preflight:check_config"),
     Command("study", "arms x seeds: pretrain, fine-tune, diagnose, score; then the verdicts",
             "docs/guides/studies.md", "armlm.studies.run:study", "study",
-            open_settings=("study",)),  # a study's planner reads its optional settings where given (study.gate, ...)
+            open_settings=("study",),  # a study's planner reads its optional settings where given (study.gate, ...)
+            unapplied="armlm.studies.run:unapplied_settings"),
     Command("report", "rebuild a report: armlm report study|findings|blimp|embeddings|finetune <folder> ...",
             "docs/guides/studies.md", "armlm.analysis.reports.registry:main"),
     Command("bench", "print measured numbers: armlm bench <name> (bench/README.md lists them)", "bench/README.md",

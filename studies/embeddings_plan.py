@@ -72,3 +72,4 @@ def plan(cfg: DictConfig) -> list[Stage]:
 
 
 plan.study_settings = ("name", "arms", "finetune_variants", "embed_settings", "finetune_settings")  # studies.run
+plan.launch_settings = ("checkpoints_from",)  # studies.run.PLANNER_LAUNCH_SETTINGS

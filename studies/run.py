@@ -88,6 +88,20 @@ def study_function(cfg: DictConfig, key: str, default: str) -> Callable[..., Any
 
 # the keys of a study config the run itself reads, beside its registrations' (StudySpec.SETTINGS) and its planner's
 RUN_SETTINGS = ("name", "planner", "report")
+# the command's settings that only a planner which declares them reads (its `launch_settings`)
+PLANNER_LAUNCH_SETTINGS = ("checkpoints_from",)
+DEFAULT_PLANNER = "armlm.studies.plan:plan"
+
+
+def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
+    """The launch's settings its study's planner does not read (common.unapplied): checkpoints_from= given to a study
+    other than one that reads another's checkpoints changed nothing. A planner of one's own that declares no
+    `study_settings` reads what it reads, unchecked."""
+    planner = study_function(cfg, "planner", DEFAULT_PLANNER)
+    if getattr(planner, "study_settings", None) is None:
+        return {}
+    reads = getattr(planner, "launch_settings", ())
+    return {key: f"study={cfg.study.name}'s planner reads no {key}" for key in PLANNER_LAUNCH_SETTINGS if key not in reads}
 
 
 def check_study_settings(cfg: DictConfig, planner: Callable[..., Any]) -> None:
@@ -132,7 +146,7 @@ def run_study(cfg: DictConfig) -> list[Outcome]:
         raise ArmlmError(f"report={cfg.report!r}; choose true (after the stages), false, or only (now, running none)")
     # A study config may bring its own stage plan and report (the embeddings study); the default is the
     # pretrain -> fine-tune -> diagnose pipeline and its report.
-    planner = study_function(cfg, "planner", "armlm.studies.plan:plan")
+    planner = study_function(cfg, "planner", DEFAULT_PLANNER)
     check_study_settings(cfg, planner)
     spec = registrations(cfg)  # registrations, their arms, the gate: before any stage
     stages = of_kinds(planner(cfg), cfg.get("stages"))

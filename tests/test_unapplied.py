@@ -26,7 +26,7 @@ def checked(command: str, *settings: str) -> None:
 
 def test_every_command_that_names_unapplied_settings_names_them_for_its_defaults():
     named = {name: cmd for name, cmd in COMMANDS.items() if cmd.unapplied}
-    assert {"train", "finetune", "zeroshot", "embeddings"} <= set(named)
+    assert {"train", "finetune", "zeroshot", "embeddings", "study"} <= set(named)
     for name, cmd in named.items():
         settings = RTE if name == "finetune" else []
         unapplied = resolve(cmd.unapplied)(composed_config(cmd.config, settings))
@@ -54,6 +54,8 @@ def test_every_command_that_names_unapplied_settings_names_them_for_its_defaults
     ("embeddings", ["checkpoint=/some/run", "method.dim=300"], "method.dim=300: checkpoint= reads a model's type-level"),
     ("embeddings", ["checkpoint=/some/run", "data.tokenizer.vocab_size=4096"], "data.tokenizer.vocab_size=4096: "),
     ("embeddings", ["contextual.max_contexts=1"], "contextual.max_contexts=1: without checkpoint= the run trains static"),
+    ("study", ["study=findings", "scale=smoke", "checkpoints_from=/some/study"],
+     "checkpoints_from=/some/study: study=findings's planner reads no checkpoints_from"),
 ])
 def test_a_setting_the_run_does_not_apply_is_refused(command, settings, refusal):
     with pytest.raises(ArmlmError, match="^" + re.escape(refusal) + ".*so this setting would change nothing; drop it$"):
@@ -69,6 +71,7 @@ def test_a_setting_the_run_does_not_apply_is_refused(command, settings, refusal)
     ("zeroshot", ["checkpoint=/some/run", "blimp.context.file=/some/text", "blimp.context.tokens=48"]),
     ("embeddings", ["checkpoint=/some/run", "method.min_count=3"]),  # contextual.min_count reads it
     ("embeddings", ["method.dim=50", "data.tokenizer.vocab_size=4096"]),
+    ("study", ["study=embeddings", "scale=smoke", "checkpoints_from=/some/study"]),
 ])
 def test_a_setting_the_run_applies_passes(command, settings):
     checked(command, *settings)
