@@ -96,8 +96,8 @@ def run_hydra(cmd: Command) -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name=cmd.config)
     def main(cfg: Any) -> None:
-        sweep = HydraConfig.get().mode == RunMode.MULTIRUN  # its settings go to every job
-        run_or_exit(lambda composed: check_command(cmd, composed, command_line(), shared=sweep), cfg, log)
+        unapplied = "warn" if HydraConfig.get().mode == RunMode.MULTIRUN else "refuse"  # a sweep's go to every job
+        run_or_exit(lambda composed: check_command(cmd, composed, command_line(), unapplied), cfg, log)
         run = cmd.function()
         if "lightning" in sys.modules:  # imported after Hydra configured logging: one route for its messages
             lightning_through_the_root()
@@ -149,16 +149,23 @@ class Checked(Protocol):
     unapplied: str | None
 
 
-def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], shared: bool = False) -> None:
+UNAPPLIED = ("refuse", "warn", "skip")  # what check_command does with a setting given that the run does not apply
+
+
+def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], unapplied: str = "refuse") -> None:
     """What the command refuses its composed config for before it runs: its own check (Command.check), a setting the
     overrides add that nothing would read (common.added_settings), then one they give that this run does not apply
-    (Command.unapplied, common.unapplied), unless several runs share them (`shared`: a study's launch check; a sweep's
-    job; a run whose environment says so) or the run resumes (ckpt_path=)."""
+    (Command.unapplied, common.unapplied): `unapplied` "warn" where several runs share the settings (a sweep's job;
+    "refuse" warns too in a run whose environment says so), "skip" for a study's launch check (its stages warn, each
+    in its own run); a resumed run (ckpt_path=) repeats its command and is not checked for them."""
     if cmd.check is not None:
         resolve(cmd.check)(cfg)
     check_added_settings(str(cmd.config), overrides, cfg, cmd.open_settings)
-    if cmd.unapplied is not None and not (shared or os.environ.get(SHARED_SETTINGS) or cfg.get("ckpt_path")):
-        refuse_unapplied_settings(resolve(cmd.unapplied)(cfg), overrides, cfg)
+    if unapplied not in UNAPPLIED:
+        raise ValueError(f"unapplied={unapplied!r}; one of {UNAPPLIED}")
+    if cmd.unapplied is not None and unapplied != "skip" and not cfg.get("ckpt_path"):
+        refuse_unapplied_settings(resolve(cmd.unapplied)(cfg), overrides, cfg,
+                                  shared=unapplied == "warn" or bool(os.environ.get(SHARED_SETTINGS)))
 
 
 def error_types(cmd: Command) -> tuple[type[BaseException], ...]:

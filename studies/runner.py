@@ -117,7 +117,7 @@ def refusal(stage: Stage, cfg: DictConfig) -> Exception | None:
         cfg = copy.deepcopy(cfg)
         cfg.ckpt_path = None
     try:
-        check_command(stage.command, cfg, stage_settings(stage), shared=True)
+        check_command(stage.command, cfg, stage_settings(stage), unapplied="skip")
     except (ArmlmError, MissingMandatoryValue) as err:
         return err
     except InstantiationException as err:  # a class that fails to build otherwise: its own error

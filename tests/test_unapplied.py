@@ -82,14 +82,20 @@ def test_the_command_lines_settings_are_read_with_their_prefixes_and_hydras_own_
         "a.b": "1", "c": "x=y", "d": "2", "task": "rte"}
 
 
-def test_a_studys_shared_settings_are_not_refused_where_they_do_not_apply(monkeypatch):
+def test_a_setting_shared_with_other_runs_is_named_in_a_warning_not_refused(monkeypatch, caplog):
     """A study gives its variants and shared settings to every task, mode and arm (the 2 x 2's word_subword=last on the
-    smoke scale's RTE): neither its launch check nor a stage's process refuses them, as the command line would."""
+    smoke scale's RTE): its launch check leaves them to the stages, and a stage's process, or a sweep's job, names each
+    that it does not apply in a WARNING line instead of refusing it, as the command line would."""
     settings = [*RTE, "finetune.word_subword=last"]
     cfg = composed_config("finetune", settings)
-    check_command(COMMANDS["finetune"], cfg, settings, shared=True)
+    check_command(COMMANDS["finetune"], cfg, settings, unapplied="skip")
+    assert not caplog.records
+    line = "finetune.word_subword=last: task=rte labels whole inputs from the last layer's pooled state, so this " \
+           "setting changes nothing in this run (a setting shared with other runs, which may apply it)"
+    check_command(COMMANDS["finetune"], cfg, settings, unapplied="warn")
     monkeypatch.setenv(SHARED_SETTINGS, "ar/seed1 finetune rte-causal")
     check_command(COMMANDS["finetune"], cfg, settings)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("WARNING", line)] * 2
 
 
 def test_a_resumed_run_repeats_its_command_and_is_not_refused():
@@ -100,13 +106,14 @@ def test_a_resumed_run_repeats_its_command_and_is_not_refused():
 
 
 @pytest.mark.slow  # a process that starts Python
-def test_a_sweeps_job_is_not_refused_for_a_setting_another_job_applies(tmp_path):
+def test_a_sweeps_job_warns_of_a_setting_it_does_not_apply_and_runs(tmp_path):
     """-m task=rte,conll2003 finetune.word_subword=last: the sweep's settings go to every job."""
     result = subprocess.run([sys.executable, "-m", "armlm", "finetune", "-m", "task=rte", "pretrained=/some/run",
                              "finetune.word_subword=last", f"hydra.sweep.dir={tmp_path}"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     output = result.stdout + result.stderr
-    assert result.returncode == 1 and "would change nothing" not in output and "/some/run" in output, output[-2000:]
+    assert "finetune.word_subword=last: task=rte labels whole inputs" in output and "drop it" not in output
+    assert result.returncode == 1 and "ArmlmFileError: /some/run does not exist" in output, output[-2000:]  # the job ran on
 
 
 def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_path, monkeypatch):
