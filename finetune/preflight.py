@@ -8,7 +8,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from armlm.common.errors import ArmlmError
-from armlm.training.setup import TRAINER_ARGUMENTS, check_run_arguments
+from armlm.training.setup import TRAINER_ARGUMENTS, check_run_arguments, refuse_fp16_on_a_cpu
 from armlm.training.step_config import sdpa_backends
 from armlm.training.validate import check_finetune_settings
 
@@ -23,6 +23,7 @@ def check_config(cfg: DictConfig) -> None:
     """The run's numbers (task.*, finetune.*), the SDPA kernels it names, and one source: a checkpoint (pretrained=)
     or, for a tagging task, static word vectors (vectors=). Reads no file: a study's checkpoint is not there yet."""
     check_finetune_settings(cfg)
+    refuse_fp16_on_a_cpu(cfg.trainer)
     sdpa_backends(cfg.trainer)  # names torch knows
     check_run_arguments(cfg.task.data, DATA_ARGUMENTS, "task.data")  # +trainer.max_epochs=5: a study's launch too
     check_run_arguments(cfg.trainer, (*TRAINER_ARGUMENTS, "max_epochs", *FIXED_TRAINER_SETTINGS), "trainer")

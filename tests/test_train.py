@@ -18,7 +18,7 @@ from armlm.training import setup as training_setup
 from armlm.training.lit_module import PretrainModule
 from armlm.training.preflight import check_config
 from armlm.training.run import run_pretraining
-from tests.helpers.configs import tiny_config
+from tests.helpers.configs import composed_config, tiny_config
 from tests.helpers.learning import LearningProbe, logged_scalars, with_callbacks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,9 +61,17 @@ def test_cpus_without_bf16_units_fall_back_to_fp32(tmp_path, cache_dir, monkeypa
 
 @pytest.mark.parametrize("precision", ["16-mixed", "16"])
 def test_fp16_autocast_on_a_cpu_is_refused_not_run_as_bf16(tmp_path, cache_dir, precision):
-    """Lightning turned 16-mixed on a CPU into bf16-mixed with a warning, and the summary recorded 16-mixed."""
-    with pytest.raises(ArmlmError, match=rf"^trainer.precision={precision}: fp16 autocast needs a GPU"):
-        training_setup.choose_cpu_precision(tiny_config(tmp_path, cache_dir, f"trainer.precision={precision}"))
+    """Lightning turned 16-mixed on a CPU into bf16-mixed with a warning, and the summary recorded 16-mixed: refused by
+    the command's check (a study's launch runs it) and where the run sets its precision."""
+    from armlm.finetune.preflight import check_config as check_finetune
+
+    line = rf"^trainer.precision={precision}: fp16 autocast needs a GPU"
+    cfg = tiny_config(tmp_path, cache_dir, f"trainer.precision={precision}")
+    for refuses in (check_config, training_setup.choose_cpu_precision):
+        with pytest.raises(ArmlmError, match=line):
+            refuses(cfg)
+    with pytest.raises(ArmlmError, match=line):
+        check_finetune(composed_config("finetune", ["task=rte", "pretrained=/some/run", f"trainer.precision={precision}"]))
 
 
 def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_trained_length(tmp_path, cache_dir):

@@ -15,7 +15,14 @@ from armlm.common.errors import ArmlmError, ArmlmFileError
 from armlm.datamodules.tokenizer import TokenizerSettings
 from armlm.models.backbone import ModelConfig
 from armlm.models.checkpoint import read_hyperparameters
-from armlm.training.setup import TRAINER_ARGUMENTS, build, build_model_config, check_run_arguments, differences
+from armlm.training.setup import (
+    TRAINER_ARGUMENTS,
+    build,
+    build_model_config,
+    check_run_arguments,
+    differences,
+    refuse_fp16_on_a_cpu,
+)
 from armlm.training.step_config import sdpa_backends
 from armlm.training.validate import check_branch_settings, check_run_settings
 
@@ -29,6 +36,7 @@ def check_config(cfg: DictConfig) -> tuple[Any, ModelConfig]:
     model_config = build_model_config(cfg.model)  # validates sizes
     check_run_settings(cfg, needs_documents=objective.input_format == "segment_pairs")
     check_branch_settings(cfg, objective)
+    refuse_fp16_on_a_cpu(cfg.trainer)
     sdpa_backends(cfg.trainer)  # names torch knows
     check_run_arguments(cfg.data, DATA_ARGUMENTS, "data")  # +data.seed=3: a study's launch refuses it too
     check_run_arguments(cfg.trainer, TRAINER_ARGUMENTS, "trainer")
