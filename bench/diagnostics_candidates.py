@@ -32,7 +32,7 @@ def main() -> None:
     split = argv.index("--") if "--" in argv else len(argv)  # evaluate.yaml overrides follow --
     args = parser.parse_args(argv[:split])
     cfg = evaluate_config([f"checkpoint={args.checkpoint}", f"pairs={args.pairs}", "output_dir=.",
-                           *argv[split + 1:]])
+                           "likelihood.enabled=false", *argv[split + 1:]])  # pairs only: no held-out blocks
     s = setup(cfg)
     ks: list[int | None] = sorted(args.ks)
     vocab = s.model.config.vocab_size
@@ -40,7 +40,7 @@ def main() -> None:
     if exact_affordable and not args.no_exact:
         ks.append(None)  # the exact mode, last
     reference = ks[-1]
-    print(f"{s.pretrained.objective_name}, V = {s.model.config.vocab_size}, {args.pairs} pairs per kind, "
+    print(f"{s.source.name}, V = {s.model.config.vocab_size}, {args.pairs} pairs per kind, "
           f"reference: {'exact' if reference is None else f'K = {reference}'}")
 
     figures: dict = {}

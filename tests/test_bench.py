@@ -378,3 +378,17 @@ def test_the_controls_read_the_share_below_the_prior_at_the_steps_both_were_logg
     shares = rtd_controls.share_below(tmp_path, "val/rtd_loss", "val/own_unigram")
     assert shares.keys() == {100, 200}
     assert shares[100] == pytest.approx((0.64 - 0.60) / 0.64) and shares[200] == pytest.approx(0.25)
+
+
+@pytest.mark.slow
+def test_the_candidates_bench_tabulates_each_candidate_count_against_the_largest(tiny_pretrained, capsys, monkeypatch):
+    """It read Setup.pretrained, which Setup no longer has, and checked the likelihood's blocks it does not score."""
+    import bench.diagnostics_candidates as candidates
+
+    monkeypatch.setattr("sys.argv", ["diagnostics_candidates.py", str(tiny_pretrained["ar"]), "--ks", "2", "4",
+                                     "--pairs", "2", "--no-exact", "--", "kinds=[contiguous]"])
+    candidates.main()
+    out = capsys.readouterr().out
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert list(figures) == ["contiguous"] and list(figures["contiguous"]) == ["2", "4"]
+    assert "| construction | metric | K=2 | K=4 | max rel. error at K |" in out
