@@ -34,10 +34,13 @@ def headline(results: dict, split: str) -> list[str]:
 
 def finetune(checkpoint: str, task: str, seed: int, extra: list[str], folder: Path) -> dict:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "train.py", f"task={task}", f"pretrained={checkpoint}", f"seed={seed}",
-                    f"hydra.run.dir={folder}", "trainer.enable_progress_bar=false", *extra],
-                   cwd=REPO, check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, SHARED_SETTINGS: "bench/finetune_study.py"})  # `extra` goes to every task
+    done = subprocess.run([sys.executable, "train.py", f"task={task}", f"pretrained={checkpoint}", f"seed={seed}",
+                           f"hydra.run.dir={folder}", "trainer.enable_progress_bar=false", *extra],
+                          cwd=REPO, check=True, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, SHARED_SETTINGS: "bench/finetune_study.py"})  # `extra` goes to every task
+    for line in done.stdout.splitlines():  # its log stays in the run folder; what it warns of is said here
+        if "[WARNING]" in line:
+            print(line, file=sys.stderr)
     results = json.loads((folder / "results.json").read_text())
     results["process_seconds"] = round(time.perf_counter() - started, 1)
     return results

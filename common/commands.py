@@ -158,14 +158,22 @@ def check_command(cmd: Checked, cfg: Any, overrides: Sequence[str], unapplied: s
     (Command.unapplied, common.unapplied): `unapplied` "warn" where several runs share the settings (a sweep's job;
     "refuse" warns too in a run whose environment says so), "skip" for a study's launch check (its stages warn, each
     in its own run); a resumed run (ckpt_path=) repeats its command and is not checked for them."""
+    if unapplied not in UNAPPLIED:
+        raise ValueError(f"unapplied={unapplied!r}; one of {UNAPPLIED}")
     if cmd.check is not None:
         resolve(cmd.check)(cfg)
     check_added_settings(str(cmd.config), overrides, cfg, cmd.open_settings)
-    if unapplied not in UNAPPLIED:
-        raise ValueError(f"unapplied={unapplied!r}; one of {UNAPPLIED}")
-    if cmd.unapplied is not None and unapplied != "skip" and not cfg.get("ckpt_path"):
+    if unapplied != "skip":
+        check_unapplied(cmd, cfg, overrides, shared=unapplied == "warn")
+
+
+def check_unapplied(cmd: Checked, cfg: Any, overrides: Sequence[str], shared: bool) -> None:
+    """The settings `overrides` give that a run of `cfg` does not apply (Command.unapplied): refused, or where several
+    runs share them (`shared`, or a run whose environment says so) named in a WARNING line each; a resumed run
+    (ckpt_path=) repeats its command and is not checked for them."""
+    if cmd.unapplied is not None and not cfg.get("ckpt_path"):
         refuse_unapplied_settings(resolve(cmd.unapplied)(cfg), overrides, cfg,
-                                  shared=unapplied == "warn" or bool(os.environ.get(SHARED_SETTINGS)))
+                                  shared=shared or bool(os.environ.get(SHARED_SETTINGS)))
 
 
 def error_types(cmd: Command) -> tuple[type[BaseException], ...]:

@@ -14,8 +14,9 @@ a study gives its variants and shared settings (finetune_settings, extra_*) to e
 the smoke scale's RTE); each run records the settings it applied. A sweep's job knows it is one (Hydra's MULTIRUN
 mode), and a run started by a study or a bench finds SHARED_SETTINGS in its environment (a launch prefix that clears
 the environment, srun --export=NONE, must pass it on); a study's launch check, which checks one stage of each shape
-before any starts, leaves them to the stages (check_command's `shared`). A resumed run (ckpt_path=) is not refused
-either: it repeats the command it started with, and its checkpoint holds those settings.
+before any starts, leaves them to the stages (check_command's unapplied="skip"), and its in-process stages say them
+as its stage processes do. A resumed run (ckpt_path=) is not refused either: it repeats the command it started with,
+and its checkpoint holds those settings.
 """
 
 from __future__ import annotations

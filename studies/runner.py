@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from armlm.common.atomic import atomic_write_artefact, read_artefact
-from armlm.common.commands import check_command, script_path
+from armlm.common.commands import check_command, check_unapplied, script_path
 from armlm.common.composition import composition_problem, first_line
 from armlm.common.config import compose_config
 from armlm.common.errors import ArmlmError
@@ -188,6 +188,7 @@ def run_in_process(stage: Stage, composed: DictConfig | Exception) -> int:
         cfg = composed
         (stage.folder / ".hydra").mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, stage.folder / ".hydra" / "config.yaml")
+        check_unapplied(stage.command, cfg, stage_settings(stage), shared=True)  # as a stage's process says them
         stage.command.function()(cfg)
     except Exception as err:  # noqa: BLE001 - a failed stage is reported and the study goes on, as with a process
         log.error("%s: %s: %s", stage.name, type(err).__name__, err)

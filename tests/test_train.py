@@ -74,6 +74,18 @@ def test_fp16_autocast_on_a_cpu_is_refused_not_run_as_bf16(tmp_path, cache_dir, 
         check_finetune(composed_config("finetune", ["task=rte", "pretrained=/some/run", f"trainer.precision={precision}"]))
 
 
+def test_a_trainer_left_to_choose_its_accelerator_runs_on_the_cpu_where_there_is_no_gpu(tmp_path, cache_dir, monkeypatch):
+    """accelerator=auto (Lightning's default) on a machine without a GPU is a CPU run: its precision is chosen as
+    accelerator=cpu's is (16-mixed refused, bf16 falling back to fp32 without bf16 units)."""
+    auto = tiny_config(tmp_path, cache_dir, "trainer.accelerator=auto", "trainer.precision=16-mixed")
+    monkeypatch.setattr(training_setup, "device_present", lambda kind: False)
+    with pytest.raises(ArmlmError, match="^trainer.precision=16-mixed: fp16 autocast needs a GPU"):
+        training_setup.choose_cpu_precision(auto)
+    monkeypatch.setattr(training_setup, "device_present", lambda kind: True)
+    training_setup.choose_cpu_precision(auto)  # a GPU's: Lightning runs it there
+    assert auto.trainer.precision == "16-mixed"
+
+
 def test_save_at_tokens_leaves_a_loadable_checkpoint_part_way_and_records_the_trained_length(tmp_path, cache_dir):
     summary = run_pretraining(tiny_config(tmp_path, cache_dir, "objective=ar", "max_tokens=2048", "trainer.max_steps=1000",
                                     "save_at_tokens=[1000]"))

@@ -107,7 +107,8 @@ def test_a_resumed_run_repeats_its_command_and_is_not_refused():
 
 @pytest.mark.slow  # a process that starts Python
 def test_a_sweeps_job_warns_of_a_setting_it_does_not_apply_and_runs(tmp_path):
-    """-m task=rte,conll2003 finetune.word_subword=last: the sweep's settings go to every job."""
+    """-m ... finetune.word_subword=last: a sweep's settings go to every job (task=rte,conll2003 would give it to both),
+    so a job that does not apply one says so and runs."""
     result = subprocess.run([sys.executable, "-m", "armlm", "finetune", "-m", "task=rte", "pretrained=/some/run",
                              "finetune.word_subword=last", f"hydra.sweep.dir={tmp_path}"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
@@ -131,3 +132,21 @@ def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_pat
     monkeypatch.setattr(runner.subprocess, "run", started)
     assert runner.launch(stage, {}).status == "failed"
     assert seen.get(SHARED_SETTINGS) == stage.name
+
+
+def test_an_in_process_stage_names_a_shared_setting_it_does_not_apply(tmp_path, monkeypatch, caplog):
+    """launcher=in_process runs each stage's function directly, past its command line: it says what a stage's process
+    would say."""
+    import armlm.finetune.command
+    from armlm.studies import runner
+    from armlm.studies.plan import plan
+    from tests.helpers.configs import study_config
+
+    cfg = study_config("scale=smoke", "seeds=1", "arm=ar", "tasks=[rte]", f"root={tmp_path}",
+                       'extra_finetune=["finetune.word_subword=last"]')
+    stage = next(s for s in plan(cfg) if s.kind == "finetune")
+    ran = []
+    monkeypatch.setattr(armlm.finetune.command, "finetune", ran.append)
+    assert runner.run_in_process(stage, runner.in_process_config(stage)) == 0 and len(ran) == 1
+    assert any(r.levelname == "WARNING" and r.getMessage().startswith("finetune.word_subword=last: task=rte labels")
+               for r in caplog.records)

@@ -13,6 +13,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from armlm.common.devices import device_present
 from armlm.common.errors import ArmlmError
 from armlm.common.machine import cpu_has_bf16_units
 from armlm.models.backbone import ModelConfig
@@ -79,10 +80,16 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], prefix: str = "") 
     return found
 
 
+def runs_on_a_cpu(trainer: DictConfig) -> bool:
+    """Whether Lightning's Trainer runs on the CPU: accelerator=cpu, or auto (its default) where torch sees no GPU."""
+    accelerator = str(trainer.get("accelerator") or "auto")
+    return accelerator == "cpu" or (accelerator == "auto" and not device_present("gpu"))
+
+
 def refuse_fp16_on_a_cpu(trainer: DictConfig) -> None:
     """fp16 autocast on a CPU: Lightning runs it as bf16-mixed (with a warning), while the run's summary would record
     16-mixed. Refused by the commands' checks (a study's launch too) and again where a run sets its precision."""
-    if trainer.get("accelerator") == "cpu" and str(trainer.precision) in ("16-mixed", "16"):
+    if runs_on_a_cpu(trainer) and str(trainer.precision) in ("16-mixed", "16"):
         raise ArmlmError(f"trainer.precision={trainer.precision}: fp16 autocast needs a GPU (on a CPU Lightning runs "
                          "bf16-mixed instead); give bf16-mixed (fp32 where the CPU has no bf16 units) or 32-true")
 
@@ -90,7 +97,7 @@ def refuse_fp16_on_a_cpu(trainer: DictConfig) -> None:
 def choose_cpu_precision(cfg: DictConfig) -> None:
     """bf16 autocast on CPUs that have bf16 units; elsewhere it would be emulated and slow, so fp32."""
     refuse_fp16_on_a_cpu(cfg.trainer)
-    if cfg.trainer.get("accelerator") == "cpu" and str(cfg.trainer.precision).startswith("bf16"):
+    if runs_on_a_cpu(cfg.trainer) and str(cfg.trainer.precision).startswith("bf16"):
         if not cpu_has_bf16_units():
             log.warning("this CPU has no bf16 matrix units (AVX512-BF16/AMX): training in fp32 instead")
             cfg.trainer.precision = "32-true"
