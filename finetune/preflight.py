@@ -36,10 +36,13 @@ def check_config(cfg: DictConfig) -> None:
 
 def unapplied_settings(cfg: DictConfig) -> dict[str, str]:
     """The settings a fine-tuning run of `cfg` does not apply (common.unapplied): a read-out position of the other
-    kind of task, and the other mode's rates and feature settings. A run on static vectors (vectors=) reads its own
-    (finetune.static), and is left to them."""
+    kind of task, and the other mode's rates and feature settings; on static vectors (vectors=, finetune.static),
+    everything a backbone would read (its head trains at task.optim.features_lr, with finetune.dropout)."""
     if cfg.get("vectors"):
-        return {}
+        static = "vectors= tags with a head on static word vectors, without a backbone"
+        return {key: static for key in ("finetune.mode", "finetune.attention", "finetune.pooling", "finetune.word_subword",
+                                        "finetune.feature_layers", "finetune.features", "task.optim.lr",
+                                        "task.optim.mix_lr")}
     task, settings = f"task={cfg.task.name}", cfg.finetune
     tags = cfg.task.kind == "tagging"
     if tags:

@@ -48,6 +48,9 @@ def test_every_command_that_names_unapplied_settings_names_them_for_its_defaults
                                                                            "trains the head alone"),
     ("finetune", [*CONLL, "finetune.mode=features", "finetune.features=scalar_mix", "finetune.feature_layers=2"],
      "finetune.feature_layers=2: finetune.features=scalar_mix mixes every layer"),
+    ("finetune", ["task=conll2003", "vectors=/some/vectors", "finetune.attention=causal"],
+     "finetune.attention=causal: vectors= tags with a head on static word vectors, without a backbone"),
+    ("finetune", ["task=conll2003", "vectors=/some/vectors", "task.optim.lr=1e-4"], "task.optim.lr=1e-4: vectors= "),
     ("zeroshot", ["checkpoint=/some/run", "blimp.context.tokens=48"], "blimp.context.tokens=48: blimp.context.file is "
                                                                       "null"),
     ("zeroshot", ["checkpoint=/some/run", "blimp.context.file=''", "blimp.context.tokens=48"], "blimp.context.tokens=48"),
@@ -68,6 +71,7 @@ def test_a_setting_the_run_does_not_apply_is_refused(command, settings, refusal)
     ("finetune", [*CONLL, "finetune.word_subword=last", "finetune.attention=causal"]),
     ("finetune", [*CONLL, "finetune.mode=features", "finetune.features=scalar_mix", "task.optim.mix_lr=0.01"]),
     ("finetune", [*RTE, "finetune.pooling=mean", "task.optim.lr=1e-4"]),
+    ("finetune", ["task=conll2003", "vectors=/some/vectors", "task.optim.features_lr=1e-2", "finetune.dropout=0.2"]),
     ("zeroshot", ["checkpoint=/some/run", "blimp.context.file=/some/text", "blimp.context.tokens=48"]),
     ("embeddings", ["checkpoint=/some/run", "method.min_count=3"]),  # contextual.min_count reads it
     ("embeddings", ["method.dim=50", "data.tokenizer.vocab_size=4096"]),
