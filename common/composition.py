@@ -49,25 +49,44 @@ def composition_problem(config: str, overrides: Sequence[str], err: Exception,
                "override_grammar/basic)"
     if isinstance(err, MissingConfigException):  # names the group and the option, and lists the options
         return first_line(err)
-    key = getattr(err.__cause__, "full_key", None)
-    if not (isinstance(err.__cause__, MISSING_KEY) and key) or key == "hydra" or key.startswith("hydra."):
+    key = missing_key(err)
+    if key is None:
         return None  # Hydra's own settings: its report names the fix (+hydra.job.env_set.X=1)
-    try:  # without the override of the missing key, or of a key beneath it (optm.lr=1: optm is missing)
-        before = composed_without(config, overrides, [key])
-    except Exception:  # noqa: BLE001 - another override fails too: Hydra's report
+    missing = [key]
+    for _ in overrides:  # without the overrides of the missing keys, or of keys beneath them (optm.lr=1: optm)
+        try:
+            before = composed_without(config, overrides, missing)
+            break
+        except ConfigCompositionException as again:  # another key is missing too: each in turn
+            more = missing_key(again)
+            if more is None or more in missing:
+                return None
+            missing.append(more)
+        except Exception:  # noqa: BLE001 - another override fails otherwise: Hydra's report
+            return None
+    else:
         return None
+    also = f" (nor is there {', '.join(missing[1:])})" if len(missing) > 1 else ""
     holder, known = deepest_node(before, key)
     name = key[len(holder) + 1:] if holder else key
     meant = meant_among(name.split(".")[0], list(known))
     if not meant and any(under(key, node) for node in open_settings):
-        return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=..."
+        return f"{key}: the config leaves it out, and its reader takes it where given: add it with +{key}=...{also}"
     where, guess = holder or "the top level", f"did you mean {' or '.join(meant)}? " if meant else ""
     own = [k for k in known if not k.startswith("_")]
     holds = f"{where} holds {', '.join(own)}" if own else f"{where} holds no setting of its own"
     if "_target_" in known and "." not in name:  # a node that builds a class: an argument it leaves out is added
         return (f"{key}: there is no such setting; {guess}{holds}, and an argument its class takes that the config "
-                f"leaves out is added with +{where}.<argument>=...")
-    return f"{key}: there is no such setting; {guess}{holds}"
+                f"leaves out is added with +{where}.<argument>=...{also}")
+    return f"{key}: there is no such setting; {guess}{holds}{also}"
+
+
+def missing_key(err: Exception) -> str | None:
+    """The key of a composition error for a key the config lacks (not one of Hydra's own), else None."""
+    key = getattr(err.__cause__, "full_key", None)
+    if not (isinstance(err.__cause__, MISSING_KEY) and key) or key == "hydra" or key.startswith("hydra."):
+        return None
+    return key
 
 
 def first_line(err: Exception) -> str:

@@ -32,6 +32,13 @@ def test_settings_that_do_not_compose_are_one_line_naming_the_fix(config, settin
     assert re.search(line, problem), problem
 
 
+def test_two_missing_keys_are_one_line_naming_both():
+    """Hydra reported the first in its five lines; composing without it failed on the second, so the line gave up."""
+    problem = why_it_does_not_compose("train", ["optim.lrr=1", "seeed=3", "optm.lr=2"])
+    assert problem.startswith("optim.lrr: there is no such setting; did you mean lr? optim holds lr, ")
+    assert problem.endswith(" (nor is there seeed, optm)") and "\n" not in problem
+
+
 def test_a_study_setting_its_reader_takes_is_added_with_a_plus_and_a_typo_there_is_named():
     """study.alpha is read where given (Command.open_settings): it is added, not missing; study.diagnose.candidate_arm
     is a typo of a key the section holds, not one to add."""
