@@ -54,7 +54,7 @@ def check_added_settings(config: str, overrides: Sequence[str], cfg: DictConfig,
         parent = held(after, node)
         if (held(before, key) is not ABSENT or any(under(key, node) for node in open_settings)
                 or (name.startswith("_") and held(before, node) is not ABSENT)  # Hydra's own (_partial_, ...)
-                or any(f"${{{key}{end}" in interpolations for end in ("}", ".", ":"))):
+                or read_by_interpolation(key, interpolations)):
             continue
         target = parent.get("_target_") if isinstance(parent, dict) and held(before, node) is not ABSENT else None
         if target is not None:
@@ -62,6 +62,12 @@ def check_added_settings(config: str, overrides: Sequence[str], cfg: DictConfig,
             continue
         holder, known = deepest_node(before, key)
         raise ArmlmError(unread_settings([key], holder, list(known)))
+
+
+def read_by_interpolation(key: str, interpolations: str) -> bool:
+    """Whether an interpolation among `interpolations` (a config's string values, joined) reads the dotted `key` or a
+    key beneath it (`${key}`, `${key.x}`, `${key:...}`)."""
+    return any(f"${{{key}{end}" in interpolations for end in ("}", ".", ":"))
 
 
 def under(key: str, node: str) -> bool:

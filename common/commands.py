@@ -114,18 +114,20 @@ def named_folder_problem(cmd: Command, overrides: Sequence[str]) -> str | None:
     names itself is new (its time, to the second); one it resolves (${...}) is left to the job."""
     named = {key: value for key, value in (o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
              if key in ("hydra.run.dir", "output_dir")}
-    for folder in (Path(value) for value in named.values() if "${" not in value and Path(value).is_dir()):
-        if cmd.folder_check is None:
-            if cmd.result_file and (folder / cmd.result_file).is_file():
-                return (f"{folder} already holds {cmd.result_file}, an earlier run's result, which this run would "
-                        "replace: give this run a folder of its own (hydra.run.dir=...), or delete that file first")
-            continue
-        # its settings as its job composes them: a search path's too (hydra.searchpath=, as command_line keeps it)
-        try:
-            cfg = compose_config(str(cmd.config), [o for o in overrides
-                                                   if not o.lstrip("+").startswith("hydra.") or "searchpath=" in o])
-        except Exception:  # noqa: BLE001 - a command line that does not compose is Hydra's to report
-            return None
+    folders = [Path(value) for value in named.values() if "${" not in value and Path(value).is_dir()]
+    if not folders:
+        return None
+    if cmd.folder_check is None:
+        held = [folder for folder in folders if cmd.result_file and (folder / cmd.result_file).is_file()]
+        return (f"{held[0]} already holds {cmd.result_file}, an earlier run's result, which this run would replace: "
+                "give this run a folder of its own (hydra.run.dir=...), or delete that file first") if held else None
+    # its settings as its job composes them: a search path's too (hydra.searchpath=, as command_line keeps it)
+    try:
+        cfg = compose_config(str(cmd.config), [o for o in overrides
+                                               if not o.lstrip("+").startswith("hydra.") or "searchpath=" in o])
+    except Exception:  # noqa: BLE001 - a command line that does not compose is Hydra's to report
+        return None
+    for folder in folders:
         cfg.output_dir = str(folder)
         try:
             resolve(cmd.folder_check)(cfg, cmd.result_file)

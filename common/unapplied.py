@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from armlm.common.added_settings import strings, under
+from armlm.common.added_settings import read_by_interpolation, strings, under
 from armlm.common.errors import ArmlmError
 
 log = logging.getLogger("armlm")
@@ -44,27 +44,28 @@ def given_settings(overrides: Sequence[str]) -> dict[str, str]:
     return given
 
 
-def unapplied_given(unapplied: Mapping[str, str], overrides: Sequence[str], cfg: DictConfig) -> list[str]:
-    """A line for each setting `overrides` give that falls under a key of `unapplied` (a node or one setting, mapped
-    to why the run leaves it alone), unless an interpolation reads it."""
+def unapplied_given(unapplied: Mapping[str, str], overrides: Sequence[str], cfg: DictConfig) -> list[tuple[str, str]]:
+    """("key=value", why) for each setting `overrides` give that falls under a key of `unapplied` (a node or one
+    setting, mapped to why the run leaves it alone), unless an interpolation reads it."""
     if not unapplied:
         return []
     interpolations = " ".join(strings(OmegaConf.to_container(cfg, resolve=False)))
-    lines = []
+    found = []
     for key, value in given_settings(overrides).items():
-        if any(f"${{{key}{end}" in interpolations for end in ("}", ".", ":")):
-            continue
-        lines += [f"{key}={value}: {why}, so this setting changes nothing in this run"
-                  for node, why in unapplied.items() if under(key, node)][:1]
-    return lines
+        why = next((why for node, why in unapplied.items() if under(key, node)), None)
+        if why is not None and not read_by_interpolation(key, interpolations):
+            found.append((f"{key}={value}", why))
+    return found
 
 
 def refuse_unapplied_settings(unapplied: Mapping[str, str], overrides: Sequence[str], cfg: DictConfig,
                               shared: bool = False) -> None:
     """Raise ArmlmError for the first setting `overrides` give that this run does not apply; where several runs share
     the settings (`shared`), a WARNING line for each instead: another run may apply it, and none is silent."""
-    lines = unapplied_given(unapplied, overrides, cfg)
-    if lines and not shared:
-        raise ArmlmError(lines[0].replace("changes nothing in this run", "would change nothing; drop it"))
-    for line in lines:
-        log.warning("%s (a setting shared with other runs, which may apply it)", line)
+    found = unapplied_given(unapplied, overrides, cfg)
+    if found and not shared:
+        setting, why = found[0]
+        raise ArmlmError(f"{setting}: {why}, so this setting would change nothing; drop it")
+    for setting, why in found:
+        log.warning("%s: %s, so this setting changes nothing in this run (a setting shared with other runs, which may "
+                    "apply it)", setting, why)
