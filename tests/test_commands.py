@@ -18,7 +18,7 @@ import pytest
 from armlm.analysis.reports.registry import REPORTS
 from armlm.benchmarks import benchmarks
 from armlm.commands import COMMANDS, main
-from armlm.common.commands import RANK_COMMAND, Command, dispatch, rank_argv, resolve
+from armlm.common.commands import RANK_COMMAND, Command, dispatch, named_folder_problem, rank_argv, resolve
 from armlm.common.config import CONFIGS, compose_config
 from armlm.studies.stages import STAGE_KINDS, stage_kind
 
@@ -239,8 +239,6 @@ def test_every_command_that_writes_a_run_folder_says_what_it_would_write_over():
 
 @pytest.mark.parametrize("name", ["evaluate", "zeroshot", "embeddings", "generate"])
 def test_a_folder_that_holds_a_commands_result_is_refused_before_hydra_writes_there(name, tmp_path):
-    from armlm.common.commands import named_folder_problem
-
     cmd = COMMANDS[name]
     line = [f"hydra.run.dir={tmp_path}"]
     assert named_folder_problem(cmd, line) is None  # an empty folder
@@ -256,8 +254,6 @@ def test_a_folder_that_holds_a_commands_result_is_refused_before_hydra_writes_th
 
 @pytest.mark.parametrize("name", ["train", "finetune"])
 def test_a_folder_that_holds_a_run_is_refused_before_hydra_writes_there_unless_it_resumes(name, tmp_path):
-    from armlm.common.commands import named_folder_problem
-
     settings = [f"hydra.run.dir={tmp_path}", *(["task=rte", "pretrained=/some/run"] if name == "finetune" else [])]
     cmd = COMMANDS[name]
     assert named_folder_problem(cmd, settings) is None
@@ -273,8 +269,6 @@ def test_a_folder_that_holds_a_run_is_refused_before_hydra_writes_there_unless_i
 def test_a_folder_check_composes_with_the_command_lines_search_path(tmp_path):
     """A config group of one's own (hydra.searchpath=) composes in the folder check as in the job: without the search
     path, composing ended in Hydra's MissingConfigException traceback before the job started."""
-    from armlm.common.commands import named_folder_problem
-
     mine = tmp_path / "mine" / "objective"
     mine.mkdir(parents=True)
     (mine / "mine.yaml").write_text((CONFIGS / "objective" / "ar.yaml").read_text())

@@ -14,7 +14,9 @@ from armlm.commands import COMMANDS
 from armlm.common.commands import check_command, resolve
 from armlm.common.errors import ArmlmError
 from armlm.common.unapplied import SHARED_SETTINGS, given_settings
-from tests.helpers.configs import composed_config
+from armlm.studies import runner
+from armlm.studies.plan import plan
+from tests.helpers.configs import composed_config, study_config
 
 RTE, CONLL = ["task=rte", "pretrained=/some/run"], ["task=conll2003", "pretrained=/some/run"]
 
@@ -122,10 +124,6 @@ def test_a_sweeps_job_warns_of_a_setting_it_does_not_apply_and_runs(tmp_path):
 
 
 def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_path, monkeypatch):
-    from armlm.studies import runner
-    from armlm.studies.plan import plan
-    from tests.helpers.configs import study_config
-
     stage = next(s for s in plan(study_config("scale=smoke", "seeds=1", "arm=ar", f"root={tmp_path}"))
                  if s.kind == "finetune")
     seen = {}
@@ -141,10 +139,7 @@ def test_a_stage_the_study_starts_as_a_process_finds_it_is_a_study_stage(tmp_pat
 def test_an_in_process_stage_names_a_shared_setting_it_does_not_apply(tmp_path, monkeypatch, caplog):
     """launcher=in_process runs each stage's function directly, past its command line: it says what a stage's process
     would say."""
-    import armlm.finetune.command
-    from armlm.studies import runner
-    from armlm.studies.plan import plan
-    from tests.helpers.configs import study_config
+    import armlm.finetune.command  # Lightning's import: this test's alone
 
     cfg = study_config("scale=smoke", "seeds=1", "arm=ar", "tasks=[rte]", f"root={tmp_path}",
                        'extra_finetune=["finetune.word_subword=last"]')
